@@ -1,0 +1,1 @@
+# pipeline/loader.mk - the prefetching loader.

@@ -1,0 +1,1 @@
+# pipeline/shard.mk - shard writer and reader.

@@ -1,0 +1,1 @@
+# pipeline/subsample.mk - mask filters and subsampling strategies.

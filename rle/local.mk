@@ -1,0 +1,3 @@
+# rle/local.mk - the COCO RLE codec (part of libsa1b).
+libsa1b_core_la_SOURCES += rle/error.c
+sa1binclude_HEADERS += rle/sa1b_error.h

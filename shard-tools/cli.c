@@ -1,0 +1,181 @@
+/* cli.c - messages, usage errors, progress bar and parsers for the programs. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
+static const char *prog_name = "sa1b";
+
+void cli_init(const char *argv0)
+{
+    if (!argv0) return;
+    const char *slash = strrchr(argv0, '/');
+    prog_name = slash ? slash + 1 : argv0;
+    /* libtool wrappers run "lt-NAME" */
+    if (strncmp(prog_name, "lt-", 3) == 0) prog_name += 3;
+}
+
+const char *cli_prog(void) { return prog_name; }
+
+static void vwarn(const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "%s: ", prog_name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void cli_warn(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(fmt, ap);
+    va_end(ap);
+}
+
+void cli_die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(fmt, ap);
+    va_end(ap);
+    exit(status);
+}
+
+void cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "Try '%s --help' for more information.\n", prog_name);
+    exit(CLI_EXIT_USAGE);
+}
+
+void cli_version(void) { printf("%s (sa1b) %s\n", prog_name, PACKAGE_VERSION); }
+
+double cli_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void cli_progress_init(cli_progress *p, int quiet)
+{
+    memset(p, 0, sizeof *p);
+    p->enabled = !quiet && isatty(STDERR_FILENO);
+    p->t0 = cli_now();
+}
+
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total, const char *fmt, ...)
+{
+    if (!p->enabled) return;
+    double t = cli_now();
+    if (p->drawn && t - p->last < 0.1 && !(total && done >= total)) return;
+    p->last = t;
+    p->drawn = 1;
+    char tail[160] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(tail, sizeof tail, fmt, ap);
+        va_end(ap);
+    }
+    if (total) {
+        enum { W = 24 };
+        double f = (double)done / (double)total;
+        if (f > 1) f = 1;
+        int fill = (int)(f * W);
+        char bar[W + 1];
+        for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
+        bar[W] = '\0';
+        fprintf(stderr, "\r\033[K%s [%s] %3d%% %llu/%llu %s", prog_name, bar, (int)(100 * f),
+                (unsigned long long)done, (unsigned long long)total, tail);
+    } else {
+        fprintf(stderr, "\r\033[K%s %llu %s (%.0fs)", prog_name, (unsigned long long)done, tail,
+                t - p->t0);
+    }
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->enabled && p->drawn) {
+        fputs("\r\033[K", stderr);
+        fflush(stderr);
+    }
+    p->drawn = 0;
+}
+
+int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+') return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_double(const char *s, double *out)
+{
+    if (!s || !*s) return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int cli_parse_dims(const char *s, uint32_t max, uint32_t *h, uint32_t *w)
+{
+    if (!s) return -1;
+    const char *x = strchr(s, 'x');
+    if (!x || x == s) return -1;
+    char a[32];
+    size_t n = (size_t)(x - s);
+    if (n >= sizeof a) return -1;
+    memcpy(a, s, n);
+    a[n] = '\0';
+    uint64_t hh, ww;
+    if (cli_parse_u64(a, 1, max, &hh) || cli_parse_u64(x + 1, 1, max, &ww)) return -1;
+    *h = (uint32_t)hh;
+    *w = (uint32_t)ww;
+    return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *bytes)
+{
+    if (!s || !*s || *s == '-') return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0) return -1;
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+    case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (*end == 'i') end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (*end) return -1;
+    double b = v * mult;
+    if (b > 1.8e19) return -1;
+    *bytes = (uint64_t)b;
+    return 0;
+}

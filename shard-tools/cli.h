@@ -1,0 +1,55 @@
+/*
+ * cli.h - the programs' private helper library (libarchive_fe's role): one
+ * voice for messages, usage errors, --version, a progress bar, and small
+ * parsers shared by every sa1b-* program.  Not part of libsa1b.
+ *
+ * Messages follow "prog: what: why" (lower case, no full stop, subject
+ * quoted).  Exit codes common to every program:
+ */
+#ifndef SA1B_CLI_H
+#define SA1B_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_PARTIAL = 1, CLI_EXIT_USAGE = 2, CLI_EXIT_FATAL = 3 };
+
+/* Sets the program name used in every message (basename of argv0). */
+void cli_init(const char *argv0);
+const char *cli_prog(void);
+
+/* "prog: <message>\n" on stderr. */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* cli_warn then exit(status). */
+_Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "prog: <message>\nTry 'prog --help' for more information.\n", exit 2. */
+_Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "prog (sa1b) VERSION" on stdout. */
+void cli_version(void);
+
+/* Monotonic time in seconds. */
+double cli_now(void);
+
+/* A one-line progress bar on stderr, drawn only when stderr is a terminal
+ * and quiet is 0; redrawn at most 10 times a second. */
+typedef struct cli_progress {
+    int enabled;
+    double t0, last;
+    int drawn;
+} cli_progress;
+void cli_progress_init(cli_progress *p, int quiet);
+/* done of total (total 0: unknown), then a free-form tail ("12.3 MB/s ..."). */
+void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Clears the bar line so that the next message starts on a clean line. */
+void cli_progress_end(cli_progress *p);
+
+/* Parsers: 0 on success, -1 on a malformed or out-of-range value. */
+int cli_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out);
+int cli_parse_double(const char *s, double *out);
+/* "HxW" (rows x columns), both in 1..max. */
+int cli_parse_dims(const char *s, uint32_t max, uint32_t *h, uint32_t *w);
+/* "512", "64K", "16M", "16G", "1T" (powers of 1024) */
+int cli_parse_size(const char *s, uint64_t *bytes);
+
+#endif

@@ -1,0 +1,1 @@
+# shard-tools/inspect.mk - sa1b-inspect, sa1b-verify, sa1b-export.

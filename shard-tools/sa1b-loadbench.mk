@@ -1,0 +1,1 @@
+# shard-tools/sa1b-loadbench.mk - the loader benchmark tool.

@@ -1,0 +1,1 @@
+# shard-tools/sa1b-rle.mk - the codec on the command line.

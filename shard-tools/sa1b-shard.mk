@@ -1,0 +1,1 @@
+# shard-tools/sa1b-shard.mk - tars in, shards out.

@@ -1,0 +1,1 @@
+# tests/input.mk - tests of tar/annotation/image input.

@@ -1,0 +1,1 @@
+# tests/loader.mk - tests of the loader and sa1b-loadbench.

@@ -1,0 +1,1 @@
+# tests/shard.mk - tests of the shard format, reader and inspect/verify/export.

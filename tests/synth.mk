@@ -1,0 +1,1 @@
+# tests/synth.mk - tests of sa1b-synth.

@@ -1,0 +1,1 @@
+# tests/trainer.mk - tests of sa1b-train.
