@@ -2,7 +2,8 @@
  * replay.c - replays fuzz corpora through a libFuzzer target in every build
  * (sqlite's fuzzcheck idea): linked with one tests/fuzz/fuzz-NAME.c, it
  * feeds each file of the directories (or files) named on the command line to
- * LLVMFuzzerTestOneInput and prints one TAP line per input.  A crash or a
+ * LLVMFuzzerTestOneInput and prints one TAP line per input.  Without
+ * arguments it replays FUZZ_CORPUS, a directory fixed at build time.  A crash or a
  * sanitizer report fails the test run; the target itself asserts nothing.
  */
 #include <dirent.h>
@@ -56,6 +57,15 @@ static int replay_file(const char *path, int *n)
 int main(int argc, char **argv)
 {
     int n = 0, bad = 0;
+#ifdef FUZZ_CORPUS
+    /* built as a test: no arguments means the target's own corpus */
+    static char *deflt[] = {NULL, FUZZ_CORPUS, NULL};
+    if (argc < 2) {
+        deflt[0] = argv[0];
+        argv = deflt;
+        argc = 2;
+    }
+#endif
     for (int a = 1; a < argc; a++) {
         struct stat st;
         if (stat(argv[a], &st) != 0) {
