@@ -1,0 +1,207 @@
+/*
+ * sa1b_shard.h - the shard file: a streaming writer and a validating,
+ * memory-mapped, zero-copy reader.
+ *
+ * Implements: the format of man/sa1b-shard.5 (the normative spec; summary
+ * here).  One file, little-endian, every structure 8-byte aligned and every
+ * payload 64-byte aligned:
+ *
+ *   [header 256 B][provenance JSON + NUL][payloads: per image the image
+ *   (raw RGB S*S*3 or JPEG) then its masks (R*R bits each, LSB-first
+ *   row-major, one mask per mask_stride bytes)][names table][index table:
+ *   n_images rows of 96 B][mask table: n_masks rows of 80 B][footer 64 B]
+ *
+ * Magic "SA1BSHRD" and the version open both the header (offset 0) and the
+ * footer (last 64 bytes).  The header holds counts, the offset of every
+ * table and a CRC32C of each table and of itself; the footer repeats the
+ * counts and the header's CRC.  Each index row holds the CRC32C of the
+ * image payload and of the image's mask block (checked on demand).
+ *
+ * The writer streams payloads to "<path>.tmp-XXXXXX" (memory: the rows
+ * only), writes the tables, the footer and finally the header, fsyncs and
+ * renames: a killed run leaves a temp file whose header is all zeros, never
+ * a file that opens.  The reader validates the whole structure at open
+ * (magic, version, CRCs of header/footer/tables, every offset, length and
+ * count against the file size, 64-bit overflow-safe) so that the accessors
+ * below never read outside the file; errors name the byte offset and the
+ * structure ("index row 12 at offset 4096: payload offset 9999999 beyond
+ * file size 8192").
+ */
+#ifndef SA1B_SHARD_H
+#define SA1B_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sa1b_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- format constants (see sa1b-shard(5)) ------------------------------- */
+#define SA1B_SHARD_MAGIC "SA1BSHRD" /* 8 bytes, no NUL, at offset 0 and at file end - 64 */
+#define SA1B_SHARD_VERSION 1u
+#define SA1B_SHARD_HEADER_SIZE 256u
+#define SA1B_SHARD_FOOTER_SIZE 64u
+#define SA1B_SHARD_INDEX_ROW_SIZE 96u
+#define SA1B_SHARD_MASK_ROW_SIZE 80u
+#define SA1B_SHARD_ALIGN 64u
+#define SA1B_SHARD_MAX_IMAGE_SIZE 16384u /* largest S accepted */
+
+enum { SA1B_SHARD_RAW = 0, SA1B_SHARD_JPEG = 1 }; /* image payload format */
+
+/* ---- writer ------------------------------------------------------------- */
+
+typedef struct sa1b_shard_params {
+    uint32_t image_size;    /* S: images are S x S x 3 RGB letterboxed, 1..16384 */
+    uint32_t mask_size;     /* R: masks are R x R bits, letterboxed the same way, 1..S */
+    int image_format;       /* SA1B_SHARD_RAW or SA1B_SHARD_JPEG */
+    const char *provenance; /* JSON text (tool version, source tar, all options), stored
+                               verbatim; NULL stores "{}" */
+} sa1b_shard_params;
+
+typedef struct sa1b_shard_mask_in {
+    int64_t id;             /* SA-1B annotation id */
+    float area, bbox[4];    /* shard coordinates: pixels of the S x S image (source values
+                               scaled by the letterbox scale); bbox [x, y, w, h] */
+    int64_t orig_area;      /* as in the source JSON */
+    float orig_bbox[4];     /* as in the source JSON */
+    float predicted_iou, stability_score;
+    float point[2];         /* point_coords[0] scaled to S x S pixels; NaN when absent */
+    const uint8_t *bits;    /* [R*R] bytes, 0 or nonzero, row-major; the writer bit-packs */
+} sa1b_shard_mask_in;
+
+typedef struct sa1b_shard_sample_in {
+    int64_t image_id;
+    uint32_t orig_w, orig_h; /* source image size in pixels, both >= 1 */
+    float scale;             /* S / max(orig_w, orig_h), finite and > 0 */
+    const char *file_name;   /* e.g. "sa_1.jpg" (NULL: ""), stored without embedded NULs */
+    const uint8_t *image;    /* raw: S*S*3 bytes RGB row-major; jpeg: the encoded bytes */
+    size_t image_len;
+    uint32_t n_masks;
+    const sa1b_shard_mask_in *masks; /* [n_masks] */
+} sa1b_shard_sample_in;
+
+typedef struct sa1b_shard_writer sa1b_shard_writer;
+
+/* Creates "<path>.tmp-XXXXXX" in path's directory (mode 0666 minus umask)
+ * and writes a zeroed header and the provenance.  Validates p (EINVAL). */
+int sa1b_shard_writer_open(sa1b_shard_writer **w, const char *path, const sa1b_shard_params *p,
+                           sa1b_error *err);
+
+/* Appends one sample: streams the image payload and the packed masks to
+ * the file, keeps only the index and mask rows in memory.  Validates s
+ * (EINVAL: raw payload length != S*S*3, empty jpeg, bad scale or size). */
+int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err);
+
+/* Images and bytes written so far (for progress reports). */
+uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w);
+uint64_t sa1b_shard_writer_bytes(const sa1b_shard_writer *w);
+
+/* Writes names, index and mask tables, the footer, then the header; fsyncs,
+ * renames the temp file to path, fsyncs the directory.  Frees w whatever
+ * happens (on failure the temp file is removed). */
+int sa1b_shard_writer_finish(sa1b_shard_writer *w, sa1b_error *err);
+
+/* Removes the temp file and frees w.  NULL is a no-op. */
+void sa1b_shard_writer_abort(sa1b_shard_writer *w);
+
+/* ---- reader ------------------------------------------------------------- */
+
+typedef struct sa1b_shard sa1b_shard; /* an mmap'ed, fully validated shard */
+
+typedef struct sa1b_shard_info {
+    uint32_t version;
+    uint32_t image_size;       /* S */
+    uint32_t mask_size;        /* R */
+    int image_format;          /* SA1B_SHARD_RAW or SA1B_SHARD_JPEG */
+    uint64_t n_images, n_masks;
+    uint64_t file_size;        /* bytes */
+    const char *provenance;    /* JSON text, NUL-terminated inside the map */
+    size_t provenance_len;     /* bytes without the NUL */
+    uint32_t mask_bytes;       /* ceil(R*R / 8): packed bits of one mask */
+    uint32_t mask_stride;      /* mask_bytes rounded up to 64: distance between masks */
+} sa1b_shard_info;
+
+/* One image's row: a view into the map (valid until sa1b_shard_close).
+ * (The type is named *_view because sa1b_shard_image is the accessor.) */
+typedef struct sa1b_shard_image_view {
+    uint64_t index;            /* 0-based position in the shard */
+    int64_t image_id;
+    uint32_t orig_w, orig_h;   /* source image size */
+    float scale;               /* S / max(orig_w, orig_h) */
+    const char *file_name;     /* NUL-terminated, inside the map */
+    size_t file_name_len;
+    const uint8_t *payload;    /* image bytes inside the map (64-byte aligned in the file) */
+    uint64_t payload_offset, payload_len;
+    uint32_t payload_crc;      /* stored CRC32C of the image payload */
+    const uint8_t *mask_data;  /* start of this image's masks block */
+    uint64_t masks_offset, masks_len; /* masks_len = n_masks * mask_stride */
+    uint32_t masks_crc;        /* stored CRC32C of the masks block */
+    uint32_t n_masks;
+    uint64_t first_mask;       /* index of its first row in the mask table */
+} sa1b_shard_image_view;
+
+/* One mask's row: a view into the map. */
+typedef struct sa1b_shard_mask_view {
+    uint64_t index;            /* row in the mask table (first_mask + j) */
+    uint64_t image_index;
+    int64_t id;                /* SA-1B annotation id */
+    float area, bbox[4];       /* shard coordinates */
+    int64_t orig_area;
+    float orig_bbox[4];        /* source coordinates */
+    float predicted_iou, stability_score;
+    float point[2];            /* shard coordinates; NaN when absent */
+    const uint8_t *bits;       /* mask_bytes of packed bits inside the map */
+    uint64_t data_offset;
+} sa1b_shard_mask_view;
+
+/* Maps and validates the file (read-only).  Errors: SA1B_EIO (open, stat,
+ * mmap; errno text), SA1B_EFORMAT (not a shard, inconsistent structure),
+ * SA1B_ETRUNC (shorter than the header says), SA1B_ECHECKSUM (header,
+ * footer or table CRC), SA1B_EUNSUPPORTED (newer version), SA1B_ERANGE
+ * (absurd sizes).  The message names offset and structure.  Payload CRCs are
+ * not checked here (see sa1b_shard_verify_image). */
+int sa1b_shard_open(sa1b_shard **s, const char *path, sa1b_error *err);
+
+/* Same validation on len bytes in memory, not copied: data must stay valid
+ * and unchanged until sa1b_shard_close. */
+int sa1b_shard_open_memory(sa1b_shard **s, const void *data, size_t len, sa1b_error *err);
+
+/* Unmaps and frees.  NULL is a no-op. */
+void sa1b_shard_close(sa1b_shard *s);
+
+/* Header values; valid until sa1b_shard_close. */
+const sa1b_shard_info *sa1b_shard_get_info(const sa1b_shard *s);
+
+/* Image i (0-based): metadata and zero-copy payload pointers.  SA1B_ERANGE
+ * when i >= n_images. */
+int sa1b_shard_image(const sa1b_shard *s, uint64_t i, sa1b_shard_image_view *out, sa1b_error *err);
+
+/* Mask j of image i.  SA1B_ERANGE when out of range. */
+int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask_view *out,
+                    sa1b_error *err);
+
+/* Unpacks m's bits into out[R*R] bytes of 0/1, row-major. */
+void sa1b_shard_unpack_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out);
+
+/* First image with this image_id (linear search); SA1B_ERANGE when absent. */
+int sa1b_shard_find_image(const sa1b_shard *s, int64_t image_id, uint64_t *index,
+                          sa1b_error *err);
+
+/* CRC32C of image i's payload and mask block against the stored values.
+ * SA1B_ECHECKSUM with err->offset at the payload and a message naming the
+ * image ("image 3 payload at offset 8192: CRC32C 0x... != stored 0x..."). */
+int sa1b_shard_verify_image(const sa1b_shard *s, uint64_t i, sa1b_error *err);
+
+/* CRC32C (Castagnoli, reflected, init/xorout ~0 handled inside): start
+ * with crc = 0 and chain calls; sa1b_crc32c(0, "123456789", 9) =
+ * 0xE3069283.  SSE4.2 when the CPU has it (checked at run time), else
+ * slicing-by-8. */
+uint32_t sa1b_crc32c(uint32_t crc, const void *data, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
