@@ -1,0 +1,115 @@
+/*
+ * sa1b_image.h - JPEG decode/encode (TurboJPEG), area-filter resize and the
+ * SAM letterbox.
+ *
+ * Implements: the image stage of the data path.  An SA-1B JPEG (about
+ * 2250x1500) becomes an S x S x 3 RGB letterbox, as SAM's preprocessing
+ * does: the longest side is scaled to S, the image sits in the top-left
+ * corner and the bottom/right padding is zero.  The decode uses TurboJPEG's
+ * DCT scaling (scale k/8, k = 1..8) to the smallest scale whose output is
+ * not smaller than the target on either axis, so that most of the
+ * downscaling costs nothing, and an exact area (box) filter does the rest.
+ *
+ * Untrusted input: corrupt or truncated JPEGs are clean errors (TurboJPEG
+ * warnings such as "Premature end of JPEG file" count as errors), images
+ * wider or taller than SA1B_IMAGE_MAX_SIDE or with more than
+ * SA1B_IMAGE_MAX_PIXELS pixels are rejected from the header, before any
+ * allocation.  Errors: SA1B_EFORMAT (not a JPEG, corrupt data, unsupported
+ * colour space such as CMYK: "jpeg: <TurboJPEG's text>"), SA1B_ETRUNC (data
+ * ends early: "jpeg: truncated: Premature end of JPEG file"), SA1B_ERANGE
+ * ("jpeg: 40000x30000 too large"), SA1B_EMISMATCH (sa1b_jpeg_decode with a
+ * size that is not the image's), SA1B_EINVAL, SA1B_ENOMEM.
+ *
+ * A sa1b_imgctx holds the TurboJPEG handles and scratch buffers; it is not
+ * thread-safe: use one per thread.  The free functions (resize, geometry)
+ * are thread-safe.  Pixels are 8-bit, row-major, channels interleaved (RGB).
+ */
+#ifndef SA1B_IMAGE_H
+#define SA1B_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sa1b_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SA1B_IMAGE_MAX_SIDE 32768u
+#define SA1B_IMAGE_MAX_PIXELS ((uint64_t)1 << 28)
+
+typedef struct sa1b_imgctx sa1b_imgctx;
+
+/* Geometry of one letterbox. */
+typedef struct sa1b_letterbox {
+    uint32_t orig_w, orig_h;  /* the JPEG's size */
+    uint32_t new_w, new_h;    /* the resized image inside the S x S canvas */
+    uint32_t S;               /* canvas side */
+    double scale;             /* S / max(orig_w, orig_h): target = original * scale */
+} sa1b_letterbox;
+
+/* Creates a context (TurboJPEG decompressor and compressor handles, scratch
+ * space grown on demand).  On error *c is NULL (SA1B_ENOMEM, SA1B_EINVAL). */
+int sa1b_imgctx_new(sa1b_imgctx **c, sa1b_error *err);
+
+/* Frees the context.  c may be NULL. */
+void sa1b_imgctx_free(sa1b_imgctx *c);
+
+/* Reads the JPEG header only: *w x *h pixels.  Rejects absurd sizes. */
+int sa1b_jpeg_size(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t *w, uint32_t *h,
+                   sa1b_error *err);
+
+/* Fills *lb for a w x h image in an S x S letterbox, without any decoding:
+ * scale = S / max(w, h); new_w = round(w * scale), new_h = round(h * scale)
+ * computed exactly in integers (halves round up), each at least 1; the
+ * longest side becomes exactly S.  Use it to map annotation coordinates:
+ * x' = x * scale.  SA1B_EINVAL when w, h or S is 0 or S > SA1B_IMAGE_MAX_SIDE. */
+int sa1b_letterbox_geometry(uint32_t w, uint32_t h, uint32_t S, sa1b_letterbox *lb,
+                            sa1b_error *err);
+
+/* Decodes the JPEG to an S x S letterbox: DCT-scaled decode (smallest k/8,
+ * k = 1..8, with TJSCALED output >= (new_w, new_h) on both axes; 1/1 when the
+ * image is smaller than the target), area-filter resize to new_w x new_h
+ * (skipped when the scaled decode already has that size), placed top-left
+ * in out, which receives S*S*3 bytes, everything right of new_w and below
+ * new_h zero.  *lb (may be NULL) receives the geometry.  S in 1..32768. */
+int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S,
+                        uint8_t *out /* [S][S][3] */, sa1b_letterbox *lb, sa1b_error *err);
+
+/* The decode step of sa1b_jpeg_letterbox alone (also the benchmark floor):
+ * decodes with the smallest DCT scale k/8 whose output is at least
+ * min_w x min_h (1/1 when none is), into the context's scratch buffer.
+ * *rgb points to (*out_w) x (*out_h) x 3 bytes owned by the context, valid
+ * until the next call on c.  min_w = min_h = 0 picks 1/8. */
+int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t min_w,
+                            uint32_t min_h, const uint8_t **rgb, uint32_t *out_w,
+                            uint32_t *out_h, sa1b_error *err);
+
+/* Decodes the JPEG at full size into rgb, which receives w*h*3 bytes; w, h
+ * must be the JPEG's size (SA1B_EMISMATCH otherwise): for loaders of shards
+ * whose images were stored as JPEG. */
+int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb, uint32_t w,
+                     uint32_t h, sa1b_error *err);
+
+/* Encodes w x h RGB (w*h*3 bytes) as a baseline JPEG, chroma subsampling
+ * 4:2:0, quality 1..100.  *out is malloc'ed (caller frees) and *len set. */
+int sa1b_jpeg_encode(sa1b_imgctx *c, const uint8_t *rgb, uint32_t w, uint32_t h, int quality,
+                     uint8_t **out, size_t *len, sa1b_error *err);
+
+/* Area (box) filter resize of sw x sh to dw x dh, channels 1..4 interleaved,
+ * rows packed (stride = width * channels).  Each destination pixel is the
+ * mean of the source area it covers, with exact fractional coverage weights
+ * (destination pixel i spans source [i*sw/dw, (i+1)*sw/dw) per axis; this
+ * also defines upscaling), rounded to nearest.  Separable, single-precision
+ * accumulation: results may differ from exact arithmetic by 1 where the
+ * exact value lies within about 1e-4 of a .5 boundary.  src and dst must not
+ * overlap.  SA1B_EINVAL on zero sizes, bad channels, or sizes over
+ * SA1B_IMAGE_MAX_SIDE; SA1B_ENOMEM. */
+int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
+                     uint32_t dh, int channels, sa1b_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

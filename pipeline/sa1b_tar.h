@@ -1,0 +1,115 @@
+/*
+ * sa1b_tar.h - streaming reader of SA-1B tars: yields (jpg, json) pairs.
+ *
+ * Implements: the first stage of the data path.  A tar (plain, or anything
+ * libarchive's filter auto-detection decodes: gzip, bzip2, xz, zstd, ...)
+ * is read front to back through libarchive, without extracting anything and
+ * without seeking, so a pipe works ("-" = standard input).  Members named
+ * sa_<id>.jpg and sa_<id>.json are paired by the stem of their basename
+ * ("sa_<id>"), whatever their order, a "./" prefix or subdirectories in the
+ * member path.  Other members (directories, links, files with other names or
+ * extensions) are skipped silently.
+ *
+ * A member whose partner has not arrived yet is kept in memory ("pending")
+ * until it does.  Memory is bounded whatever the archive size: at most
+ * SA1B_TAR_MAX_PENDING members and SA1B_TAR_MAX_PENDING_BYTES bytes are kept;
+ * past either cap the oldest pending member is reported as unpaired and
+ * dropped.  A member larger than SA1B_TAR_MAX_MEMBER_BYTES is reported and
+ * skipped without being read into memory.
+ *
+ * Problems are reported one per sa1b_tar_next() call, so that a caller can
+ * log one line per bad sample and go on.  Error messages (err->msg) start
+ * with the member's basename where one is concerned and do not include the
+ * archive's name (the caller prefixes it if wanted):
+ *     "sa_12.jpg: no matching sa_12.json"                    (SA1B_EFORMAT)
+ *     "sa_12.json: no matching sa_12.jpg"                    (SA1B_EFORMAT)
+ *     "sa_12.jpg: duplicate member, earlier copy dropped"    (SA1B_EFORMAT)
+ *     "sa_12.jpg: no matching sa_12.json among 64 pending members" (SA1B_EFORMAT)
+ *     "sa_9.json: member truncated"                          (SA1B_ETRUNC)
+ *     "sa_9.jpg: member too large (600000000 bytes)"         (SA1B_ERANGE)
+ *     "damaged tar header at byte 1536"                      (SA1B_EFORMAT)
+ *     "not a tar archive"                                    (SA1B_EFORMAT, fatal)
+ *     "empty input: not a tar archive"                       (SA1B_EFORMAT, fatal)
+ *     "read error: <errno text>"                             (SA1B_EIO, fatal)
+ * err->offset is the input byte count (sa1b_tar_bytes_read) at the time.
+ *
+ * Truncation.  libarchive takes a tar that stops at a 512-byte block
+ * boundary (no end-of-archive blocks) for a complete one; this reader still
+ * reports every pending member whose partner never came, one per call,
+ * before SA1B_EOF.  A tar cut inside a member gives one SA1B_ETRUNC for that
+ * member (its partner, if pending, is dropped with it: one bad sample, one
+ * report), then the remaining pending members as unpaired, then SA1B_EOF.
+ *
+ * A sa1b_tar is not thread-safe; use one per thread or serialise calls.
+ */
+#ifndef SA1B_TAR_H
+#define SA1B_TAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sa1b_error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Memory bounds (see above). */
+#define SA1B_TAR_MAX_PENDING 64
+#define SA1B_TAR_MAX_PENDING_BYTES ((uint64_t)256 << 20)
+#define SA1B_TAR_MAX_MEMBER_BYTES ((uint64_t)512 << 20)
+
+typedef struct sa1b_tar sa1b_tar;
+
+/* One paired sample.  The buffers belong to the reader and stay valid until
+ * the next sa1b_tar_next() or sa1b_tar_free() call on the same reader. */
+typedef struct sa1b_tar_sample {
+    char name[256];                  /* stem, e.g. "sa_123" (NUL-terminated) */
+    const uint8_t *jpg;  size_t jpg_len;   /* bytes of sa_123.jpg */
+    const uint8_t *json; size_t json_len;  /* bytes of sa_123.json (not NUL-terminated) */
+} sa1b_tar_sample;
+
+/* Opens the file at path for streaming ("-" reads standard input, which is
+ * not closed by sa1b_tar_free).  The format is not checked until the first
+ * sa1b_tar_next() call.  Errors: SA1B_EIO (cannot open: message
+ * "cannot open: <errno text>"), SA1B_ENOMEM, SA1B_EINVAL (NULL arguments).
+ * On error *t is NULL. */
+int sa1b_tar_open(sa1b_tar **t, const char *path, sa1b_error *err);
+
+/* Same, reading an already open file descriptor (a pipe is fine).  The fd is
+ * not closed by sa1b_tar_free.  display_name (may be NULL) is only returned
+ * by sa1b_tar_name(). */
+int sa1b_tar_open_fd(sa1b_tar **t, int fd, const char *display_name, sa1b_error *err);
+
+/* Same, reading the len bytes at buf, which must stay valid until
+ * sa1b_tar_free (used by the fuzz target and tests). */
+int sa1b_tar_open_memory(sa1b_tar **t, const void *buf, size_t len, const char *display_name,
+                         sa1b_error *err);
+
+/* Reads on until the next complete pair, or the next problem.
+ * Returns SA1B_OK with *s filled, SA1B_EOF at the clean end (and again on
+ * every later call), or another code with err describing one problem (see
+ * the top of this file).  After a problem, if sa1b_tar_fatal(t) is 0 the
+ * caller may call again to continue with the rest of the archive; if it is
+ * 1, reading cannot go on and every later call returns the same code. */
+int sa1b_tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err);
+
+/* 1 when the last problem stops the stream (not a tar, I/O error), else 0. */
+int sa1b_tar_fatal(const sa1b_tar *t);
+
+/* Input bytes consumed so far (compressed bytes for a compressed tar): for
+ * progress and MB/s reporting. */
+uint64_t sa1b_tar_bytes_read(const sa1b_tar *t);
+
+/* The name given at open: the path, "-" for stdin, or display_name ("" when
+ * NULL). */
+const char *sa1b_tar_name(const sa1b_tar *t);
+
+/* Closes the archive and frees everything, including the last sample's
+ * buffers.  t may be NULL. */
+void sa1b_tar_free(sa1b_tar *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
