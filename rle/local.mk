@@ -1,3 +1,5 @@
 # rle/local.mk - the COCO RLE codec (part of libsa1b).
 libsa1b_core_la_SOURCES += rle/error.c
 sa1binclude_HEADERS += rle/sa1b_error.h
+libsa1b_core_la_SOURCES += rle/rle.c
+sa1binclude_HEADERS += rle/sa1b_rle.h
