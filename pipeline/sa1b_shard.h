@@ -195,11 +195,20 @@ int sa1b_shard_find_image(const sa1b_shard *s, int64_t image_id, uint64_t *index
  * image ("image 3 payload at offset 8192: CRC32C 0x... != stored 0x..."). */
 int sa1b_shard_verify_image(const sa1b_shard *s, uint64_t i, sa1b_error *err);
 
+/* Whole-file layout check (sa1b-verify): the header, provenance, every
+ * payload and masks block, the names, index and mask tables and the footer
+ * do not overlap, and every byte between them (alignment padding) is zero,
+ * so that no bit of the file escapes a check.  SA1B_EFORMAT naming the
+ * first offending offset.  Allocates O(n_images). */
+int sa1b_shard_verify_layout(const sa1b_shard *s, sa1b_error *err);
+
 /* CRC32C (Castagnoli, reflected, init/xorout ~0 handled inside): start
  * with crc = 0 and chain calls; sa1b_crc32c(0, "123456789", 9) =
  * 0xE3069283.  SSE4.2 when the CPU has it (checked at run time), else
  * slicing-by-8. */
 uint32_t sa1b_crc32c(uint32_t crc, const void *data, size_t len);
+/* The portable slicing-by-8 path alone (tests and benchmarks compare). */
+uint32_t sa1b_crc32c_portable(uint32_t crc, const void *data, size_t len);
 
 #ifdef __cplusplus
 }

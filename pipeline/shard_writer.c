@@ -1,0 +1,459 @@
+/*
+ * shard_writer.c - streams samples into a shard file (sa1b-shard(5)).
+ *
+ * Payloads go to "<path>.tmp-XXXXXX" through a 1 MiB buffer as they arrive;
+ * only the index and mask rows (and the file names) stay in memory.  At
+ * finish the names, index and mask tables and the footer are appended, the
+ * header (zeros until then) is written last at offset 0, the file fsynced
+ * and renamed, and the directory fsynced: a file that opens is complete.
+ */
+#include "sa1b_shard.h"
+#include "shard_format.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WBUF_CAP (1u << 20)
+
+typedef struct wr_image {
+    uint64_t image_offset, image_length, masks_offset, masks_length;
+    uint64_t name_rel; /* offset in the names table */
+    uint32_t name_length, n_masks;
+    uint64_t first_mask;
+    int64_t image_id;
+    uint32_t orig_w, orig_h;
+    float scale;
+    uint32_t image_crc, masks_crc;
+} wr_image;
+
+struct sa1b_shard_writer {
+    int fd;
+    int failed;
+    char *path, *tmp_path;
+    uint32_t S, R;
+    int format;
+    uint64_t mask_bytes, mask_stride;
+    char *prov;
+    size_t prov_len;
+    uint64_t pos; /* file offset of the next byte written */
+    uint8_t *buf;
+    size_t buf_len;
+    wr_image *images;
+    uint64_t n_images, cap_images;
+    uint8_t *mask_rows; /* n_masks * 80 bytes, serialised as they come */
+    uint64_t n_masks, cap_masks;
+    char *names;
+    uint64_t names_len, names_cap;
+    uint8_t *pack; /* one packed mask, mask_stride bytes */
+};
+
+static int wr_flush(sa1b_shard_writer *w, sa1b_error *err)
+{
+    size_t done = 0;
+    while (done < w->buf_len) {
+        ssize_t n = write(w->fd, w->buf + done, w->buf_len - done);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            w->failed = 1;
+            return sa1b_error_set(err, SA1B_EIO, (int64_t)w->pos, "write '%s': %s", w->tmp_path,
+                                  strerror(errno));
+        }
+        done += (size_t)n;
+    }
+    w->buf_len = 0;
+    return SA1B_OK;
+}
+
+static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_error *err)
+{
+    const uint8_t *p = data;
+    if (w->buf_len + len > WBUF_CAP) {
+        SA1B_FORWARD(wr_flush(w, err));
+        while (len >= WBUF_CAP) { /* large payloads bypass the buffer */
+            ssize_t n = write(w->fd, p, len);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                w->failed = 1;
+                return sa1b_error_set(err, SA1B_EIO, (int64_t)w->pos, "write '%s': %s",
+                                      w->tmp_path, strerror(errno));
+            }
+            p += n;
+            len -= (size_t)n;
+            w->pos += (uint64_t)n;
+        }
+    }
+    memcpy(w->buf + w->buf_len, p, len);
+    w->buf_len += len;
+    w->pos += len;
+    return SA1B_OK;
+}
+
+static int wr_align(sa1b_shard_writer *w, sa1b_error *err)
+{
+    static const uint8_t zeros[SA1B_SHARD_ALIGN];
+    uint64_t pad = (SA1B_SHARD_ALIGN - (w->pos % SA1B_SHARD_ALIGN)) % SA1B_SHARD_ALIGN;
+    return pad ? wr_bytes(w, zeros, (size_t)pad, err) : SA1B_OK;
+}
+
+static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    uint64_t nc = *cap ? *cap : 64;
+    while (nc < need) nc *= 2;
+    if (nc > SIZE_MAX / elem) return -1;
+    void *np = realloc(*p, (size_t)(nc * elem));
+    if (!np) return -1;
+    *p = np;
+    *cap = nc;
+    return 0;
+}
+
+static void wr_free(sa1b_shard_writer *w)
+{
+    if (!w) return;
+    if (w->fd >= 0) close(w->fd);
+    free(w->path);
+    free(w->tmp_path);
+    free(w->prov);
+    free(w->buf);
+    free(w->images);
+    free(w->mask_rows);
+    free(w->names);
+    free(w->pack);
+    free(w);
+}
+
+/* Opens a fresh "<path>.tmp-XXXXXX" with O_EXCL (mode 0666 & ~umask). */
+static int wr_create_tmp(sa1b_shard_writer *w, sa1b_error *err)
+{
+    static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    size_t n = strlen(w->path) + 16;
+    w->tmp_path = malloc(n);
+    if (!w->tmp_path) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40) ^
+                 (uint64_t)(uintptr_t)w;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        char suf[7];
+        for (int i = 0; i < 6; i++) {
+            x ^= x << 13; /* xorshift64 */
+            x ^= x >> 7;
+            x ^= x << 17;
+            suf[i] = alnum[x % (sizeof alnum - 1)];
+        }
+        suf[6] = 0;
+        snprintf(w->tmp_path, n, "%s.tmp-%s", w->path, suf);
+        w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (w->fd >= 0) return SA1B_OK;
+        if (errno != EEXIST) break;
+    }
+    return sa1b_error_set(err, SA1B_EIO, -1, "cannot create '%s': %s", w->tmp_path,
+                          strerror(errno));
+}
+
+int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_shard_params *p,
+                           sa1b_error *err)
+{
+    if (!wp || !path || !p) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
+    *wp = NULL;
+    if (p->image_size < 1 || p->image_size > SA1B_SHARD_MAX_IMAGE_SIZE)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image size %u not in 1..%u", p->image_size,
+                              SA1B_SHARD_MAX_IMAGE_SIZE);
+    if (p->mask_size < 1 || p->mask_size > p->image_size)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask size %u not in 1..%u", p->mask_size,
+                              p->image_size);
+    if (p->image_format != SA1B_SHARD_RAW && p->image_format != SA1B_SHARD_JPEG)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image format %d unknown", p->image_format);
+    sa1b_shard_writer *w = calloc(1, sizeof *w);
+    if (!w) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    w->fd = -1;
+    w->S = p->image_size;
+    w->R = p->mask_size;
+    w->format = p->image_format;
+    w->mask_bytes = shard_mask_bytes(w->R);
+    w->mask_stride = shard_mask_stride(w->R);
+    const char *prov = p->provenance ? p->provenance : "{}";
+    w->prov_len = strlen(prov);
+    w->path = strdup(path);
+    w->prov = strdup(prov);
+    w->buf = malloc(WBUF_CAP);
+    w->pack = malloc((size_t)w->mask_stride);
+    if (!w->path || !w->prov || !w->buf || !w->pack) {
+        wr_free(w);
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    }
+    int rc = wr_create_tmp(w, err);
+    if (rc) {
+        wr_free(w);
+        return rc;
+    }
+    static const uint8_t zero_header[SA1B_SHARD_HEADER_SIZE];
+    if ((rc = wr_bytes(w, zero_header, sizeof zero_header, err)) ||
+        (rc = wr_bytes(w, w->prov, w->prov_len + 1, err)) || (rc = wr_align(w, err))) {
+        sa1b_shard_writer_abort(w);
+        return rc;
+    }
+    *wp = w;
+    return SA1B_OK;
+}
+
+static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
+                        sa1b_error *err)
+{
+    uint64_t raw_len = (uint64_t)w->S * w->S * 3;
+    if (w->format == SA1B_SHARD_RAW && s->image_len != raw_len)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: raw payload of %zu bytes, want %llu",
+                              (long long)s->image_id, s->image_len, (unsigned long long)raw_len);
+    if (!s->image || s->image_len == 0)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: empty image payload",
+                              (long long)s->image_id);
+    if (s->orig_w < 1 || s->orig_h < 1)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: original size %ux%u",
+                              (long long)s->image_id, s->orig_w, s->orig_h);
+    if (!isfinite(s->scale) || !(s->scale > 0))
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: scale %g not finite and positive",
+                              (long long)s->image_id, (double)s->scale);
+    if (s->n_masks && !s->masks)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: %u masks but no array",
+                              (long long)s->image_id, s->n_masks);
+    for (uint32_t j = 0; j < s->n_masks; j++)
+        if (!s->masks[j].bits)
+            return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: mask %u has no bits",
+                                  (long long)s->image_id, j);
+    if (s->file_name && strlen(s->file_name) > UINT32_MAX - 1)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "file name too long");
+    return SA1B_OK;
+}
+
+/* Packs R*R bytes into w->pack: bit k of the row-major mask goes to byte
+ * k/8, bit k%8 (LSB first); padding stays zero. */
+static void pack_mask(sa1b_shard_writer *w, const uint8_t *bits)
+{
+    uint64_t n = (uint64_t)w->R * w->R, k = 0;
+    uint8_t *out = w->pack;
+    memset(out, 0, (size_t)w->mask_stride);
+    for (; k + 8 <= n; k += 8) {
+        const uint8_t *b = bits + k;
+        out[k >> 3] = (uint8_t)((b[0] != 0) | (b[1] != 0) << 1 | (b[2] != 0) << 2 |
+                                (b[3] != 0) << 3 | (b[4] != 0) << 4 | (b[5] != 0) << 5 |
+                                (b[6] != 0) << 6 | (b[7] != 0) << 7);
+    }
+    for (; k < n; k++)
+        if (bits[k]) out[k >> 3] |= (uint8_t)(1u << (k & 7));
+}
+
+int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err)
+{
+    if (!w || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
+    if (w->failed) return sa1b_error_set(err, SA1B_EIO, -1, "writer failed earlier");
+    SA1B_FORWARD(check_sample(w, s, err));
+    if (w->n_images >= UINT32_MAX)
+        return sa1b_error_set(err, SA1B_ERANGE, -1, "too many images in one shard");
+    const char *name = s->file_name ? s->file_name : "";
+    size_t name_len = strlen(name);
+    if (grow((void **)&w->images, &w->cap_images, w->n_images + 1, sizeof *w->images) ||
+        grow((void **)&w->mask_rows, &w->cap_masks, w->n_masks + s->n_masks,
+             SA1B_SHARD_MASK_ROW_SIZE) ||
+        grow((void **)&w->names, &w->names_cap, w->names_len + name_len + 1, 1))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+
+    wr_image *im = &w->images[w->n_images];
+    memset(im, 0, sizeof *im);
+    im->image_id = s->image_id;
+    im->orig_w = s->orig_w;
+    im->orig_h = s->orig_h;
+    im->scale = s->scale;
+    im->n_masks = s->n_masks;
+    im->first_mask = w->n_masks;
+    im->name_rel = w->names_len;
+    im->name_length = (uint32_t)name_len;
+
+    int rc;
+    im->image_offset = w->pos;
+    im->image_length = s->image_len;
+    im->image_crc = sa1b_crc32c(0, s->image, s->image_len);
+    if ((rc = wr_bytes(w, s->image, s->image_len, err)) || (rc = wr_align(w, err))) return rc;
+    im->masks_offset = w->pos;
+    im->masks_length = (uint64_t)s->n_masks * w->mask_stride;
+    uint32_t mcrc = 0;
+    for (uint32_t j = 0; j < s->n_masks; j++) {
+        const sa1b_shard_mask_in *m = &s->masks[j];
+        pack_mask(w, m->bits);
+        mcrc = sa1b_crc32c(mcrc, w->pack, (size_t)w->mask_stride);
+        uint8_t *row = w->mask_rows + (w->n_masks + j) * SA1B_SHARD_MASK_ROW_SIZE;
+        memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
+        shard_st64(row + MSK_ID, (uint64_t)m->id);
+        shard_st64(row + MSK_DATA_OFFSET, w->pos);
+        shard_st64(row + MSK_ORIG_AREA, (uint64_t)m->orig_area);
+        shard_stf(row + MSK_AREA, m->area);
+        for (int k = 0; k < 4; k++) {
+            shard_stf(row + MSK_BBOX + 4 * k, m->bbox[k]);
+            shard_stf(row + MSK_ORIG_BBOX + 4 * k, m->orig_bbox[k]);
+        }
+        shard_stf(row + MSK_IOU, m->predicted_iou);
+        shard_stf(row + MSK_STABILITY, m->stability_score);
+        shard_stf(row + MSK_POINT, m->point[0]);
+        shard_stf(row + MSK_POINT + 4, m->point[1]);
+        shard_st32(row + MSK_IMAGE_INDEX, (uint32_t)w->n_images);
+        if ((rc = wr_bytes(w, w->pack, (size_t)w->mask_stride, err))) return rc;
+    }
+    im->masks_crc = mcrc;
+    memcpy(w->names + w->names_len, name, name_len + 1);
+    w->names_len += name_len + 1;
+    w->n_masks += s->n_masks;
+    w->n_images++;
+    return SA1B_OK;
+}
+
+uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w) { return w ? w->n_images : 0; }
+uint64_t sa1b_shard_writer_bytes(const sa1b_shard_writer *w) { return w ? w->pos : 0; }
+
+void sa1b_shard_writer_abort(sa1b_shard_writer *w)
+{
+    if (!w) return;
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->tmp_path) unlink(w->tmp_path);
+    wr_free(w);
+}
+
+static int fsync_dir(const char *path, sa1b_error *err)
+{
+    char *dir = strdup(path);
+    if (!dir) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = SA1B_OK;
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        rc = sa1b_error_set(err, SA1B_EIO, -1, "fsync directory '%s': %s", dir, strerror(errno));
+    if (fd >= 0) close(fd);
+    free(dir);
+    return rc;
+}
+
+static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
+{
+    uint8_t hdr[SA1B_SHARD_HEADER_SIZE], ftr[SA1B_SHARD_FOOTER_SIZE], row[SA1B_SHARD_INDEX_ROW_SIZE];
+    SA1B_FORWARD(wr_align(w, err));
+    uint64_t names_offset = w->pos;
+    SA1B_FORWARD(wr_bytes(w, w->names, (size_t)w->names_len, err));
+    SA1B_FORWARD(wr_align(w, err));
+    uint64_t index_offset = w->pos;
+    uint32_t index_crc = 0;
+    for (uint64_t i = 0; i < w->n_images; i++) {
+        const wr_image *im = &w->images[i];
+        memset(row, 0, sizeof row);
+        shard_st64(row + IDX_IMAGE_OFFSET, im->image_offset);
+        shard_st64(row + IDX_IMAGE_LENGTH, im->image_length);
+        shard_st64(row + IDX_MASKS_OFFSET, im->masks_offset);
+        shard_st64(row + IDX_MASKS_LENGTH, im->masks_length);
+        shard_st64(row + IDX_NAME_OFFSET, names_offset + im->name_rel);
+        shard_st32(row + IDX_NAME_LENGTH, im->name_length);
+        shard_st32(row + IDX_N_MASKS, im->n_masks);
+        shard_st64(row + IDX_FIRST_MASK, im->first_mask);
+        shard_st64(row + IDX_IMAGE_ID, (uint64_t)im->image_id);
+        shard_st32(row + IDX_ORIG_W, im->orig_w);
+        shard_st32(row + IDX_ORIG_H, im->orig_h);
+        shard_stf(row + IDX_SCALE, im->scale);
+        shard_st32(row + IDX_IMAGE_CRC, im->image_crc);
+        shard_st32(row + IDX_MASKS_CRC, im->masks_crc);
+        index_crc = sa1b_crc32c(index_crc, row, sizeof row);
+        SA1B_FORWARD(wr_bytes(w, row, sizeof row, err));
+    }
+    SA1B_FORWARD(wr_align(w, err));
+    uint64_t masktab_offset = w->pos;
+    size_t masktab_len = (size_t)(w->n_masks * SA1B_SHARD_MASK_ROW_SIZE);
+    SA1B_FORWARD(wr_bytes(w, w->mask_rows, masktab_len, err));
+    SA1B_FORWARD(wr_align(w, err));
+    uint64_t file_size = w->pos + SA1B_SHARD_FOOTER_SIZE;
+
+    memset(hdr, 0, sizeof hdr);
+    memcpy(hdr + HDR_MAGIC, SA1B_SHARD_MAGIC, 8);
+    shard_st32(hdr + HDR_VERSION, SA1B_SHARD_VERSION);
+    shard_st32(hdr + HDR_HEADER_SIZE, SA1B_SHARD_HEADER_SIZE);
+    shard_st32(hdr + HDR_IMAGE_SIZE, w->S);
+    shard_st32(hdr + HDR_MASK_SIZE, w->R);
+    shard_st32(hdr + HDR_IMAGE_FORMAT, (uint32_t)w->format);
+    shard_st32(hdr + HDR_ALIGNMENT, SA1B_SHARD_ALIGN);
+    shard_st64(hdr + HDR_N_IMAGES, w->n_images);
+    shard_st64(hdr + HDR_N_MASKS, w->n_masks);
+    shard_st64(hdr + HDR_FILE_SIZE, file_size);
+    shard_st64(hdr + HDR_PROV_OFFSET, SA1B_SHARD_HEADER_SIZE);
+    shard_st64(hdr + HDR_PROV_LENGTH, w->prov_len);
+    shard_st64(hdr + HDR_NAMES_OFFSET, names_offset);
+    shard_st64(hdr + HDR_NAMES_LENGTH, w->names_len);
+    shard_st64(hdr + HDR_INDEX_OFFSET, index_offset);
+    shard_st64(hdr + HDR_MASKTAB_OFFSET, masktab_offset);
+    shard_st32(hdr + HDR_INDEX_ROW_SIZE, SA1B_SHARD_INDEX_ROW_SIZE);
+    shard_st32(hdr + HDR_MASK_ROW_SIZE, SA1B_SHARD_MASK_ROW_SIZE);
+    shard_st32(hdr + HDR_MASK_STRIDE, (uint32_t)w->mask_stride);
+    shard_st32(hdr + HDR_FLAGS, 0);
+    shard_st32(hdr + HDR_PROV_CRC, sa1b_crc32c(0, w->prov, w->prov_len));
+    shard_st32(hdr + HDR_NAMES_CRC, sa1b_crc32c(0, w->names, (size_t)w->names_len));
+    shard_st32(hdr + HDR_INDEX_CRC, index_crc);
+    shard_st32(hdr + HDR_MASKTAB_CRC, sa1b_crc32c(0, w->mask_rows, masktab_len));
+    uint32_t hcrc = sa1b_crc32c(0, hdr, HDR_CRC);
+    shard_st32(hdr + HDR_CRC, hcrc);
+
+    memset(ftr, 0, sizeof ftr);
+    memcpy(ftr + FTR_MAGIC, SA1B_SHARD_MAGIC, 8);
+    shard_st32(ftr + FTR_VERSION, SA1B_SHARD_VERSION);
+    shard_st32(ftr + FTR_FOOTER_SIZE, SA1B_SHARD_FOOTER_SIZE);
+    shard_st64(ftr + FTR_N_IMAGES, w->n_images);
+    shard_st64(ftr + FTR_N_MASKS, w->n_masks);
+    shard_st64(ftr + FTR_FILE_SIZE, file_size);
+    shard_st64(ftr + FTR_INDEX_OFFSET, index_offset);
+    shard_st64(ftr + FTR_MASKTAB_OFFSET, masktab_offset);
+    shard_st32(ftr + FTR_HEADER_CRC, hcrc);
+    shard_st32(ftr + FTR_CRC, sa1b_crc32c(0, ftr, FTR_CRC));
+    SA1B_FORWARD(wr_bytes(w, ftr, sizeof ftr, err));
+    SA1B_FORWARD(wr_flush(w, err));
+    /* the header last: until here offset 0 holds zeros, which never open */
+    if (pwrite(w->fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
+        return sa1b_error_set(err, SA1B_EIO, 0, "write header of '%s': %s", w->tmp_path,
+                              strerror(errno));
+    return SA1B_OK;
+}
+
+int sa1b_shard_writer_finish(sa1b_shard_writer *w, sa1b_error *err)
+{
+    if (!w) return sa1b_error_set(err, SA1B_EINVAL, -1, "null writer");
+    if (w->failed) {
+        sa1b_shard_writer_abort(w);
+        return sa1b_error_set(err, SA1B_EIO, -1, "writer failed earlier");
+    }
+    int rc = wr_tables(w, err);
+    if (!rc && fsync(w->fd) != 0)
+        rc = sa1b_error_set(err, SA1B_EIO, -1, "fsync '%s': %s", w->tmp_path, strerror(errno));
+    if (!rc && close(w->fd) != 0) {
+        w->fd = -1;
+        rc = sa1b_error_set(err, SA1B_EIO, -1, "close '%s': %s", w->tmp_path, strerror(errno));
+    }
+    if (!rc) {
+        w->fd = -1;
+        if (rename(w->tmp_path, w->path) != 0)
+            rc = sa1b_error_set(err, SA1B_EIO, -1, "rename '%s' to '%s': %s", w->tmp_path, w->path,
+                                strerror(errno));
+    }
+    if (rc) {
+        sa1b_shard_writer_abort(w);
+        return rc;
+    }
+    rc = fsync_dir(w->path, err);
+    wr_free(w);
+    return rc;
+}
