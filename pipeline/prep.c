@@ -1,0 +1,198 @@
+/*
+ * prep.c - one SA-1B sample to one shard sample (see sa1b_prep.h).
+ */
+#include "sa1b_prep.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sa1b_anno.h"
+#include "sa1b_rle.h"
+
+typedef struct prep_buf {
+    sa1b_anno anno;
+    sa1b_rle *rles;            /* [cap_masks] parsed runs of every annotation */
+    sa1b_cand *cands;          /* [cap_masks] */
+    size_t *kept;              /* [cap_masks] */
+    size_t cap_masks;
+    sa1b_shard_mask_in *masks; /* [cap_masks] */
+    uint8_t *bits;             /* [cap_masks * R * R] */
+    size_t cap_bits;
+    uint8_t *grid;             /* [R * R] content-sized resample target */
+    size_t cap_grid;
+    uint8_t *image;            /* [S * S * 3] */
+    size_t cap_image;
+    uint8_t *jpeg;             /* re-encoded payload (malloc'ed by the encoder) */
+    char file_name[256];
+} prep_buf;
+
+void sa1b_prep_opts_default(sa1b_prep_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->image_size = 1024;
+    o->mask_size = 256;
+    o->image_format = SA1B_SHARD_RAW;
+    o->jpeg_quality = 90;
+    o->mask_mode = SA1B_MASK_AREA;
+    sa1b_filter_default(&o->filter);
+    o->strategy = SA1B_STRATEGY_RANDOM;
+}
+
+void sa1b_prep_out_free(sa1b_prep_out *o)
+{
+    if (!o || !o->priv_) return;
+    prep_buf *b = o->priv_;
+    sa1b_anno_free(&b->anno);
+    for (size_t i = 0; i < b->cap_masks; i++) sa1b_rle_free(&b->rles[i]);
+    free(b->rles), free(b->cands), free(b->kept), free(b->masks);
+    free(b->bits), free(b->grid), free(b->image), free(b->jpeg);
+    free(b);
+    memset(o, 0, sizeof *o);
+}
+
+/* Grows *p to hold n bytes. */
+static int reserve(void *pp, size_t *cap, size_t n)
+{
+    void **p = pp;
+    if (n <= *cap) return 0;
+    void *q = realloc(*p, n);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int reserve_masks(prep_buf *b, size_t n)
+{
+    if (n <= b->cap_masks) return 0;
+    sa1b_rle *r = realloc(b->rles, n * sizeof *r);
+    if (!r) return -1;
+    b->rles = r;
+    for (size_t i = b->cap_masks; i < n; i++) {
+        sa1b_rle z = SA1B_RLE_INIT;
+        r[i] = z;
+    }
+    sa1b_cand *c = realloc(b->cands, n * sizeof *c);
+    if (c) b->cands = c;
+    size_t *k = realloc(b->kept, n * sizeof *k);
+    if (k) b->kept = k;
+    sa1b_shard_mask_in *m = realloc(b->masks, n * sizeof *m);
+    if (m) b->masks = m;
+    if (!c || !k || !m) return -1;
+    b->cap_masks = n;
+    return 0;
+}
+
+int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
+                  const uint8_t *jpg, size_t jpg_len, const uint8_t *json, size_t json_len,
+                  sa1b_prep_out *out, sa1b_error *err)
+{
+    if (!out->priv_ && !(out->priv_ = calloc(1, sizeof(prep_buf))))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    prep_buf *b = out->priv_;
+    const uint32_t S = o->image_size, R = o->mask_size;
+    sa1b_error e;
+    sa1b_error_clear(&e);
+
+    /* 1. the annotation: schema, sizes */
+    if (sa1b_anno_parse(&b->anno, (const char *)json, json_len, &e))
+        return sa1b_error_set(err, e.code, e.offset, "%s.json: %s", name, e.msg);
+    const sa1b_anno *a = &b->anno;
+
+    /* 2. the image header agrees with the annotation */
+    uint32_t jw, jh;
+    if (sa1b_jpeg_size(ctx, jpg, jpg_len, &jw, &jh, &e))
+        return sa1b_error_set(err, e.code, e.offset, "%s.jpg: %s", name, e.msg);
+    if (jw != a->width || jh != a->height)
+        return sa1b_error_set(err, SA1B_EMISMATCH, -1, "%s.jpg: size %ux%u != annotation %ux%u",
+                              name, jw, jh, a->width, a->height);
+
+    /* 3. every mask's runs (validates the strings), area and box from runs */
+    if (reserve_masks(b, a->n_masks ? a->n_masks : 1))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    for (size_t i = 0; i < a->n_masks; i++) {
+        const sa1b_mask_anno *m = &a->masks[i];
+        if (sa1b_rle_from_string(&b->rles[i], m->h, m->w, m->counts, m->counts_len, &e))
+            return sa1b_error_set(err, e.code, e.offset, "%s.json: mask %zu: %s", name, i, e.msg);
+        sa1b_cand *c = &b->cands[i];
+        c->area = sa1b_rle_area(&b->rles[i]);
+        sa1b_rle_bbox(&b->rles[i], c->bbox);
+        c->predicted_iou = m->predicted_iou;
+        c->stability_score = m->stability_score;
+    }
+
+    /* 4. which masks are kept */
+    size_t n_kept = 0;
+    if (sa1b_subsample(b->cands, a->n_masks, &o->filter, o->strategy, o->max_masks, o->seed,
+                       a->image_id, a->width, a->height, b->kept, &n_kept, &e))
+        return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
+
+    /* 5. the image, letterboxed */
+    sa1b_letterbox lb, mlb;
+    if (reserve(&b->image, &b->cap_image, (size_t)S * S * 3))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    if (sa1b_jpeg_letterbox(ctx, jpg, jpg_len, S, b->image, &lb, &e))
+        return sa1b_error_set(err, e.code, e.offset, "%s.jpg: %s", name, e.msg);
+    if (sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
+        return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
+    const uint8_t *payload = b->image;
+    size_t payload_len = (size_t)S * S * 3;
+    if (o->image_format == SA1B_SHARD_JPEG) {
+        free(b->jpeg);
+        b->jpeg = NULL;
+        if (sa1b_jpeg_encode(ctx, b->image, S, S, o->jpeg_quality, &b->jpeg, &payload_len, &e))
+            return sa1b_error_set(err, e.code, -1, "%s: jpeg encode: %s", name, e.msg);
+        payload = b->jpeg;
+    }
+
+    /* 6. the kept masks, straight from runs to the letterboxed R x R grid */
+    const size_t RR = (size_t)R * R;
+    if (reserve(&b->bits, &b->cap_bits, (n_kept ? n_kept : 1) * RR) ||
+        reserve(&b->grid, &b->cap_grid, RR))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    const float scale = (float)lb.scale;
+    for (size_t k = 0; k < n_kept; k++) {
+        size_t i = b->kept[k];
+        const sa1b_rle *r = &b->rles[i];
+        const sa1b_mask_anno *m = &a->masks[i];
+        uint8_t *dst = b->bits + k * RR;
+        int rc = o->mask_mode == SA1B_MASK_NEAREST
+                     ? sa1b_rle_resample_nearest(r, mlb.new_h, mlb.new_w, b->grid, &e)
+                     : sa1b_rle_resample_area(r, mlb.new_h, mlb.new_w, NULL, b->grid, &e);
+        if (rc) return sa1b_error_set(err, rc, -1, "%s.json: mask %zu: %s", name, i, e.msg);
+        memset(dst, 0, RR);
+        for (uint32_t y = 0; y < mlb.new_h; y++)
+            memcpy(dst + (size_t)y * R, b->grid + (size_t)y * mlb.new_w, mlb.new_w);
+
+        sa1b_shard_mask_in *mi = &b->masks[k];
+        mi->id = m->id;
+        mi->area = (float)((double)b->cands[i].area * lb.scale * lb.scale);
+        for (int j = 0; j < 4; j++) {
+            mi->bbox[j] = (float)(b->cands[i].bbox[j] * lb.scale);
+            mi->orig_bbox[j] = (float)m->bbox[j];
+        }
+        mi->orig_area = m->area;
+        mi->predicted_iou = (float)m->predicted_iou;
+        mi->stability_score = (float)m->stability_score;
+        mi->point[0] = m->has_point ? (float)(m->point[0] * lb.scale) : NAN;
+        mi->point[1] = m->has_point ? (float)(m->point[1] * lb.scale) : NAN;
+        mi->bits = dst;
+    }
+
+    snprintf(b->file_name, sizeof b->file_name, "%s", a->file_name);
+    sa1b_shard_sample_in *s = &out->sample;
+    s->image_id = a->image_id;
+    s->orig_w = a->width;
+    s->orig_h = a->height;
+    s->scale = scale;
+    s->file_name = b->file_name;
+    s->image = payload;
+    s->image_len = payload_len;
+    s->n_masks = (uint32_t)n_kept;
+    s->masks = b->masks;
+    out->masks_in = (uint32_t)a->n_masks;
+    out->masks_kept = (uint32_t)n_kept;
+    return SA1B_OK;
+}

@@ -1,0 +1,689 @@
+/*
+ * sa1b-shard - streams SA-1B tars into memory-mapped shard files.
+ *
+ * The main thread reads the tar (libarchive, no extraction) and hands each
+ * (jpg, json) pair to a slot of a ring; worker threads run sa1b_prep_run on
+ * the slots in any order; the main thread takes finished slots back strictly
+ * in input order and appends them to the shard writer, so the output and
+ * the messages are byte-identical for any -j.  The ring bounds memory: at
+ * most 2 * threads + 2 samples are in flight whatever the tar size.
+ *
+ * Outputs are finished under "<name>.partial" and renamed to their final
+ * names only when the whole input is done, the last part first, so that a
+ * killed run never leaves a set of shards that looks complete
+ * (--skip-existing checks part 0 last).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "sa1b_image.h"
+#include "sa1b_prep.h"
+#include "sa1b_shard.h"
+#include "sa1b_tar.h"
+
+/* ---- options ------------------------------------------------------------ */
+
+typedef struct options {
+    const char *out;
+    const char *name;          /* output stem for stdin */
+    unsigned threads;
+    uint64_t max_images;       /* 0: one shard per input */
+    int skip_existing, strict, quiet, json_summary;
+    sa1b_prep_opts prep;
+    int mask_size_set;
+} options;
+
+static void usage(void)
+{
+    printf("Usage: %s [OPTIONS] -o OUT INPUT...\n"
+           "Stream SA-1B tars (paths, or - for stdin) into memory-mapped shard files.\n"
+           "With one input and OUT ending in .shard, OUT is the shard; otherwise OUT is a\n"
+           "directory receiving <input basename>.shard per input.\n"
+           "\n"
+           "Output:\n"
+           "  -o, --output OUT          shard file or directory (required)\n"
+           "      --name NAME           output name for stdin (default: stdin)\n"
+           "      --max-images N        split each input into shards of N images\n"
+           "                            (<name>-00000.shard, <name>-00001.shard, ...)\n"
+           "      --skip-existing       leave an input alone when its complete output\n"
+           "                            exists with the same provenance\n"
+           "Images and masks:\n"
+           "      --image-size S        letterbox images to S x S (default 1024)\n"
+           "      --mask-size R         masks at R x R (default S/4)\n"
+           "      --image-format FMT    raw or jpeg (default raw)\n"
+           "      --quality Q           JPEG quality for --image-format jpeg (default 90)\n"
+           "      --mask-resample MODE  area or nearest (default area)\n"
+           "Filters and subsampling (defaults keep every mask):\n"
+           "      --min-area N          drop masks of fewer than N pixels\n"
+           "      --min-iou X           drop masks with predicted_iou below X\n"
+           "      --min-stability X     drop masks with stability_score below X\n"
+           "      --max-masks N         keep at most N masks per image\n"
+           "      --strategy NAME       random, quality, size-balanced or kmeans\n"
+           "                            (default random)\n"
+           "      --seed N              seed of every random choice (default 0)\n"
+           "Running:\n"
+           "  -j, --threads N           worker threads (default: all cores)\n"
+           "      --strict              stop at the first bad sample (exit 3)\n"
+           "  -q, --quiet               no progress bar and no summary line\n"
+           "      --json-summary        print a JSON summary on stdout\n"
+           "  -h, --help                show this help and exit\n"
+           "  -V, --version             show the version and exit\n"
+           "\n"
+           "Exit status: 0 clean, 1 finished with skipped samples, 2 usage error,\n"
+           "3 fatal I/O or format error.\n",
+           cli_prog());
+}
+
+enum {
+    OPT_NAME = 256, OPT_MAX_IMAGES, OPT_SKIP_EXISTING, OPT_IMAGE_SIZE, OPT_MASK_SIZE,
+    OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
+    OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY
+};
+
+static const struct option long_opts[] = {
+    {"output", required_argument, 0, 'o'},
+    {"name", required_argument, 0, OPT_NAME},
+    {"max-images", required_argument, 0, OPT_MAX_IMAGES},
+    {"skip-existing", no_argument, 0, OPT_SKIP_EXISTING},
+    {"image-size", required_argument, 0, OPT_IMAGE_SIZE},
+    {"mask-size", required_argument, 0, OPT_MASK_SIZE},
+    {"image-format", required_argument, 0, OPT_IMAGE_FORMAT},
+    {"quality", required_argument, 0, OPT_QUALITY},
+    {"mask-resample", required_argument, 0, OPT_MASK_RESAMPLE},
+    {"min-area", required_argument, 0, OPT_MIN_AREA},
+    {"min-iou", required_argument, 0, OPT_MIN_IOU},
+    {"min-stability", required_argument, 0, OPT_MIN_STABILITY},
+    {"max-masks", required_argument, 0, OPT_MAX_MASKS},
+    {"strategy", required_argument, 0, OPT_STRATEGY},
+    {"seed", required_argument, 0, OPT_SEED},
+    {"threads", required_argument, 0, 'j'},
+    {"strict", no_argument, 0, OPT_STRICT},
+    {"quiet", no_argument, 0, 'q'},
+    {"json-summary", no_argument, 0, OPT_JSON_SUMMARY},
+    {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, 'V'},
+    {0, 0, 0, 0}};
+
+static uint64_t need_u64(const char *opt, const char *v, uint64_t min, uint64_t max)
+{
+    uint64_t x;
+    if (cli_parse_u64(v, min, max, &x))
+        cli_usage_error("%s: '%s' is not an integer in %llu..%llu", opt, v,
+                        (unsigned long long)min, (unsigned long long)max);
+    return x;
+}
+
+static double need_double(const char *opt, const char *v)
+{
+    double x;
+    if (cli_parse_double(v, &x)) cli_usage_error("%s: '%s' is not a number", opt, v);
+    return x;
+}
+
+static void parse_options(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    sa1b_prep_opts_default(&o->prep);
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    o->threads = nproc > 0 ? (unsigned)nproc : 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "o:j:qhV", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': o->out = optarg; break;
+        case OPT_NAME:
+            if (!*optarg || strchr(optarg, '/')) cli_usage_error("--name: '%s' is not a file name", optarg);
+            o->name = optarg;
+            break;
+        case OPT_MAX_IMAGES: o->max_images = need_u64("--max-images", optarg, 1, UINT32_MAX); break;
+        case OPT_SKIP_EXISTING: o->skip_existing = 1; break;
+        case OPT_IMAGE_SIZE:
+            o->prep.image_size = (uint32_t)need_u64("--image-size", optarg, 16, SA1B_SHARD_MAX_IMAGE_SIZE);
+            break;
+        case OPT_MASK_SIZE:
+            o->prep.mask_size = (uint32_t)need_u64("--mask-size", optarg, 1, SA1B_SHARD_MAX_IMAGE_SIZE);
+            o->mask_size_set = 1;
+            break;
+        case OPT_IMAGE_FORMAT:
+            if (strcmp(optarg, "raw") == 0) o->prep.image_format = SA1B_SHARD_RAW;
+            else if (strcmp(optarg, "jpeg") == 0) o->prep.image_format = SA1B_SHARD_JPEG;
+            else cli_usage_error("--image-format: '%s' is not raw or jpeg", optarg);
+            break;
+        case OPT_QUALITY: o->prep.jpeg_quality = (int)need_u64("--quality", optarg, 1, 100); break;
+        case OPT_MASK_RESAMPLE:
+            if (strcmp(optarg, "area") == 0) o->prep.mask_mode = SA1B_MASK_AREA;
+            else if (strcmp(optarg, "nearest") == 0) o->prep.mask_mode = SA1B_MASK_NEAREST;
+            else cli_usage_error("--mask-resample: '%s' is not area or nearest", optarg);
+            break;
+        case OPT_MIN_AREA: o->prep.filter.min_area = need_u64("--min-area", optarg, 0, UINT64_MAX); break;
+        case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg); break;
+        case OPT_MIN_STABILITY: o->prep.filter.min_stability = need_double("--min-stability", optarg); break;
+        case OPT_MAX_MASKS: o->prep.max_masks = need_u64("--max-masks", optarg, 1, 100000); break;
+        case OPT_STRATEGY: {
+            int s = sa1b_strategy_parse(optarg);
+            if (s < 0) cli_usage_error("--strategy: '%s' is not random, quality, size-balanced or kmeans", optarg);
+            o->prep.strategy = (sa1b_strategy)s;
+            break;
+        }
+        case OPT_SEED: o->prep.seed = need_u64("--seed", optarg, 0, UINT64_MAX); break;
+        case 'j': o->threads = (unsigned)need_u64("--threads", optarg, 1, 256); break;
+        case OPT_STRICT: o->strict = 1; break;
+        case 'q': o->quiet = 1; break;
+        case OPT_JSON_SUMMARY: o->json_summary = 1; break;
+        case 'h': usage(); exit(0);
+        case 'V': cli_version(); exit(0);
+        default: fprintf(stderr, "Try '%s --help' for more information.\n", cli_prog()); exit(CLI_EXIT_USAGE);
+        }
+    }
+    if (!o->out) cli_usage_error("no output: give -o OUT");
+    if (optind >= argc) cli_usage_error("no input: give one or more tars, or - for stdin");
+    if (!o->mask_size_set) o->prep.mask_size = o->prep.image_size / 4;
+    if (o->prep.mask_size > o->prep.image_size)
+        cli_usage_error("--mask-size %u is larger than --image-size %u", o->prep.mask_size, o->prep.image_size);
+    int n_stdin = 0;
+    for (int i = optind; i < argc; i++) n_stdin += strcmp(argv[i], "-") == 0;
+    if (n_stdin > 1) cli_usage_error("stdin (-) given more than once");
+}
+
+/* ---- output names and provenance -------------------------------------- */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* The stem of an input: basename without .tar / .tar.gz / .tgz. */
+static char *input_stem(const options *o, const char *input)
+{
+    if (strcmp(input, "-") == 0) return strdup(o->name ? o->name : "stdin");
+    const char *b = strrchr(input, '/');
+    b = b ? b + 1 : input;
+    char *s = strdup(b);
+    if (!s) return NULL;
+    static const char *const exts[] = {".tar.gz", ".tar.zst", ".tar.xz", ".tgz", ".tar"};
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++)
+        if (ends_with(s, exts[i]) && strlen(s) > strlen(exts[i])) {
+            s[strlen(s) - strlen(exts[i])] = '\0';
+            break;
+        }
+    return s;
+}
+
+/* Path of part `part` of an input: OUT itself (single .shard output),
+ * OUT/<stem>.shard, or with --max-images <...>-NNNNN.shard. */
+static char *part_path(const options *o, int single_file, const char *stem, uint64_t part)
+{
+    char *p = NULL;
+    int n;
+    if (single_file) {
+        if (!o->max_images) return strdup(o->out);
+        n = asprintf(&p, "%.*s-%05llu.shard", (int)(strlen(o->out) - 6), o->out, (unsigned long long)part);
+    } else if (o->max_images) {
+        n = asprintf(&p, "%s/%s-%05llu.shard", o->out, stem, (unsigned long long)part);
+    } else {
+        n = asprintf(&p, "%s/%s.shard", o->out, stem);
+    }
+    return n < 0 ? NULL : p;
+}
+
+/* Provenance: everything that determines the bytes of a part. */
+static char *provenance(const options *o, const char *input, const char *stem, uint64_t part)
+{
+    json_t *opt = json_object();
+    const sa1b_prep_opts *p = &o->prep;
+    json_object_set_new(opt, "image_size", json_integer(p->image_size));
+    json_object_set_new(opt, "mask_size", json_integer(p->mask_size));
+    json_object_set_new(opt, "image_format", json_string(p->image_format == SA1B_SHARD_JPEG ? "jpeg" : "raw"));
+    if (p->image_format == SA1B_SHARD_JPEG) json_object_set_new(opt, "quality", json_integer(p->jpeg_quality));
+    json_object_set_new(opt, "mask_resample", json_string(p->mask_mode == SA1B_MASK_NEAREST ? "nearest" : "area"));
+    json_object_set_new(opt, "min_area", json_integer((json_int_t)p->filter.min_area));
+    json_object_set_new(opt, "min_iou", isfinite(p->filter.min_iou) ? json_real(p->filter.min_iou) : json_null());
+    json_object_set_new(opt, "min_stability",
+                        isfinite(p->filter.min_stability) ? json_real(p->filter.min_stability) : json_null());
+    json_object_set_new(opt, "max_masks", json_integer((json_int_t)p->max_masks));
+    json_object_set_new(opt, "strategy", json_string(sa1b_strategy_name(p->strategy)));
+    json_object_set_new(opt, "seed", json_integer((json_int_t)p->seed));
+    json_object_set_new(opt, "max_images", json_integer((json_int_t)o->max_images));
+
+    json_t *root = json_object();
+    json_object_set_new(root, "tool", json_string("sa1b-shard"));
+    json_object_set_new(root, "version", json_string(PACKAGE_VERSION));
+    const char *b = strrchr(input, '/');
+    json_object_set_new(root, "input", json_string(strcmp(input, "-") == 0 ? "-" : b ? b + 1 : input));
+    struct stat st;
+    if (strcmp(input, "-") != 0 && stat(input, &st) == 0)
+        json_object_set_new(root, "input_bytes", json_integer((json_int_t)st.st_size));
+    json_object_set_new(root, "name", json_string(stem));
+    json_object_set_new(root, "part", json_integer((json_int_t)part));
+    json_object_set_new(root, "options", opt);
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return s;
+}
+
+/* True when every part of the input exists, opens, and carries exactly the
+ * provenance this run would write.  Parts are renamed last-first, so part 0
+ * present means the set is complete; the parts are 0.. up to the first
+ * missing index. */
+static int outputs_complete(const options *o, int single_file, const char *input, const char *stem)
+{
+    for (uint64_t part = 0;; part++) {
+        char *path = part_path(o, single_file, stem, part);
+        if (!path) return 0;
+        int exists = access(path, F_OK) == 0;
+        if (!exists) {
+            free(path);
+            return part > 0;
+        }
+        sa1b_shard *sh = NULL;
+        char *want = provenance(o, input, stem, part);
+        int same = 0;
+        if (want && sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+            const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+            same = in->provenance_len == strlen(want) && memcmp(in->provenance, want, in->provenance_len) == 0;
+        }
+        sa1b_shard_close(sh);
+        free(want);
+        free(path);
+        if (!same) return 0;
+        if (!o->max_images) return 1;
+    }
+}
+
+/* ---- the work ring ------------------------------------------------------ */
+
+enum { SLOT_FREE, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE };
+
+typedef struct slot {
+    int state;
+    uint64_t seq;
+    int kind;                  /* 0: a sample to prepare; 1: a tar problem to report */
+    char name[256];
+    uint8_t *jpg, *json;
+    size_t jpg_len, json_len, jpg_cap, json_cap;
+    int rc;
+    sa1b_error err;
+    sa1b_prep_out out;
+} slot;
+
+typedef struct ring {
+    pthread_mutex_t mu;
+    pthread_cond_t work, done;
+    slot *slots;
+    size_t n;
+    uint64_t next_submit, next_dispatch;
+    int stop;
+    const sa1b_prep_opts *prep;
+} ring;
+
+typedef struct worker {
+    ring *r;
+    pthread_t tid;
+    sa1b_imgctx *ctx;
+} worker;
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    ring *r = w->r;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->next_dispatch == r->next_submit) pthread_cond_wait(&r->work, &r->mu);
+        if (r->stop) break;
+        slot *s = &r->slots[r->next_dispatch++ % r->n];
+        s->state = SLOT_BUSY;
+        pthread_mutex_unlock(&r->mu);
+        if (s->kind == 0) {
+            sa1b_error_clear(&s->err);
+            s->rc = sa1b_prep_run(w->ctx, r->prep, s->name, s->jpg, s->jpg_len, s->json, s->json_len,
+                                  &s->out, &s->err);
+        }
+        pthread_mutex_lock(&r->mu);
+        s->state = SLOT_DONE;
+        pthread_cond_broadcast(&r->done);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static int copy_bytes(uint8_t **dst, size_t *cap, size_t *len, const uint8_t *src, size_t n)
+{
+    if (n > *cap) {
+        uint8_t *p = realloc(*dst, n ? n : 1);
+        if (!p) return -1;
+        *dst = p;
+        *cap = n;
+    }
+    if (n) memcpy(*dst, src, n);
+    *len = n;
+    return 0;
+}
+
+/* ---- one input ---------------------------------------------------------- */
+
+typedef struct totals {
+    uint64_t images, masks_kept, masks_dropped, skipped, shards, inputs_skipped, fatal, bytes_in;
+} totals;
+
+typedef struct job {
+    const options *o;
+    ring *r;
+    int single_file;
+    const char *input;
+    const char *stem;
+    totals *t;
+    cli_progress *bar;
+    double t0;
+    uint64_t input_size;
+    /* parts of this input */
+    sa1b_shard_writer *w;
+    uint64_t part, images_in_part;
+    char **finals;             /* final paths of finished parts */
+    size_t n_finals;
+    int failed;                /* fatal: drop everything of this input */
+} job;
+
+static char *partial_name(const char *final)
+{
+    char *p = NULL;
+    return asprintf(&p, "%s.partial", final) < 0 ? NULL : p;
+}
+
+static int open_part(job *j)
+{
+    sa1b_error e;
+    char *final = part_path(j->o, j->single_file, j->stem, j->part);
+    char *tmp = final ? partial_name(final) : NULL;
+    char *prov = provenance(j->o, j->input, j->stem, j->part);
+    int rc = -1;
+    if (final && tmp && prov) {
+        sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
+        if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
+            char **f = realloc(j->finals, (j->n_finals + 1) * sizeof *f);
+            if (f) {
+                j->finals = f;
+                j->finals[j->n_finals++] = final;
+                final = NULL;
+                rc = 0;
+            }
+        } else {
+            cli_warn("'%s': %s", tmp, e.msg);
+        }
+    } else {
+        cli_warn("out of memory");
+    }
+    free(final);
+    free(tmp);
+    free(prov);
+    j->images_in_part = 0;
+    return rc;
+}
+
+static int close_part(job *j)
+{
+    sa1b_error e;
+    if (!j->w) return 0;
+    sa1b_shard_writer *w = j->w;
+    j->w = NULL;
+    j->part++;
+    if (sa1b_shard_writer_finish(w, &e) != SA1B_OK) {
+        cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
+        return -1;
+    }
+    j->t->shards++;
+    return 0;
+}
+
+/* Takes the oldest slot back: writes its sample or reports its problem. */
+static void consume(job *j, slot *s)
+{
+    const options *o = j->o;
+    if (j->failed) return; /* --strict already stopped this input */
+    if (s->kind == 1 || s->rc != SA1B_OK) {
+        j->t->skipped++;
+        cli_progress_end(j->bar);
+        cli_warn("%s", s->err.msg);
+        if (o->strict) j->failed = 1;
+        return;
+    }
+    if (!j->w && open_part(j)) {
+        j->failed = 1;
+        return;
+    }
+    sa1b_error e;
+    if (sa1b_shard_writer_add(j->w, &s->out.sample, &e) != SA1B_OK) {
+        cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
+        j->failed = 1;
+        return;
+    }
+    j->t->images++;
+    j->t->masks_kept += s->out.masks_kept;
+    j->t->masks_dropped += s->out.masks_in - s->out.masks_kept;
+    if (o->max_images && ++j->images_in_part == o->max_images && close_part(j)) j->failed = 1;
+}
+
+static void progress(job *j, sa1b_tar *tar)
+{
+    if (!j->bar->enabled) return;
+    uint64_t done = j->t->bytes_in + sa1b_tar_bytes_read(tar);
+    double dt = cli_now() - j->t0;
+    cli_progress_update(j->bar, j->input_size ? sa1b_tar_bytes_read(tar) : j->t->images,
+                        j->input_size, "%s: %llu images, %llu masks kept, %llu dropped, %.1f MB/s", j->stem,
+                        (unsigned long long)j->t->images, (unsigned long long)j->t->masks_kept,
+                        (unsigned long long)j->t->masks_dropped, dt > 0 ? (double)done / dt / 1e6 : 0.0);
+}
+
+/* Waits for the oldest in-flight slot, consumes it, frees it. */
+static void drain_one(job *j, uint64_t *next_write)
+{
+    ring *r = j->r;
+    slot *s = &r->slots[*next_write % r->n];
+    pthread_mutex_lock(&r->mu);
+    while (s->state != SLOT_DONE) pthread_cond_wait(&r->done, &r->mu);
+    pthread_mutex_unlock(&r->mu);
+    consume(j, s);
+    s->state = SLOT_FREE;
+    (*next_write)++;
+}
+
+static void submit(ring *r, slot *s)
+{
+    pthread_mutex_lock(&r->mu);
+    s->state = SLOT_QUEUED;
+    s->seq = r->next_submit++;
+    pthread_cond_signal(&r->work);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Returns 0 when the input was processed (possibly with skipped samples),
+ * -1 on a fatal error for this input. */
+static int run_input(job *j)
+{
+    ring *r = j->r;
+    sa1b_error e;
+    sa1b_tar *tar = NULL;
+    if (sa1b_tar_open(&tar, j->input, &e) != SA1B_OK) {
+        cli_warn("'%s': %s", j->input, e.msg);
+        return -1;
+    }
+    struct stat st;
+    j->input_size = strcmp(j->input, "-") != 0 && stat(j->input, &st) == 0 && S_ISREG(st.st_mode)
+                        ? (uint64_t)st.st_size : 0;
+    uint64_t next_write = r->next_submit;
+    int fatal = 0;
+    while (!j->failed) {
+        /* the slot to fill is free once its previous occupant is consumed */
+        while (r->next_submit - next_write >= r->n) drain_one(j, &next_write);
+        slot *s = &r->slots[r->next_submit % r->n];
+        sa1b_tar_sample smp;
+        int rc = sa1b_tar_next(tar, &smp, &e);
+        if (rc == SA1B_EOF) break;
+        if (rc != SA1B_OK) {
+            if (sa1b_tar_fatal(tar)) {
+                while (next_write < r->next_submit) drain_one(j, &next_write);
+                cli_progress_end(j->bar);
+                cli_warn("'%s': %s", j->input, e.msg);
+                fatal = 1;
+                break;
+            }
+            s->kind = 1;
+            snprintf(s->err.msg, sizeof s->err.msg, "%s", e.msg);
+        } else {
+            s->kind = 0;
+            snprintf(s->name, sizeof s->name, "%s", smp.name);
+            if (copy_bytes(&s->jpg, &s->jpg_cap, &s->jpg_len, smp.jpg, smp.jpg_len) ||
+                copy_bytes(&s->json, &s->json_cap, &s->json_len, smp.json, smp.json_len)) {
+                cli_warn("'%s': out of memory", j->input);
+                fatal = 1;
+                break;
+            }
+        }
+        submit(r, s);
+        progress(j, tar);
+    }
+    while (next_write < r->next_submit) drain_one(j, &next_write);
+    j->t->bytes_in += sa1b_tar_bytes_read(tar);
+    sa1b_tar_free(tar);
+    if (fatal) j->failed = 1;
+    if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1; /* empty input: empty shard */
+    if (!j->failed && close_part(j)) j->failed = 1;
+    if (j->failed) {
+        sa1b_shard_writer_abort(j->w);
+        j->w = NULL;
+        for (size_t i = 0; i < j->n_finals; i++) {
+            char *p = partial_name(j->finals[i]);
+            if (p) unlink(p);
+            free(p);
+        }
+        return -1;
+    }
+    /* commit: last part first, so that part 0 present means complete */
+    for (size_t i = j->n_finals; i-- > 0;) {
+        char *p = partial_name(j->finals[i]);
+        if (!p || rename(p, j->finals[i]) != 0) {
+            cli_warn("cannot rename '%s' to '%s': %s", p ? p : "?", j->finals[i], strerror(errno));
+            free(p);
+            return -1;
+        }
+        free(p);
+    }
+    return 0;
+}
+
+static void free_job_parts(job *j)
+{
+    for (size_t i = 0; i < j->n_finals; i++) free(j->finals[i]);
+    free(j->finals);
+    j->finals = NULL;
+    j->n_finals = 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    options o;
+    parse_options(argc, argv, &o);
+    int n_inputs = argc - optind;
+    int single_file = n_inputs == 1 && ends_with(o.out, ".shard");
+    if (!single_file) {
+        struct stat st;
+        if (stat(o.out, &st) != 0) {
+            if (mkdir(o.out, 0777) != 0) cli_die(CLI_EXIT_FATAL, "cannot create directory '%s': %s", o.out, strerror(errno));
+        } else if (!S_ISDIR(st.st_mode)) {
+            cli_usage_error("'%s' is not a directory (with several inputs OUT is a directory)", o.out);
+        }
+    }
+
+    ring r;
+    memset(&r, 0, sizeof r);
+    pthread_mutex_init(&r.mu, NULL);
+    pthread_cond_init(&r.work, NULL);
+    pthread_cond_init(&r.done, NULL);
+    r.n = 2 * (size_t)o.threads + 2;
+    r.slots = calloc(r.n, sizeof *r.slots);
+    r.prep = &o.prep;
+    worker *ws = calloc(o.threads, sizeof *ws);
+    if (!r.slots || !ws) cli_die(CLI_EXIT_FATAL, "out of memory");
+    for (size_t i = 0; i < r.n; i++) {
+        sa1b_prep_out z = SA1B_PREP_OUT_INIT;
+        r.slots[i].out = z;
+    }
+    for (unsigned i = 0; i < o.threads; i++) {
+        sa1b_error e;
+        ws[i].r = &r;
+        if (sa1b_imgctx_new(&ws[i].ctx, &e) != SA1B_OK) cli_die(CLI_EXIT_FATAL, "%s", e.msg);
+        if (pthread_create(&ws[i].tid, NULL, worker_main, &ws[i]) != 0) cli_die(CLI_EXIT_FATAL, "cannot start threads");
+    }
+
+    totals t;
+    memset(&t, 0, sizeof t);
+    cli_progress bar;
+    cli_progress_init(&bar, o.quiet);
+    double t0 = cli_now();
+    int status = CLI_EXIT_OK;
+    for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
+        char *stem = input_stem(&o, argv[i]);
+        if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
+        if (o.skip_existing && strcmp(argv[i], "-") != 0 && outputs_complete(&o, single_file, argv[i], stem)) {
+            t.inputs_skipped++;
+            if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
+            free(stem);
+            continue;
+        }
+        uint64_t skipped_before = t.skipped;
+        job j = {&o, &r, single_file, argv[i], stem, &t, &bar, t0, 0, NULL, 0, 0, NULL, 0, 0};
+        if (run_input(&j) != 0) {
+            t.fatal++;
+            status = CLI_EXIT_FATAL;
+        } else if (t.skipped > skipped_before && status == CLI_EXIT_OK) {
+            status = CLI_EXIT_PARTIAL;
+        }
+        free_job_parts(&j);
+        free(stem);
+    }
+    cli_progress_end(&bar);
+
+    pthread_mutex_lock(&r.mu);
+    r.stop = 1;
+    pthread_cond_broadcast(&r.work);
+    pthread_mutex_unlock(&r.mu);
+    for (unsigned i = 0; i < o.threads; i++) {
+        pthread_join(ws[i].tid, NULL);
+        sa1b_imgctx_free(ws[i].ctx);
+    }
+    for (size_t i = 0; i < r.n; i++) {
+        free(r.slots[i].jpg);
+        free(r.slots[i].json);
+        sa1b_prep_out_free(&r.slots[i].out);
+    }
+    free(r.slots);
+    free(ws);
+
+    double dt = cli_now() - t0;
+    if (!o.quiet)
+        cli_warn("%llu images, %llu masks kept, %llu dropped, %llu samples skipped, %llu shards written, "
+                 "%llu inputs up to date, %.1f s (%.1f images/s)",
+                 (unsigned long long)t.images, (unsigned long long)t.masks_kept,
+                 (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
+                 (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped, dt,
+                 dt > 0 ? (double)t.images / dt : 0.0);
+    if (o.json_summary)
+        printf("{\"images\":%llu,\"masks_kept\":%llu,\"masks_dropped\":%llu,\"skipped\":%llu,"
+               "\"shards\":%llu,\"inputs_up_to_date\":%llu,\"fatal\":%llu,\"bytes_in\":%llu,"
+               "\"seconds\":%.3f,\"exit\":%d}\n",
+               (unsigned long long)t.images, (unsigned long long)t.masks_kept,
+               (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
+               (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
+               (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
+    return status;
+}
