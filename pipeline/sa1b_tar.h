@@ -23,14 +23,16 @@
  * archive's name (the caller prefixes it if wanted):
  *     "sa_12.jpg: no matching sa_12.json"                    (SA1B_EFORMAT)
  *     "sa_12.json: no matching sa_12.jpg"                    (SA1B_EFORMAT)
+ *     "sa_12.jpg: no matching sa_12.json (pending limit reached)" (SA1B_EFORMAT)
  *     "sa_12.jpg: duplicate member, earlier copy dropped"    (SA1B_EFORMAT)
- *     "sa_12.jpg: no matching sa_12.json among 64 pending members" (SA1B_EFORMAT)
  *     "sa_9.json: member truncated"                          (SA1B_ETRUNC)
- *     "sa_9.jpg: member too large (600000000 bytes)"         (SA1B_ERANGE)
- *     "damaged tar header at byte 1536"                      (SA1B_EFORMAT)
+ *     "tar truncated inside a header"                        (SA1B_ETRUNC)
+ *     "sa_9.jpg: member too large (629145600 bytes)"         (SA1B_ERANGE)
+ *     "damaged tar header near byte 1536"                    (SA1B_EFORMAT; once per
+ *                                                             damaged stretch, then on)
  *     "not a tar archive"                                    (SA1B_EFORMAT, fatal)
  *     "empty input: not a tar archive"                       (SA1B_EFORMAT, fatal)
- *     "read error: <errno text>"                             (SA1B_EIO, fatal)
+ *     "read error: <libarchive's text>"                      (SA1B_EIO, fatal)
  * err->offset is the input byte count (sa1b_tar_bytes_read) at the time.
  *
  * Truncation.  libarchive takes a tar that stops at a 512-byte block
@@ -70,10 +72,12 @@ typedef struct sa1b_tar_sample {
 } sa1b_tar_sample;
 
 /* Opens the file at path for streaming ("-" reads standard input, which is
- * not closed by sa1b_tar_free).  The format is not checked until the first
- * sa1b_tar_next() call.  Errors: SA1B_EIO (cannot open: message
- * "cannot open: <errno text>"), SA1B_ENOMEM, SA1B_EINVAL (NULL arguments).
- * On error *t is NULL. */
+ * not closed by sa1b_tar_free).  Opening reads the first block (so it
+ * waits for data on a pipe) to recognise the compression and the format,
+ * but a stream that is not a tar still opens: the first sa1b_tar_next()
+ * reports "not a tar archive", so all content problems surface there.
+ * Errors: SA1B_EIO (cannot open or read: "cannot open: <errno text>"),
+ * SA1B_ENOMEM, SA1B_EINVAL (NULL arguments).  On error *t is NULL. */
 int sa1b_tar_open(sa1b_tar **t, const char *path, sa1b_error *err);
 
 /* Same, reading an already open file descriptor (a pipe is fine).  The fd is

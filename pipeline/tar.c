@@ -1,0 +1,439 @@
+/*
+ * tar.c - streaming SA-1B tar reader over libarchive.
+ *
+ * Implements: sa1b_tar.h.  Each sa1b_tar_next() call runs a small state
+ * machine: first the pending list is brought back under its caps (one
+ * eviction reported per call), then, at the end of the archive, the pending
+ * members are reported one by one; otherwise the next member is read whole
+ * into a malloc'ed buffer and either completes a pair (returned) or joins
+ * the pending list (oldest first).  The buffers of the returned pair are
+ * kept until the next call.
+ */
+#include "sa1b_tar.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { KIND_JPG = 0, KIND_JSON = 1 };
+static const char *const kind_ext[2] = {".jpg", ".json"};
+
+typedef struct member {
+    char stem[256];
+    int kind;
+    uint8_t *data;
+    size_t len;
+} member;
+
+struct sa1b_tar {
+    struct archive *a;
+    char *name;
+    int fd;                 /* fd we opened (closed at free), or -1 */
+    int started;            /* a header has been read successfully */
+    int at_end;             /* no more members will come */
+    int fatal;              /* stream unusable: repeat fatal_code */
+    int fatal_code;
+    char fatal_msg[SA1B_ERROR_MSG_MAX];
+    int in_damage;          /* inside a run of damaged headers: report once */
+    member pending[SA1B_TAR_MAX_PENDING + 1];
+    size_t n_pending;
+    uint64_t pending_bytes;
+    uint8_t *cur[2];        /* the last returned pair's buffers */
+};
+
+#define BLOCK_SIZE (128 * 1024)
+
+static void cur_release(sa1b_tar *t)
+{
+    free(t->cur[0]);
+    free(t->cur[1]);
+    t->cur[0] = t->cur[1] = NULL;
+}
+
+static int tar_new(sa1b_tar **out, const char *name, sa1b_error *err)
+{
+    sa1b_tar *t = calloc(1, sizeof *t);
+    if (!t) return sa1b_error_set(err, SA1B_ENOMEM, -1, "tar: out of memory");
+    t->fd = -1;
+    t->name = strdup(name ? name : "");
+    t->a = archive_read_new();
+    if (!t->name || !t->a) {
+        sa1b_tar_free(t);
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "tar: out of memory");
+    }
+    archive_read_support_filter_all(t->a);
+    archive_read_support_format_tar(t->a);
+    archive_read_support_format_empty(t->a);   /* to tell "empty input" apart */
+    *out = t;
+    return SA1B_OK;
+}
+
+static int set_fatal(sa1b_tar *t, int code, sa1b_error *err, const char *msg);
+static int is_io_errno(int e);
+
+/* libarchive recognises the format while opening; a format failure is kept
+ * for the first sa1b_tar_next() so that callers handle it in one place. */
+static int open_failed(sa1b_tar **out, sa1b_tar *t, sa1b_error *err)
+{
+    const char *m = archive_error_string(t->a);
+    int e = archive_errno(t->a);
+    if (!is_io_errno(e)) {
+        set_fatal(t, SA1B_EFORMAT, NULL,
+                  m && strstr(m, "runcated") ? "truncated input: not a tar archive"
+                                             : "not a tar archive");
+        *out = t;
+        return SA1B_OK;
+    }
+    int rc = sa1b_error_set(err, SA1B_EIO, -1, "cannot open: %s",
+                            m ? m : (e > 0 ? strerror(e) : "unknown error"));
+    sa1b_tar_free(t);
+    *out = NULL;
+    return rc;
+}
+
+int sa1b_tar_open_fd(sa1b_tar **out, int fd, const char *display_name, sa1b_error *err)
+{
+    if (!out || fd < 0) return sa1b_error_set(err, SA1B_EINVAL, -1, "tar: bad argument");
+    *out = NULL;
+    sa1b_tar *t;
+    SA1B_FORWARD(tar_new(&t, display_name, err));
+    if (archive_read_open_fd(t->a, fd, BLOCK_SIZE) != ARCHIVE_OK) return open_failed(out, t, err);
+    *out = t;
+    return SA1B_OK;
+}
+
+int sa1b_tar_open(sa1b_tar **out, const char *path, sa1b_error *err)
+{
+    if (!out || !path) return sa1b_error_set(err, SA1B_EINVAL, -1, "tar: NULL argument");
+    *out = NULL;
+    if (strcmp(path, "-") == 0) return sa1b_tar_open_fd(out, 0, "-", err);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sa1b_error_set(err, SA1B_EIO, -1, "cannot open: %s", strerror(errno));
+    sa1b_tar *t;
+    int rc = tar_new(&t, path, err);
+    if (rc != SA1B_OK) {
+        close(fd);
+        return rc;
+    }
+    t->fd = fd;
+    if (archive_read_open_fd(t->a, fd, BLOCK_SIZE) != ARCHIVE_OK) return open_failed(out, t, err);
+    *out = t;
+    return SA1B_OK;
+}
+
+int sa1b_tar_open_memory(sa1b_tar **out, const void *buf, size_t len, const char *display_name,
+                         sa1b_error *err)
+{
+    if (!out || (!buf && len)) return sa1b_error_set(err, SA1B_EINVAL, -1, "tar: NULL argument");
+    *out = NULL;
+    sa1b_tar *t;
+    SA1B_FORWARD(tar_new(&t, display_name, err));
+    static const char empty = 0;
+    if (archive_read_open_memory(t->a, buf ? buf : &empty, len) != ARCHIVE_OK)
+        return open_failed(out, t, err);
+    *out = t;
+    return SA1B_OK;
+}
+
+void sa1b_tar_free(sa1b_tar *t)
+{
+    if (!t) return;
+    if (t->a) archive_read_free(t->a);
+    if (t->fd >= 0) close(t->fd);
+    for (size_t i = 0; i < t->n_pending; i++) free(t->pending[i].data);
+    cur_release(t);
+    free(t->name);
+    free(t);
+}
+
+int sa1b_tar_fatal(const sa1b_tar *t)
+{
+    return t ? t->fatal : 1;
+}
+
+uint64_t sa1b_tar_bytes_read(const sa1b_tar *t)
+{
+    if (!t || !t->a) return 0;
+    la_int64_t n = archive_filter_bytes(t->a, -1);
+    return n > 0 ? (uint64_t)n : 0;
+}
+
+const char *sa1b_tar_name(const sa1b_tar *t)
+{
+    return t && t->name ? t->name : "";
+}
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static int64_t pos(const sa1b_tar *t)
+{
+    return (int64_t)sa1b_tar_bytes_read(t);
+}
+
+static int set_fatal(sa1b_tar *t, int code, sa1b_error *err, const char *msg)
+{
+    t->fatal = 1;
+    t->fatal_code = code;
+    snprintf(t->fatal_msg, sizeof t->fatal_msg, "%s", msg);
+    return sa1b_error_set(err, code, pos(t), "%s", msg);
+}
+
+/* Removes pending[i] (keeping order) and returns its data, ownership passed. */
+static uint8_t *pending_take(sa1b_tar *t, size_t i, size_t *len)
+{
+    uint8_t *d = t->pending[i].data;
+    *len = t->pending[i].len;
+    t->pending_bytes -= t->pending[i].len;
+    memmove(&t->pending[i], &t->pending[i + 1], (t->n_pending - i - 1) * sizeof t->pending[0]);
+    t->n_pending--;
+    return d;
+}
+
+static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *err)
+{
+    member *m = &t->pending[i];
+    int rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: no matching %s%s%s", m->stem,
+                            kind_ext[m->kind], m->stem, kind_ext[!m->kind], why);
+    size_t len;
+    free(pending_take(t, i, &len));
+    return rc;
+}
+
+static size_t find_pending(const sa1b_tar *t, const char *stem, int kind)
+{
+    for (size_t i = 0; i < t->n_pending; i++)
+        if (t->pending[i].kind == kind && strcmp(t->pending[i].stem, stem) == 0) return i;
+    return (size_t)-1;
+}
+
+/* Classifies a member path: 1 and stem/kind set for sa_*.jpg / sa_*.json
+ * regular files, 0 to skip silently, -1 when the stem is too long. */
+static int classify(struct archive_entry *e, char stem[256], int *kind)
+{
+    if (archive_entry_filetype(e) != AE_IFREG) return 0;
+    const char *path = archive_entry_pathname(e);
+    if (!path) return 0;
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n < 3 || strncmp(base, "sa_", 3) != 0) return 0;
+    size_t stem_len;
+    if (n > 4 && strcmp(base + n - 4, ".jpg") == 0) {
+        *kind = KIND_JPG;
+        stem_len = n - 4;
+    } else if (n > 5 && strcmp(base + n - 5, ".json") == 0) {
+        *kind = KIND_JSON;
+        stem_len = n - 5;
+    } else {
+        return 0;
+    }
+    if (stem_len >= 256) return -1;
+    memcpy(stem, base, stem_len);
+    stem[stem_len] = '\0';
+    return 1;
+}
+
+/* An error that is no libarchive format complaint: errno from read(2) etc. */
+static int is_io_errno(int e)
+{
+    return e > 0 && e != EILSEQ && e != EINVAL;
+}
+
+/* archive_read_data error for member base; r < 0. */
+static int data_error(sa1b_tar *t, const char *base, la_ssize_t r, sa1b_error *err)
+{
+    const char *m = archive_error_string(t->a);
+    if (!m) m = "unknown error";
+    if (r == ARCHIVE_FATAL) {
+        t->at_end = 1;
+        if (is_io_errno(archive_errno(t->a)) && !strstr(m, "runcated")) {
+            char buf[SA1B_ERROR_MSG_MAX];
+            snprintf(buf, sizeof buf, "%s: read error: %s", base, m);
+            return set_fatal(t, SA1B_EIO, err, buf);
+        }
+        if (strstr(m, "runcated"))
+            return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "%s: member truncated", base);
+    }
+    return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: cannot read member: %s", base, m);
+}
+
+/* Reads the current member whole.  Returns SA1B_OK with *data and *len, or an
+ * error already reported through err (and *data NULL).  The buffer grows as
+ * data arrives, so a header that lies about the size costs no memory. */
+static int read_member(sa1b_tar *t, struct archive_entry *e, const char *base, uint8_t **data,
+                       size_t *len, sa1b_error *err)
+{
+    *data = NULL;
+    *len = 0;
+    int known = archive_entry_size_is_set(e);
+    la_int64_t size = archive_entry_size(e);
+    if (known && (size < 0 || (uint64_t)size > SA1B_TAR_MAX_MEMBER_BYTES))
+        return sa1b_error_set(err, SA1B_ERANGE, pos(t), "%s: member too large (%lld bytes)", base,
+                              (long long)size);
+    const size_t limit = known ? (size_t)size : (size_t)SA1B_TAR_MAX_MEMBER_BYTES;
+    size_t cap = limit < ((size_t)1 << 20) ? limit : ((size_t)1 << 20);
+    uint8_t *buf = malloc(cap ? cap : 1);
+    if (!buf) return sa1b_error_set(err, SA1B_ENOMEM, pos(t), "%s: out of memory", base);
+    size_t got = 0;
+    for (;;) {
+        if (got == cap) {
+            if (cap == limit) {
+                /* the entry should be done: one more read must say so */
+                uint8_t probe;
+                la_ssize_t r = archive_read_data(t->a, &probe, 1);
+                if (r == 0) break;
+                free(buf);
+                if (r < 0) return data_error(t, base, r, err);
+                if (!known)
+                    return sa1b_error_set(err, SA1B_ERANGE, pos(t),
+                                          "%s: member too large (over %llu bytes)", base,
+                                          (unsigned long long)SA1B_TAR_MAX_MEMBER_BYTES);
+                return sa1b_error_set(err, SA1B_EFORMAT, pos(t),
+                                      "%s: member longer than its header says", base);
+            }
+            size_t ncap = cap * 2 < limit ? cap * 2 : limit;
+            uint8_t *nb = realloc(buf, ncap);
+            if (!nb) {
+                free(buf);
+                return sa1b_error_set(err, SA1B_ENOMEM, pos(t), "%s: out of memory", base);
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        la_ssize_t r = archive_read_data(t->a, buf + got, cap - got);
+        if (r < 0) {
+            free(buf);
+            return data_error(t, base, r, err);
+        }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    if (known && got != (size_t)size) {
+        free(buf);
+        t->at_end = 1;
+        return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "%s: member truncated", base);
+    }
+    *data = buf;
+    *len = got;
+    return SA1B_OK;
+}
+
+/* Drops a pending partner of a member that could not be read: one bad sample,
+ * one report. */
+static void drop_partner(sa1b_tar *t, const char *stem, int kind)
+{
+    size_t i = find_pending(t, stem, !kind);
+    if (i != (size_t)-1) {
+        size_t len;
+        free(pending_take(t, i, &len));
+    }
+}
+
+/* ---- the iterator --------------------------------------------------------- */
+
+int sa1b_tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
+{
+    if (!t || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "tar: NULL argument");
+    cur_release(t);
+    memset(s, 0, sizeof *s);
+    if (t->fatal) return sa1b_error_set(err, t->fatal_code, pos(t), "%s", t->fatal_msg);
+
+    for (;;) {
+        /* memory bounds: one eviction per call */
+        if (t->n_pending > SA1B_TAR_MAX_PENDING ||
+            (t->n_pending > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES))
+            return report_unpaired(t, 0, " (pending limit reached)", err);
+        if (t->at_end) {
+            if (t->n_pending) return report_unpaired(t, 0, "", err);
+            return sa1b_error_set(err, SA1B_EOF, pos(t), "end of archive");
+        }
+
+        struct archive_entry *e;
+        int r = archive_read_next_header(t->a, &e);
+        if (r == ARCHIVE_EOF) {
+            t->at_end = 1;
+            if (!t->started && archive_format(t->a) == ARCHIVE_FORMAT_EMPTY)
+                return set_fatal(t, SA1B_EFORMAT, err, "empty input: not a tar archive");
+            continue;
+        }
+        if (r == ARCHIVE_RETRY) {
+            /* a damaged header: libarchive skips on; say so once per damaged run */
+            if (t->in_damage) continue;
+            t->in_damage = 1;
+            return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "damaged tar header near byte %lld",
+                                  (long long)pos(t));
+        }
+        if (r < ARCHIVE_WARN) {   /* FAILED or FATAL */
+            const char *m = archive_error_string(t->a);
+            if (!m) m = "unknown error";
+            char buf[SA1B_ERROR_MSG_MAX];
+            t->at_end = 1;
+            if (is_io_errno(archive_errno(t->a)) && !strstr(m, "runcated")) {
+                snprintf(buf, sizeof buf, "read error: %s", m);
+                return set_fatal(t, SA1B_EIO, err, buf);
+            }
+            if (!t->started) {
+                snprintf(buf, sizeof buf, "not a tar archive (%s)", m);
+                return set_fatal(t, SA1B_EFORMAT, err, strstr(m, "Unrecognized") ? "not a tar archive" : buf);
+            }
+            if (strstr(m, "runcated"))
+                return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "tar truncated inside a header");
+            return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "damaged tar archive: %s", m);
+        }
+        t->started = 1;
+        t->in_damage = 0;
+
+        char stem[256], base[262];
+        int kind = 0;
+        int c = classify(e, stem, &kind);
+        if (c == 0) continue;   /* not ours: libarchive skips its data */
+        if (c < 0) {
+            const char *p = archive_entry_pathname(e);
+            const char *b = strrchr(p, '/');
+            return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%.60s...: member name too long",
+                                  b ? b + 1 : p);
+        }
+        snprintf(base, sizeof base, "%s%s", stem, kind_ext[kind]);
+
+        uint8_t *data;
+        size_t len;
+        int rc = read_member(t, e, base, &data, &len, err);
+        if (rc != SA1B_OK) {
+            drop_partner(t, stem, kind);
+            return rc;
+        }
+
+        size_t pi = find_pending(t, stem, !kind);
+        if (pi != (size_t)-1) {
+            size_t plen;
+            uint8_t *pdata = pending_take(t, pi, &plen);
+            t->cur[kind] = data;
+            t->cur[!kind] = pdata;
+            snprintf(s->name, sizeof s->name, "%s", stem);
+            s->jpg = t->cur[KIND_JPG];
+            s->jpg_len = kind == KIND_JPG ? len : plen;
+            s->json = t->cur[KIND_JSON];
+            s->json_len = kind == KIND_JSON ? len : plen;
+            return SA1B_OK;
+        }
+
+        /* no partner yet: keep it; a same-named earlier copy is dropped */
+        size_t di = find_pending(t, stem, kind);
+        member *m = &t->pending[t->n_pending++];
+        snprintf(m->stem, sizeof m->stem, "%s", stem);
+        m->kind = kind;
+        m->data = data;
+        m->len = len;
+        t->pending_bytes += len;
+        if (di != (size_t)-1) {
+            size_t dlen;
+            free(pending_take(t, di, &dlen));
+            return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: duplicate member, earlier copy dropped",
+                                  base);
+        }
+    }
+}

@@ -1,0 +1,2 @@
+#include "tap.h"
+int main(void){tap_skip_all("todo");}

@@ -1,0 +1,364 @@
+/*
+ * test-tar.c - the streaming SA-1B tar reader (pipeline/sa1b_tar.h).
+ *
+ * Every archive is built here with libarchive's writer (ustar, no padding
+ * past the end blocks), then read back and the sequence of results (pairs,
+ * problems, end) compared with the expected one: pairing in any order, a
+ * "./" prefix and subdirectories, unpaired members, duplicates, truncation
+ * at a block boundary and inside a member, garbage, empty input, a pipe,
+ * "-" as stdin, gzip, the pending cap and oversized members.
+ */
+#include <archive.h>
+#include <archive_entry.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sa1b_tar.h"
+#include "tap.h"
+
+typedef struct mem_file {
+    const char *name;
+    size_t len;     /* data is synthetic: byte i = (i * 7 + seed) & 255 */
+    int type;       /* 0 regular, 1 directory */
+} mem_file;
+
+static uint8_t byte_of(const char *name, size_t i)
+{
+    unsigned seed = 0;
+    for (const char *p = name; *p; p++) seed = seed * 31 + (unsigned char)*p;
+    return (uint8_t)((i * 7 + seed) & 255);
+}
+
+/* Builds a tar of files; filter: 0 none, 1 gzip.  Returns malloc'ed bytes. */
+static uint8_t *build_tar(const mem_file *f, size_t n, int filter, size_t *out_len,
+                          size_t *member_end /* [n] offset after each member's data, or NULL */)
+{
+    size_t cap = 1 << 16;
+    for (size_t i = 0; i < n; i++) cap += f[i].len + 2048;
+    uint8_t *buf = malloc(cap);
+    struct archive *a = archive_write_new();
+    archive_write_set_format_ustar(a);
+    if (filter == 1) archive_write_add_filter_gzip(a);
+    archive_write_set_bytes_per_block(a, 512);
+    archive_write_set_bytes_in_last_block(a, 1);
+    size_t used = 0;
+    archive_write_open_memory(a, buf, cap, &used);
+    for (size_t i = 0; i < n; i++) {
+        struct archive_entry *e = archive_entry_new();
+        archive_entry_set_pathname(e, f[i].name);
+        archive_entry_set_perm(e, 0644);
+        if (f[i].type == 1) {
+            archive_entry_set_filetype(e, AE_IFDIR);
+            archive_entry_set_size(e, 0);
+        } else {
+            archive_entry_set_filetype(e, AE_IFREG);
+            archive_entry_set_size(e, (la_int64_t)f[i].len);
+        }
+        archive_write_header(a, e);
+        if (f[i].type == 0 && f[i].len) {
+            uint8_t *d = malloc(f[i].len);
+            for (size_t k = 0; k < f[i].len; k++) d[k] = byte_of(f[i].name, k);
+            archive_write_data(a, d, f[i].len);
+            free(d);
+        }
+        archive_entry_free(e);
+        if (member_end && filter == 0) {
+            /* header + data padded to 512 */
+            size_t prev = i ? member_end[i - 1] : 0;
+            member_end[i] = prev + 512 + (f[i].len + 511) / 512 * 512;
+        }
+    }
+    archive_write_close(a);
+    archive_write_free(a);
+    *out_len = used;
+    return buf;
+}
+
+/* Reads everything, describing each result on one line of log. */
+static void run_reader(sa1b_tar *t, char *log, size_t cap, int check_data)
+{
+    sa1b_tar_sample s;
+    sa1b_error err;
+    size_t used = 0;
+    log[0] = '\0';
+    for (int guard = 0; guard < 1000; guard++) {
+        int rc = sa1b_tar_next(t, &s, &err);
+        char line[400];
+        if (rc == SA1B_OK) {
+            int good = 1;
+            if (check_data) {
+                char jn[300], sn[300];
+                snprintf(jn, sizeof jn, "%s.jpg", s.name);
+                snprintf(sn, sizeof sn, "%s.json", s.name);
+                /* names in the archive may carry a prefix: seed is over the full path,
+                 * so only lengths are checked here when check_data == 2 */
+                if (check_data == 1) {
+                    for (size_t i = 0; i < s.jpg_len; i++) good &= s.jpg[i] == byte_of(jn, i);
+                    for (size_t i = 0; i < s.json_len; i++) good &= s.json[i] == byte_of(sn, i);
+                }
+            }
+            snprintf(line, sizeof line, "pair %s %zu %zu%s\n", s.name, s.jpg_len, s.json_len,
+                     good ? "" : " BADDATA");
+        } else if (rc == SA1B_EOF) {
+            snprintf(line, sizeof line, "eof\n");
+        } else {
+            snprintf(line, sizeof line, "error %d%s %s\n", rc, sa1b_tar_fatal(t) ? " fatal" : "",
+                     err.msg);
+        }
+        size_t l = strlen(line);
+        if (used + l < cap) {
+            memcpy(log + used, line, l + 1);
+            used += l;
+        }
+        if (rc == SA1B_EOF || sa1b_tar_fatal(t)) break;
+    }
+}
+
+static void check_mem(const uint8_t *buf, size_t len, const char *want, int check_data,
+                      const char *what)
+{
+    sa1b_tar *t = NULL;
+    sa1b_error err;
+    char log[16384];
+    int rc = sa1b_tar_open_memory(&t, buf, len, "mem", &err);
+    if (rc != SA1B_OK) {
+        tap_ok(0, "%s: open: %s", what, err.msg);
+        return;
+    }
+    run_reader(t, log, sizeof log, check_data);
+    tap_is_str(log, want, "%s", what);
+    sa1b_tar_free(t);
+}
+
+#define KB 1024
+
+int main(void)
+{
+    tap_plan(0);
+    size_t len, ends[16];
+    uint8_t *tar;
+
+    {
+        mem_file f[] = {{"sa_1.jpg", 3000, 0}, {"sa_1.json", 700, 0}, {"sa_2.jpg", 0, 0},
+                        {"sa_2.json", 1, 0}};
+        tar = build_tar(f, 4, 0, &len, NULL);
+        check_mem(tar, len, "pair sa_1 3000 700\npair sa_2 0 1\neof\n", 1, "pairs in order");
+        sa1b_tar *t;
+        sa1b_tar_sample s;
+        sa1b_error err;
+        sa1b_tar_open_memory(&t, tar, len, "x", &err);
+        while (sa1b_tar_next(t, &s, &err) == SA1B_OK) {}
+        tap_is_int(sa1b_tar_bytes_read(t), len, "bytes_read counts the whole input");
+        tap_is_str(sa1b_tar_name(t), "x", "display name kept");
+        tap_is_int(sa1b_tar_next(t, &s, &err), SA1B_EOF, "EOF again after EOF");
+        sa1b_tar_free(t);
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"sa_1.json", 10, 0}, {"sa_1.jpg", 20, 0}, {"sa_2.jpg", 30, 0},
+                        {"sa_3.jpg", 40, 0}, {"sa_3.json", 50, 0}, {"sa_2.json", 60, 0}};
+        tar = build_tar(f, 6, 0, &len, NULL);
+        check_mem(tar, len, "pair sa_1 20 10\npair sa_3 40 50\npair sa_2 30 60\neof\n", 1,
+                  "reversed and interleaved order");
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"./", 0, 1},           {"./sa_7.jpg", 11, 0},
+                        {"./README.txt", 5, 0}, {"./sub/", 0, 1},
+                        {"sub/dir/sa_7.json", 12, 0}, {"./sa_8.png", 3, 0},
+                        {"./sa_9.jpeg", 3, 0},  {"./notsa_9.jpg", 3, 0},
+                        {"./sa_9.jpg", 13, 0},  {"./sa_9.json", 14, 0}};
+        tar = build_tar(f, 10, 0, &len, NULL);
+        check_mem(tar, len, "pair sa_7 11 12\npair sa_9 13 14\neof\n", 2,
+                  "./ prefix, subdirectories, other members skipped");
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"sa_1.jpg", 10, 0}, {"sa_2.jpg", 10, 0}, {"sa_2.json", 10, 0}};
+        tar = build_tar(f, 3, 0, &len, NULL);
+        check_mem(tar, len, "pair sa_2 10 10\nerror 4 sa_1.jpg: no matching sa_1.json\neof\n", 1,
+                  "unpaired jpg reported at the end");
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"sa_1.jpg", 10, 0}, {"sa_1.json", 10, 0}, {"sa_5.json", 10, 0},
+                        {"sa_6.json", 10, 0}};
+        tar = build_tar(f, 4, 0, &len, NULL);
+        check_mem(tar, len,
+                  "pair sa_1 10 10\nerror 4 sa_5.json: no matching sa_5.jpg\n"
+                  "error 4 sa_6.json: no matching sa_6.jpg\neof\n",
+                  1, "unpaired json members, one report each, oldest first");
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"sa_1.jpg", 10, 0}, {"sa_1.jpg", 11, 0}, {"sa_1.json", 12, 0}};
+        tar = build_tar(f, 3, 0, &len, NULL);
+        check_mem(tar, len,
+                  "error 4 sa_1.jpg: duplicate member, earlier copy dropped\npair sa_1 11 12\neof\n",
+                  0, "duplicate member: the later copy is paired");
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"sa_1.jpg", 1000, 0}, {"sa_1.json", 600, 0}, {"sa_2.jpg", 1500, 0},
+                        {"sa_2.json", 900, 0}};
+        tar = build_tar(f, 4, 0, &len, ends);
+        tap_ok(ends[3] + 1024 == len, "tar layout as expected (%zu)", len);
+        /* cut at the block boundary right after sa_2.jpg: libarchive sees a clean end */
+        check_mem(tar, ends[2], "pair sa_1 1000 600\nerror 4 sa_2.jpg: no matching sa_2.json\neof\n",
+                  1, "cut at a 512-byte boundary inside a pair");
+        /* cut at the block boundary after sa_1 pair: complete, just no end blocks */
+        check_mem(tar, ends[1], "pair sa_1 1000 600\neof\n", 1, "cut after a complete pair");
+        /* cut inside sa_2.json's data: one truncation report, partner dropped */
+        check_mem(tar, ends[2] + 512 + 300,
+                  "pair sa_1 1000 600\nerror 7 sa_2.json: member truncated\neof\n", 1,
+                  "cut inside a member");
+        /* cut inside sa_2.json's header */
+        check_mem(tar, ends[2] + 100,
+                  "pair sa_1 1000 600\nerror 7 tar truncated inside a header\n"
+                  "error 4 sa_2.jpg: no matching sa_2.json\neof\n",
+                  1, "cut inside a header");
+        /* cut inside the first member */
+        check_mem(tar, 700, "error 7 sa_1.jpg: member truncated\neof\n", 1,
+                  "cut inside the first member");
+
+        /* a damaged header (bad checksum) in the middle */
+        uint8_t *bad = malloc(len);
+        memcpy(bad, tar, len);
+        bad[ends[1] + 10] ^= 0x55;   /* inside sa_2.jpg's name: checksum fails */
+        sa1b_tar *t;
+        sa1b_error err;
+        char log[4096];
+        sa1b_tar_open_memory(&t, bad, len, "bad", &err);
+        run_reader(t, log, sizeof log, 0);
+        tap_ok(strncmp(log, "pair sa_1 1000 600\nerror 4 damaged tar header", 45) == 0 &&
+                   strstr(log, "eof\n") != NULL,
+               "damaged header reported, reading goes on");
+        sa1b_tar_free(t);
+        free(bad);
+
+        /* the same through a pipe (fd) and through stdin ("-") */
+        int p[2];
+        if (pipe(p) == 0) {
+            pid_t pid = fork();
+            if (pid == 0) {
+                close(p[0]);
+                size_t off = 0;
+                while (off < len) {
+                    ssize_t w = write(p[1], tar + off, len - off > 777 ? 777 : len - off);
+                    if (w <= 0) _exit(1);
+                    off += (size_t)w;
+                }
+                _exit(0);
+            }
+            close(p[1]);
+            int rc = sa1b_tar_open_fd(&t, p[0], "pipe", &err);
+            tap_is_int(rc, SA1B_OK, "open a pipe fd");
+            run_reader(t, log, sizeof log, 1);
+            tap_is_str(log, "pair sa_1 1000 600\npair sa_2 1500 900\neof\n", "read from a pipe");
+            sa1b_tar_free(t);
+            close(p[0]);
+            waitpid(pid, NULL, 0);
+        }
+        char path[] = "/tmp/test-tar-XXXXXX";
+        int fd = mkstemp(path);
+        if (fd >= 0 && write(fd, tar, len) == (ssize_t)len) {
+            int rc = sa1b_tar_open(&t, path, &err);
+            tap_is_int(rc, SA1B_OK, "open a path");
+            run_reader(t, log, sizeof log, 1);
+            tap_is_str(log, "pair sa_1 1000 600\npair sa_2 1500 900\neof\n", "read from a path");
+            tap_is_str(sa1b_tar_name(t), path, "name is the path");
+            sa1b_tar_free(t);
+            int saved = dup(0);
+            lseek(fd, 0, SEEK_SET);
+            dup2(fd, 0);
+            rc = sa1b_tar_open(&t, "-", &err);
+            tap_is_int(rc, SA1B_OK, "open -");
+            run_reader(t, log, sizeof log, 1);
+            tap_is_str(log, "pair sa_1 1000 600\npair sa_2 1500 900\neof\n", "read from stdin");
+            tap_is_str(sa1b_tar_name(t), "-", "name of stdin is -");
+            sa1b_tar_free(t);
+            dup2(saved, 0);
+            close(saved);
+        }
+        if (fd >= 0) {
+            close(fd);
+            unlink(path);
+        }
+        tap_is_int(sa1b_tar_open(&t, "/nonexistent/x.tar", &err), SA1B_EIO, "missing file: EIO");
+        tap_ok(t == NULL && strstr(err.msg, "cannot open: No such file") != NULL,
+               "missing file message: %s", err.msg);
+        free(tar);
+    }
+    {
+        mem_file f[] = {{"sa_3.json", 5000, 0}, {"sa_3.jpg", 4000, 0}};
+        tar = build_tar(f, 2, 1, &len, NULL);
+        tap_ok(len > 2 && tar[0] == 0x1f && tar[1] == 0x8b, "gzip tar built");
+        check_mem(tar, len, "pair sa_3 4000 5000\neof\n", 1, "gzip-compressed tar");
+        free(tar);
+    }
+    {
+        uint8_t garbage[3000];
+        for (size_t i = 0; i < sizeof garbage; i++) garbage[i] = (uint8_t)(i * 131 + 7);
+        check_mem(garbage, sizeof garbage, "error 4 fatal not a tar archive\n", 0, "garbage");
+        check_mem((const uint8_t *)"hello", 5, "error 4 fatal not a tar archive\n", 0,
+                  "short garbage");
+        check_mem(garbage, 0, "error 4 fatal empty input: not a tar archive\n", 0, "empty input");
+        sa1b_tar *t;
+        sa1b_tar_sample s;
+        sa1b_error err;
+        sa1b_tar_open_memory(&t, garbage, sizeof garbage, "g", &err);
+        sa1b_tar_next(t, &s, &err);
+        tap_is_int(sa1b_tar_next(t, &s, &err), SA1B_EFORMAT, "fatal error repeats");
+        sa1b_tar_free(t);
+        uint8_t zeros[1024] = {0};
+        check_mem(zeros, sizeof zeros, "eof\n", 0, "an empty tar (end blocks only) is fine");
+    }
+    {
+        /* pending cap: 65 jpgs without partners */
+        mem_file f[66];
+        char names[66][32];
+        for (int i = 0; i < 65; i++) {
+            snprintf(names[i], sizeof names[i], "sa_%d.jpg", i);
+            f[i] = (mem_file){names[i], 10, 0};
+        }
+        tar = build_tar(f, 65, 0, &len, NULL);
+        sa1b_tar *t;
+        sa1b_error err;
+        char log[16384];
+        sa1b_tar_open_memory(&t, tar, len, "cap", &err);
+        run_reader(t, log, sizeof log, 0);
+        tap_ok(strncmp(log, "error 4 sa_0.jpg: no matching sa_0.json (pending limit reached)\n"
+                            "error 4 sa_1.jpg: no matching sa_1.json\n", 104) == 0,
+               "65th pending member evicts the oldest");
+        int lines = 0;
+        for (const char *p = log; *p; p++) lines += *p == '\n';
+        tap_is_int(lines, 66, "every member reported once, then eof");
+        sa1b_tar_free(t);
+        free(tar);
+    }
+    {
+        /* a header claiming 600 MiB: reported without reading (or allocating) it */
+        mem_file f[] = {{"sa_1.jpg", 10, 0}, {"sa_1.json", 10, 0}};
+        tar = build_tar(f, 2, 0, &len, NULL);
+        snprintf((char *)tar + 124, 12, "%011o", 600u << 20);   /* size field */
+        memset(tar + 148, ' ', 8);
+        unsigned sum = 0;
+        for (int i = 0; i < 512; i++) sum += tar[i];
+        snprintf((char *)tar + 148, 8, "%06o", sum);
+        tar[155] = ' ';
+        sa1b_tar *t;
+        sa1b_tar_sample s;
+        sa1b_error err;
+        sa1b_tar_open_memory(&t, tar, len, "big", &err);
+        int rc = sa1b_tar_next(t, &s, &err);
+        tap_is_int(rc, SA1B_ERANGE, "oversized member: ERANGE");
+        tap_is_str(err.msg, "sa_1.jpg: member too large (629145600 bytes)", "oversized message");
+        tap_ok(!sa1b_tar_fatal(t), "oversized member is not fatal");
+        sa1b_tar_free(t);
+        free(tar);
+    }
+    sa1b_tar_free(NULL);
+    tap_ok(1, "sa1b_tar_free(NULL) is a no-op");
+    return tap_done();
+}
