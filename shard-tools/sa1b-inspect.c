@@ -1,0 +1,310 @@
+/*
+ * sa1b-inspect - prints what a shard holds as JSON lines (for jq): the
+ * header and provenance, one line per image, with --masks one per mask
+ * (keys named as in SA-1B), with --rle each mask's bitmap as COCO RLE; or,
+ * with --summary, a table for people.  Man page: sa1b-inspect(1).
+ */
+#include "cli.h"
+#include "sa1b_rle.h"
+#include "sa1b_shard.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct options {
+    int masks, rle, summary;
+} options;
+
+static void usage(void)
+{
+    printf("Usage: %s [OPTIONS] FILE...\n"
+           "Print the contents of sa1b shards as JSON lines: first the header and\n"
+           "provenance (\"type\": \"shard\"), then one line per image (\"type\": \"image\").\n"
+           "\n"
+           "Options:\n"
+           "  -m, --masks      also print one line per mask (\"type\": \"mask\")\n"
+           "  -r, --rle        with the mask lines, add the bitmap as COCO RLE (\"mask_rle\");\n"
+           "                   implies --masks\n"
+           "  -s, --summary    print a table for people instead of JSON lines\n"
+           "  -h, --help       show this help and exit\n"
+           "  -V, --version    show the version and exit\n"
+           "\n"
+           "Exit status: 0 all files read, 1 a file is not a valid shard, 2 usage error,\n"
+           "3 a file could not be read.\n",
+           cli_prog());
+}
+
+/* A float as JSON: null when not finite (jansson refuses NaN). */
+static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
+
+static json_t *jfloats(const float *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, jreal(v[i]));
+    return a;
+}
+
+static int emit(json_t *o)
+{
+    /* 9 significant digits: every float32 survives the round trip */
+    int rc = json_dumpf(o, stdout, JSON_REAL_PRECISION(9));
+    json_decref(o);
+    putchar('\n');
+    return rc;
+}
+
+static const char *format_name(int f) { return f == SA1B_SHARD_JPEG ? "jpeg" : "raw"; }
+
+static json_t *header_json(const char *file, const sa1b_shard_info *in)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("shard"));
+    json_object_set_new(o, "file", json_string(file));
+    json_object_set_new(o, "version", json_integer(in->version));
+    json_object_set_new(o, "image_size", json_integer(in->image_size));
+    json_object_set_new(o, "mask_size", json_integer(in->mask_size));
+    json_object_set_new(o, "image_format", json_string(format_name(in->image_format)));
+    json_object_set_new(o, "images", json_integer((json_int_t)in->n_images));
+    json_object_set_new(o, "masks", json_integer((json_int_t)in->n_masks));
+    json_object_set_new(o, "file_size", json_integer((json_int_t)in->file_size));
+    json_object_set_new(o, "mask_bytes", json_integer(in->mask_bytes));
+    json_object_set_new(o, "mask_stride", json_integer(in->mask_stride));
+    json_error_t jerr;
+    json_t *prov = json_loadb(in->provenance, in->provenance_len, JSON_DECODE_ANY, &jerr);
+    /* a provenance that is not JSON is shown as the text it is */
+    json_object_set_new(o, "provenance",
+                        prov ? prov : json_stringn(in->provenance, in->provenance_len));
+    return o;
+}
+
+static json_t *image_json(const char *file, const sa1b_shard_image_view *im)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("image"));
+    json_object_set_new(o, "file", json_string(file));
+    json_object_set_new(o, "index", json_integer((json_int_t)im->index));
+    json_object_set_new(o, "image_id", json_integer(im->image_id));
+    json_object_set_new(o, "file_name", json_stringn(im->file_name, im->file_name_len));
+    json_object_set_new(o, "width", json_integer(im->orig_w));
+    json_object_set_new(o, "height", json_integer(im->orig_h));
+    json_object_set_new(o, "scale", jreal(im->scale));
+    json_object_set_new(o, "masks", json_integer(im->n_masks));
+    json_object_set_new(o, "image_bytes", json_integer((json_int_t)im->payload_len));
+    json_object_set_new(o, "masks_bytes", json_integer((json_int_t)im->masks_len));
+    return o;
+}
+
+static json_t *mask_json(const char *file, const sa1b_shard_image_view *im,
+                         const sa1b_shard_mask_view *m)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "type", json_string("mask"));
+    json_object_set_new(o, "file", json_string(file));
+    json_object_set_new(o, "index", json_integer((json_int_t)im->index));
+    json_object_set_new(o, "image_id", json_integer(im->image_id));
+    json_object_set_new(o, "id", json_integer(m->id));
+    json_object_set_new(o, "area", jreal(m->area));
+    json_object_set_new(o, "bbox", jfloats(m->bbox, 4));
+    json_object_set_new(o, "orig_area", json_integer(m->orig_area));
+    json_object_set_new(o, "orig_bbox", jfloats(m->orig_bbox, 4));
+    json_object_set_new(o, "predicted_iou", jreal(m->predicted_iou));
+    json_object_set_new(o, "stability_score", jreal(m->stability_score));
+    json_t *pts = json_array(); /* SA-1B's [[x, y]]; [] when the shard has no point */
+    if (!isnan(m->point[0]) && !isnan(m->point[1]))
+        json_array_append_new(pts, jfloats(m->point, 2));
+    json_object_set_new(o, "point_coords", pts);
+    return o;
+}
+
+static int add_rle(json_t *o, const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *buf,
+                   sa1b_rle *rle, sa1b_error *err)
+{
+    uint32_t R = sa1b_shard_get_info(s)->mask_size;
+    sa1b_shard_unpack_mask(s, m, buf);
+    SA1B_FORWARD(sa1b_rle_encode(rle, buf, R, R, 0, err));
+    char *str = NULL;
+    size_t len = 0;
+    SA1B_FORWARD(sa1b_rle_to_string(rle, &str, &len, err));
+    json_t *r = json_object();
+    json_t *size = json_array();
+    json_array_append_new(size, json_integer(R));
+    json_array_append_new(size, json_integer(R));
+    json_object_set_new(r, "size", size);
+    json_object_set_new(r, "counts", json_stringn(str, len));
+    json_object_set_new(o, "mask_rle", r);
+    free(str);
+    return SA1B_OK;
+}
+
+/* ---- --summary -------------------------------------------------------- */
+
+static void human_bytes(double b, char *out, size_t cap)
+{
+    const char *u[] = {"B", "KB", "MB", "GB", "TB"};
+    int i = 0;
+    while (b >= 1000 && i < 4) {
+        b /= 1000;
+        i++;
+    }
+    snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
+
+/* Looks for a key anywhere in the provenance object tree. */
+static json_t *find_key(json_t *o, const char *key)
+{
+    if (!json_is_object(o)) return NULL;
+    json_t *v = json_object_get(o, key);
+    if (v) return v;
+    const char *k;
+    json_t *c;
+    json_object_foreach(o, k, c)
+    {
+        json_t *r = find_key(c, key);
+        if (r) return r;
+    }
+    return NULL;
+}
+
+static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
+{
+    const sa1b_shard_info *in = sa1b_shard_get_info(s);
+    enum { NBIN = 12 }; /* 0, 1, 2-3, 4-7, ..., 512-1023, >= 1024 */
+    uint64_t hist[NBIN] = {0}, img_bytes = 0, mask_bytes = 0;
+    uint32_t mn = UINT32_MAX, mx = 0;
+    for (uint64_t i = 0; i < in->n_images; i++) {
+        sa1b_shard_image_view im;
+        SA1B_FORWARD(sa1b_shard_image(s, i, &im, err));
+        int b = 0;
+        while (b < NBIN - 1 && im.n_masks >= (1u << b)) b++;
+        hist[b]++;
+        img_bytes += im.payload_len;
+        mask_bytes += im.masks_len;
+        if (im.n_masks < mn) mn = im.n_masks;
+        if (im.n_masks > mx) mx = im.n_masks;
+    }
+    char h1[32], h2[32], h3[32], h4[32];
+    double n = in->n_images ? (double)in->n_images : 1;
+    printf("%-16s %s\n", "file", file);
+    printf("%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
+           format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
+           in->mask_size, in->mask_bytes, in->mask_stride);
+    human_bytes((double)in->file_size, h1, sizeof h1);
+    printf("%-16s %s (%llu bytes)\n", "size", h1, (unsigned long long)in->file_size);
+    printf("%-16s %llu\n", "images", (unsigned long long)in->n_images);
+    if (in->n_images)
+        printf("%-16s %llu (%.1f per image, min %u, max %u)\n", "masks",
+               (unsigned long long)in->n_masks, (double)in->n_masks / n, mn, mx);
+    else
+        printf("%-16s %llu\n", "masks", (unsigned long long)in->n_masks);
+    human_bytes((double)in->file_size / n, h1, sizeof h1);
+    human_bytes((double)img_bytes / n, h2, sizeof h2);
+    human_bytes((double)mask_bytes / n, h3, sizeof h3);
+    human_bytes((double)(in->file_size - img_bytes - mask_bytes) / n, h4, sizeof h4);
+    printf("%-16s %s (image %s, masks %s, other %s)\n", "bytes per image", h1, h2, h3, h4);
+    json_t *prov = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+    json_t *st = find_key(prov, "strategy"), *mm = find_key(prov, "max_masks");
+    printf("%-16s %s", "strategy", json_is_string(st) ? json_string_value(st) : "unknown");
+    if (json_is_integer(mm)) printf(" (max_masks %lld)", (long long)json_integer_value(mm));
+    putchar('\n');
+    json_decref(prov);
+    printf("masks per image histogram:\n");
+    uint64_t top = 1;
+    for (int b = 0; b < NBIN; b++)
+        if (hist[b] > top) top = hist[b];
+    for (int b = 0; b < NBIN; b++) {
+        char range[32];
+        if (b == 0) snprintf(range, sizeof range, "0");
+        else if (b == NBIN - 1) snprintf(range, sizeof range, ">= %u", 1u << (b - 1));
+        else if (b == 1) snprintf(range, sizeof range, "1");
+        else snprintf(range, sizeof range, "%u-%u", 1u << (b - 1), (1u << b) - 1);
+        if (!hist[b]) continue;
+        int bar = (int)((hist[b] * 40 + top - 1) / top);
+        printf("  %-10s %8llu  ", range, (unsigned long long)hist[b]);
+        for (int k = 0; k < bar; k++) putchar('#');
+        putchar('\n');
+    }
+    return SA1B_OK;
+}
+
+static int inspect(const char *file, const options *o)
+{
+    sa1b_shard *s = NULL;
+    sa1b_error err;
+    sa1b_error_clear(&err);
+    int rc = sa1b_shard_open(&s, file, &err);
+    if (rc) {
+        cli_warn("'%s': %s", file, err.msg);
+        return rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL;
+    }
+    if (o->summary) {
+        rc = summary(file, s, &err);
+    } else {
+        const sa1b_shard_info *in = sa1b_shard_get_info(s);
+        emit(header_json(file, in));
+        uint8_t *buf = o->rle ? malloc((size_t)in->mask_size * in->mask_size) : NULL;
+        sa1b_rle rle = SA1B_RLE_INIT;
+        if (o->rle && !buf) rc = sa1b_error_set(&err, SA1B_ENOMEM, -1, "out of memory");
+        for (uint64_t i = 0; i < in->n_images && !rc; i++) {
+            sa1b_shard_image_view im;
+            if ((rc = sa1b_shard_image(s, i, &im, &err))) break;
+            emit(image_json(file, &im));
+            for (uint32_t j = 0; o->masks && j < im.n_masks && !rc; j++) {
+                sa1b_shard_mask_view m;
+                if ((rc = sa1b_shard_mask(s, i, j, &m, &err))) break;
+                json_t *mo = mask_json(file, &im, &m);
+                if (o->rle && (rc = add_rle(mo, s, &m, buf, &rle, &err))) {
+                    json_decref(mo);
+                    break;
+                }
+                emit(mo);
+            }
+        }
+        sa1b_rle_free(&rle);
+        free(buf);
+    }
+    sa1b_shard_close(s);
+    if (rc) {
+        cli_warn("'%s': %s", file, err.msg);
+        return CLI_EXIT_PARTIAL;
+    }
+    if (fflush(stdout) != 0 || ferror(stdout)) cli_die(CLI_EXIT_FATAL, "write error on stdout");
+    return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    static const struct option longopts[] = {
+        {"masks", no_argument, NULL, 'm'},   {"rle", no_argument, NULL, 'r'},
+        {"summary", no_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
+    options o = {0};
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "mrshV", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o.masks = 1; break;
+        case 'r': o.rle = o.masks = 1; break;
+        case 's': o.summary = 1; break;
+        case 'h': usage(); return CLI_EXIT_OK;
+        case 'V': cli_version(); return CLI_EXIT_OK;
+        case '?':
+            if (optopt) cli_usage_error("unknown option '-%c'", optopt);
+            cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        default: cli_usage_error("unknown option");
+        }
+    }
+    if (optind >= argc) cli_usage_error("no shard file given");
+    if (o.summary && o.masks) cli_usage_error("--summary cannot be combined with --masks or --rle");
+    int status = CLI_EXIT_OK;
+    for (int i = optind; i < argc; i++) {
+        int r = inspect(argv[i], &o);
+        if (o.summary && i + 1 < argc) putchar('\n');
+        if (r > status) status = r;
+    }
+    return status;
+}
