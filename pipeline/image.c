@@ -232,13 +232,24 @@ void sa1b_imgctx_free(sa1b_imgctx *c)
     free(c);
 }
 
-static int tj_error(tjhandle h, sa1b_error *err)
+/* Reports the decompressor's error, then replaces the handle: TurboJPEG 2.1
+ * leaves a handle whose header read failed half-way in a state where the
+ * next tjDecompressHeader3 "succeeds" without reporting any size. */
+static int tj_error(sa1b_imgctx *c, sa1b_error *err)
 {
-    const char *msg = tjGetErrorStr2(h);
+    const char *msg = tjGetErrorStr2(c->dec);
     if (!msg) msg = "unknown error";
-    if (strstr(msg, "Premature end") || strstr(msg, "premature end"))
-        return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
-    return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
+    int rc;
+    if (strstr(msg, "Premature end of JPEG file"))
+        rc = sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
+    else
+        rc = sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
+    tjhandle fresh = tjInitDecompress();
+    if (fresh) {
+        tjDestroy(c->dec);
+        c->dec = fresh;
+    }
+    return rc;
 }
 
 static int header(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t *w, uint32_t *h,
@@ -249,9 +260,9 @@ static int header(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t *w, u
         return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: not a JPEG file");
     if (len > (size_t)0xFFFFFFFFu)   /* TurboJPEG takes unsigned long sizes */
         return sa1b_error_set(err, SA1B_ERANGE, -1, "jpeg: %zu bytes, too large", len);
-    int iw, ih, sub, cs;
+    int iw = 0, ih = 0, sub, cs;
     if (tjDecompressHeader3(c->dec, jpg, (unsigned long)len, &iw, &ih, &sub, &cs) != 0)
-        return tj_error(c->dec, err);
+        return tj_error(c, err);
     if (iw <= 0 || ih <= 0) return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: empty image");
     if ((uint32_t)iw > SA1B_IMAGE_MAX_SIDE || (uint32_t)ih > SA1B_IMAGE_MAX_SIDE ||
         (uint64_t)iw * (uint64_t)ih > SA1B_IMAGE_MAX_PIXELS)
@@ -310,7 +321,7 @@ static int decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory for %ux%u", bw, bh);
     if (tjDecompress2(c->dec, jpg, (unsigned long)len, c->buf, (int)bw, 0, (int)bh, TJPF_RGB,
                       DEC_FLAGS) != 0)
-        return tj_error(c->dec, err);
+        return tj_error(c, err);
     *ow = bw;
     *oh = bh;
     return SA1B_OK;
@@ -364,7 +375,7 @@ int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rg
                               jw, jh, w, h);
     if (tjDecompress2(c->dec, jpg, (unsigned long)len, rgb, (int)w, 0, (int)h, TJPF_RGB,
                       DEC_FLAGS) != 0)
-        return tj_error(c->dec, err);
+        return tj_error(c, err);
     return SA1B_OK;
 }
 

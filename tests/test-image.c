@@ -1,2 +1,344 @@
+/*
+ * test-image.c - JPEG decode/encode, area resize and letterbox
+ * (pipeline/sa1b_image.h).
+ *
+ * Synthetic images (flat colour quadrants, so JPEG error is small away from
+ * edges) are encoded here with tjCompress2 and letterboxed: geometry, scale,
+ * zero padding and colours are checked, the DCT scale choice is checked
+ * against a table, the letterbox is checked to be exactly the scaled decode
+ * followed by sa1b_resize_area, and sa1b_resize_area is compared with a
+ * brute-force double-precision box filter on random sizes.  Corrupt,
+ * truncated and absurdly large JPEGs must fail cleanly.
+ */
+#include <turbojpeg.h>
+
+#include "sa1b_image.h"
 #include "tap.h"
-int main(void){tap_skip_all("todo");}
+
+static const uint8_t quad_rgb[4][3] = {{200, 30, 40}, {20, 180, 60}, {40, 50, 220}, {240, 240, 90}};
+
+static int quad_of(uint32_t x, uint32_t y, uint32_t w, uint32_t h)
+{
+    return (x >= w / 2) + 2 * (y >= h / 2);
+}
+
+static uint8_t *make_quads(uint32_t w, uint32_t h)
+{
+    uint8_t *p = malloc((size_t)w * h * 3);
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++)
+            memcpy(p + ((size_t)y * w + x) * 3, quad_rgb[quad_of(x, y, w, h)], 3);
+    return p;
+}
+
+static uint8_t *tj_encode(const uint8_t *rgb, uint32_t w, uint32_t h, int subsamp, size_t *len)
+{
+    tjhandle t = tjInitCompress();
+    unsigned char *buf = NULL;
+    unsigned long n = 0;
+    if (tjCompress2(t, rgb, (int)w, 0, (int)h, TJPF_RGB, &buf, &n, subsamp, 95, 0) != 0) {
+        tap_diag("tjCompress2: %s", tjGetErrorStr2(t));
+        tjDestroy(t);
+        return NULL;
+    }
+    tjDestroy(t);
+    uint8_t *out = malloc(n);
+    memcpy(out, buf, n);
+    tjFree(buf);
+    *len = n;
+    return out;
+}
+
+static int near(const uint8_t *p, const uint8_t *q, int tol)
+{
+    for (int c = 0; c < 3; c++)
+        if (abs((int)p[c] - (int)q[c]) > tol) return 0;
+    return 1;
+}
+
+static void check_letterbox(sa1b_imgctx *c, uint32_t w, uint32_t h, uint32_t S, uint32_t ew,
+                            uint32_t eh)
+{
+    size_t len;
+    uint8_t *rgb = make_quads(w, h);
+    uint8_t *jpg = tj_encode(rgb, w, h, TJSAMP_420, &len);
+    uint8_t *out = malloc((size_t)S * S * 3);
+    memset(out, 0x77, (size_t)S * S * 3);   /* padding must be written, not assumed */
+    sa1b_letterbox lb;
+    sa1b_error err;
+    int rc = sa1b_jpeg_letterbox(c, jpg, len, S, out, &lb, &err);
+    tap_is_int(rc, SA1B_OK, "%ux%u -> S=%u letterbox (%s)", w, h, S, rc ? err.msg : "ok");
+    if (rc != SA1B_OK) goto done;
+    tap_ok(lb.orig_w == w && lb.orig_h == h && lb.new_w == ew && lb.new_h == eh && lb.S == S,
+           "%ux%u -> S=%u: new size %ux%u (want %ux%u)", w, h, S, lb.new_w, lb.new_h, ew, eh);
+    tap_is_close(lb.scale, (double)S / (w > h ? w : h), 1e-15, "%ux%u -> S=%u: scale", w, h, S);
+    int pad_ok = 1, col_ok = 1;
+    for (uint32_t y = 0; y < S; y++)
+        for (uint32_t x = 0; x < S; x++) {
+            const uint8_t *p = out + ((size_t)y * S + x) * 3;
+            if (x >= lb.new_w || y >= lb.new_h) {
+                pad_ok &= p[0] == 0 && p[1] == 0 && p[2] == 0;
+                continue;
+            }
+            /* away from the quadrant edges (3 output pixels + JPEG block effects) */
+            double sx = (x + 0.5) / lb.scale, sy = (y + 0.5) / lb.scale;
+            double mx = fabs(sx - w / 2), my = fabs(sy - h / 2);
+            double margin = 3.0 / lb.scale + 16;
+            if (mx < margin || my < margin) continue;
+            int q = quad_of((uint32_t)sx, (uint32_t)sy, w, h);
+            if (!near(p, quad_rgb[q], 8)) {
+                if (col_ok)
+                    tap_diag("pixel (%u,%u) = %u %u %u, want %u %u %u", x, y, p[0], p[1], p[2],
+                             quad_rgb[q][0], quad_rgb[q][1], quad_rgb[q][2]);
+                col_ok = 0;
+            }
+        }
+    tap_ok(pad_ok, "%ux%u -> S=%u: padding is zero", w, h, S);
+    tap_ok(col_ok, "%ux%u -> S=%u: flat colours preserved within 8", w, h, S);
+
+    /* the letterbox is exactly the scaled decode then the area resize */
+    const uint8_t *dec;
+    uint32_t dw, dh;
+    rc = sa1b_jpeg_decode_scaled(c, jpg, len, lb.new_w, lb.new_h, &dec, &dw, &dh, &err);
+    uint8_t *ref = malloc((size_t)lb.new_w * lb.new_h * 3);
+    if (rc == SA1B_OK)
+        rc = sa1b_resize_area(dec, dw, dh, ref, lb.new_w, lb.new_h, 3, &err);
+    int same = rc == SA1B_OK;
+    for (uint32_t y = 0; same && y < lb.new_h; y++)
+        same = memcmp(out + (size_t)y * S * 3, ref + (size_t)y * lb.new_w * 3,
+                      (size_t)lb.new_w * 3) == 0;
+    tap_ok(same, "%ux%u -> S=%u: equals decode_scaled (%ux%u) + resize_area", w, h, S, dw, dh);
+    free(ref);
+done:
+    free(out);
+    free(jpg);
+    free(rgb);
+}
+
+static void test_scale_choice(sa1b_imgctx *c)
+{
+    static const uint32_t t[][6] = {
+        /* w, h, min_w, min_h, expected out w, h */
+        {600, 400, 256, 171, 300, 200},  {600, 400, 75, 50, 75, 50},
+        {600, 400, 76, 50, 150, 100},    {600, 400, 600, 400, 600, 400},
+        {600, 400, 1000, 1000, 600, 400}, {600, 400, 0, 0, 75, 50},
+        {333, 217, 42, 28, 42, 28},       {333, 217, 43, 28, 84, 55},
+        {333, 217, 300, 100, 333, 217},   {400, 600, 171, 256, 200, 300},
+        {600, 400, 226, 150, 300, 200},   {600, 400, 225, 150, 225, 150},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        uint8_t *rgb = make_quads(t[i][0], t[i][1]);
+        size_t len;
+        uint8_t *jpg = tj_encode(rgb, t[i][0], t[i][1], TJSAMP_444, &len);
+        const uint8_t *dec;
+        uint32_t dw = 0, dh = 0;
+        sa1b_error err;
+        int rc = sa1b_jpeg_decode_scaled(c, jpg, len, t[i][2], t[i][3], &dec, &dw, &dh, &err);
+        tap_ok(rc == SA1B_OK && dw == t[i][4] && dh == t[i][5],
+               "DCT scale: %ux%u at least %ux%u -> %ux%u (got %ux%u)", t[i][0], t[i][1], t[i][2],
+               t[i][3], t[i][4], t[i][5], dw, dh);
+        free(jpg);
+        free(rgb);
+    }
+}
+
+/* Exact box filter in double precision. */
+static double ref_value(const uint8_t *src, uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh,
+                        int ch, uint32_t x, uint32_t y, int c)
+{
+    double x0 = (double)x * sw / dw, x1 = (double)(x + 1) * sw / dw;
+    double y0 = (double)y * sh / dh, y1 = (double)(y + 1) * sh / dh;
+    double sum = 0;
+    for (uint32_t j = 0; j < sh; j++) {
+        double oy = fmin(y1, j + 1.0) - fmax(y0, (double)j);
+        if (oy <= 0) continue;
+        for (uint32_t i = 0; i < sw; i++) {
+            double ox = fmin(x1, i + 1.0) - fmax(x0, (double)i);
+            if (ox <= 0) continue;
+            sum += ox * oy * src[((size_t)j * sw + i) * ch + c];
+        }
+    }
+    return sum / ((x1 - x0) * (y1 - y0));
+}
+
+static void test_resize(void)
+{
+    uint64_t rng = 12345;
+#define NEXT() (rng = rng * 6364136223846793005ULL + 1442695040888963407ULL, (uint32_t)(rng >> 33))
+    int all_ok = 1, n_cases = 0, n_exact_diff = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        uint32_t sw = 1 + NEXT() % 37, sh = 1 + NEXT() % 37;
+        uint32_t dw = 1 + NEXT() % 37, dh = 1 + NEXT() % 37;
+        if (trial < 100) { /* mostly downscaling, as in the pipeline */
+            dw = 1 + NEXT() % sw;
+            dh = 1 + NEXT() % sh;
+        }
+        int ch = 1 + (int)(NEXT() % 4);
+        uint8_t *src = malloc((size_t)sw * sh * ch), *dst = malloc((size_t)dw * dh * ch);
+        for (size_t i = 0; i < (size_t)sw * sh * ch; i++)
+            src[i] = trial % 3 == 0 ? (uint8_t)(NEXT() % 2 * 255) : (uint8_t)NEXT();
+        sa1b_error err;
+        if (sa1b_resize_area(src, sw, sh, dst, dw, dh, ch, &err) != SA1B_OK) {
+            all_ok = 0;
+            tap_diag("resize %ux%u -> %ux%u: %s", sw, sh, dw, dh, err.msg);
+        }
+        for (uint32_t y = 0; y < dh && all_ok; y++)
+            for (uint32_t x = 0; x < dw; x++)
+                for (int c = 0; c < ch; c++) {
+                    double r = ref_value(src, sw, sh, dw, dh, ch, x, y, c);
+                    int got = dst[((size_t)y * dw + x) * ch + c];
+                    int exact = (int)floor(r + 0.5);
+                    if (got != exact) n_exact_diff++;
+                    if (fabs(got - r) > 0.5 + 1e-4) {
+                        if (all_ok)
+                            tap_diag("%ux%u -> %ux%u ch %d at (%u,%u,%d): got %d, exact %.6f", sw,
+                                     sh, dw, dh, ch, x, y, c, got, r);
+                        all_ok = 0;
+                    }
+                }
+        n_cases++;
+        free(src);
+        free(dst);
+    }
+    tap_ok(all_ok, "resize_area equals the double-precision box filter, rounded (%d cases, %d "
+                   "ties resolved differently)",
+           n_cases, n_exact_diff);
+
+    /* exact cases: identity, 2x2 averaging */
+    uint8_t a[4 * 2 * 3], b[2 * 1 * 3], id[4 * 2 * 3];
+    for (int i = 0; i < 24; i++) a[i] = (uint8_t)(i * 10);
+    sa1b_resize_area(a, 4, 2, id, 4, 2, 3, NULL);
+    tap_ok(memcmp(a, id, sizeof a) == 0, "identity resize is a copy");
+    sa1b_resize_area(a, 4, 2, b, 2, 1, 3, NULL);
+    /* dst(0,0,c) = mean of a at x 0..1, y 0..1 = (c*10 + (3+c)*10 + (12+c)*10 + (15+c)*10) / 4 */
+    tap_ok(b[0] == 75 && b[1] == 85 && b[2] == 95 && b[3] == 135, "2x2 box means exact (%u %u %u %u)",
+           b[0], b[1], b[2], b[3]);
+    sa1b_error err;
+    tap_is_int(sa1b_resize_area(a, 4, 2, b, 0, 1, 3, &err), SA1B_EINVAL, "zero size rejected");
+    tap_is_int(sa1b_resize_area(a, 4, 2, b, 2, 1, 5, &err), SA1B_EINVAL, "5 channels rejected");
+}
+
+static void test_bad(sa1b_imgctx *c)
+{
+    size_t len;
+    uint8_t *rgb = make_quads(160, 120);
+    uint8_t *jpg = tj_encode(rgb, 160, 120, TJSAMP_420, &len);
+    uint8_t out[64 * 64 * 3];
+    sa1b_error err;
+    uint32_t w, h;
+    int rc = sa1b_jpeg_size(c, jpg, len, &w, &h, &err);
+    tap_ok(rc == SA1B_OK && w == 160 && h == 120, "jpeg_size reads the header");
+
+    rc = sa1b_jpeg_letterbox(c, jpg, len / 2, 64, out, NULL, &err);
+    tap_ok(rc == SA1B_ETRUNC || rc == SA1B_EFORMAT, "truncated JPEG rejected: %d %s", rc, err.msg);
+    tap_ok(strncmp(err.msg, "jpeg: ", 6) == 0, "message says jpeg");
+    rc = sa1b_jpeg_letterbox(c, jpg, len - 2, 64, out, NULL, &err);   /* no EOI marker */
+    tap_ok(rc != SA1B_OK, "JPEG without EOI rejected: %s", err.msg);
+    rc = sa1b_jpeg_letterbox(c, jpg, 300, 64, out, NULL, &err);
+    tap_ok(rc != SA1B_OK, "JPEG cut in its headers rejected: %s", err.msg);
+
+    static const uint8_t garbage[] = "this is not a jpeg at all, not even close";
+    rc = sa1b_jpeg_letterbox(c, garbage, sizeof garbage, 64, out, NULL, &err);
+    tap_is_int(rc, SA1B_EFORMAT, "garbage rejected");
+    tap_is_str(err.msg, "jpeg: not a JPEG file", "garbage message");
+    rc = sa1b_jpeg_letterbox(c, garbage, 0, 64, out, NULL, &err);
+    tap_is_int(rc, SA1B_EFORMAT, "empty input rejected");
+
+    /* corrupt entropy data: flip bytes in the middle of the scan */
+    uint8_t *bad = malloc(len);
+    memcpy(bad, jpg, len);
+    size_t sos = 0;
+    for (size_t i = 2; i + 1 < len; i++)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xDA) {
+            sos = i;
+            break;
+        }
+    size_t mid = sos + (len - sos) / 2;
+    tap_ok(sos > 0 && mid + 20 < len, "found the scan (%zu of %zu)", sos, len);
+    for (size_t i = mid; i < mid + 8; i++) bad[i] = 0xFF;
+    bad[mid + 8] = 0xD0;   /* a stray restart marker inside the scan */
+    rc = sa1b_jpeg_letterbox(c, bad, len, 64, out, NULL, &err);
+    tap_ok(rc != SA1B_OK, "corrupt scan data rejected: %s", rc ? err.msg : "(decoded)");
+
+    /* absurd sizes in the SOF header: rejected before allocating */
+    size_t sof = 0;
+    for (size_t i = 2; i + 9 < len; i++)
+        if (jpg[i] == 0xFF && (jpg[i + 1] == 0xC0 || jpg[i + 1] == 0xC2)) {
+            sof = i;
+            break;
+        }
+    tap_ok(sof > 0, "found SOF marker");
+    memcpy(bad, jpg, len);
+    bad[sof + 5] = 0xEA; bad[sof + 6] = 0x60;   /* height 60000 */
+    bad[sof + 7] = 0x00; bad[sof + 8] = 0x10;   /* width 16 */
+    rc = sa1b_jpeg_size(c, bad, len, &w, &h, &err);
+    tap_is_int(rc, SA1B_ERANGE, "60000 rows rejected");
+    tap_is_str(err.msg, "jpeg: 16x60000 too large", "absurd size message");
+    bad[sof + 5] = 0x4E; bad[sof + 6] = 0x20;   /* 20000 x 20000 = 4e8 > 2^28 pixels */
+    bad[sof + 7] = 0x4E; bad[sof + 8] = 0x20;
+    rc = sa1b_jpeg_letterbox(c, bad, len, 64, out, NULL, &err);
+    tap_is_int(rc, SA1B_ERANGE, "20000x20000 rejected");
+
+    /* exact-size decode */
+    uint8_t *full = malloc(160 * 120 * 3);
+    rc = sa1b_jpeg_decode(c, jpg, len, full, 160, 120, &err);
+    tap_is_int(rc, SA1B_OK, "decode at full size");
+    tap_ok(near(full + (30 * 160 + 40) * 3, quad_rgb[0], 8) &&
+               near(full + (90 * 160 + 120) * 3, quad_rgb[3], 8),
+           "full decode colours");
+    rc = sa1b_jpeg_decode(c, jpg, len, full, 120, 160, &err);
+    tap_is_int(rc, SA1B_EMISMATCH, "decode with the wrong size: EMISMATCH");
+    free(full);
+
+    /* encode round trip */
+    uint8_t *enc = NULL;
+    size_t enc_len = 0;
+    rc = sa1b_jpeg_encode(c, rgb, 160, 120, 90, &enc, &enc_len, &err);
+    tap_ok(rc == SA1B_OK && enc_len > 100 && enc[0] == 0xFF && enc[1] == 0xD8, "encode");
+    rc = sa1b_jpeg_size(c, enc, enc_len, &w, &h, &err);
+    tap_ok(rc == SA1B_OK && w == 160 && h == 120, "encoded size");
+    free(enc);
+    tap_is_int(sa1b_jpeg_encode(c, rgb, 160, 120, 0, &enc, &enc_len, &err), SA1B_EINVAL,
+               "quality 0 rejected");
+
+    /* grayscale JPEG: letterboxed to grey RGB */
+    uint8_t *gray = tj_encode(rgb, 160, 120, TJSAMP_GRAY, &len);
+    rc = sa1b_jpeg_letterbox(c, gray, len, 64, out, NULL, &err);
+    tap_ok(rc == SA1B_OK && out[0] == out[1] && out[1] == out[2], "grayscale JPEG letterboxed");
+    free(gray);
+    free(bad);
+    free(jpg);
+    free(rgb);
+}
+
+int main(void)
+{
+    tap_plan(0);
+    sa1b_imgctx *c = NULL;
+    sa1b_error err;
+    tap_is_int(sa1b_imgctx_new(&c, &err), SA1B_OK, "context");
+    check_letterbox(c, 600, 400, 256, 256, 171);
+    check_letterbox(c, 400, 600, 256, 171, 256);
+    check_letterbox(c, 333, 217, 128, 128, 83);
+    check_letterbox(c, 640, 640, 64, 64, 64);
+    check_letterbox(c, 600, 400, 300, 300, 200);   /* DCT scale exactly on target: no resize */
+    check_letterbox(c, 100, 50, 256, 256, 128);    /* upscaling */
+    check_letterbox(c, 2250, 1500, 1024, 1024, 683);
+    test_scale_choice(c);
+    test_resize();
+    test_bad(c);
+    sa1b_letterbox lb;
+    tap_ok(sa1b_letterbox_geometry(2250, 1500, 256, &lb, NULL) == SA1B_OK && lb.new_w == 256 &&
+               lb.new_h == 171,
+           "geometry 2250x1500 -> 256x171");
+    tap_ok(sa1b_letterbox_geometry(3, 1, 2, &lb, NULL) == SA1B_OK && lb.new_h == 1,
+           "geometry 3x1 -> S=2: height rounds 0.67 up to 1");
+    tap_ok(sa1b_letterbox_geometry(4, 1, 2, &lb, NULL) == SA1B_OK && lb.new_h == 1,
+           "geometry 4x1 -> S=2: height 0.5 rounds up to 1");
+    tap_ok(sa1b_letterbox_geometry(10, 1, 2, &lb, NULL) == SA1B_OK && lb.new_h == 1,
+           "geometry 10x1 -> S=2: height at least 1");
+    tap_is_int(sa1b_letterbox_geometry(0, 1, 2, &lb, &err), SA1B_EINVAL, "geometry of 0 wide");
+    sa1b_imgctx_free(c);
+    sa1b_imgctx_free(NULL);
+    return tap_done();
+}
