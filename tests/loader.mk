@@ -1,1 +1,8 @@
 # tests/loader.mk - tests of the loader and sa1b-loadbench.
+noinst_HEADERS += tests/test-loader-util.h
+
+check_PROGRAMS += tests/test-loader
+TESTS += tests/test-loader
+tests_test_loader_SOURCES = tests/test-loader.c
+tests_test_loader_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_loader_LDADD = $(SA1B_LIBS)

@@ -1,0 +1,1154 @@
+/*
+ * loader.c - the prefetching loader of sa1b_loader.h: a scheduler that cuts
+ * the (seed, epoch) permutation into per-rank batches, a pool of worker
+ * threads that fill batch rows (one image per job) into at most `depth`
+ * buffers from the caller's allocator, and the in-order delivery with the
+ * skip-or-stop protocol for damaged samples.
+ *
+ * Locking: one mutex guards the scheduler, the buffer states and the
+ * counters; jobs run unlocked and write only their own row of a buffer that
+ * no one else touches until it is READY.  Two condition variables: `work`
+ * (workers wait for a free buffer or stop) and `ready` (the consumer waits
+ * for the batch it is due to deliver).
+ */
+#include <errno.h>
+#include <glob.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rng.h"
+#include "sa1b_image.h"
+#include "sa1b_loader.h"
+#include "sa1b_shard.h"
+
+enum { BUF_FREE = 0, BUF_FILLING, BUF_READY, BUF_HELD };
+
+typedef struct ld_shard {
+    sa1b_shard *sh;
+    char *path;
+    uint64_t first; /* global number of its first image */
+    uint64_t n;
+} ld_shard;
+
+typedef struct ld_buf {
+    sa1b_batch batch;   /* first member: a sa1b_batch * is an ld_buf * */
+    void *mem;          /* from the allocator, L->batch_bytes */
+    int state;
+    uint64_t seq;       /* position in the stream of batches */
+    uint64_t img_seed;  /* per-image generator seed of the batch's epoch */
+    uint32_t assigned, done;
+    uint64_t *gidx;     /* [B] global image number of each row (< count) */
+    int *row_err;       /* [B] error code of each row, 0 when fine */
+    sa1b_error *errs;   /* [B] */
+    int reported;       /* row whose error was last reported, -1 */
+} ld_buf;
+
+typedef struct ld_worker {
+    struct sa1b_loader *L;
+    pthread_t tid;
+    int started;
+    sa1b_imgctx *img;
+    uint8_t *rgb;       /* S*S*3 decode scratch (JPEG shards) */
+    uint32_t *sel;      /* mask selection scratch */
+    size_t sel_cap;
+    uint32_t *rowcnt;   /* [R] set cells per mask row */
+    uint64_t bytes;     /* bytes read, folded into L under the lock */
+} ld_worker;
+
+struct sa1b_loader {
+    sa1b_loader_config cfg;
+    sa1b_allocator alloc;
+    ld_shard *shards;
+    size_t n_shards;
+    uint64_t N;
+    uint32_t S, R, format, mask_bytes;
+    uint32_t B, M, K, world, rank, threads, depth;
+    uintptr_t page;
+
+    /* batch layout: offsets of each array inside a buffer */
+    size_t batch_bytes;
+    size_t off_img, off_csize, off_masks, off_nm, off_nmt, off_valid, off_pts, off_lab, off_iid,
+        off_mid, off_flip, off_shard, off_sidx;
+    size_t img_row; /* bytes of one image row */
+    float lut[3][256];
+
+    pthread_mutex_t mu;
+    pthread_cond_t work, ready;
+    int mu_init;
+    int stop;
+
+    /* scheduler (guarded by mu) */
+    uint32_t *perm;
+    uint64_t perm_epoch;
+    int have_perm;
+    uint64_t s_epoch, s_pos;     /* next global batch to create */
+    uint64_t next_seq;           /* seq of the next batch to create */
+    int s_end;                   /* no more batches */
+    uint64_t end_seq;
+    uint64_t deliver_seq;
+    int fatal;                   /* sticky error from a worker */
+    sa1b_error fatal_err;
+
+    ld_buf *bufs;                /* [depth] */
+    ld_worker *workers;          /* [threads] */
+
+    /* damaged-sample report of the last next() */
+    int dmg;
+    uint32_t dmg_shard;
+    uint64_t dmg_index;
+    int64_t dmg_id;
+
+    /* stats (guarded by mu) */
+    double t_open, consumer_wait, worker_idle;
+    uint64_t st_images, st_batches, st_bytes;
+};
+
+static const float norm_mean[3] = {0.485f, 0.456f, 0.406f};
+static const float norm_std[3] = {0.229f, 0.224f, 0.225f};
+
+static double ld_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *ld_default_alloc(size_t size, void *ctx)
+{
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size ? size : 64) != 0) return NULL;
+    return p;
+}
+
+static void ld_default_free(void *p, size_t size, void *ctx)
+{
+    (void)size;
+    (void)ctx;
+    free(p);
+}
+
+void sa1b_loader_config_init(sa1b_loader_config *cfg)
+{
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->batch_size = 1;
+    cfg->max_masks = 1;
+    cfg->points = 1;
+    cfg->world = 1;
+}
+
+/* round(o * S / m) with halves up, at least 1 (the letterbox rule). */
+static uint32_t ld_fit(uint32_t o, uint32_t m, uint32_t S)
+{
+    uint64_t v = (2 * (uint64_t)o * S + m) / (2 * (uint64_t)m);
+    if (v < 1) v = 1;
+    if (v > S) v = S;
+    return (uint32_t)v;
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+static int ld_add(size_t *total, size_t *off, uint64_t n, uint64_t elem)
+{
+    /* 64-byte aligned sub-array of n*elem bytes */
+    if (elem && n > SIZE_MAX / elem) return -1;
+    size_t bytes = (size_t)(n * elem);
+    size_t start = (*total + 63) & ~(size_t)63;
+    if (start < *total || bytes > SIZE_MAX - start - 64) return -1;
+    *off = start;
+    *total = start + bytes;
+    return 0;
+}
+
+static int ld_layout(sa1b_loader *L, sa1b_error *err)
+{
+    uint64_t B = L->B, M = L->M, K = L->K, S = L->S, R = L->R;
+    size_t t = 0;
+    uint64_t pix = S * S * 3; /* S <= 16384: no overflow */
+    uint64_t img_elem = L->cfg.normalize ? 4 : 1;
+    if (pix > SIZE_MAX / img_elem) goto big;
+    L->img_row = (size_t)(pix * img_elem);
+    if (M > UINT64_MAX / (R * R) || M > UINT64_MAX / K / 2) goto big;
+    if (ld_add(&t, &L->off_img, B, L->img_row) || ld_add(&t, &L->off_csize, B, 8) ||
+        ld_add(&t, &L->off_masks, B, M * R * R) || ld_add(&t, &L->off_nm, B, 4) ||
+        ld_add(&t, &L->off_nmt, B, 4) || ld_add(&t, &L->off_valid, B, M) ||
+        ld_add(&t, &L->off_pts, B, M * K * 8) || ld_add(&t, &L->off_lab, B, M * K * 4) ||
+        ld_add(&t, &L->off_iid, B, 8) || ld_add(&t, &L->off_mid, B, M * 8) ||
+        ld_add(&t, &L->off_flip, B, 1) || ld_add(&t, &L->off_shard, B, 4) ||
+        ld_add(&t, &L->off_sidx, B, 8))
+        goto big;
+    L->batch_bytes = (t + 63) & ~(size_t)63;
+    return SA1B_OK;
+big:
+    return sa1b_error_set(err, SA1B_ERANGE, -1, "loader: batch of B=%u M=%u K=%u S=%u R=%u too large",
+                          L->B, L->M, L->K, L->S, L->R);
+}
+
+static void ld_bind(sa1b_loader *L, ld_buf *b)
+{
+    uint8_t *m = b->mem;
+    sa1b_batch *o = &b->batch;
+    o->B = L->B;
+    o->M = L->M;
+    o->K = L->K;
+    o->S = L->S;
+    o->R = L->R;
+    o->normalized = L->cfg.normalize ? 1 : 0;
+    o->images = m + L->off_img;
+    o->content_size = (int32_t *)(void *)(m + L->off_csize);
+    o->masks = m + L->off_masks;
+    o->n_masks = (int32_t *)(void *)(m + L->off_nm);
+    o->n_masks_total = (int32_t *)(void *)(m + L->off_nmt);
+    o->valid = m + L->off_valid;
+    o->points = (float *)(void *)(m + L->off_pts);
+    o->labels = (int32_t *)(void *)(m + L->off_lab);
+    o->image_ids = (int64_t *)(void *)(m + L->off_iid);
+    o->mask_ids = (int64_t *)(void *)(m + L->off_mid);
+    o->flipped = m + L->off_flip;
+    o->shard = (uint32_t *)(void *)(m + L->off_shard);
+    o->shard_index = (uint64_t *)(void *)(m + L->off_sidx);
+}
+
+/* ---- rows ----------------------------------------------------------------- */
+
+static void ld_pad_masks(sa1b_loader *L, sa1b_batch *o, uint32_t b, uint32_t from)
+{
+    size_t RR = (size_t)L->R * L->R, MK = (size_t)L->M * L->K;
+    for (uint32_t m = from; m < L->M; m++) {
+        memset(o->masks + ((size_t)b * L->M + m) * RR, 0, RR);
+        o->valid[(size_t)b * L->M + m] = 0;
+        o->mask_ids[(size_t)b * L->M + m] = -1;
+        for (uint32_t k = 0; k < L->K; k++) {
+            size_t pk = (size_t)b * MK + (size_t)m * L->K + k;
+            o->points[2 * pk] = 0.0f;
+            o->points[2 * pk + 1] = 0.0f;
+            o->labels[pk] = -1;
+        }
+    }
+}
+
+/* Row b beyond count: zero image, no masks, ids -1, labels -1. */
+static void ld_pad_row(sa1b_loader *L, sa1b_batch *o, uint32_t b)
+{
+    memset((uint8_t *)o->images + (size_t)b * L->img_row, 0, L->img_row);
+    o->content_size[2 * b] = 0;
+    o->content_size[2 * b + 1] = 0;
+    o->n_masks[b] = 0;
+    o->n_masks_total[b] = 0;
+    o->image_ids[b] = -1;
+    o->flipped[b] = 0;
+    o->shard[b] = 0;
+    o->shard_index[b] = 0;
+    ld_pad_masks(L, o, b, 0);
+}
+
+/* Copies the w x h content at src (row stride sstride bytes, RGB) into the
+ * image row, mirrored when flip, padding zero. */
+static void ld_put_image(sa1b_loader *L, sa1b_batch *o, uint32_t b, const uint8_t *src,
+                         size_t sstride, uint32_t w, uint32_t h, int flip)
+{
+    uint32_t S = L->S;
+    if (!L->cfg.normalize) {
+        uint8_t *out = (uint8_t *)o->images + (size_t)b * L->img_row;
+        for (uint32_t y = 0; y < h; y++) {
+            uint8_t *d = out + (size_t)y * S * 3;
+            const uint8_t *s = src + (size_t)y * sstride;
+            if (!flip) {
+                memcpy(d, s, (size_t)w * 3);
+            } else {
+                const uint8_t *e = s + (size_t)(w - 1) * 3;
+                for (uint32_t x = 0; x < w; x++, e -= 3) {
+                    d[3 * x] = e[0];
+                    d[3 * x + 1] = e[1];
+                    d[3 * x + 2] = e[2];
+                }
+            }
+            memset(d + (size_t)w * 3, 0, (size_t)(S - w) * 3);
+        }
+        if (h < S) memset(out + (size_t)h * S * 3, 0, (size_t)(S - h) * S * 3);
+        return;
+    }
+    float *out = (float *)(void *)((uint8_t *)o->images + (size_t)b * L->img_row);
+    size_t plane = (size_t)S * S;
+    const float *l0 = L->lut[0], *l1 = L->lut[1], *l2 = L->lut[2];
+    for (uint32_t y = 0; y < h; y++) {
+        float *d0 = out + (size_t)y * S, *d1 = d0 + plane, *d2 = d1 + plane;
+        const uint8_t *s = src + (size_t)y * sstride;
+        if (!flip) {
+            for (uint32_t x = 0; x < w; x++) {
+                d0[x] = l0[s[3 * x]];
+                d1[x] = l1[s[3 * x + 1]];
+                d2[x] = l2[s[3 * x + 2]];
+            }
+        } else {
+            for (uint32_t x = 0; x < w; x++) {
+                const uint8_t *p = s + (size_t)(w - 1 - x) * 3;
+                d0[x] = l0[p[0]];
+                d1[x] = l1[p[1]];
+                d2[x] = l2[p[2]];
+            }
+        }
+        if (w < S) {
+            memset(d0 + w, 0, (size_t)(S - w) * 4);
+            memset(d1 + w, 0, (size_t)(S - w) * 4);
+            memset(d2 + w, 0, (size_t)(S - w) * 4);
+        }
+    }
+    if (h < S)
+        for (int c = 0; c < 3; c++)
+            memset(out + c * plane + (size_t)h * S, 0, (size_t)(S - h) * S * 4);
+}
+
+/* Unpacks LSB-first packed bits (R*R of them) into R*R bytes of 0/1. */
+static void ld_unpack(const uint8_t *bits, size_t nbits, uint8_t *out)
+{
+    size_t full = nbits / 8, i;
+    for (i = 0; i < full; i++) {
+        uint64_t v = bits[i];
+        /* spread bit j of each nibble to bit 0 of byte j (no carries: the
+         * four shifted copies occupy disjoint bit ranges) */
+        uint64_t y = ((v & 0x0F) * UINT64_C(0x00204081)) & UINT64_C(0x01010101);
+        uint64_t z = (((v >> 4) & 0x0F) * UINT64_C(0x00204081)) & UINT64_C(0x01010101);
+        uint64_t word = y | (z << 32);
+        memcpy(out + 8 * i, &word, 8); /* little-endian hosts (checked at open) */
+    }
+    for (size_t k = full * 8; k < nbits; k++) out[k] = (uint8_t)((bits[k / 8] >> (k % 8)) & 1u);
+}
+
+/* Index of the shard holding global image gidx (binary search on first). */
+static size_t ld_find_shard(const sa1b_loader *L, uint64_t gidx)
+{
+    size_t lo = 0, hi = L->n_shards;
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (L->shards[mid].first <= gidx) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Fills row b with sample (shard si, local index li, global gidx). */
+static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
+{
+    sa1b_loader *L = W->L;
+    sa1b_batch *o = &buf->batch;
+    uint64_t gidx = buf->gidx[b];
+    size_t lo = ld_find_shard(L, gidx);
+    ld_shard *sd = &L->shards[lo];
+    uint64_t li = gidx - sd->first;
+    o->shard[b] = (uint32_t)lo;
+    o->shard_index[b] = li;
+    o->image_ids[b] = -1;
+    sa1b_shard_image_view v;
+    int rc = sa1b_shard_image(sd->sh, li, &v, err);
+    if (rc) return rc;
+    o->image_ids[b] = v.image_id;
+    if (L->cfg.verify) {
+        rc = sa1b_shard_verify_image(sd->sh, li, err);
+        W->bytes += v.payload_len + v.masks_len;
+        if (rc) return rc;
+    } else {
+        W->bytes += v.payload_len;
+    }
+    if (v.orig_w == 0 || v.orig_h == 0)
+        return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)v.payload_offset,
+                              "original size %ux%u", v.orig_w, v.orig_h);
+    uint32_t S = L->S, R = L->R;
+    uint32_t om = v.orig_w > v.orig_h ? v.orig_w : v.orig_h;
+    uint32_t w = ld_fit(v.orig_w, om, S), h = ld_fit(v.orig_h, om, S);
+    uint32_t wR = ld_fit(v.orig_w, om, R), hR = ld_fit(v.orig_h, om, R);
+    o->content_size[2 * b] = (int32_t)w;
+    o->content_size[2 * b + 1] = (int32_t)h;
+
+    sa1b_rng r;
+    rng_seed(&r, buf->img_seed, gidx);
+    int flip = rng_unit(&r) < L->cfg.flip_prob;
+    o->flipped[b] = (uint8_t)flip;
+
+    /* image */
+    if (L->format == SA1B_SHARD_RAW) {
+        if (v.payload_len != (uint64_t)S * S * 3)
+            return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)v.payload_offset,
+                                  "raw payload of %llu bytes, want %llu",
+                                  (unsigned long long)v.payload_len,
+                                  (unsigned long long)S * S * 3);
+        ld_put_image(L, o, b, v.payload, (size_t)S * 3, w, h, flip);
+    } else {
+        uint32_t jw = 0, jh = 0;
+        rc = sa1b_jpeg_size(W->img, v.payload, (size_t)v.payload_len, &jw, &jh, err);
+        if (rc) return rc;
+        if (!((jw == S && jh == S) || (jw == w && jh == h)))
+            return sa1b_error_set(err, SA1B_EMISMATCH, (int64_t)v.payload_offset,
+                                  "jpeg of %ux%u, want %ux%u or %ux%u", jw, jh, S, S, w, h);
+        rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
+        if (rc) return rc;
+        ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip);
+    }
+
+    /* masks: selection */
+    uint32_t n = v.n_masks, M = L->M, K = L->K;
+    o->n_masks_total[b] = (int32_t)(n > INT32_MAX ? INT32_MAX : n);
+    uint32_t nsel = n < M ? n : M;
+    if (n > M) {
+        if (n > W->sel_cap) {
+            uint32_t *p = realloc(W->sel, (size_t)n * sizeof *p);
+            if (!p) return sa1b_error_set(err, SA1B_ENOMEM, -1, "mask selection of %u", n);
+            W->sel = p;
+            W->sel_cap = n;
+        }
+        for (uint32_t i = 0; i < n; i++) W->sel[i] = i;
+        for (uint32_t i = 0; i < M; i++) {
+            uint32_t j = i + (uint32_t)rng_below(&r, n - i);
+            uint32_t t = W->sel[i];
+            W->sel[i] = W->sel[j];
+            W->sel[j] = t;
+        }
+        /* sort the M chosen ones (insertion sort: M is small) */
+        for (uint32_t i = 1; i < M; i++) {
+            uint32_t x = W->sel[i], k = i;
+            while (k > 0 && W->sel[k - 1] > x) {
+                W->sel[k] = W->sel[k - 1];
+                k--;
+            }
+            W->sel[k] = x;
+        }
+    } else {
+        if (M > W->sel_cap) {
+            uint32_t *p = realloc(W->sel, (size_t)M * sizeof *p);
+            if (!p) return sa1b_error_set(err, SA1B_ENOMEM, -1, "mask selection of %u", M);
+            W->sel = p;
+            W->sel_cap = M;
+        }
+        for (uint32_t i = 0; i < n; i++) W->sel[i] = i;
+    }
+    o->n_masks[b] = (int32_t)nsel;
+
+    size_t RR = (size_t)R * R, MK = (size_t)M * K;
+    double cell = (double)S / R;
+    for (uint32_t m = 0; m < nsel; m++) {
+        sa1b_shard_mask_view mv;
+        rc = sa1b_shard_mask(sd->sh, li, W->sel[m], &mv, err);
+        if (rc) return rc;
+        if (!L->cfg.verify) W->bytes += L->mask_bytes;
+        uint8_t *mk = o->masks + ((size_t)b * M + m) * RR;
+        ld_unpack(mv.bits, RR, mk);
+        /* clear outside the content, count set cells per row */
+        uint64_t pos = 0;
+        for (uint32_t y = 0; y < R; y++) {
+            uint8_t *row = mk + (size_t)y * R;
+            if (y >= hR) {
+                memset(row, 0, (size_t)(R - y) * R);
+                for (; y < R; y++) W->rowcnt[y] = 0;
+                break;
+            }
+            uint32_t c = 0;
+            for (uint32_t x = 0; x < wR; x++) c += row[x];
+            if (wR < R) memset(row + wR, 0, R - wR);
+            W->rowcnt[y] = c;
+            pos += c;
+        }
+        uint64_t neg = (uint64_t)wR * hR - pos;
+        o->valid[(size_t)b * M + m] = 1;
+        o->mask_ids[(size_t)b * M + m] = mv.id;
+        for (uint32_t k = 0; k < K; k++) {
+            size_t pk = (size_t)b * MK + (size_t)m * K + k;
+            int positive = (k % 2) == 0;
+            uint64_t avail = positive ? pos : neg;
+            if (avail == 0) {
+                o->points[2 * pk] = 0.0f;
+                o->points[2 * pk + 1] = 0.0f;
+                o->labels[pk] = -1;
+                continue;
+            }
+            uint64_t t = rng_below(&r, avail);
+            uint32_t y = 0;
+            for (;; y++) {
+                uint64_t c = positive ? W->rowcnt[y] : (uint64_t)wR - W->rowcnt[y];
+                if (t < c) break;
+                t -= c;
+            }
+            const uint8_t *row = mk + (size_t)y * R;
+            uint32_t x = 0;
+            uint8_t want = positive ? 1 : 0;
+            for (;; x++) {
+                if (row[x] == want) {
+                    if (t == 0) break;
+                    t--;
+                }
+            }
+            double ux = rng_unit(&r), uy = rng_unit(&r);
+            double px = (x + ux) * cell - 0.5, py = (y + uy) * cell - 0.5;
+            if (flip) px = (double)wR * cell - 1.0 - px;
+            o->points[2 * pk] = (float)px;
+            o->points[2 * pk + 1] = (float)py;
+            o->labels[pk] = positive ? 1 : 0;
+        }
+        if (flip) {
+            for (uint32_t y = 0; y < hR; y++) {
+                uint8_t *row = mk + (size_t)y * R;
+                for (uint32_t a = 0, e = wR - 1; a < e; a++, e--) {
+                    uint8_t t = row[a];
+                    row[a] = row[e];
+                    row[e] = t;
+                }
+            }
+        }
+    }
+    ld_pad_masks(L, o, b, nsel);
+    return SA1B_OK;
+}
+
+/* ---- scheduler ------------------------------------------------------------ */
+
+static void ld_shuffle(sa1b_loader *L, uint64_t epoch)
+{
+    sa1b_rng r;
+    rng_seed(&r, L->cfg.seed, epoch);
+    uint32_t *p = L->perm;
+    for (uint64_t i = 0; i < L->N; i++) p[i] = (uint32_t)i;
+    for (uint64_t i = L->N - 1; i >= 1; i--) {
+        uint64_t j = rng_below(&r, i + 1);
+        uint32_t t = p[i];
+        p[i] = p[j];
+        p[j] = t;
+    }
+    L->perm_epoch = epoch;
+    L->have_perm = 1;
+}
+
+/* Moves (s_epoch, s_pos) over a short last batch with drop_last and over
+ * the epoch end; marks the end of the stream after max_epochs. */
+static void ld_sched_normalize(sa1b_loader *L)
+{
+    uint64_t G = (uint64_t)L->B * L->world;
+    for (;;) {
+        if (L->cfg.max_epochs && L->s_epoch - L->cfg.epoch >= L->cfg.max_epochs) {
+            L->s_end = 1;
+            L->end_seq = L->next_seq;
+            return;
+        }
+        if (L->s_pos >= L->N || (L->cfg.drop_last && L->N - L->s_pos < G)) {
+            L->s_epoch++;
+            L->s_pos = 0;
+            continue;
+        }
+        return;
+    }
+}
+
+static void ld_advise_range(const sa1b_loader *L, const uint8_t *a, uint64_t len)
+{
+    if (!a || len == 0) return;
+    uintptr_t pg = L->page;
+    uintptr_t s = (uintptr_t)a & ~(pg - 1);
+    uintptr_t e = (uintptr_t)a + (uintptr_t)len;
+    (void)madvise((void *)s, e - s, MADV_WILLNEED); /* advice only: errors ignored */
+}
+
+/* Asks the kernel to read image gidx's payload and mask block ahead. */
+static void ld_advise(sa1b_loader *L, uint64_t gidx)
+{
+    size_t lo = ld_find_shard(L, gidx);
+    sa1b_shard_image_view v;
+    if (sa1b_shard_image(L->shards[lo].sh, gidx - L->shards[lo].first, &v, NULL)) return;
+    ld_advise_range(L, v.payload, v.payload_len);
+    ld_advise_range(L, v.mask_data, v.masks_len);
+}
+
+/* Rank slice [lo, hi) of the global batch at (epoch, pos). */
+static void ld_slice(const sa1b_loader *L, uint64_t pos, uint64_t *gsize, uint64_t *lo,
+                     uint64_t *hi)
+{
+    uint64_t G = (uint64_t)L->B * L->world;
+    uint64_t g = L->N - pos < G ? L->N - pos : G;
+    __extension__ typedef unsigned __int128 u128;
+    *gsize = g;
+    *lo = pos + (uint64_t)((u128)L->rank * g / L->world);
+    *hi = pos + (uint64_t)((u128)(L->rank + 1) * g / L->world);
+}
+
+/* Creates the next batch of the stream in buf (called under the lock, with
+ * s_end == 0).  Returns 0 or an error (allocator). */
+static int ld_create(sa1b_loader *L, ld_buf *buf)
+{
+    if (!buf->mem) {
+        buf->mem = L->alloc.alloc(L->batch_bytes, L->alloc.ctx);
+        if (!buf->mem)
+            return sa1b_error_set(&L->fatal_err, SA1B_ENOMEM, -1,
+                                  "loader: allocator failed for a batch of %zu bytes",
+                                  L->batch_bytes);
+        ld_bind(L, buf);
+    }
+    if (!L->have_perm || L->perm_epoch != L->s_epoch) ld_shuffle(L, L->s_epoch);
+    uint64_t g, lo, hi;
+    ld_slice(L, L->s_pos, &g, &lo, &hi);
+    sa1b_batch *o = &buf->batch;
+    o->epoch = L->s_epoch;
+    o->position = L->s_pos;
+    o->step = L->s_pos / ((uint64_t)L->B * L->world);
+    o->next_position = L->s_pos + g;
+    o->count = (uint32_t)(hi - lo);
+    for (uint64_t p = lo; p < hi; p++) {
+        buf->gidx[p - lo] = L->perm[p];
+        ld_advise(L, L->perm[p]);
+    }
+    uint64_t x = L->cfg.seed ^ ((L->s_epoch + 1) * UINT64_C(0x9E3779B97F4A7C15));
+    buf->img_seed = rng_splitmix64(&x);
+    /* advise the rank's slice of the following global batch of the epoch */
+    if (o->next_position < L->N) {
+        uint64_t g2, lo2, hi2;
+        ld_slice(L, o->next_position, &g2, &lo2, &hi2);
+        for (uint64_t p = lo2; p < hi2; p++) ld_advise(L, L->perm[p]);
+    }
+    for (uint32_t i = 0; i < L->B; i++) buf->row_err[i] = 0;
+    buf->reported = -1;
+    buf->assigned = 0;
+    buf->done = 0;
+    buf->seq = L->next_seq++;
+    buf->state = BUF_FILLING;
+    L->s_pos += g;
+    ld_sched_normalize(L);
+    return SA1B_OK;
+}
+
+/* Picks a job under the lock: a row of the oldest filling batch, else a new
+ * batch in a free buffer.  Returns 1 with *job and *row set, 0 when none. */
+static int ld_find_job(sa1b_loader *L, ld_buf **job, uint32_t *row)
+{
+    ld_buf *best = NULL;
+    for (uint32_t i = 0; i < L->depth; i++) {
+        ld_buf *b = &L->bufs[i];
+        if (b->state == BUF_FILLING && b->assigned < L->B && (!best || b->seq < best->seq))
+            best = b;
+    }
+    if (!best && !L->s_end && !L->fatal) {
+        for (uint32_t i = 0; i < L->depth; i++) {
+            if (L->bufs[i].state == BUF_FREE) {
+                if (ld_create(L, &L->bufs[i])) {
+                    L->fatal = L->fatal_err.code;
+                    pthread_cond_broadcast(&L->ready);
+                    return 0;
+                }
+                best = &L->bufs[i];
+                break;
+            }
+        }
+    }
+    if (!best) return 0;
+    *job = best;
+    *row = best->assigned++;
+    return 1;
+}
+
+static void *ld_worker_main(void *arg)
+{
+    ld_worker *W = arg;
+    sa1b_loader *L = W->L;
+    pthread_mutex_lock(&L->mu);
+    while (!L->stop) {
+        ld_buf *buf;
+        uint32_t row;
+        if (!ld_find_job(L, &buf, &row)) {
+            double t0 = ld_now();
+            pthread_cond_wait(&L->work, &L->mu);
+            L->worker_idle += ld_now() - t0;
+            continue;
+        }
+        pthread_mutex_unlock(&L->mu);
+        int rc = SA1B_OK;
+        if (row < buf->batch.count) {
+            sa1b_error e;
+            sa1b_error_clear(&e);
+            rc = ld_fill_row(W, buf, row, &e);
+            if (rc) {
+                /* name the shard and the image */
+                sa1b_batch *o = &buf->batch;
+                const char *path = L->shards[o->shard[row]].path;
+                sa1b_error_set(&buf->errs[row], rc, e.offset, "'%s' image %llu (id %lld): %s",
+                               path, (unsigned long long)o->shard_index[row],
+                               (long long)o->image_ids[row], e.msg);
+            }
+        } else {
+            ld_pad_row(L, &buf->batch, row);
+        }
+        pthread_mutex_lock(&L->mu);
+        buf->row_err[row] = rc;
+        L->st_bytes += W->bytes;
+        W->bytes = 0;
+        if (++buf->done == L->B) {
+            buf->state = BUF_READY;
+            pthread_cond_broadcast(&L->ready);
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+    return NULL;
+}
+
+/* ---- open / close --------------------------------------------------------- */
+
+static int ld_strcmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_error *err)
+{
+    char **names = NULL;
+    size_t n = 0;
+    glob_t g;
+    int have_glob = 0, rc = SA1B_OK;
+    if (cfg->n_paths > 0) {
+        if (!cfg->paths) return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: paths is NULL");
+        names = (char **)cfg->paths; /* not modified */
+        n = cfg->n_paths;
+    } else if (cfg->glob) {
+        int g_rc = glob(cfg->glob, 0, NULL, &g);
+        if (g_rc == GLOB_NOMATCH || (g_rc == 0 && g.gl_pathc == 0)) {
+            if (g_rc == 0) globfree(&g);
+            return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: '%s': no shard matches",
+                                  cfg->glob);
+        }
+        if (g_rc != 0)
+            return sa1b_error_set(err, g_rc == GLOB_NOSPACE ? SA1B_ENOMEM : SA1B_EIO, -1,
+                                  "loader: '%s': glob failed", cfg->glob);
+        have_glob = 1;
+        names = g.gl_pathv;
+        n = g.gl_pathc;
+        qsort(names, n, sizeof *names, ld_strcmp);
+    } else {
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: no shards given");
+    }
+    L->shards = calloc(n, sizeof *L->shards);
+    if (!L->shards) {
+        rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: %zu shards", n);
+        goto out;
+    }
+    L->n_shards = n;
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        ld_shard *s = &L->shards[i];
+        if (!names[i]) {
+            rc = sa1b_error_set(err, SA1B_EINVAL, -1, "loader: shard path %zu is NULL", i);
+            goto out;
+        }
+        s->path = strdup(names[i]);
+        if (!s->path) {
+            rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: path");
+            goto out;
+        }
+        sa1b_error e;
+        sa1b_error_clear(&e);
+        rc = sa1b_shard_open(&s->sh, names[i], &e);
+        if (rc) {
+            sa1b_error_set(err, rc, e.offset, "'%s': %s", names[i], e.msg);
+            goto out;
+        }
+        const sa1b_shard_info *in = sa1b_shard_get_info(s->sh);
+        if (i == 0) {
+            L->S = in->image_size;
+            L->R = in->mask_size;
+            L->format = (uint32_t)in->image_format;
+            L->mask_bytes = in->mask_bytes;
+        } else if (in->image_size != L->S || in->mask_size != L->R ||
+                   (uint32_t)in->image_format != L->format) {
+            rc = sa1b_error_set(err, SA1B_EMISMATCH, -1,
+                                "'%s': S=%u R=%u %s, but '%s' has S=%u R=%u %s", names[i],
+                                in->image_size, in->mask_size,
+                                in->image_format == SA1B_SHARD_JPEG ? "jpeg" : "raw",
+                                L->shards[0].path, L->S, L->R,
+                                L->format == SA1B_SHARD_JPEG ? "jpeg" : "raw");
+            goto out;
+        }
+        if (L->S == 0 || L->R == 0 || L->R > L->S || L->S > SA1B_SHARD_MAX_IMAGE_SIZE) {
+            rc = sa1b_error_set(err, SA1B_EFORMAT, -1, "'%s': S=%u R=%u", names[i], L->S, L->R);
+            goto out;
+        }
+        s->first = total;
+        s->n = in->n_images;
+        if (in->n_images > UINT32_MAX || total + in->n_images > UINT32_MAX) {
+            rc = sa1b_error_set(err, SA1B_ERANGE, -1, "loader: more than %u images",
+                                (unsigned)UINT32_MAX);
+            goto out;
+        }
+        total += in->n_images;
+    }
+    L->N = total;
+out:
+    if (have_glob) globfree(&g);
+    return rc;
+}
+
+void sa1b_loader_close(sa1b_loader *L)
+{
+    if (!L) return;
+    if (L->mu_init) {
+        pthread_mutex_lock(&L->mu);
+        L->stop = 1;
+        pthread_cond_broadcast(&L->work);
+        pthread_cond_broadcast(&L->ready);
+        pthread_mutex_unlock(&L->mu);
+    }
+    if (L->workers) {
+        for (uint32_t i = 0; i < L->threads; i++) {
+            ld_worker *W = &L->workers[i];
+            if (W->started) pthread_join(W->tid, NULL);
+            sa1b_imgctx_free(W->img);
+            free(W->rgb);
+            free(W->sel);
+            free(W->rowcnt);
+        }
+        free(L->workers);
+    }
+    if (L->bufs) {
+        for (uint32_t i = 0; i < L->depth; i++) {
+            ld_buf *b = &L->bufs[i];
+            if (b->mem) L->alloc.free(b->mem, L->batch_bytes, L->alloc.ctx);
+            free(b->gidx);
+            free(b->row_err);
+            free(b->errs);
+        }
+        free(L->bufs);
+    }
+    if (L->mu_init) {
+        pthread_mutex_destroy(&L->mu);
+        pthread_cond_destroy(&L->work);
+        pthread_cond_destroy(&L->ready);
+    }
+    for (size_t i = 0; i < L->n_shards; i++) {
+        sa1b_shard_close(L->shards[i].sh);
+        free(L->shards[i].path);
+    }
+    free(L->shards);
+    free(L->perm);
+    free(L);
+}
+
+int sa1b_loader_open(sa1b_loader **out, const sa1b_loader_config *cfg, sa1b_error *err)
+{
+    if (!out) return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: NULL handle");
+    *out = NULL;
+    if (!cfg) return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: NULL configuration");
+    {
+        const uint16_t one = 1;
+        uint8_t first;
+        memcpy(&first, &one, 1);
+        if (first != 1)
+            return sa1b_error_set(err, SA1B_EUNSUPPORTED, -1, "loader: big-endian host");
+    }
+    uint32_t world = cfg->world ? cfg->world : 1;
+    if (cfg->batch_size == 0 || cfg->max_masks == 0 || cfg->points == 0)
+        return sa1b_error_set(err, SA1B_EINVAL, -1,
+                              "loader: batch size, masks and points must be at least 1");
+    if (cfg->rank >= world)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: rank %u not below world %u",
+                              cfg->rank, world);
+    if (!(cfg->flip_prob >= 0.0 && cfg->flip_prob <= 1.0))
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: flip probability %g not in [0, 1]",
+                              cfg->flip_prob);
+    if ((uint64_t)cfg->batch_size * world > UINT32_MAX)
+        return sa1b_error_set(err, SA1B_ERANGE, -1, "loader: global batch too large");
+    if (cfg->threads > 1024 || cfg->depth > 4096)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: threads %u or depth %u too large",
+                              cfg->threads, cfg->depth);
+
+    sa1b_loader *L = calloc(1, sizeof *L);
+    if (!L) return sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: handle");
+    L->cfg = *cfg;
+    L->cfg.paths = NULL;
+    L->cfg.glob = NULL;
+    L->cfg.allocator = NULL;
+    L->world = world;
+    L->rank = cfg->rank;
+    L->B = cfg->batch_size;
+    L->M = cfg->max_masks;
+    L->K = cfg->points;
+    L->t_open = ld_now();
+    if (cfg->allocator && cfg->allocator->alloc && cfg->allocator->free) {
+        L->alloc = *cfg->allocator;
+    } else if (cfg->allocator) {
+        free(L);
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: allocator without alloc/free");
+    } else {
+        L->alloc.alloc = ld_default_alloc;
+        L->alloc.free = ld_default_free;
+        L->alloc.ctx = NULL;
+    }
+    int rc = ld_open_shards(L, cfg, err);
+    if (rc) goto fail;
+    if (L->N == 0) {
+        rc = sa1b_error_set(err, SA1B_EINVAL, -1, "loader: the shards hold no images");
+        goto fail;
+    }
+    if (cfg->consumed >= L->N) {
+        rc = sa1b_error_set(err, SA1B_ERANGE, -1, "loader: consumed %llu not below %llu images",
+                            (unsigned long long)cfg->consumed, (unsigned long long)L->N);
+        goto fail;
+    }
+    if (cfg->drop_last && L->N < (uint64_t)L->B * world) {
+        rc = sa1b_error_set(err, SA1B_EINVAL, -1,
+                            "loader: drop_last with %llu images, fewer than one global batch "
+                            "of %llu",
+                            (unsigned long long)L->N, (unsigned long long)L->B * world);
+        goto fail;
+    }
+    rc = ld_layout(L, err);
+    if (rc) goto fail;
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++)
+            L->lut[c][v] = (float)(((double)v / 255.0 - norm_mean[c]) / norm_std[c]);
+
+    long pg = sysconf(_SC_PAGESIZE);
+    L->page = pg > 0 && (pg & (pg - 1)) == 0 ? (uintptr_t)pg : 4096;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    L->threads = cfg->threads ? cfg->threads : (cores > 1 ? (uint32_t)(cores - 1) : 1);
+    L->depth = cfg->depth ? cfg->depth : L->threads + 2;
+
+    L->perm = malloc((size_t)L->N * sizeof *L->perm);
+    L->bufs = calloc(L->depth, sizeof *L->bufs);
+    L->workers = calloc(L->threads, sizeof *L->workers);
+    if (!L->perm || !L->bufs || !L->workers) {
+        rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: tables for %llu images",
+                            (unsigned long long)L->N);
+        goto fail;
+    }
+    for (uint32_t i = 0; i < L->depth; i++) {
+        ld_buf *b = &L->bufs[i];
+        b->gidx = calloc(L->B, sizeof *b->gidx);
+        b->row_err = calloc(L->B, sizeof *b->row_err);
+        b->errs = calloc(L->B, sizeof *b->errs);
+        if (!b->gidx || !b->row_err || !b->errs) {
+            rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: buffer tables");
+            goto fail;
+        }
+    }
+    for (uint32_t i = 0; i < L->threads; i++) {
+        ld_worker *W = &L->workers[i];
+        W->L = L;
+        W->rowcnt = calloc(L->R, sizeof *W->rowcnt);
+        if (!W->rowcnt) {
+            rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: worker scratch");
+            goto fail;
+        }
+        if (L->format == SA1B_SHARD_JPEG) {
+            W->rgb = malloc((size_t)L->S * L->S * 3);
+            if (!W->rgb) {
+                rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: worker scratch");
+                goto fail;
+            }
+            rc = sa1b_imgctx_new(&W->img, err);
+            if (rc) goto fail;
+        }
+    }
+    L->s_epoch = cfg->epoch;
+    L->s_pos = cfg->consumed;
+    ld_sched_normalize(L);
+    if (!L->s_end) ld_shuffle(L, L->s_epoch);
+
+    if (pthread_mutex_init(&L->mu, NULL) != 0) {
+        rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: mutex");
+        goto fail;
+    }
+    if (pthread_cond_init(&L->work, NULL) != 0) {
+        pthread_mutex_destroy(&L->mu);
+        rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: condition variable");
+        goto fail;
+    }
+    if (pthread_cond_init(&L->ready, NULL) != 0) {
+        pthread_cond_destroy(&L->work);
+        pthread_mutex_destroy(&L->mu);
+        rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: condition variable");
+        goto fail;
+    }
+    L->mu_init = 1;
+    for (uint32_t i = 0; i < L->threads; i++) {
+        int e = pthread_create(&L->workers[i].tid, NULL, ld_worker_main, &L->workers[i]);
+        if (e != 0) {
+            rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: thread: %s", strerror(e));
+            goto fail;
+        }
+        L->workers[i].started = 1;
+    }
+    *out = L;
+    return SA1B_OK;
+fail:
+    sa1b_loader_close(L);
+    return rc;
+}
+
+/* ---- consumer ------------------------------------------------------------- */
+
+/* Removes row j of a READY batch: the rows after it move up. */
+static void ld_compact(sa1b_loader *L, ld_buf *buf, uint32_t j)
+{
+    sa1b_batch *o = &buf->batch;
+    uint32_t n = o->count;
+    if (j >= n) return;
+    uint32_t tail = n - 1 - j;
+    if (tail) {
+        struct { void *base; size_t row; } a[] = {
+            {o->images, L->img_row},
+            {o->content_size, 8},
+            {o->masks, (size_t)L->M * L->R * L->R},
+            {o->n_masks, 4},
+            {o->n_masks_total, 4},
+            {o->valid, L->M},
+            {o->points, (size_t)L->M * L->K * 8},
+            {o->labels, (size_t)L->M * L->K * 4},
+            {o->image_ids, 8},
+            {o->mask_ids, (size_t)L->M * 8},
+            {o->flipped, 1},
+            {o->shard, 4},
+            {o->shard_index, 8},
+            {buf->gidx, 8},
+            {buf->row_err, sizeof(int)},
+            {buf->errs, sizeof(sa1b_error)},
+        };
+        for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) {
+            uint8_t *p = a[i].base;
+            memmove(p + j * a[i].row, p + (size_t)(j + 1) * a[i].row, tail * a[i].row);
+        }
+    }
+    ld_pad_row(L, o, n - 1);
+    buf->row_err[n - 1] = 0;
+    o->count = n - 1;
+}
+
+int sa1b_loader_next(sa1b_loader *L, sa1b_batch **batch, sa1b_error *err)
+{
+    if (batch) *batch = NULL;
+    if (!L || !batch) return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: NULL argument");
+    L->dmg = 0;
+    pthread_mutex_lock(&L->mu);
+    int rc;
+    for (;;) {
+        if (L->fatal) {
+            if (err) *err = L->fatal_err;
+            rc = L->fatal;
+            goto out;
+        }
+        if (L->s_end && L->deliver_seq >= L->end_seq) {
+            rc = sa1b_error_set(err, SA1B_EOF, -1, "loader: end of the stream");
+            goto out;
+        }
+        ld_buf *want = NULL;
+        int nfree = 0;
+        for (uint32_t i = 0; i < L->depth; i++) {
+            ld_buf *b = &L->bufs[i];
+            if (b->state == BUF_FREE) nfree++;
+            if ((b->state == BUF_FILLING || b->state == BUF_READY) && b->seq == L->deliver_seq)
+                want = b;
+        }
+        if (!want && nfree == 0) {
+            rc = sa1b_error_set(err, SA1B_EINVAL, -1,
+                                "loader: all %u batch buffers are held; release one first",
+                                L->depth);
+            goto out;
+        }
+        if (!want || want->state != BUF_READY) {
+            double t0 = ld_now();
+            pthread_cond_wait(&L->ready, &L->mu);
+            L->consumer_wait += ld_now() - t0;
+            continue;
+        }
+        if (want->reported >= 0) {
+            ld_compact(L, want, (uint32_t)want->reported);
+            want->reported = -1;
+        }
+        for (uint32_t r = 0; r < want->batch.count; r++) {
+            if (want->row_err[r]) {
+                want->reported = (int)r;
+                L->dmg = 1;
+                L->dmg_shard = want->batch.shard[r];
+                L->dmg_index = want->batch.shard_index[r];
+                L->dmg_id = want->batch.image_ids[r];
+                if (err) *err = want->errs[r];
+                rc = want->row_err[r];
+                goto out;
+            }
+        }
+        want->state = BUF_HELD;
+        L->deliver_seq++;
+        L->st_images += want->batch.count;
+        L->st_batches++;
+        *batch = &want->batch;
+        rc = SA1B_OK;
+        goto out;
+    }
+out:
+    pthread_mutex_unlock(&L->mu);
+    return rc;
+}
+
+void sa1b_loader_release(sa1b_loader *L, sa1b_batch *batch)
+{
+    if (!L || !batch) return;
+    pthread_mutex_lock(&L->mu);
+    for (uint32_t i = 0; i < L->depth; i++) {
+        if (&L->bufs[i].batch == batch && L->bufs[i].state == BUF_HELD) {
+            L->bufs[i].state = BUF_FREE;
+            pthread_cond_broadcast(&L->work);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&L->mu);
+}
+
+int sa1b_loader_damaged(const sa1b_loader *L, const char **shard_path, uint64_t *shard_index,
+                        int64_t *image_id)
+{
+    if (!L || !L->dmg) return 0;
+    if (shard_path) *shard_path = L->shards[L->dmg_shard].path;
+    if (shard_index) *shard_index = L->dmg_index;
+    if (image_id) *image_id = L->dmg_id;
+    return 1;
+}
+
+void sa1b_loader_stats_get(const sa1b_loader *L, sa1b_loader_stats *st)
+{
+    if (!st) return;
+    memset(st, 0, sizeof *st);
+    if (!L) return;
+    sa1b_loader *ml = (sa1b_loader *)L; /* the mutex is the only thing written */
+    pthread_mutex_lock(&ml->mu);
+    st->images = L->st_images;
+    st->batches = L->st_batches;
+    st->bytes_read = L->st_bytes;
+    st->elapsed_s = ld_now() - L->t_open;
+    st->images_per_s = st->elapsed_s > 0 ? (double)st->images / st->elapsed_s : 0.0;
+    st->consumer_wait_s = L->consumer_wait;
+    st->worker_idle_s = L->worker_idle;
+    st->threads = L->threads;
+    st->depth = L->depth;
+    pthread_mutex_unlock(&ml->mu);
+}
+
+void sa1b_loader_info(const sa1b_loader *L, uint64_t *n_images, uint32_t *S, uint32_t *R,
+                      int *format, size_t *n_shards, uint32_t *threads, uint32_t *depth)
+{
+    if (!L) return;
+    if (n_images) *n_images = L->N;
+    if (S) *S = L->S;
+    if (R) *R = L->R;
+    if (format) *format = (int)L->format;
+    if (n_shards) *n_shards = L->n_shards;
+    if (threads) *threads = L->threads;
+    if (depth) *depth = L->depth;
+}
+
+const char *sa1b_loader_shard_path(const sa1b_loader *L, size_t i)
+{
+    if (!L || i >= L->n_shards) return NULL;
+    return L->shards[i].path;
+}
+
+size_t sa1b_loader_batch_bytes(const sa1b_loader *L)
+{
+    return L ? L->batch_bytes : 0;
+}
