@@ -236,8 +236,10 @@ static char *part_path(const options *o, int single_file, const char *stem, uint
     return n < 0 ? NULL : p;
 }
 
-/* Provenance: everything that determines the bytes of a part. */
-static char *provenance(const options *o, const char *input, const char *stem, uint64_t part)
+/* Provenance: everything that determines the bytes of a part.  The input
+ * is recorded by name (the stem), not by path, so that a tar read from a
+ * path and the same tar on stdin with --name give identical shards. */
+static char *provenance(const options *o, const char *stem, uint64_t part)
 {
     json_t *opt = json_object();
     const sa1b_prep_opts *p = &o->prep;
@@ -258,12 +260,7 @@ static char *provenance(const options *o, const char *input, const char *stem, u
     json_t *root = json_object();
     json_object_set_new(root, "tool", json_string("sa1b-shard"));
     json_object_set_new(root, "version", json_string(PACKAGE_VERSION));
-    const char *b = strrchr(input, '/');
-    json_object_set_new(root, "input", json_string(strcmp(input, "-") == 0 ? "-" : b ? b + 1 : input));
-    struct stat st;
-    if (strcmp(input, "-") != 0 && stat(input, &st) == 0)
-        json_object_set_new(root, "input_bytes", json_integer((json_int_t)st.st_size));
-    json_object_set_new(root, "name", json_string(stem));
+    json_object_set_new(root, "input", json_string(stem));
     json_object_set_new(root, "part", json_integer((json_int_t)part));
     json_object_set_new(root, "options", opt);
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
@@ -275,7 +272,7 @@ static char *provenance(const options *o, const char *input, const char *stem, u
  * provenance this run would write.  Parts are renamed last-first, so part 0
  * present means the set is complete; the parts are 0.. up to the first
  * missing index. */
-static int outputs_complete(const options *o, int single_file, const char *input, const char *stem)
+static int outputs_complete(const options *o, int single_file, const char *stem)
 {
     for (uint64_t part = 0;; part++) {
         char *path = part_path(o, single_file, stem, part);
@@ -286,7 +283,7 @@ static int outputs_complete(const options *o, int single_file, const char *input
             return part > 0;
         }
         sa1b_shard *sh = NULL;
-        char *want = provenance(o, input, stem, part);
+        char *want = provenance(o, stem, part);
         int same = 0;
         if (want && sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
             const sa1b_shard_info *in = sa1b_shard_get_info(sh);
@@ -316,14 +313,20 @@ typedef struct slot {
     sa1b_prep_out out;
 } slot;
 
+struct job;
+
+/* Slots cycle FREE -> QUEUED (reader) -> BUSY -> DONE (a worker) -> FREE
+ * (the writer, strictly in sequence order). */
 typedef struct ring {
     pthread_mutex_t mu;
-    pthread_cond_t work, done;
+    pthread_cond_t work, done, freed;
     slot *slots;
     size_t n;
-    uint64_t next_submit, next_dispatch;
-    int stop;
+    uint64_t next_submit, next_dispatch, next_write;
+    int stop;                  /* workers and writer: no more input */
     const sa1b_prep_opts *prep;
+    struct job *cur;           /* the input being written (set while the ring is empty) */
+    uint64_t bytes_read;       /* of the current input, for the progress bar */
 } ring;
 
 typedef struct worker {
@@ -351,6 +354,35 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&r->mu);
         s->state = SLOT_DONE;
         pthread_cond_broadcast(&r->done);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static void consume(struct job *j, slot *s);
+static void progress(struct job *j, uint64_t bytes_read);
+
+/* The writer thread: takes slots back in sequence order as soon as they are
+ * done, so that samples reach the file while the reader waits for input. */
+static void *writer_main(void *arg)
+{
+    ring *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        slot *s = &r->slots[r->next_write % r->n];
+        while (!(r->next_write < r->next_submit && s->state == SLOT_DONE) &&
+               !(r->stop && r->next_write == r->next_submit))
+            pthread_cond_wait(&r->done, &r->mu);
+        if (r->next_write == r->next_submit) break; /* stopped and drained */
+        struct job *j = r->cur;
+        uint64_t bytes = r->bytes_read;
+        pthread_mutex_unlock(&r->mu);
+        consume(j, s);
+        progress(j, bytes);
+        pthread_mutex_lock(&r->mu);
+        s->state = SLOT_FREE;
+        r->next_write++;
+        pthread_cond_broadcast(&r->freed);
     }
     pthread_mutex_unlock(&r->mu);
     return NULL;
@@ -404,7 +436,7 @@ static int open_part(job *j)
     sa1b_error e;
     char *final = part_path(j->o, j->single_file, j->stem, j->part);
     char *tmp = final ? partial_name(final) : NULL;
-    char *prov = provenance(j->o, j->input, j->stem, j->part);
+    char *prov = provenance(j->o, j->stem, j->part);
     int rc = -1;
     if (final && tmp && prov) {
         sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
@@ -444,8 +476,16 @@ static int close_part(job *j)
     return 0;
 }
 
+/* Marks the input failed; the reader sees it through failed_now. */
+static void set_failed(job *j)
+{
+    pthread_mutex_lock(&j->r->mu);
+    j->failed = 1;
+    pthread_mutex_unlock(&j->r->mu);
+}
+
 /* Takes the oldest slot back: writes its sample or reports its problem. */
-static void consume(job *j, slot *s)
+static void consume(struct job *j, slot *s)
 {
     const options *o = j->o;
     if (j->failed) return; /* --strict already stopped this input */
@@ -453,55 +493,71 @@ static void consume(job *j, slot *s)
         j->t->skipped++;
         cli_progress_end(j->bar);
         cli_warn("%s", s->err.msg);
-        if (o->strict) j->failed = 1;
+        if (o->strict) set_failed(j);
         return;
     }
     if (!j->w && open_part(j)) {
-        j->failed = 1;
+        set_failed(j);
         return;
     }
     sa1b_error e;
     if (sa1b_shard_writer_add(j->w, &s->out.sample, &e) != SA1B_OK) {
         cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
-        j->failed = 1;
+        set_failed(j);
         return;
     }
     j->t->images++;
     j->t->masks_kept += s->out.masks_kept;
     j->t->masks_dropped += s->out.masks_in - s->out.masks_kept;
-    if (o->max_images && ++j->images_in_part == o->max_images && close_part(j)) j->failed = 1;
+    if (o->max_images && ++j->images_in_part == o->max_images && close_part(j)) set_failed(j);
 }
 
-static void progress(job *j, sa1b_tar *tar)
+static void progress(struct job *j, uint64_t bytes_read)
 {
     if (!j->bar->enabled) return;
-    uint64_t done = j->t->bytes_in + sa1b_tar_bytes_read(tar);
+    uint64_t done = j->t->bytes_in + bytes_read;
     double dt = cli_now() - j->t0;
-    cli_progress_update(j->bar, j->input_size ? sa1b_tar_bytes_read(tar) : j->t->images,
-                        j->input_size, "%s: %llu images, %llu masks kept, %llu dropped, %.1f MB/s", j->stem,
+    cli_progress_update(j->bar, j->input_size ? bytes_read : j->t->images, j->input_size,
+                        "%s: %llu images, %llu masks kept, %llu dropped, %.1f MB/s", j->stem,
                         (unsigned long long)j->t->images, (unsigned long long)j->t->masks_kept,
                         (unsigned long long)j->t->masks_dropped, dt > 0 ? (double)done / dt / 1e6 : 0.0);
 }
 
-/* Waits for the oldest in-flight slot, consumes it, frees it. */
-static void drain_one(job *j, uint64_t *next_write)
+/* Reader side: waits until the next slot is free (the writer took its
+ * previous occupant back). */
+static slot *next_free_slot(ring *r)
 {
-    ring *r = j->r;
-    slot *s = &r->slots[*next_write % r->n];
     pthread_mutex_lock(&r->mu);
-    while (s->state != SLOT_DONE) pthread_cond_wait(&r->done, &r->mu);
+    slot *s = &r->slots[r->next_submit % r->n];
+    while (s->state != SLOT_FREE) pthread_cond_wait(&r->freed, &r->mu);
     pthread_mutex_unlock(&r->mu);
-    consume(j, s);
-    s->state = SLOT_FREE;
-    (*next_write)++;
+    return s;
 }
 
-static void submit(ring *r, slot *s)
+static void submit(ring *r, slot *s, uint64_t bytes_read)
 {
     pthread_mutex_lock(&r->mu);
     s->state = SLOT_QUEUED;
     s->seq = r->next_submit++;
+    r->bytes_read = bytes_read;
     pthread_cond_signal(&r->work);
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* j->failed as the writer thread last set it. */
+static int failed_now(ring *r, const job *j)
+{
+    pthread_mutex_lock(&r->mu);
+    int f = j->failed;
+    pthread_mutex_unlock(&r->mu);
+    return f;
+}
+
+/* Waits until the writer has taken back every submitted slot. */
+static void wait_written(ring *r)
+{
+    pthread_mutex_lock(&r->mu);
+    while (r->next_write < r->next_submit) pthread_cond_wait(&r->freed, &r->mu);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -519,18 +575,16 @@ static int run_input(job *j)
     struct stat st;
     j->input_size = strcmp(j->input, "-") != 0 && stat(j->input, &st) == 0 && S_ISREG(st.st_mode)
                         ? (uint64_t)st.st_size : 0;
-    uint64_t next_write = r->next_submit;
+    r->cur = j; /* the ring is empty between inputs */
     int fatal = 0;
-    while (!j->failed) {
-        /* the slot to fill is free once its previous occupant is consumed */
-        while (r->next_submit - next_write >= r->n) drain_one(j, &next_write);
-        slot *s = &r->slots[r->next_submit % r->n];
+    while (!failed_now(r, j)) {
+        slot *s = next_free_slot(r);
         sa1b_tar_sample smp;
         int rc = sa1b_tar_next(tar, &smp, &e);
         if (rc == SA1B_EOF) break;
         if (rc != SA1B_OK) {
             if (sa1b_tar_fatal(tar)) {
-                while (next_write < r->next_submit) drain_one(j, &next_write);
+                wait_written(r);
                 cli_progress_end(j->bar);
                 cli_warn("'%s': %s", j->input, e.msg);
                 fatal = 1;
@@ -548,10 +602,9 @@ static int run_input(job *j)
                 break;
             }
         }
-        submit(r, s);
-        progress(j, tar);
+        submit(r, s, sa1b_tar_bytes_read(tar));
     }
-    while (next_write < r->next_submit) drain_one(j, &next_write);
+    wait_written(r);
     j->t->bytes_in += sa1b_tar_bytes_read(tar);
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
@@ -609,6 +662,7 @@ int main(int argc, char **argv)
     pthread_mutex_init(&r.mu, NULL);
     pthread_cond_init(&r.work, NULL);
     pthread_cond_init(&r.done, NULL);
+    pthread_cond_init(&r.freed, NULL);
     r.n = 2 * (size_t)o.threads + 2;
     r.slots = calloc(r.n, sizeof *r.slots);
     r.prep = &o.prep;
@@ -624,6 +678,8 @@ int main(int argc, char **argv)
         if (sa1b_imgctx_new(&ws[i].ctx, &e) != SA1B_OK) cli_die(CLI_EXIT_FATAL, "%s", e.msg);
         if (pthread_create(&ws[i].tid, NULL, worker_main, &ws[i]) != 0) cli_die(CLI_EXIT_FATAL, "cannot start threads");
     }
+    pthread_t writer;
+    if (pthread_create(&writer, NULL, writer_main, &r) != 0) cli_die(CLI_EXIT_FATAL, "cannot start threads");
 
     totals t;
     memset(&t, 0, sizeof t);
@@ -634,7 +690,7 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
         char *stem = input_stem(&o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
-        if (o.skip_existing && strcmp(argv[i], "-") != 0 && outputs_complete(&o, single_file, argv[i], stem)) {
+        if (o.skip_existing && strcmp(argv[i], "-") != 0 && outputs_complete(&o, single_file, stem)) {
             t.inputs_skipped++;
             if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
             free(stem);
@@ -656,7 +712,9 @@ int main(int argc, char **argv)
     pthread_mutex_lock(&r.mu);
     r.stop = 1;
     pthread_cond_broadcast(&r.work);
+    pthread_cond_broadcast(&r.done);
     pthread_mutex_unlock(&r.mu);
+    pthread_join(writer, NULL);
     for (unsigned i = 0; i < o.threads; i++) {
         pthread_join(ws[i].tid, NULL);
         sa1b_imgctx_free(ws[i].ctx);

@@ -1,0 +1,111 @@
+#!/bin/sh
+# Every kind of bad sample is skipped with one line naming the file and the
+# problem, counted, and exit status 1; the good samples of the same tar land.
+# --strict makes the first one fatal (exit 3, nothing written).
+. "$top_srcdir/tests/test-lib.sh"
+PY=/usr/bin/python3
+have_py=0
+$PY -c 'import json' 2>/dev/null && have_py=1
+
+sa1b-synth --quiet --images 4 --width 200 --height 150 --masks 12 --seed 5 -o "$TMP/good.tar" || exit 99
+mkdir "$TMP/m" && tar -xf "$TMP/good.tar" -C "$TMP/m" || exit 99
+members="sa_1.jpg sa_1.json sa_2.jpg sa_2.json sa_3.jpg sa_3.json sa_4.jpg sa_4.json"
+
+# case NAME PATTERN: shard $TMP/bad.tar; exit 1, message, 1 skipped, 3 images
+check_case() {
+    name=$1; pattern=$2
+    sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/bad.tar" > "$TMP/sum" 2> "$TMP/err"
+    rc=$?
+    [ $rc -eq 1 ]; ok $? "$name: exit status 1 (got $rc)"
+    grep_ok "^sa1b-shard: $pattern" "$TMP/err" "$name: one line names the file and the problem"
+    is "$(grep -c '^sa1b-shard: sa_' "$TMP/err")" 1 "$name: exactly one problem line"
+    grep_ok '"images":3,.*"skipped":1' "$TMP/sum" "$name: counted, the 3 good samples still land"
+    n=$(sa1b-inspect "$TMP/out.shard" 2>/dev/null | grep -c '"type": *"image"')
+    is "$n" 3 "$name: the shard holds the 3 good images"
+}
+
+# make_tar DIR [members...]: a tar of the listed members of DIR
+make_tar() { d=$1; shift; (cd "$d" && tar -b 1 -cf "$TMP/bad.tar" "$@"); }
+
+fresh() { rm -rf "$TMP/w"; cp -r "$TMP/m" "$TMP/w"; }
+
+fresh; head -c 500 "$TMP/m/sa_2.jpg" > "$TMP/w/sa_2.jpg"; make_tar "$TMP/w" $members
+check_case "corrupt jpeg" "sa_2\\.jpg: "
+
+fresh; printf 'JFIF garbage that is not a jpeg at all' > "$TMP/w/sa_2.jpg"; make_tar "$TMP/w" $members
+check_case "not a jpeg" "sa_2\\.jpg: "
+
+fresh; cp "$TMP/m/sa_1.jpg" "$TMP/w/sa_2.jpg"
+sa1b-synth --quiet --images 1 --width 210 --height 150 --masks 3 --first-id 2 -o "$TMP/other.tar" && tar -xf "$TMP/other.tar" -C "$TMP" sa_2.jpg && cp "$TMP/sa_2.jpg" "$TMP/w/sa_2.jpg"
+make_tar "$TMP/w" $members
+check_case "jpeg size != annotation size" "sa_2\\.jpg: size 210x150 != annotation 200x150"
+
+if [ $have_py = 1 ]; then
+    for kind in syntax schema badchar runsum size width; do
+        fresh; $PY "$SRC/tests/sa1b_tamper.py" $kind "$TMP/w/sa_3.json" || exit 99
+        make_tar "$TMP/w" $members
+        case $kind in
+        syntax) check_case "json does not parse" "sa_3\\.json: " ;;
+        schema) check_case "wrong schema" "sa_3\\.json: .*annotations" ;;
+        badchar) check_case "malformed rle" "sa_3\\.json: mask 0: .*character" ;;
+        runsum) check_case "run sum != size" "sa_3\\.json: mask 7: run sum [0-9]+ != 150x200" ;;
+        size) check_case "mask size != image size" "sa_3\\.json: mask 3: .*size" ;;
+        width) check_case "absurd dimensions" "sa_3\\.json: .*width" ;;
+        esac
+    done
+else
+    skip 30 "python3 missing"
+fi
+
+fresh; make_tar "$TMP/w" sa_1.jpg sa_1.json sa_2.jpg sa_3.jpg sa_3.json sa_4.jpg sa_4.json
+check_case "jpg without json" "sa_2\\.jpg: no matching sa_2\\.json"
+
+fresh; make_tar "$TMP/w" sa_1.jpg sa_1.json sa_2.json sa_3.jpg sa_3.json sa_4.jpg sa_4.json
+check_case "json without jpg" "sa_2\\.json: no matching sa_2\\.jpg"
+
+# a tar cut at a 512-byte boundary between the two members of the last pair
+fresh; cp "$TMP/m/sa_1.jpg" "$TMP/w/sa_5.jpg"
+make_tar "$TMP/w" sa_1.jpg sa_1.json sa_2.jpg sa_2.json sa_3.jpg sa_3.json sa_4.json sa_4.jpg sa_5.jpg
+size=$(( $(stat -c %s "$TMP/bad.tar") - 1024 ))   # drop the two end-of-archive blocks
+head -c $size "$TMP/bad.tar" > "$TMP/cut.tar"
+sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/cut.tar" > "$TMP/sum" 2> "$TMP/err"
+[ $? -eq 1 ]; ok $? "tar cut at a block boundary inside a pair: exit 1"
+grep_ok "^sa1b-shard: sa_5\\.jpg: no matching sa_5\\.json" "$TMP/err" "the unpaired last member is reported"
+grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "the 4 complete pairs land"
+
+# a tar cut inside a member (the last one, the unpaired sa_5.jpg)
+size=$(( $(stat -c %s "$TMP/bad.tar") - 1024 - 512 * 2 - 100 ))
+head -c $size "$TMP/bad.tar" > "$TMP/cut2.tar"
+sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/cut2.tar" > "$TMP/sum" 2> "$TMP/err"
+[ $? -eq 1 ]; ok $? "tar cut inside a member: exit 1"
+grep_ok "^sa1b-shard: sa_[0-9]\\.(jpg|json): member truncated" "$TMP/err" "the truncated member is reported"
+grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "the pairs before it land, one problem reported"
+
+# --strict: the first bad sample is fatal, nothing written
+fresh; make_tar "$TMP/w" sa_1.jpg sa_1.json sa_2.jpg sa_3.jpg sa_3.json
+run_status 3 "--strict: first bad sample exits 3" sa1b-shard --strict --image-size 64 -o "$TMP/strict.shard" "$TMP/bad.tar"
+[ ! -e "$TMP/strict.shard" ] && [ -z "$(ls "$TMP" | grep 'strict.shard')" ]
+ok $? "--strict: no output and no temporary file left"
+
+# fatal inputs
+printf 'this is not a tar archive, just some text that goes on for a while\n%.0s' 1 2 3 4 5 6 7 8 9 10 > "$TMP/text.tar"
+run_status 3 "not a tar: exit 3" sa1b-shard --image-size 64 -o "$TMP/x.shard" "$TMP/text.tar"
+grep_ok "text.tar': " "$TMP/.err" "not a tar: one line naming the input"
+[ ! -e "$TMP/x.shard" ]; ok $? "not a tar: no output"
+run_status 3 "missing input: exit 3" sa1b-shard --image-size 64 -o "$TMP/y.shard" "$TMP/nope.tar"
+: > "$TMP/empty.tar"
+run_status 3 "empty input: exit 3" sa1b-shard --image-size 64 -o "$TMP/z.shard" "$TMP/empty.tar"
+run_status 3 "unwritable output: exit 3" sa1b-shard --image-size 64 -o "$TMP/no/such/dir/x.shard" "$TMP/good.tar"
+
+# usage
+run_status 2 "no -o: usage error" sa1b-shard "$TMP/good.tar"
+run_status 2 "no input: usage error" sa1b-shard -o "$TMP/u.shard"
+run_status 2 "bad strategy: usage error" sa1b-shard --strategy best -o "$TMP/u.shard" "$TMP/good.tar"
+run_status 2 "mask bigger than image: usage error" sa1b-shard --image-size 64 --mask-size 65 -o "$TMP/u.shard" "$TMP/good.tar"
+run_status 2 "bad number: usage error" sa1b-shard --max-masks x -o "$TMP/u.shard" "$TMP/good.tar"
+run_status 2 "unknown option: usage error" sa1b-shard --frobnicate -o "$TMP/u.shard" "$TMP/good.tar"
+run_ok "--help" sa1b-shard --help
+grep_ok '^Usage: sa1b-shard' "$TMP/.out" "--help prints usage on stdout"
+run_ok "--version" sa1b-shard --version
+grep_ok '^sa1b-shard \(sa1b\) [0-9]' "$TMP/.out" "--version names the program and version"
+done_testing
