@@ -6,3 +6,9 @@ TESTS += tests/test-loader
 tests_test_loader_SOURCES = tests/test-loader.c
 tests_test_loader_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_loader_LDADD = $(SA1B_LIBS)
+
+check_PROGRAMS += tests/test-loader-content
+TESTS += tests/test-loader-content
+tests_test_loader_content_SOURCES = tests/test-loader-content.c
+tests_test_loader_content_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_loader_content_LDADD = $(SA1B_LIBS)

@@ -56,8 +56,9 @@ static inline void tl_rect(uint64_t g, uint32_t j, uint32_t wR, uint32_t hR, uin
     *x0 = a; *y0 = b; *x1 = a + cw; *y1 = b + ch;
 }
 
-/* Writes shard `path` holding images g0 .. g0+n-1 (raw RGB, or JPEG of
- * the content region at quality 95 when jpeg).  Returns 0 on success. */
+/* Writes shard `path` holding images g0 .. g0+n-1 (jpeg 0: raw RGB; 1:
+ * JPEG of the content region; 2: JPEG of the whole S x S canvas, as
+ * sa1b-shard writes; quality 95).  Returns 0 on success. */
 static inline int tl_write_shard(const char *path, uint32_t S, uint32_t R, uint64_t g0, uint64_t n,
                                  int jpeg)
 {
@@ -108,7 +109,12 @@ static inline int tl_write_shard(const char *path, uint32_t S, uint32_t R, uint6
         s.file_name = "x.jpg";
         uint8_t *enc = NULL;
         size_t enc_len = 0;
-        if (jpeg) {
+        if (jpeg == 2) {
+            rc = sa1b_jpeg_encode(ctx, img, S, S, 95, &enc, &enc_len, &e);
+            if (rc) break;
+            s.image = enc;
+            s.image_len = enc_len;
+        } else if (jpeg) {
             /* the content region, packed */
             uint8_t *c = malloc((size_t)w * h * 3);
             for (uint32_t y = 0; y < h; y++) memcpy(c + (size_t)y * w * 3, img + (size_t)y * S * 3, (size_t)w * 3);
