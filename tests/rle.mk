@@ -21,3 +21,18 @@ tests_test_rle_prop_LDADD = $(SA1B_LIBS)
 RLE_TOOL_TESTS = tests/t1000-sa1b-rle-cli.sh tests/t1001-sa1b-rle-info.sh tests/t1002-sa1b-rle-codec.sh
 TESTS += $(RLE_TOOL_TESTS)
 EXTRA_DIST += $(RLE_TOOL_TESTS)
+
+check_PROGRAMS += tests/fuzz/replay-rle
+TESTS += tests/fuzz/replay-rle
+tests_fuzz_replay_rle_SOURCES = tests/fuzz/fuzz-rle.c tests/fuzz/replay.c
+tests_fuzz_replay_rle_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/rle"'
+tests_fuzz_replay_rle_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/rle
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-rle
+FUZZ_TARGETS += tests/fuzz/fuzz-rle
+tests_fuzz_fuzz_rle_SOURCES = tests/fuzz/fuzz-rle.c
+tests_fuzz_fuzz_rle_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_rle_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_rle_LDADD = $(SA1B_LIBS)
+endif
