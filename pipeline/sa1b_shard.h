@@ -175,6 +175,11 @@ void sa1b_shard_close(sa1b_shard *s);
 /* Header values; valid until sa1b_shard_close. */
 const sa1b_shard_info *sa1b_shard_get_info(const sa1b_shard *s);
 
+/* File offsets of the index table and of the mask table (for tools that
+ * report where things are). */
+uint64_t sa1b_shard_index_offset(const sa1b_shard *s);
+uint64_t sa1b_shard_mask_table_offset(const sa1b_shard *s);
+
 /* Image i (0-based): metadata and zero-copy payload pointers.  SA1B_ERANGE
  * when i >= n_images. */
 int sa1b_shard_image(const sa1b_shard *s, uint64_t i, sa1b_shard_image_view *out, sa1b_error *err);

@@ -364,6 +364,9 @@ void sa1b_shard_close(sa1b_shard *s)
 
 const sa1b_shard_info *sa1b_shard_get_info(const sa1b_shard *s) { return s ? &s->info : NULL; }
 
+uint64_t sa1b_shard_index_offset(const sa1b_shard *s) { return s ? s->index_offset : 0; }
+uint64_t sa1b_shard_mask_table_offset(const sa1b_shard *s) { return s ? s->masktab_offset : 0; }
+
 int sa1b_shard_image(const sa1b_shard *s, uint64_t i, sa1b_shard_image_view *out, sa1b_error *err)
 {
     if (!s || !out) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");

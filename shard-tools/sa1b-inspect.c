@@ -59,8 +59,9 @@ static int emit(json_t *o)
 
 static const char *format_name(int f) { return f == SA1B_SHARD_JPEG ? "jpeg" : "raw"; }
 
-static json_t *header_json(const char *file, const sa1b_shard_info *in)
+static json_t *header_json(const char *file, const sa1b_shard *s)
 {
+    const sa1b_shard_info *in = sa1b_shard_get_info(s);
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string("shard"));
     json_object_set_new(o, "file", json_string(file));
@@ -73,6 +74,9 @@ static json_t *header_json(const char *file, const sa1b_shard_info *in)
     json_object_set_new(o, "file_size", json_integer((json_int_t)in->file_size));
     json_object_set_new(o, "mask_bytes", json_integer(in->mask_bytes));
     json_object_set_new(o, "mask_stride", json_integer(in->mask_stride));
+    json_object_set_new(o, "index_offset", json_integer((json_int_t)sa1b_shard_index_offset(s)));
+    json_object_set_new(o, "mask_table_offset",
+                        json_integer((json_int_t)sa1b_shard_mask_table_offset(s)));
     json_error_t jerr;
     json_t *prov = json_loadb(in->provenance, in->provenance_len, JSON_DECODE_ANY, &jerr);
     /* a provenance that is not JSON is shown as the text it is */
@@ -95,6 +99,8 @@ static json_t *image_json(const char *file, const sa1b_shard_image_view *im)
     json_object_set_new(o, "masks", json_integer(im->n_masks));
     json_object_set_new(o, "image_bytes", json_integer((json_int_t)im->payload_len));
     json_object_set_new(o, "masks_bytes", json_integer((json_int_t)im->masks_len));
+    json_object_set_new(o, "image_offset", json_integer((json_int_t)im->payload_offset));
+    json_object_set_new(o, "masks_offset", json_integer((json_int_t)im->masks_offset));
     return o;
 }
 
@@ -244,7 +250,7 @@ static int inspect(const char *file, const options *o)
         rc = summary(file, s, &err);
     } else {
         const sa1b_shard_info *in = sa1b_shard_get_info(s);
-        emit(header_json(file, in));
+        emit(header_json(file, s));
         uint8_t *buf = o->rle ? malloc((size_t)in->mask_size * in->mask_size) : NULL;
         sa1b_rle rle = SA1B_RLE_INIT;
         if (o->rle && !buf) rc = sa1b_error_set(&err, SA1B_ENOMEM, -1, "out of memory");

@@ -8,6 +8,7 @@
  *   test-shard-gen check-inspect SHARD JSONL   sa1b-inspect --rle output vs the samples
  *   test-shard-gen check-export PNG SHARD INDEX  sa1b-export pixels vs sa1b-export(1)
  *   test-shard-gen corpus DIR            small valid and damaged shards for the fuzzer
+ *   test-shard-gen flip FILE OFFSET BIT  flips one bit of FILE in place
  *
  * Sample i of a shard is a pure function of (seed, i, S, R, format, masks),
  * all recorded in the provenance, so the checkers regenerate it.  Exit 0
@@ -534,5 +535,14 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "check-export") == 0 && argc == 5)
         return check_export(argv[2], argv[3], (uint64_t)atoll(argv[4]));
     if (strcmp(cmd, "corpus") == 0) return corpus(argv[2]);
+    if (strcmp(cmd, "flip") == 0 && argc == 5) {
+        FILE *f = fopen(argv[2], "r+b");
+        long off = atol(argv[3]);
+        int c;
+        if (!f || fseek(f, off, SEEK_SET) != 0 || (c = fgetc(f)) == EOF) return perror(argv[2]), 1;
+        fseek(f, off, SEEK_SET);
+        fputc(c ^ (1 << atoi(argv[4])), f);
+        return fclose(f) != 0;
+    }
     usage();
 }
