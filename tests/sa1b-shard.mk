@@ -8,3 +8,9 @@ TESTS += tests/t1500-shard-basic.sh tests/t1501-shard-strategies.sh tests/t1510-
 	tests/t1520-shard-killed.sh
 EXTRA_DIST += tests/t1500-shard-basic.sh tests/t1501-shard-strategies.sh tests/t1510-shard-bad-input.sh \
 	tests/t1520-shard-killed.sh tests/shard_check.py tests/sa1b_tamper.py
+EXTRA_PROGRAMS += tests/bench/bench-jpeg-floor
+tests_bench_bench_jpeg_floor_SOURCES = tests/bench/bench-jpeg-floor.c
+tests_bench_bench_jpeg_floor_LDADD = $(SA1B_LIBS)
+BENCH_SH += tests/bench/bench-shard.sh
+BENCH_SH_DEPS += tests/bench/bench-jpeg-floor shard-tools/sa1b-shard shard-tools/sa1b-synth
+EXTRA_DIST += tests/bench/bench-shard.sh tests/bench/shard_baseline.py

@@ -1,0 +1,71 @@
+/*
+ * bench-jpeg-floor.c - the floor of sa1b-shard's speed: TurboJPEG decode
+ * alone, at the DCT scale sa1b-shard would use for --image-size S, over every
+ * JPEG of a tar (held in memory), on T threads.  Prints "images/s".
+ * Usage: bench-jpeg-floor TAR S THREADS
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sa1b_image.h"
+#include "sa1b_tar.h"
+
+typedef struct { uint8_t *p; size_t n; } blob;
+typedef struct { blob *b; size_t n, next; uint32_t S; pthread_mutex_t mu; int bad; } work;
+
+static void *run(void *arg)
+{
+    work *w = arg;
+    sa1b_imgctx *c = NULL;
+    sa1b_error e;
+    if (sa1b_imgctx_new(&c, &e)) { w->bad = 1; return NULL; }
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        size_t i = w->next++;
+        pthread_mutex_unlock(&w->mu);
+        if (i >= w->n) break;
+        uint32_t iw, ih, ow, oh;
+        const uint8_t *rgb;
+        sa1b_letterbox lb;
+        if (sa1b_jpeg_size(c, w->b[i].p, w->b[i].n, &iw, &ih, &e) ||
+            sa1b_letterbox_geometry(iw, ih, w->S, &lb, &e) ||
+            sa1b_jpeg_decode_scaled(c, w->b[i].p, w->b[i].n, lb.new_w, lb.new_h, &rgb, &ow, &oh, &e))
+            w->bad = 1;
+    }
+    sa1b_imgctx_free(c);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) { fprintf(stderr, "usage: bench-jpeg-floor TAR S THREADS\n"); return 2; }
+    sa1b_tar *t;
+    sa1b_error e;
+    if (sa1b_tar_open(&t, argv[1], &e)) { fprintf(stderr, "%s\n", e.msg); return 1; }
+    work w = {NULL, 0, 0, (uint32_t)atoi(argv[2]), PTHREAD_MUTEX_INITIALIZER, 0};
+    sa1b_tar_sample s;
+    int rc;
+    while ((rc = sa1b_tar_next(t, &s, &e)) != SA1B_EOF) {
+        if (rc) continue;
+        w.b = realloc(w.b, (w.n + 1) * sizeof *w.b);
+        w.b[w.n].p = malloc(s.jpg_len);
+        memcpy(w.b[w.n].p, s.jpg, s.jpg_len);
+        w.b[w.n++].n = s.jpg_len;
+    }
+    sa1b_tar_free(t);
+    int T = atoi(argv[3]);
+    pthread_t th[64];
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < T && i < 64; i++) pthread_create(&th[i], NULL, run, &w);
+    for (int i = 0; i < T && i < 64; i++) pthread_join(th[i], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double dt = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    printf("%.3f\n", (double)w.n / dt);
+    for (size_t i = 0; i < w.n; i++) free(w.b[i].p);
+    free(w.b);
+    return w.bad;
+}
