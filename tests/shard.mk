@@ -9,6 +9,6 @@ tests_test_shard_gen_SOURCES = tests/test-shard-gen.c
 tests_test_shard_gen_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(JANSSON_CFLAGS) $(TURBOJPEG_CFLAGS) $(PNG_CFLAGS)
 tests_test_shard_gen_LDADD = $(SA1B_LIBS)
 TESTS += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
-	tests/t1330-shard-numpy.sh
+	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh
 EXTRA_DIST += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
-	tests/t1330-shard-numpy.sh tests/shard-numpy-check.py
+	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh tests/shard-numpy-check.py
