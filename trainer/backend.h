@@ -1,0 +1,170 @@
+/*
+ * backend.h - the backend interface of the trainer (DESIGN.md section 8).
+ *
+ * One model description (model.c) sequences layers; a backend supplies the
+ * memory (through its accounting allocator) and every operation as a table of
+ * function pointers, tr_ops.  The CPU backend (backend_cpu.c) runs GEMMs
+ * through OpenBLAS (or a plain C fallback) and element-wise work on a thread
+ * pool; a CUDA backend and a counting "meta" backend (issue 7) provide the
+ * same table.  The element-wise math is shared through kernels.h.
+ *
+ * Conventions of every op:
+ *  - all matrices are row-major float32 with the shape given in the comment
+ *    (a name like [N, C] means N rows of C contiguous floats);
+ *  - forward ops write (=) their outputs;
+ *  - backward ops ACCUMULATE (+=) into every gradient they are given (llm.c):
+ *    the caller zeroes gradient buffers once per step; a NULL gradient
+ *    pointer means "not needed";
+ *  - results never depend on the thread count except for float
+ *    reassociation inside the BLAS (work is split so that every output
+ *    element is computed by exactly one thread in a fixed order).
+ */
+#ifndef SA1B_TRAINER_BACKEND_H
+#define SA1B_TRAINER_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc.h"
+
+typedef struct tr_backend tr_backend;
+typedef struct tr_pool tr_pool;
+
+/* Strides of one attention call: q [N, Tq, *], k/v [N, Tk, *], out [N, Tq, *];
+ * head j of a row is the contiguous chunk [j*dh, (j+1)*dh) of the row. */
+typedef struct tr_attn_dims {
+    int N, Tq, Tk, heads, dh;
+    int ldq, ldk, ldv, ldo;      /* row strides in floats */
+    size_t sq, sk, sv, so;       /* batch strides in floats */
+} tr_attn_dims;
+
+/* Loss of one batch (MODEL.md): flat means over the valid pairs. */
+typedef struct tr_loss {
+    double loss, focal, dice, iou_mse;
+    double miou;   /* mean IoU(logits > 0, target) over valid pairs */
+    int n_valid;
+} tr_loss;
+
+typedef struct tr_ops {
+    /* C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(A) is [M,K]. */
+    void (*gemm)(tr_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+    /* out[N,O] = inp[N,I] w[O,I]^T + b[O] (b may be NULL). */
+    void (*linear_forward)(tr_backend *be, float *out, const float *inp, const float *w,
+                           const float *b, int N, int I, int O);
+    /* dinp[N,I] += dout w; dw[O,I] += dout^T inp; db[O] += sum_n dout (double). */
+    void (*linear_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                            const float *inp, const float *w, int N, int I, int O);
+
+    /* out[N,C] = LayerNorm(inp[N,C]; w[C], b[C], eps); mean[N], rstd[N] saved. */
+    void (*layernorm_forward)(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C, float eps);
+    void (*layernorm_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, int C);
+
+    /* Element-wise over n: out = gelu(inp) / relu(inp); backward dinp += dout * f'(inp). */
+    void (*gelu_forward)(tr_backend *be, float *out, const float *inp, size_t n);
+    void (*gelu_backward)(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n);
+    void (*relu_forward)(tr_backend *be, float *out, const float *inp, size_t n);
+    void (*relu_backward)(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n);
+
+    /* out[n] = a + b;  dst[n] += src;  dst[n] = 0. */
+    void (*add)(tr_backend *be, float *out, const float *a, const float *b, size_t n);
+    void (*accumulate)(tr_backend *be, float *dst, const float *src, size_t n);
+    void (*zero)(tr_backend *be, float *dst, size_t n);
+
+    /* Multi-head softmax attention without projections:
+     * out_j = softmax(q_j k_j^T / sqrt(dh)) v_j per head j; att [N, heads, Tq, Tk]
+     * keeps the probabilities for the backward. */
+    void (*attention_forward)(tr_backend *be, float *out, float *att, const float *q, const float *k,
+                              const float *v, const tr_attn_dims *d);
+    /* dq/dk/dv (same strides as q/k/v) += gradients from dout. */
+    void (*attention_backward)(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                               const float *q, const float *k, const float *v, const float *att,
+                               const tr_attn_dims *d);
+
+    /* ConvTranspose 2x2 stride 2 on channels-last pixels:
+     * inp [N, H*W, Ci] (pixel r*W+c), w [Ci, Co, 2, 2] (PyTorch layout), b [Co]
+     * -> out [N, 2H*2W, Co] with out[(2r+i)*2W + 2c+j, o] = b[o] + sum_ch inp[r*W+c, ch] w[ch,o,i,j].
+     * scratch [N*H*W, 4*Co] is workspace the caller provides (contents irrelevant). */
+    void (*convt2x2_forward)(tr_backend *be, float *out, const float *inp, const float *w,
+                             const float *b, float *scratch, int N, int H, int W, int Ci, int Co);
+    void (*convt2x2_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                              const float *inp, const float *w, float *scratch, int N, int H, int W,
+                              int Ci, int Co);
+
+    /* Normalised patches: patches [B*G*G, 3*P*P], row = image b, token r*G+c,
+     * column = (channel, row, column) inside the patch; image u8 [B, S, S, 3];
+     * content [B, 2] (width, height) in pixels: outside it the value is 0. */
+    void (*patch_im2col)(tr_backend *be, float *patches, const uint8_t *image, const int32_t *content,
+                         int B, int S, int P);
+    /* Normalised image [B, 3, S, S] (the dump's in.image), same rule. */
+    void (*image_normalize)(tr_backend *be, float *out, const uint8_t *image, const int32_t *content,
+                            int B, int S);
+
+    /* Dense PE [G*G, C] of the grid cell centres, gauss [2, C/2]. */
+    void (*pe_dense)(tr_backend *be, float *out, const float *gauss, int G, int C);
+    /* Decoder tokens T0 [NP, 2+K, C]: iou_tok, mask_tok, then per point
+     * PE((x+.5)/S, (y+.5)/S) + label_emb[label] or not_a_point for label -1.
+     * points [NP, K, 2], labels [NP, K] in {-1, 0, 1} (checked by the caller). */
+    void (*prompt_tokens_forward)(tr_backend *be, float *T0, const float *points, const int32_t *labels,
+                                  const float *gauss, const float *label_emb, const float *not_a_point,
+                                  const float *iou_tok, const float *mask_tok, int NP, int K, int C, int S);
+    void (*prompt_tokens_backward)(tr_backend *be, float *dlabel_emb, float *dnot_a_point,
+                                   float *diou_tok, float *dmask_tok, const float *dT0,
+                                   const int32_t *labels, int NP, int K, int C);
+    /* Image keys per pair: Kimg [B*M, GG, C] = emb [B, GG, C] + no_mask [C]. */
+    void (*keys_forward)(tr_backend *be, float *Kimg, const float *emb, const float *no_mask, int B,
+                         int M, int GG, int C);
+    void (*keys_backward)(tr_backend *be, float *demb, float *dno_mask, const float *dKimg, int B,
+                          int M, int GG, int C);
+
+    /* out [N, C] = inp [N, T, C] row t; backward dinp[:, t, :] += dout. */
+    void (*rows_gather)(tr_backend *be, float *out, const float *inp, int N, int T, int C, int t);
+    void (*rows_scatter_add)(tr_backend *be, float *dinp, const float *dout, int N, int T, int C, int t);
+
+    /* logits [N, RR] = U [N, RR, c] . hyp [N, c] per pixel. */
+    void (*mask_dot_forward)(tr_backend *be, float *logits, const float *U, const float *hyp, int N,
+                             int RR, int c);
+    void (*mask_dot_backward)(tr_backend *be, float *dU, float *dhyp, const float *dlogits,
+                              const float *U, const float *hyp, int N, int RR, int c);
+
+    /* MODEL.md loss over N pairs of RR pixels: logits [N, RR], iou [N], masks u8
+     * [N, RR] (0/1), valid u8 [N].  Writes (=) dlogits [N, RR] and diou [N]
+     * (zero for invalid pairs; all zero when no pair is valid). */
+    tr_loss (*sam_loss)(tr_backend *be, float *dlogits, float *diou, const float *logits,
+                        const float *iou, const uint8_t *masks, const uint8_t *valid, int N, int RR);
+
+    /* Optimizer helpers: sum of squares (double); g *= s; AdamW over n elements. */
+    double (*sumsq)(tr_backend *be, const float *g, size_t n);
+    void (*scale)(tr_backend *be, float *g, size_t n, float s);
+    void (*adamw)(tr_backend *be, float *w, float *m, float *v, const float *g, size_t n, float lr,
+                  float beta1, float beta2, float eps, float wd, float bc1, float bc2);
+} tr_ops;
+
+struct tr_backend {
+    const char *name;    /* "cpu" */
+    const tr_ops *ops;
+    tr_mem mem;          /* accounting of every tensor */
+    int n_threads;
+    tr_pool *pool;       /* CPU backend: element-wise thread pool */
+};
+
+/* Creates a backend by name ("cpu"); n_threads >= 1 sets the thread pool and
+ * the BLAS threads.  NULL with a message in err when the name is unknown or
+ * not compiled in. */
+tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len);
+void tr_backend_free(tr_backend *be);
+
+/* Thread pool of the CPU backend: fn(ctx, begin, end) over a split of
+ * [0, n) into at most n_threads contiguous chunks; returns when all are done. */
+void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begin, size_t end), void *ctx);
+
+/* Plain C GEMM, row-major, same contract as tr_ops.gemm (the fallback when
+ * OpenBLAS is absent; also a reference for tests). */
+void tr_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc);
+
+#endif

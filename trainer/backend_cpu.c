@@ -1,0 +1,969 @@
+/*
+ * backend_cpu.c - the CPU backend: a persistent thread pool, GEMMs through
+ * OpenBLAS (single-threaded calls, split over the pool so that every output
+ * block is computed by one thread) or a plain C fallback, and every op of
+ * tr_ops written as a loop over the shared kernels of kernels.h.
+ */
+#include "backend.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+
+
+#ifdef HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+/* ---- thread pool ---------------------------------------------------------- */
+
+struct tr_pool {
+    int n;
+    pthread_t *th;
+    struct pool_arg *args;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_start, cv_done;
+    uint64_t gen;
+    int pending, quit;
+    void (*fn)(void *, size_t, size_t);
+    void *ctx;
+    size_t total;
+};
+
+typedef struct pool_arg {
+    tr_pool *p;
+    int idx;
+} pool_arg;
+
+static void *pool_worker(void *arg)
+{
+    pool_arg *a = arg;
+    tr_pool *p = a->p;
+    uint64_t seen = 0;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
+        if (p->quit) {
+            pthread_mutex_unlock(&p->mu);
+            break;
+        }
+        seen = p->gen;
+        void (*fn)(void *, size_t, size_t) = p->fn;
+        void *ctx = p->ctx;
+        size_t total = p->total;
+        size_t n = (size_t)p->n;
+        pthread_mutex_unlock(&p->mu);
+        size_t b = total * (size_t)a->idx / n, e = total * (size_t)(a->idx + 1) / n;
+        if (e > b) fn(ctx, b, e);
+        pthread_mutex_lock(&p->mu);
+        if (--p->pending == 0) pthread_cond_signal(&p->cv_done);
+        pthread_mutex_unlock(&p->mu);
+    }
+    return NULL;
+}
+
+static tr_pool *pool_create(int n)
+{
+    tr_pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->n = 1;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_start, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    if (n > 1) {
+        p->th = calloc((size_t)n, sizeof *p->th);
+        p->args = calloc((size_t)n, sizeof *p->args);
+        if (!p->th || !p->args) return p; /* single-threaded */
+        for (int i = 1; i < n; i++) {
+            p->args[i].p = p;
+            p->args[i].idx = i;
+            if (pthread_create(&p->th[i], NULL, pool_worker, &p->args[i]) != 0) break;
+            p->n = i + 1;
+        }
+    }
+    return p;
+}
+
+static void pool_free(tr_pool *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->cv_start);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 1; i < p->n; i++) pthread_join(p->th[i], NULL);
+    free(p->args);
+    free(p->th);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_start);
+    pthread_cond_destroy(&p->cv_done);
+    free(p);
+}
+
+void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begin, size_t end), void *ctx)
+{
+    tr_pool *p = be->pool;
+    if (n == 0) return;
+    if (!p || p->n <= 1 || n == 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->total = n;
+    p->pending = p->n - 1;
+    p->gen++;
+    pthread_cond_broadcast(&p->cv_start);
+    pthread_mutex_unlock(&p->mu);
+    size_t e = n / (size_t)p->n;
+    if (e > 0) fn(ctx, 0, e);
+    pthread_mutex_lock(&p->mu);
+    while (p->pending > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* One context shape for every parallel loop below: fields are named by role
+ * in each op. */
+typedef struct pc {
+    tr_backend *be;
+    float *o, *o2, *o3, *o4;
+    const float *a, *b, *c, *d, *e, *f, *g;
+    const uint8_t *u8, *u8b;
+    const int32_t *i32;
+    const tr_attn_dims *ad;
+    size_t n;
+    int i0, i1, i2, i3, i4, i5;
+    float f0, f1, f2, f3, f4, f5, f6;
+    int ta, tb;
+    double *dd;
+} pc;
+
+/* ---- GEMM ------------------------------------------------------------------ */
+
+void tr_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                 const float *B, int ldb, float beta, float *C, int ldc)
+{
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * ldc;
+        if (beta == 0.0f)
+            for (int j = 0; j < N; j++) c[j] = 0.0f;
+        else if (beta != 1.0f)
+            for (int j = 0; j < N; j++) c[j] *= beta;
+        if (!trans_b) {
+            for (int k = 0; k < K; k++) {
+                float a = alpha * (trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k]);
+                const float *b = B + (size_t)k * ldb;
+                for (int j = 0; j < N; j++) c[j] += a * b[j];
+            }
+        } else {
+            for (int j = 0; j < N; j++) {
+                const float *b = B + (size_t)j * ldb;
+                float s = 0.0f;
+                if (!trans_a) {
+                    const float *a = A + (size_t)i * lda;
+                    for (int k = 0; k < K; k++) s += a[k] * b[k];
+                } else {
+                    for (int k = 0; k < K; k++) s += A[(size_t)k * lda + i] * b[k];
+                }
+                c[j] += alpha * s;
+            }
+        }
+    }
+}
+
+/* Single-threaded GEMM on the calling thread. */
+static void gemm1(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                  const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+#ifdef HAVE_OPENBLAS
+    if (K <= 0) {
+        tr_gemm_ref(ta, tb, M, N, 0, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+    tr_gemm_ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+}
+
+/* Blocks of C: rows when M is large, else columns. */
+static void gemm_rows_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    const float *A = p->ta ? p->a + b : p->a + b * (size_t)p->i3;
+    gemm1(p->ta, p->tb, (int)(e - b), p->i1, p->i2, p->f0, A, p->i3, p->b, p->i4, p->f1,
+          p->o + b * (size_t)p->i5, p->i5);
+}
+
+static void gemm_cols_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    const float *B = p->tb ? p->b + b * (size_t)p->i4 : p->b + b;
+    gemm1(p->ta, p->tb, p->i0, (int)(e - b), p->i2, p->f0, p->a, p->i3, B, p->i4, p->f1, p->o + b, p->i5);
+}
+
+static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                     int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int nt = be->pool ? be->n_threads : 1;
+    double flops = 2.0 * M * N * (double)K;
+    if (nt <= 1 || flops < 2e5) {
+        gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
+    pc p = {.o = C, .a = A, .b = B, .i0 = M, .i1 = N, .i2 = K, .i3 = lda, .i4 = ldb, .i5 = ldc,
+            .f0 = alpha, .f1 = beta, .ta = ta, .tb = tb};
+    if (M >= 8 * nt || M >= N)
+        tr_parallel_for(be, (size_t)M, gemm_rows_w, &p);
+    else
+        tr_parallel_for(be, (size_t)N, gemm_cols_w, &p);
+}
+
+/* ---- column sums (double), deterministic: each thread owns columns ---------- */
+
+/* out[c] += sum_n x[n*ld + c] for c in [0, C) over N rows */
+static void colsum_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    double acc[64];
+    for (size_t c0 = b; c0 < e; c0 += 64) {
+        size_t c1 = c0 + 64 < e ? c0 + 64 : e;
+        for (size_t c = c0; c < c1; c++) acc[c - c0] = 0.0;
+        for (size_t n = 0; n < p->n; n++) {
+            const float *row = p->a + n * (size_t)p->i0;
+            for (size_t c = c0; c < c1; c++) acc[c - c0] += row[c];
+        }
+        for (size_t c = c0; c < c1; c++) p->o[c] += (float)acc[c - c0];
+    }
+}
+
+static void colsum_add(tr_backend *be, float *out, const float *x, size_t N, int C, int ld)
+{
+    pc p = {.o = out, .a = x, .n = N, .i0 = ld};
+    tr_parallel_for(be, (size_t)C, colsum_w, &p);
+}
+
+/* ---- linear ------------------------------------------------------------------ */
+
+static void bias_fill_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t n = b; n < e; n++) memcpy(p->o + n * (size_t)p->i0, p->a, (size_t)p->i0 * sizeof(float));
+}
+
+static void cpu_linear_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
+                               int N, int In, int O)
+{
+    if (b) {
+        pc p = {.o = out, .a = b, .i0 = O};
+        tr_parallel_for(be, (size_t)N, bias_fill_w, &p);
+    }
+    cpu_gemm(be, 0, 1, N, O, In, 1.0f, inp, In, w, In, b ? 1.0f : 0.0f, out, O);
+}
+
+static void cpu_linear_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, int N, int In, int O)
+{
+    if (dinp) cpu_gemm(be, 0, 0, N, In, O, 1.0f, dout, O, w, In, 1.0f, dinp, In);
+    if (dw) cpu_gemm(be, 1, 0, O, In, N, 1.0f, dout, O, inp, In, 1.0f, dw, In);
+    if (db) colsum_add(be, db, dout, (size_t)N, O, O);
+}
+
+/* ---- layernorm --------------------------------------------------------------- */
+
+static void ln_fwd_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    size_t C = (size_t)p->i0;
+    for (size_t n = b; n < e; n++)
+        tr_layernorm_row(p->o + n * C, p->o2 + n, p->o3 + n, p->a + n * C, p->b, p->c, p->i0, p->f0);
+}
+
+static void cpu_layernorm_forward(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                  const float *w, const float *b, int N, int C, float eps)
+{
+    pc p = {.o = out, .o2 = mean, .o3 = rstd, .a = inp, .b = w, .c = b, .i0 = C, .f0 = eps};
+    tr_parallel_for(be, (size_t)N, ln_fwd_w, &p);
+}
+
+static void ln_bwd_dx_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=dinp a=dout b=inp c=w d=mean e=rstd */
+    size_t C = (size_t)p->i0;
+    for (size_t n = b; n < e; n++)
+        tr_layernorm_row_backward(p->o + n * C, p->a + n * C, p->b + n * C, p->c, p->d[n], p->e[n], p->i0);
+}
+
+static void ln_bwd_dw_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=dw o2=db a=dout b=inp d=mean e=rstd, n rows */
+    size_t C = (size_t)p->i0;
+    double sw[64], sb[64];
+    for (size_t c0 = b; c0 < e; c0 += 64) {
+        size_t c1 = c0 + 64 < e ? c0 + 64 : e;
+        for (size_t c = c0; c < c1; c++) sw[c - c0] = sb[c - c0] = 0.0;
+        for (size_t n = 0; n < p->n; n++) {
+            const float *dy = p->a + n * C, *x = p->b + n * C;
+            float m = p->d[n], r = p->e[n];
+            for (size_t c = c0; c < c1; c++) {
+                sw[c - c0] += (double)dy[c] * ((x[c] - m) * r);
+                sb[c - c0] += dy[c];
+            }
+        }
+        for (size_t c = c0; c < c1; c++) {
+            if (p->o) p->o[c] += (float)sw[c - c0];
+            if (p->o2) p->o2[c] += (float)sb[c - c0];
+        }
+    }
+}
+
+static void cpu_layernorm_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                   const float *inp, const float *w, const float *mean, const float *rstd,
+                                   int N, int C)
+{
+    if (dinp) {
+        pc p = {.o = dinp, .a = dout, .b = inp, .c = w, .d = mean, .e = rstd, .i0 = C};
+        tr_parallel_for(be, (size_t)N, ln_bwd_dx_w, &p);
+    }
+    if (dw || db) {
+        pc p = {.o = dw, .o2 = db, .a = dout, .b = inp, .d = mean, .e = rstd, .i0 = C, .n = (size_t)N};
+        tr_parallel_for(be, (size_t)C, ln_bwd_dw_w, &p);
+    }
+}
+
+/* ---- element-wise ------------------------------------------------------------ */
+
+static void gelu_f_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++) p->o[i] = tr_gelu(p->a[i]);
+}
+static void gelu_b_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++) p->o[i] += p->a[i] * tr_gelu_grad(p->b[i]);
+}
+static void relu_f_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++) p->o[i] = tr_relu(p->a[i]);
+}
+static void relu_b_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++)
+        if (p->b[i] > 0.0f) p->o[i] += p->a[i];
+}
+static void add_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++) p->o[i] = p->a[i] + p->b[i];
+}
+static void acc_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++) p->o[i] += p->a[i];
+}
+static void zero_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    memset(p->o + b, 0, (e - b) * sizeof(float));
+}
+
+static void cpu_gelu_forward(tr_backend *be, float *out, const float *inp, size_t n)
+{
+    pc p = {.o = out, .a = inp};
+    tr_parallel_for(be, n, gelu_f_w, &p);
+}
+static void cpu_gelu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
+{
+    pc p = {.o = dinp, .a = dout, .b = inp};
+    tr_parallel_for(be, n, gelu_b_w, &p);
+}
+static void cpu_relu_forward(tr_backend *be, float *out, const float *inp, size_t n)
+{
+    pc p = {.o = out, .a = inp};
+    tr_parallel_for(be, n, relu_f_w, &p);
+}
+static void cpu_relu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
+{
+    pc p = {.o = dinp, .a = dout, .b = inp};
+    tr_parallel_for(be, n, relu_b_w, &p);
+}
+static void cpu_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
+{
+    pc p = {.o = out, .a = a, .b = b};
+    tr_parallel_for(be, n, add_w, &p);
+}
+static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
+{
+    pc p = {.o = dst, .a = src};
+    tr_parallel_for(be, n, acc_w, &p);
+}
+static void cpu_zero(tr_backend *be, float *dst, size_t n)
+{
+    pc p = {.o = dst};
+    tr_parallel_for(be, n, zero_w, &p);
+}
+
+/* ---- attention --------------------------------------------------------------- */
+
+static void attn_f_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    const tr_attn_dims *d = p->ad;
+    float scale = 1.0f / sqrtf((float)d->dh);
+    for (size_t idx = b; idx < e; idx++) {
+        size_t n = idx / (size_t)d->heads, hd = idx % (size_t)d->heads;
+        const float *q = p->a + n * d->sq + hd * d->dh;
+        const float *k = p->b + n * d->sk + hd * d->dh;
+        const float *v = p->c + n * d->sv + hd * d->dh;
+        float *att = p->o2 + idx * (size_t)d->Tq * d->Tk;
+        float *out = p->o + n * d->so + hd * d->dh;
+        gemm1(0, 1, d->Tq, d->Tk, d->dh, 1.0f, q, d->ldq, k, d->ldk, 0.0f, att, d->Tk);
+        for (int t = 0; t < d->Tq; t++) tr_softmax_row(att + (size_t)t * d->Tk, d->Tk, scale);
+        gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, att, d->Tk, v, d->ldv, 0.0f, out, d->ldo);
+    }
+}
+
+static void cpu_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
+                                  const float *v, const tr_attn_dims *d)
+{
+    pc p = {.o = out, .o2 = att, .a = q, .b = k, .c = v, .ad = d};
+    tr_parallel_for(be, (size_t)d->N * d->heads, attn_f_w, &p);
+}
+
+/* Each (n, head) owns disjoint slices of dq, dk, dv: no races. */
+static void attn_b_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=dq o2=dk o3=dv a=dout b=q c=k d=v e=att */
+    const tr_attn_dims *d = p->ad;
+    float scale = 1.0f / sqrtf((float)d->dh);
+    float *ds = malloc((size_t)d->Tq * d->Tk * sizeof(float));
+    if (!ds) abort();
+    for (size_t idx = b; idx < e; idx++) {
+        size_t n = idx / (size_t)d->heads, hd = idx % (size_t)d->heads;
+        size_t off = hd * d->dh;
+        const float *dout = p->a + n * d->so + off;
+        const float *q = p->b + n * d->sq + off, *k = p->c + n * d->sk + off, *v = p->d + n * d->sv + off;
+        const float *att = p->e + idx * (size_t)d->Tq * d->Tk;
+        /* dP = dout v^T  [Tq, Tk] */
+        gemm1(0, 1, d->Tq, d->Tk, d->dh, 1.0f, dout, d->ldo, v, d->ldv, 0.0f, ds, d->Tk);
+        /* dv += P^T dout */
+        if (p->o3) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, att, d->Tk, dout, d->ldo, 1.0f, p->o3 + n * d->sv + off, d->ldv);
+        for (int t = 0; t < d->Tq; t++)
+            tr_softmax_row_backward(ds + (size_t)t * d->Tk, att + (size_t)t * d->Tk, d->Tk, scale);
+        /* dq += dS k ; dk += dS^T q */
+        if (p->o) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, p->o + n * d->sq + off, d->ldq);
+        if (p->o2) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, p->o2 + n * d->sk + off, d->ldk);
+    }
+    free(ds);
+}
+
+static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                                   const float *q, const float *k, const float *v, const float *att,
+                                   const tr_attn_dims *d)
+{
+    pc p = {.o = dq, .o2 = dk, .o3 = dv, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
+    tr_parallel_for(be, (size_t)d->N * d->heads, attn_b_w, &p);
+}
+
+/* ---- ConvTranspose 2x2 stride 2 ---------------------------------------------- */
+
+/* scatter scratch [N*H*W, 4*Co] (+ bias) -> out [N, 2H*2W, Co], or the gather back */
+static void convt_scatter_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=out a=scratch b=bias i0=H i1=W i2=Co i3=gather? */
+    int H = p->i0, W = p->i1, Co = p->i2;
+    for (size_t pix = b; pix < e; pix++) {
+        size_t n = pix / ((size_t)H * W), rc = pix % ((size_t)H * W);
+        int r = (int)(rc / (size_t)W), c = (int)(rc % (size_t)W);
+        float *s = (float *)p->a + pix * 4 * (size_t)Co;
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) {
+                float *o = p->o + (n * 4 * H * W + (size_t)(2 * r + i) * 2 * W + 2 * c + j) * Co;
+                if (p->i3) {
+                    for (int ch = 0; ch < Co; ch++) s[ch * 4 + i * 2 + j] = o[ch];
+                } else {
+                    for (int ch = 0; ch < Co; ch++) o[ch] = s[ch * 4 + i * 2 + j] + p->b[ch];
+                }
+            }
+    }
+}
+
+static void cpu_convt2x2_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
+                                 float *scratch, int N, int H, int W, int Ci, int Co)
+{
+    size_t npix = (size_t)N * H * W;
+    cpu_gemm(be, 0, 0, (int)npix, 4 * Co, Ci, 1.0f, inp, Ci, w, 4 * Co, 0.0f, scratch, 4 * Co);
+    pc p = {.o = out, .a = scratch, .b = b, .i0 = H, .i1 = W, .i2 = Co, .i3 = 0};
+    tr_parallel_for(be, npix, convt_scatter_w, &p);
+}
+
+static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                  const float *inp, const float *w, float *scratch, int N, int H, int W,
+                                  int Ci, int Co)
+{
+    size_t npix = (size_t)N * H * W;
+    pc p = {.o = (float *)dout, .a = scratch, .i0 = H, .i1 = W, .i2 = Co, .i3 = 1};
+    tr_parallel_for(be, npix, convt_scatter_w, &p);
+    if (dinp) cpu_gemm(be, 0, 1, (int)npix, Ci, 4 * Co, 1.0f, scratch, 4 * Co, w, 4 * Co, 1.0f, dinp, Ci);
+    if (dw) cpu_gemm(be, 1, 0, Ci, 4 * Co, (int)npix, 1.0f, inp, Ci, scratch, 4 * Co, 1.0f, dw, 4 * Co);
+    if (db) colsum_add(be, db, dout, npix * 4, Co, Co);
+}
+
+/* ---- input ------------------------------------------------------------------- */
+
+static const float tr_mean_[3] = {0.485f, 0.456f, 0.406f};
+static const float tr_std_[3] = {0.229f, 0.224f, 0.225f};
+
+static inline float norm_px(const uint8_t *image, const int32_t *content, int b, int S, int y, int x, int ch)
+{
+    if (x >= content[2 * b] || y >= content[2 * b + 1]) return 0.0f;
+    float v = image[(((size_t)b * S + y) * S + x) * 3 + ch];
+    return (v / 255.0f - tr_mean_[ch]) / tr_std_[ch];
+}
+
+static void im2col_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=patches u8=image i32=content i0=S i1=P */
+    int S = p->i0, P = p->i1, G = S / P;
+    for (size_t row = b; row < e; row++) {
+        int img = (int)(row / ((size_t)G * G)), tok = (int)(row % ((size_t)G * G));
+        int r = tok / G, c = tok % G;
+        float *o = p->o + row * 3 * (size_t)P * P;
+        for (int ch = 0; ch < 3; ch++)
+            for (int py = 0; py < P; py++)
+                for (int px = 0; px < P; px++)
+                    *o++ = norm_px(p->u8, p->i32, img, S, r * P + py, c * P + px, ch);
+    }
+}
+
+static void cpu_patch_im2col(tr_backend *be, float *patches, const uint8_t *image, const int32_t *content,
+                             int B, int S, int P)
+{
+    pc p = {.o = patches, .u8 = image, .i32 = content, .i0 = S, .i1 = P};
+    tr_parallel_for(be, (size_t)B * (S / P) * (S / P), im2col_w, &p);
+}
+
+static void cpu_image_normalize(tr_backend *be, float *out, const uint8_t *image, const int32_t *content,
+                                int B, int S)
+{
+    (void)be;
+    for (int b = 0; b < B; b++)
+        for (int ch = 0; ch < 3; ch++)
+            for (int y = 0; y < S; y++)
+                for (int x = 0; x < S; x++)
+                    out[(((size_t)b * 3 + ch) * S + y) * S + x] = norm_px(image, content, b, S, y, x, ch);
+}
+
+/* ---- prompt encoder ---------------------------------------------------------- */
+
+/* PE(u) [C] with gauss [2, C/2]: sines then cosines; computed in double. */
+static void pe_point(float *out, double ux, double uy, const float *gauss, int C)
+{
+    int h = C / 2;
+    for (int j = 0; j < h; j++) {
+        double z = 2.0 * M_PI * ((2.0 * ux - 1.0) * gauss[j] + (2.0 * uy - 1.0) * gauss[h + j]);
+        out[j] = (float)sin(z);
+        out[h + j] = (float)cos(z);
+    }
+}
+
+static void cpu_pe_dense(tr_backend *be, float *out, const float *gauss, int G, int C)
+{
+    (void)be;
+    for (int r = 0; r < G; r++)
+        for (int c = 0; c < G; c++)
+            pe_point(out + ((size_t)r * G + c) * C, (c + 0.5) / G, (r + 0.5) / G, gauss, C);
+}
+
+static void cpu_prompt_tokens_forward(tr_backend *be, float *T0, const float *points, const int32_t *labels,
+                                      const float *gauss, const float *label_emb, const float *not_a_point,
+                                      const float *iou_tok, const float *mask_tok, int NP, int K, int C, int S)
+{
+    (void)be;
+    size_t T = (size_t)K + 2;
+    for (int n = 0; n < NP; n++) {
+        float *t = T0 + (size_t)n * T * C;
+        memcpy(t, iou_tok, (size_t)C * sizeof(float));
+        memcpy(t + C, mask_tok, (size_t)C * sizeof(float));
+        for (int k = 0; k < K; k++) {
+            float *row = t + (size_t)(2 + k) * C;
+            int lab = labels[(size_t)n * K + k];
+            if (lab < 0) {
+                memcpy(row, not_a_point, (size_t)C * sizeof(float));
+                continue;
+            }
+            const float *pt = points + ((size_t)n * K + k) * 2;
+            pe_point(row, ((double)pt[0] + 0.5) / S, ((double)pt[1] + 0.5) / S, gauss, C);
+            const float *le = label_emb + (size_t)(lab ? 1 : 0) * C;
+            for (int c = 0; c < C; c++) row[c] += le[c];
+        }
+    }
+}
+
+static void tok_bwd_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=dlabel_emb o2=dnot o3=diou o4=dmask a=dT0 i32=labels i0=NP i1=K i2=C */
+    int NP = p->i0, K = p->i1, C = p->i2;
+    size_t T = (size_t)K + 2;
+    for (size_t c = b; c < e; c++) {
+        double s0 = 0, s1 = 0, sneg = 0, spos = 0, snot = 0;
+        for (int n = 0; n < NP; n++) {
+            const float *t = p->a + (size_t)n * T * C;
+            s0 += t[c];
+            s1 += t[C + c];
+            for (int k = 0; k < K; k++) {
+                int lab = p->i32[(size_t)n * K + k];
+                float g = t[(size_t)(2 + k) * C + c];
+                if (lab < 0)
+                    snot += g;
+                else if (lab == 0)
+                    sneg += g;
+                else
+                    spos += g;
+            }
+        }
+        if (p->o) {
+            p->o[c] += (float)sneg;
+            p->o[C + c] += (float)spos;
+        }
+        if (p->o2) p->o2[c] += (float)snot;
+        if (p->o3) p->o3[c] += (float)s0;
+        if (p->o4) p->o4[c] += (float)s1;
+    }
+}
+
+static void cpu_prompt_tokens_backward(tr_backend *be, float *dlabel_emb, float *dnot_a_point, float *diou_tok,
+                                       float *dmask_tok, const float *dT0, const int32_t *labels, int NP, int K,
+                                       int C)
+{
+    pc p = {.o = dlabel_emb, .o2 = dnot_a_point, .o3 = diou_tok, .o4 = dmask_tok, .a = dT0, .i32 = labels,
+            .i0 = NP, .i1 = K, .i2 = C};
+    tr_parallel_for(be, (size_t)C, tok_bwd_w, &p);
+}
+
+static void keys_f_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=K a=emb b=no_mask i0=M i1=GG i2=C */
+    size_t GG = (size_t)p->i1, C = (size_t)p->i2;
+    for (size_t row = b; row < e; row++) {
+        size_t pair = row / GG, g = row % GG, img = pair / (size_t)p->i0;
+        const float *src = p->a + (img * GG + g) * C;
+        float *dst = p->o + row * C;
+        for (size_t c = 0; c < C; c++) dst[c] = src[c] + p->b[c];
+    }
+}
+
+static void cpu_keys_forward(tr_backend *be, float *Kimg, const float *emb, const float *no_mask, int B, int M,
+                             int GG, int C)
+{
+    pc p = {.o = Kimg, .a = emb, .b = no_mask, .i0 = M, .i1 = GG, .i2 = C};
+    tr_parallel_for(be, (size_t)B * M * GG, keys_f_w, &p);
+}
+
+static void keys_b_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=demb a=dK i0=M i1=GG i2=C */
+    size_t GG = (size_t)p->i1, C = (size_t)p->i2, M = (size_t)p->i0;
+    for (size_t row = b; row < e; row++) { /* row = img*GG + g */
+        size_t img = row / GG, g = row % GG;
+        float *dst = p->o + row * C;
+        for (size_t m = 0; m < M; m++) {
+            const float *src = p->a + ((img * M + m) * GG + g) * C;
+            for (size_t c = 0; c < C; c++) dst[c] += src[c];
+        }
+    }
+}
+
+static void cpu_keys_backward(tr_backend *be, float *demb, float *dno_mask, const float *dKimg, int B, int M,
+                              int GG, int C)
+{
+    if (demb) {
+        pc p = {.o = demb, .a = dKimg, .i0 = M, .i1 = GG, .i2 = C};
+        tr_parallel_for(be, (size_t)B * GG, keys_b_w, &p);
+    }
+    if (dno_mask) colsum_add(be, dno_mask, dKimg, (size_t)B * M * GG, C, C);
+}
+
+static void cpu_rows_gather(tr_backend *be, float *out, const float *inp, int N, int T, int C, int t)
+{
+    (void)be;
+    for (int n = 0; n < N; n++)
+        memcpy(out + (size_t)n * C, inp + ((size_t)n * T + t) * C, (size_t)C * sizeof(float));
+}
+
+static void cpu_rows_scatter_add(tr_backend *be, float *dinp, const float *dout, int N, int T, int C, int t)
+{
+    (void)be;
+    for (int n = 0; n < N; n++) {
+        float *d = dinp + ((size_t)n * T + t) * C;
+        const float *s = dout + (size_t)n * C;
+        for (int c = 0; c < C; c++) d[c] += s[c];
+    }
+}
+
+/* ---- mask logits --------------------------------------------------------------- */
+
+static void mdot_f_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=logits a=U b=hyp i0=RR i1=c */
+    size_t RR = (size_t)p->i0, c = (size_t)p->i1;
+    for (size_t row = b; row < e; row++) {
+        const float *u = p->a + row * c, *h = p->b + (row / RR) * c;
+        float s = 0.0f;
+        for (size_t j = 0; j < c; j++) s += u[j] * h[j];
+        p->o[row] = s;
+    }
+}
+
+static void cpu_mask_dot_forward(tr_backend *be, float *logits, const float *U, const float *hyp, int N, int RR,
+                                 int c)
+{
+    pc p = {.o = logits, .a = U, .b = hyp, .i0 = RR, .i1 = c};
+    tr_parallel_for(be, (size_t)N * RR, mdot_f_w, &p);
+}
+
+static void mdot_b_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=dU o2=dhyp a=dlogits b=U c=hyp i0=RR i1=c */
+    size_t RR = (size_t)p->i0, c = (size_t)p->i1;
+    double acc[256];
+    for (size_t n = b; n < e; n++) {
+        const float *h = p->c + n * c;
+        for (size_t j = 0; j < c; j++) acc[j] = 0.0;
+        for (size_t px = 0; px < RR; px++) {
+            size_t row = n * RR + px;
+            float g = p->a[row];
+            const float *u = p->b + row * c;
+            if (p->o) {
+                float *du = p->o + row * c;
+                for (size_t j = 0; j < c; j++) du[j] += g * h[j];
+            }
+            for (size_t j = 0; j < c; j++) acc[j] += (double)g * u[j];
+        }
+        if (p->o2)
+            for (size_t j = 0; j < c; j++) p->o2[n * c + j] += (float)acc[j];
+    }
+}
+
+static void cpu_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const float *dlogits, const float *U,
+                                  const float *hyp, int N, int RR, int c)
+{
+    if (c > 256) abort(); /* C/8 <= 256 is checked by the config */
+    pc p = {.o = dU, .o2 = dhyp, .a = dlogits, .b = U, .c = hyp, .i0 = RR, .i1 = c};
+    tr_parallel_for(be, (size_t)N, mdot_b_w, &p);
+}
+
+/* ---- loss ---------------------------------------------------------------------- */
+
+/* Per pair: dd[n*8 + 0..5] = focal mean, dice, iou_mse, iou target; gradient pass. */
+static void loss_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=dlogits o2=diou a=logits b=iou u8=masks u8b=valid i0=RR f0=1/Nvalid dd=out */
+    size_t RR = (size_t)p->i0;
+    for (size_t n = b; n < e; n++) {
+        float *dl = p->o + n * RR;
+        double *r = p->dd + n * 8;
+        if (!p->u8b[n] || p->f0 == 0.0f) {
+            memset(dl, 0, RR * sizeof(float));
+            p->o2[n] = 0.0f;
+            for (int i = 0; i < 8; i++) r[i] = 0.0;
+            continue;
+        }
+        const float *x = p->a + n * RR;
+        const uint8_t *y = p->u8 + n * RR;
+        double sf = 0, sp = 0, sy = 0, spy = 0;
+        uint64_t inter = 0, uni = 0;
+        for (size_t i = 0; i < RR; i++) {
+            float yi = y[i] ? 1.0f : 0.0f, d;
+            sf += tr_focal_pixel(x[i], yi, &d);
+            float pr = tr_sigmoid(x[i]);
+            sp += pr;
+            sy += yi;
+            spy += (double)pr * yi;
+            int pos = x[i] > 0.0f;
+            inter += (uint64_t)(pos && y[i]);
+            uni += (uint64_t)(pos || y[i]);
+        }
+        double focal = sf / (double)RR;
+        double den = sp + sy + 1.0, num = 2.0 * spy + 1.0;
+        double dice = 1.0 - num / den;
+        double target = uni ? (double)inter / (double)uni : 1.0;
+        double di = (double)p->b[n] - target;
+        r[0] = focal;
+        r[1] = dice;
+        r[2] = di * di;
+        r[3] = target;
+        float s = p->f0;
+        float cf = (float)(20.0 / (double)RR);
+        float inv_den2 = (float)(1.0 / (den * den));
+        for (size_t i = 0; i < RR; i++) {
+            float yi = y[i] ? 1.0f : 0.0f, d;
+            tr_focal_pixel(x[i], yi, &d);
+            float pr = tr_sigmoid(x[i]);
+            float ddice_dp = -(float)(2.0 * yi * den - num) * inv_den2;
+            dl[i] = s * (cf * d + ddice_dp * pr * (1.0f - pr));
+        }
+        p->o2[n] = s * (float)(2.0 * di);
+    }
+}
+
+static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                            const uint8_t *masks, const uint8_t *valid, int N, int RR)
+{
+    tr_loss L = {0};
+    for (int n = 0; n < N; n++) L.n_valid += valid[n] ? 1 : 0;
+    double *r = calloc((size_t)N * 8 + 1, sizeof(double));
+    if (!r) abort();
+    pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
+            .f0 = L.n_valid ? 1.0f / (float)L.n_valid : 0.0f, .dd = r};
+    tr_parallel_for(be, (size_t)N, loss_w, &p);
+    for (int n = 0; n < N; n++) {
+        if (!valid[n]) continue;
+        L.focal += r[n * 8 + 0];
+        L.dice += r[n * 8 + 1];
+        L.iou_mse += r[n * 8 + 2];
+        L.miou += r[n * 8 + 3];
+    }
+    free(r);
+    if (L.n_valid) {
+        L.focal /= L.n_valid;
+        L.dice /= L.n_valid;
+        L.iou_mse /= L.n_valid;
+        L.miou /= L.n_valid;
+        L.loss = 20.0 * L.focal + L.dice + L.iou_mse;
+    }
+    return L;
+}
+
+/* ---- optimizer helpers ------------------------------------------------------------ */
+
+#define TR_SUMSQ_BLOCKS 64
+
+static void sumsq_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t blk = b; blk < e; blk++) {
+        size_t lo = p->n * blk / TR_SUMSQ_BLOCKS, hi = p->n * (blk + 1) / TR_SUMSQ_BLOCKS;
+        double s = 0.0;
+        for (size_t i = lo; i < hi; i++) s += (double)p->a[i] * p->a[i];
+        p->dd[blk] = s;
+    }
+}
+
+static double cpu_sumsq(tr_backend *be, const float *g, size_t n)
+{
+    double part[TR_SUMSQ_BLOCKS];
+    pc p = {.a = g, .n = n, .dd = part};
+    tr_parallel_for(be, TR_SUMSQ_BLOCKS, sumsq_w, &p);
+    double s = 0.0;
+    for (int i = 0; i < TR_SUMSQ_BLOCKS; i++) s += part[i];
+    return s;
+}
+
+static void scale_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++) p->o[i] *= p->f0;
+}
+
+static void cpu_scale(tr_backend *be, float *g, size_t n, float s)
+{
+    pc p = {.o = g, .f0 = s};
+    tr_parallel_for(be, n, scale_w, &p);
+}
+
+static void adamw_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    for (size_t i = b; i < e; i++)
+        tr_adamw_elem(p->o + i, p->o2 + i, p->o3 + i, p->a[i], p->f0, p->f1, p->f2, p->f3, p->f4, p->f5, p->f6);
+}
+
+static void cpu_adamw(tr_backend *be, float *w, float *m, float *v, const float *g, size_t n, float lr,
+                      float beta1, float beta2, float eps, float wd, float bc1, float bc2)
+{
+    pc p = {.o = w, .o2 = m, .o3 = v, .a = g, .f0 = lr, .f1 = beta1, .f2 = beta2, .f3 = eps, .f4 = wd,
+            .f5 = bc1, .f6 = bc2};
+    tr_parallel_for(be, n, adamw_w, &p);
+}
+
+/* ---- the backend --------------------------------------------------------------- */
+
+static const tr_ops cpu_ops = {
+    .gemm = cpu_gemm,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward = cpu_linear_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .add = cpu_add,
+    .accumulate = cpu_accumulate,
+    .zero = cpu_zero,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .convt2x2_forward = cpu_convt2x2_forward,
+    .convt2x2_backward = cpu_convt2x2_backward,
+    .patch_im2col = cpu_patch_im2col,
+    .image_normalize = cpu_image_normalize,
+    .pe_dense = cpu_pe_dense,
+    .prompt_tokens_forward = cpu_prompt_tokens_forward,
+    .prompt_tokens_backward = cpu_prompt_tokens_backward,
+    .keys_forward = cpu_keys_forward,
+    .keys_backward = cpu_keys_backward,
+    .rows_gather = cpu_rows_gather,
+    .rows_scatter_add = cpu_rows_scatter_add,
+    .mask_dot_forward = cpu_mask_dot_forward,
+    .mask_dot_backward = cpu_mask_dot_backward,
+    .sam_loss = cpu_sam_loss,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .adamw = cpu_adamw,
+};
+
+tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
+{
+    if (strcmp(name, "cpu") != 0) {
+        snprintf(err, err_len, "%s backend not available in this build (have: cpu)", name);
+        return NULL;
+    }
+    tr_backend *be = calloc(1, sizeof *be);
+    if (!be) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    be->name = "cpu";
+    be->ops = &cpu_ops;
+    be->n_threads = n_threads < 1 ? 1 : n_threads;
+#ifdef HAVE_OPENBLAS
+    openblas_set_num_threads(1); /* parallelism comes from our pool */
+#endif
+    be->pool = pool_create(be->n_threads);
+    if (!be->pool) {
+        free(be);
+        snprintf(err, err_len, "cannot start %d threads", n_threads);
+        return NULL;
+    }
+    be->n_threads = be->pool->n;
+    return be;
+}
+
+void tr_backend_free(tr_backend *be)
+{
+    if (!be) return;
+    pool_free(be->pool);
+    free(be);
+}

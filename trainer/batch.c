@@ -1,0 +1,216 @@
+/*
+ * batch.c - batch allocation, the deterministic synthetic batch generator,
+ * and the synthetic data source.
+ */
+#include "batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tr_rng.h"
+
+tr_batch *tr_batch_alloc(tr_mem *mem, int B, int M, int K, int S, int R)
+{
+    tr_batch *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->B = B, b->M = M, b->K = K, b->S = S, b->R = R;
+    size_t nb = (size_t)B, nm = nb * M;
+    b->image = tr_mem_alloc(mem, TR_MEM_DATA, nb * S * S * 3);
+    b->content = tr_mem_alloc(mem, TR_MEM_DATA, nb * 2 * sizeof(int32_t));
+    b->masks = tr_mem_alloc(mem, TR_MEM_DATA, nm * R * R);
+    b->valid = tr_mem_alloc(mem, TR_MEM_DATA, nm);
+    b->points = tr_mem_alloc(mem, TR_MEM_DATA, nm * K * 2 * sizeof(float));
+    b->labels = tr_mem_alloc(mem, TR_MEM_DATA, nm * K * sizeof(int32_t));
+    if (!b->image || !b->content || !b->masks || !b->valid || !b->points || !b->labels) {
+        tr_batch_free(mem, b);
+        return NULL;
+    }
+    return b;
+}
+
+void tr_batch_free(tr_mem *mem, tr_batch *b)
+{
+    if (!b) return;
+    tr_mem_free(mem, b->image);
+    tr_mem_free(mem, b->content);
+    tr_mem_free(mem, b->masks);
+    tr_mem_free(mem, b->valid);
+    tr_mem_free(mem, b->points);
+    tr_mem_free(mem, b->labels);
+    free(b);
+}
+
+typedef struct shape {
+    int kind; /* 0 rectangle, 1 ellipse */
+    double cx, cy, rx, ry;
+    uint8_t rgb[3];
+} shape;
+
+static int inside(const shape *s, double x, double y)
+{
+    double dx = (x - s->cx) / s->rx, dy = (y - s->cy) / s->ry;
+    if (s->kind == 0) return dx >= -1 && dx <= 1 && dy >= -1 && dy <= 1;
+    return dx * dx + dy * dy <= 1.0;
+}
+
+/* index of the topmost shape covering (x, y) in pixel-centre coordinates, or -1 */
+static int owner(const shape *sh, int n, double x, double y, int w, int h)
+{
+    if (x >= w || y >= h) return -1;
+    for (int i = n - 1; i >= 0; i--)
+        if (inside(&sh[i], x, y)) return i;
+    return -1;
+}
+
+void tr_batch_synthetic(tr_batch *b, uint64_t seed)
+{
+    tr_rng r;
+    tr_rng_seed(&r, seed ^ 0x5a1b5a1bull);
+    int S = b->S, R = b->R, M = b->M, K = b->K;
+    shape *sh = calloc((size_t)M, sizeof *sh);
+    if (!sh) abort();
+    for (int i = 0; i < b->B; i++) {
+        int w = S, h = S;
+        if (i > 0) {
+            int side = S / 2 + (int)tr_rng_below(&r, (uint32_t)(S / 2 + 1));
+            if (side > S) side = S;
+            if (tr_rng_below(&r, 2)) w = side; else h = side;
+        }
+        b->content[2 * i] = w;
+        b->content[2 * i + 1] = h;
+        for (int m = 0; m < M; m++) {
+            shape *s = &sh[m];
+            s->kind = (int)tr_rng_below(&r, 2);
+            s->cx = w * (0.15 + 0.7 * tr_rng_uniform(&r));
+            s->cy = h * (0.15 + 0.7 * tr_rng_uniform(&r));
+            s->rx = S * (0.08 + 0.17 * tr_rng_uniform(&r));
+            s->ry = S * (0.08 + 0.17 * tr_rng_uniform(&r));
+            for (int c = 0; c < 3; c++) s->rgb[c] = (uint8_t)(40 + tr_rng_below(&r, 216));
+        }
+        uint8_t bg[3];
+        for (int c = 0; c < 3; c++) bg[c] = (uint8_t)tr_rng_below(&r, 80);
+        uint8_t *img = b->image + (size_t)i * S * S * 3;
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++) {
+                uint8_t *px = img + ((size_t)y * S + x) * 3;
+                if (x >= w || y >= h) {
+                    px[0] = px[1] = px[2] = 0; /* letterbox padding */
+                    continue;
+                }
+                int o = owner(sh, M, x + 0.5, y + 0.5, w, h);
+                int noise = (int)tr_rng_below(&r, 24);
+                for (int c = 0; c < 3; c++) {
+                    int v = (o < 0 ? bg[c] : sh[o].rgb[c]) + noise - 12;
+                    px[c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                }
+            }
+        double f = (double)S / R; /* input pixels per logit pixel */
+        for (int m = 0; m < M; m++) {
+            size_t pair = (size_t)i * M + m;
+            uint8_t *mask = b->masks + pair * R * R;
+            int count = 0;
+            for (int y = 0; y < R; y++)
+                for (int x = 0; x < R; x++) {
+                    int in = owner(sh, M, (x + 0.5) * f, (y + 0.5) * f, w, h) == m;
+                    mask[y * R + x] = (uint8_t)in;
+                    count += in;
+                }
+            float *pts = b->points + pair * K * 2;
+            int32_t *lab = b->labels + pair * K;
+            int invalid = count == 0 || (M > 1 && i == b->B - 1 && m == M - 1);
+            b->valid[pair] = (uint8_t)!invalid;
+            for (int k = 0; k < K; k++) {
+                pts[2 * k] = pts[2 * k + 1] = 0.0f;
+                lab[k] = -1;
+            }
+            if (invalid) {
+                memset(mask, 0, (size_t)R * R);
+                continue;
+            }
+            for (int k = 0; k < K; k++) {
+                int want; /* 1 positive, 0 negative, -1 padding */
+                if (k == 0)
+                    want = 1;
+                else if (pair % 3 == 0)
+                    want = -1;
+                else if (pair % 3 == 1)
+                    want = 0;
+                else
+                    want = (int)tr_rng_below(&r, 3) - 1;
+                if (want < 0) continue;
+                if (want == 0 && count == R * R) continue;
+                for (int tries = 0; tries < 10000; tries++) {
+                    int x = (int)tr_rng_below(&r, (uint32_t)R), y = (int)tr_rng_below(&r, (uint32_t)R);
+                    if (mask[y * R + x] != (uint8_t)want) continue;
+                    pts[2 * k] = (float)((x + tr_rng_uniform(&r)) * f - 0.5);
+                    pts[2 * k + 1] = (float)((y + tr_rng_uniform(&r)) * f - 0.5);
+                    lab[k] = want;
+                    break;
+                }
+            }
+        }
+    }
+    free(sh);
+}
+
+typedef struct synth_ctx {
+    tr_mem *mem;
+    tr_batch *b;
+    uint64_t seed, i;
+} synth_ctx;
+
+static int synth_next(void *ctx, tr_batch **out, char *err, size_t err_len)
+{
+    (void)err, (void)err_len;
+    synth_ctx *s = ctx;
+    tr_batch_synthetic(s->b, s->seed + s->i);
+    s->i++;
+    *out = s->b;
+    return 1;
+}
+
+static void synth_release(void *ctx, tr_batch *b) { (void)ctx, (void)b; }
+static double synth_wait(void *ctx) { (void)ctx; return 0.0; }
+
+static void synth_position(void *ctx, uint64_t *epoch, uint64_t *consumed)
+{
+    synth_ctx *s = ctx;
+    *epoch = 0;
+    *consumed = s->i;
+}
+
+static int synth_seek(void *ctx, uint64_t epoch, uint64_t consumed)
+{
+    (void)epoch;
+    ((synth_ctx *)ctx)->i = consumed;
+    return 0;
+}
+
+static void synth_close(void *ctx)
+{
+    synth_ctx *s = ctx;
+    tr_batch_free(s->mem, s->b);
+    free(s);
+}
+
+int tr_synthetic_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R,
+                             uint64_t seed)
+{
+    synth_ctx *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    s->mem = mem;
+    s->seed = seed;
+    s->b = tr_batch_alloc(mem, B, M, K, S, R);
+    if (!s->b) {
+        free(s);
+        return -1;
+    }
+    src->ctx = s;
+    src->next = synth_next;
+    src->release = synth_release;
+    src->wait_seconds = synth_wait;
+    src->position = synth_position;
+    src->seek = synth_seek;
+    src->close = synth_close;
+    return 0;
+}

@@ -1,0 +1,714 @@
+/*
+ * model.c - the compact SAM of MODEL.md sequenced over a backend's ops:
+ * parameter and activation tables, initialisation, forward, backward.
+ * Every step below names the MODEL.md line it implements.
+ */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tr_rng.h"
+
+int tr_config_preset(const char *name, tr_config *c)
+{
+    if (strcmp(name, "small") == 0) {
+        *c = (tr_config){.S = 256, .P = 16, .E = 192, .L = 6, .H = 3, .C = 128, .h = 4, .D = 2};
+        return 0;
+    }
+    if (strcmp(name, "tiny") == 0) {
+        *c = (tr_config){.S = 128, .P = 16, .E = 64, .L = 2, .H = 2, .C = 64, .h = 2, .D = 2};
+        return 0;
+    }
+    return -1;
+}
+
+int tr_config_check(const tr_config *c, char *err, size_t n)
+{
+    if (c->P < 1 || c->S < c->P || c->S % c->P || c->S > 4096)
+        return snprintf(err, n, "S=%d must be a multiple of P=%d (at most 4096)", c->S, c->P), -1;
+    if (c->E < 1 || c->H < 1 || c->E % c->H || c->E > 8192)
+        return snprintf(err, n, "E=%d must be a positive multiple of H=%d", c->E, c->H), -1;
+    if (c->C < 8 || c->C % 8 || c->C > 2048)
+        return snprintf(err, n, "C=%d must be a positive multiple of 8 (at most 2048)", c->C), -1;
+    if (c->h < 1 || (c->C / 2) % c->h)
+        return snprintf(err, n, "C/2=%d must be a multiple of h=%d", c->C / 2, c->h), -1;
+    if (c->L < 0 || c->L > TR_MAX_L) return snprintf(err, n, "L=%d must be in 0..%d", c->L, TR_MAX_L), -1;
+    if (c->D < 1 || c->D > TR_MAX_D) return snprintf(err, n, "D=%d must be in 1..%d", c->D, TR_MAX_D), -1;
+    return 0;
+}
+
+/* ---- parameter table ------------------------------------------------------------ */
+
+enum { INIT_TN, INIT_ZERO, INIT_ONE };
+
+typedef struct walker {
+    tr_model *m;
+    size_t off;
+    int n;
+    int *init; /* per param init kind */
+} walker;
+
+static void reg(walker *w, float **field, const char *name, int decay, int init, int ndim, int d0, int d1,
+                int d2, int d3)
+{
+    tr_param_info *pi = &w->m->pinfo[w->n];
+    snprintf(pi->name, sizeof pi->name, "%s", name);
+    pi->ndim = ndim;
+    int d[4] = {d0, d1, d2, d3};
+    pi->count = 1;
+    for (int i = 0; i < 4; i++) {
+        pi->shape[i] = i < ndim ? d[i] : 0;
+        if (i < ndim) pi->count *= (size_t)d[i];
+    }
+    pi->offset = w->off;
+    pi->decay = decay;
+    w->init[w->n] = init;
+    if (w->m->param_mem) {
+        *field = w->m->param_mem + w->off;
+        float **gf = (float **)((char *)&w->m->g + ((char *)field - (char *)&w->m->p));
+        *gf = w->m->grad_mem + w->off;
+    }
+    w->off += (pi->count + 15) / 16 * 16; /* 64-byte aligned tensors */
+    w->n++;
+}
+
+static void reg_lin(walker *w, float **wt, float **b, const char *name, int out, int in)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.w", name);
+    reg(w, wt, nm, 1, INIT_TN, 2, out, in, 0, 0);
+    if (b) {
+        snprintf(nm, sizeof nm, "%s.b", name);
+        reg(w, b, nm, 0, INIT_ZERO, 1, out, 0, 0, 0);
+    }
+}
+
+static void reg_ln(walker *w, float **g, float **b, const char *name, int n)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.w", name);
+    reg(w, g, nm, 0, INIT_ONE, 1, n, 0, 0, 0);
+    snprintf(nm, sizeof nm, "%s.b", name);
+    reg(w, b, nm, 0, INIT_ZERO, 1, n, 0, 0, 0);
+}
+
+static void reg_attn(walker *w, tr_attn_p *a, const char *name, int C, int Ci)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.q_proj", name);
+    reg_lin(w, &a->q_w, &a->q_b, nm, Ci, C);
+    snprintf(nm, sizeof nm, "%s.k_proj", name);
+    reg_lin(w, &a->k_w, &a->k_b, nm, Ci, C);
+    snprintf(nm, sizeof nm, "%s.v_proj", name);
+    reg_lin(w, &a->v_w, &a->v_b, nm, Ci, C);
+    snprintf(nm, sizeof nm, "%s.out_proj", name);
+    reg_lin(w, &a->o_w, &a->o_b, nm, C, Ci);
+}
+
+static void walk_params(walker *w)
+{
+    tr_model *m = w->m;
+    const tr_config *c = &m->cfg;
+    tr_params *p = &m->p;
+    int G = c->S / c->P, E = c->E, C = c->C;
+    char nm[64];
+    reg_lin(w, &p->patch_w, &p->patch_b, "enc.patch", E, 3 * c->P * c->P);
+    reg(w, &p->pos, "enc.pos", 0, INIT_TN, 2, G * G, E, 0, 0);
+    for (int i = 0; i < c->L; i++) {
+        tr_enc_block_p *b = &p->blk[i];
+        snprintf(nm, sizeof nm, "enc.blocks.%d.ln1", i);
+        reg_ln(w, &b->ln1_w, &b->ln1_b, nm, E);
+        snprintf(nm, sizeof nm, "enc.blocks.%d.attn.qkv", i);
+        reg_lin(w, &b->qkv_w, &b->qkv_b, nm, 3 * E, E);
+        snprintf(nm, sizeof nm, "enc.blocks.%d.attn.proj", i);
+        reg_lin(w, &b->proj_w, &b->proj_b, nm, E, E);
+        snprintf(nm, sizeof nm, "enc.blocks.%d.ln2", i);
+        reg_ln(w, &b->ln2_w, &b->ln2_b, nm, E);
+        snprintf(nm, sizeof nm, "enc.blocks.%d.mlp.fc1", i);
+        reg_lin(w, &b->fc1_w, &b->fc1_b, nm, 4 * E, E);
+        snprintf(nm, sizeof nm, "enc.blocks.%d.mlp.fc2", i);
+        reg_lin(w, &b->fc2_w, &b->fc2_b, nm, E, 4 * E);
+    }
+    reg_lin(w, &p->neck_w, NULL, "enc.neck", C, E);
+    reg_ln(w, &p->neck_ln_w, &p->neck_ln_b, "enc.neck_ln", C);
+    reg(w, &p->label_emb, "prompt.label_emb", 0, INIT_TN, 2, 2, C, 0, 0);
+    reg(w, &p->not_a_point, "prompt.not_a_point", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg(w, &p->no_mask, "prompt.no_mask", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg(w, &p->iou_token, "dec.iou_token", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg(w, &p->mask_token, "dec.mask_token", 0, INIT_TN, 1, C, 0, 0, 0);
+    for (int l = 0; l < c->D; l++) {
+        tr_dec_layer_p *L = &p->lay[l];
+        snprintf(nm, sizeof nm, "dec.layers.%d.self_attn", l);
+        reg_attn(w, &L->sa, nm, C, C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.norm1", l);
+        reg_ln(w, &L->n1_w, &L->n1_b, nm, C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
+        reg_attn(w, &L->t2i, nm, C, C / 2);
+        snprintf(nm, sizeof nm, "dec.layers.%d.norm2", l);
+        reg_ln(w, &L->n2_w, &L->n2_b, nm, C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.mlp.fc1", l);
+        reg_lin(w, &L->fc1_w, &L->fc1_b, nm, 8 * C, C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.mlp.fc2", l);
+        reg_lin(w, &L->fc2_w, &L->fc2_b, nm, C, 8 * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.norm3", l);
+        reg_ln(w, &L->n3_w, &L->n3_b, nm, C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
+        reg_attn(w, &L->i2t, nm, C, C / 2);
+        snprintf(nm, sizeof nm, "dec.layers.%d.norm4", l);
+        reg_ln(w, &L->n4_w, &L->n4_b, nm, C);
+    }
+    reg_attn(w, &p->fin, "dec.final_t2i", C, C / 2);
+    reg_ln(w, &p->fin_n_w, &p->fin_n_b, "dec.final_norm", C);
+    reg(w, &p->up1_w, "dec.up1.w", 1, INIT_TN, 4, C, C / 4, 2, 2);
+    reg(w, &p->up1_b, "dec.up1.b", 0, INIT_ZERO, 1, C / 4, 0, 0, 0);
+    reg_ln(w, &p->upln_w, &p->upln_b, "dec.up_ln", C / 4);
+    reg(w, &p->up2_w, "dec.up2.w", 1, INIT_TN, 4, C / 4, C / 8, 2, 2);
+    reg(w, &p->up2_b, "dec.up2.b", 0, INIT_ZERO, 1, C / 8, 0, 0, 0);
+    for (int i = 0; i < 3; i++) {
+        snprintf(nm, sizeof nm, "dec.hyper.%d", i);
+        reg_lin(w, &p->hyp_w[i], &p->hyp_b[i], nm, i == 2 ? C / 8 : C, C);
+    }
+    for (int i = 0; i < 3; i++) {
+        snprintf(nm, sizeof nm, "dec.iou_head.%d", i);
+        reg_lin(w, &p->iouh_w[i], &p->iouh_b[i], nm, i == 2 ? 1 : C, C);
+    }
+}
+
+/* ---- activation table ----------------------------------------------------------- */
+
+typedef struct awalker {
+    tr_model *m;
+    size_t off;
+    int n, cap;
+} awalker;
+
+static void areg(awalker *w, float **field, const char *name, size_t count)
+{
+    tr_model *m = w->m;
+    if (w->n < w->cap) {
+        tr_act_info *ai = &m->ainfo[w->n];
+        snprintf(ai->name, sizeof ai->name, "%s", name);
+        ai->ptr = field;
+        ai->count = count;
+    }
+    if (m->act_mem) {
+        *field = m->act_mem + w->off;
+        float **df = (float **)((char *)&m->da + ((char *)field - (char *)&m->a));
+        *df = m->dact_mem + w->off;
+    }
+    w->off += (count + 15) / 16 * 16;
+    w->n++;
+}
+
+static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size_t Tq, size_t Tk, size_t C,
+                      size_t Ci, size_t heads)
+{
+    char nm[48];
+    snprintf(nm, sizeof nm, "%s.q", name);
+    areg(w, &a->q, nm, N * Tq * Ci);
+    snprintf(nm, sizeof nm, "%s.k", name);
+    areg(w, &a->k, nm, N * Tk * Ci);
+    snprintf(nm, sizeof nm, "%s.v", name);
+    areg(w, &a->v, nm, N * Tk * Ci);
+    snprintf(nm, sizeof nm, "%s.att", name);
+    areg(w, &a->att, nm, N * heads * Tq * Tk);
+    snprintf(nm, sizeof nm, "%s.ao", name);
+    areg(w, &a->ao, nm, N * Tq * Ci);
+    snprintf(nm, sizeof nm, "%s.out", name);
+    areg(w, &a->out, nm, N * Tq * C);
+}
+
+static void walk_acts(awalker *w)
+{
+    tr_model *m = w->m;
+    const tr_config *c = &m->cfg;
+    tr_acts *a = &m->a;
+    size_t G = (size_t)(c->S / c->P), GG = G * G, B = (size_t)m->B, BT = B * GG, E = (size_t)c->E;
+    size_t C = (size_t)c->C, NP = B * (size_t)m->M, T = (size_t)m->K + 2, R = 4 * G, RR = R * R;
+    size_t PP3 = 3 * (size_t)c->P * c->P, h = (size_t)c->h;
+    char nm[48];
+    areg(w, &a->patches, "enc.patches", BT * PP3);
+    areg(w, &a->x0, "enc.x0", BT * E);
+    for (int i = 0; i < c->L; i++) {
+        tr_enc_block_a *b = &a->blk[i];
+#define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg(w, &b->f, nm, n))
+        AR(ln1, BT * E); AR(ln1_m, BT); AR(ln1_r, BT);
+        AR(qkv, BT * 3 * E); AR(att, B * (size_t)c->H * GG * GG); AR(ao, BT * E); AR(xmid, BT * E);
+        AR(ln2, BT * E); AR(ln2_m, BT); AR(ln2_r, BT);
+        AR(fc1, BT * 4 * E); AR(gelu, BT * 4 * E); AR(xout, BT * E);
+#undef AR
+    }
+    areg(w, &a->neck, "enc.neck", BT * C);
+    areg(w, &a->emb, "enc.emb", BT * C);
+    areg(w, &a->emb_m, "enc.emb_m", BT);
+    areg(w, &a->emb_r, "enc.emb_r", BT);
+    areg(w, &a->dense_pe, "prompt.dense_pe", GG * C);
+    areg(w, &a->kpe_full, "prompt.kpe_full", NP * GG * C);
+    areg(w, &a->T0, "dec.T0", NP * T * C);
+    areg(w, &a->Kimg, "dec.Kimg", NP * GG * C);
+    for (int l = 0; l < c->D; l++) {
+        tr_dec_layer_a *L = &a->lay[l];
+#define AR(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), areg(w, &L->f, nm, n))
+        AR(sa_qin, NP * T * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
+        areg_attn(w, &L->sa, nm, NP, T, T, C, C, h);
+        AR(t1pre, NP * T * C); AR(t1, NP * T * C); AR(n1_m, NP * T); AR(n1_r, NP * T);
+        AR(t2i_qin, NP * T * C); AR(kpe, NP * GG * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
+        areg_attn(w, &L->t2i, nm, NP, T, GG, C, C / 2, h);
+        AR(t2pre, NP * T * C); AR(t2, NP * T * C); AR(n2_m, NP * T); AR(n2_r, NP * T);
+        AR(fc1, NP * T * 8 * C); AR(relu, NP * T * 8 * C);
+        AR(t3pre, NP * T * C); AR(t3, NP * T * C); AR(n3_m, NP * T); AR(n3_r, NP * T);
+        AR(i2t_kin, NP * T * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
+        areg_attn(w, &L->i2t, nm, NP, GG, T, C, C / 2, h);
+        AR(k4pre, NP * GG * C); AR(kout, NP * GG * C); AR(n4_m, NP * GG); AR(n4_r, NP * GG);
+#undef AR
+    }
+    areg(w, &a->fin_qin, "dec.fin_qin", NP * T * C);
+    areg(w, &a->fin_kin, "dec.fin_kin", NP * GG * C);
+    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h);
+    areg(w, &a->tfpre, "dec.tfpre", NP * T * C);
+    areg(w, &a->tf, "dec.tf", NP * T * C);
+    areg(w, &a->fin_m, "dec.fin_m", NP * T);
+    areg(w, &a->fin_r, "dec.fin_r", NP * T);
+    areg(w, &a->up1, "dec.up1", NP * 4 * GG * (C / 4));
+    areg(w, &a->upln, "dec.upln", NP * 4 * GG * (C / 4));
+    areg(w, &a->upln_m, "dec.upln_m", NP * 4 * GG);
+    areg(w, &a->upln_r, "dec.upln_r", NP * 4 * GG);
+    areg(w, &a->upgelu, "dec.upgelu", NP * 4 * GG * (C / 4));
+    areg(w, &a->up2, "dec.up2", NP * RR * (C / 8));
+    areg(w, &a->U, "dec.U", NP * RR * (C / 8));
+    areg(w, &a->up_scratch, "dec.up_scratch", 2 * NP * GG * C);
+    areg(w, &a->tmask, "dec.tmask", NP * C);
+    areg(w, &a->h0, "dec.hyper.h0", NP * C);
+    areg(w, &a->h0r, "dec.hyper.h0r", NP * C);
+    areg(w, &a->h1, "dec.hyper.h1", NP * C);
+    areg(w, &a->h1r, "dec.hyper.h1r", NP * C);
+    areg(w, &a->hyp, "dec.hyper.out", NP * (C / 8));
+    areg(w, &a->tiou, "dec.tiou", NP * C);
+    areg(w, &a->i0, "dec.iou_head.i0", NP * C);
+    areg(w, &a->i0r, "dec.iou_head.i0r", NP * C);
+    areg(w, &a->i1, "dec.iou_head.i1", NP * C);
+    areg(w, &a->i1r, "dec.iou_head.i1r", NP * C);
+    areg(w, &a->iou, "dec.iou", NP);
+    areg(w, &a->logits, "dec.logits", NP * RR);
+    areg(w, &a->zeros, "zeros", C);
+}
+
+int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int M, int K, char *err,
+                  size_t err_len)
+{
+    memset(m, 0, sizeof *m);
+    if (tr_config_check(cfg, err, err_len) < 0) return -1;
+    if (B < 1 || M < 1 || K < 1 || B > 4096 || M > 4096 || K > 256)
+        return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d out of range", B, M, K), -1;
+    m->cfg = *cfg;
+    m->be = be;
+    m->B = B, m->M = M, m->K = K;
+    int maxp = 64 + 16 * cfg->L + 48 * cfg->D;
+    m->pinfo = calloc((size_t)maxp, sizeof *m->pinfo);
+    int *init = calloc((size_t)maxp, sizeof(int));
+    if (!m->pinfo || !init) {
+        free(init);
+        return snprintf(err, err_len, "out of memory"), -1;
+    }
+    walker w = {.m = m, .init = init};
+    walk_params(&w); /* sizes only */
+    m->n_params = w.n;
+    m->n_param_floats = w.off;
+    m->param_mem = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, w.off * sizeof(float));
+    m->grad_mem = tr_mem_alloc(&be->mem, TR_MEM_GRADS, w.off * sizeof(float));
+    m->pe_gaussian = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, (size_t)cfg->C * sizeof(float));
+    free(init);
+    if (!m->param_mem || !m->grad_mem || !m->pe_gaussian) {
+        tr_model_free(m);
+        return snprintf(err, err_len, "out of memory for %zu parameters", w.off), -1;
+    }
+    int *init2 = calloc((size_t)maxp, sizeof(int));
+    walker w2 = {.m = m, .init = init2};
+    walk_params(&w2);
+    free(init2);
+
+    awalker aw = {.m = m};
+    walk_acts(&aw); /* count */
+    m->ainfo = calloc((size_t)aw.n, sizeof *m->ainfo);
+    if (!m->ainfo) {
+        tr_model_free(m);
+        return snprintf(err, err_len, "out of memory"), -1;
+    }
+    m->n_acts = aw.n;
+    m->n_act_floats = aw.off;
+    m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
+    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
+    if (!m->act_mem || !m->dact_mem) {
+        size_t mb = aw.off * sizeof(float) >> 20;
+        tr_model_free(m);
+        return snprintf(err, err_len, "out of memory for activations (2 x %zu MiB)", mb), -1;
+    }
+    awalker aw2 = {.m = m, .cap = m->n_acts};
+    walk_acts(&aw2);
+    return 0;
+}
+
+void tr_model_free(tr_model *m)
+{
+    if (!m || !m->be) return;
+    tr_mem *mem = &m->be->mem;
+    tr_mem_free(mem, m->param_mem);
+    tr_mem_free(mem, m->grad_mem);
+    tr_mem_free(mem, m->pe_gaussian);
+    tr_mem_free(mem, m->act_mem);
+    tr_mem_free(mem, m->dact_mem);
+    free(m->pinfo);
+    free(m->ainfo);
+    memset(m, 0, sizeof *m);
+}
+
+int tr_model_find_param(const tr_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->pinfo[i].name, name) == 0) return i;
+    return -1;
+}
+
+void tr_model_init_params(tr_model *m, uint64_t seed)
+{
+    int maxp = m->n_params;
+    int *init = calloc((size_t)maxp + 1, sizeof(int));
+    if (!init) abort();
+    walker w = {.m = m, .init = init};
+    float *pm = m->param_mem, *gm = m->grad_mem;
+    /* re-walk only to recover the init kinds (pointers unchanged) */
+    m->param_mem = m->grad_mem = NULL;
+    walk_params(&w);
+    m->param_mem = pm, m->grad_mem = gm;
+    tr_rng r;
+    tr_rng_seed(&r, seed);
+    for (int i = 0; i < m->n_params; i++) {
+        float *t = m->param_mem + m->pinfo[i].offset;
+        for (size_t j = 0; j < m->pinfo[i].count; j++)
+            t[j] = init[i] == INIT_ZERO ? 0.0f : init[i] == INIT_ONE ? 1.0f : (float)tr_rng_trunc_normal(&r, 0.02);
+    }
+    tr_rng rg;
+    tr_rng_seed(&rg, seed ^ 0x9e3779b97f4a7c15ull);
+    for (int j = 0; j < m->cfg.C; j++) m->pe_gaussian[j] = (float)tr_rng_normal(&rg);
+    free(init);
+}
+
+/* ---- forward / backward ----------------------------------------------------------- */
+
+static tr_attn_dims attn_dims(int N, int Tq, int Tk, int Ci, int heads)
+{
+    tr_attn_dims d = {.N = N, .Tq = Tq, .Tk = Tk, .heads = heads, .dh = Ci / heads, .ldq = Ci, .ldk = Ci,
+                      .ldv = Ci, .ldo = Ci};
+    d.sq = d.so = (size_t)Tq * Ci;
+    d.sk = d.sv = (size_t)Tk * Ci;
+    return d;
+}
+
+/* A(qin, kin, vin) of MODEL.md's decoder: projections, attention, out_proj. */
+static void ablock_forward(tr_backend *be, const tr_attn_p *p, tr_attn_a *a, const float *qin, const float *kin,
+                           const float *vin, int N, int Tq, int Tk, int C, int Ci, int heads)
+{
+    const tr_ops *o = be->ops;
+    o->linear_forward(be, a->q, qin, p->q_w, p->q_b, N * Tq, C, Ci);
+    o->linear_forward(be, a->k, kin, p->k_w, p->k_b, N * Tk, C, Ci);
+    o->linear_forward(be, a->v, vin, p->v_w, p->v_b, N * Tk, C, Ci);
+    tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
+    o->attention_forward(be, a->ao, a->att, a->q, a->k, a->v, &d);
+    o->linear_forward(be, a->out, a->ao, p->o_w, p->o_b, N * Tq, Ci, C);
+}
+
+static void ablock_backward(tr_backend *be, const tr_attn_p *p, tr_attn_p *g, const tr_attn_a *a, tr_attn_a *da,
+                            const float *qin, const float *kin, const float *vin, float *dqin, float *dkin,
+                            float *dvin, int N, int Tq, int Tk, int C, int Ci, int heads)
+{
+    const tr_ops *o = be->ops;
+    o->linear_backward(be, da->ao, g->o_w, g->o_b, da->out, a->ao, p->o_w, N * Tq, Ci, C);
+    tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
+    o->attention_backward(be, da->q, da->k, da->v, da->ao, a->q, a->k, a->v, a->att, &d);
+    o->linear_backward(be, dqin, g->q_w, g->q_b, da->q, qin, p->q_w, N * Tq, C, Ci);
+    o->linear_backward(be, dkin, g->k_w, g->k_b, da->k, kin, p->k_w, N * Tk, C, Ci);
+    o->linear_backward(be, dvin, g->v_w, g->v_b, da->v, vin, p->v_w, N * Tk, C, Ci);
+}
+
+int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->p;
+    tr_acts *a = &m->a;
+    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
+    int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
+    if (b->B != B || b->M != M || b->K != K || b->S != S || b->R != R)
+        return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d S=%d R=%d does not match the model's "
+                        "B=%d M=%d K=%d S=%d R=%d", b->B, b->M, b->K, b->S, b->R, B, M, K, S, R), -1;
+    for (size_t i = 0; i < (size_t)NP * K; i++)
+        if (b->labels[i] < -1 || b->labels[i] > 1)
+            return snprintf(err, err_len, "pair %zu point %zu: label %d is not 1, 0 or -1", i / (size_t)K,
+                            i % (size_t)K, (int)b->labels[i]), -1;
+    for (int i = 0; i < B; i++)
+        if (b->content[2 * i] < 0 || b->content[2 * i + 1] < 0)
+            return snprintf(err, err_len, "image %d: negative content size", i), -1;
+
+    /* encoder: patch embedding, positions, L pre-norm blocks, neck */
+    o->patch_im2col(be, a->patches, b->image, b->content, B, S, P);
+    o->linear_forward(be, a->x0, a->patches, p->patch_w, p->patch_b, BT, 3 * P * P, E);
+    for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GG * E, p->pos, (size_t)GG * E);
+    const float *x = a->x0;
+    for (int i = 0; i < c->L; i++) {
+        tr_enc_block_a *ab = &a->blk[i];
+        const tr_enc_block_p *pb = &p->blk[i];
+        o->layernorm_forward(be, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
+        o->linear_forward(be, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
+        tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
+                          .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
+                          .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
+        o->attention_forward(be, ab->ao, ab->att, ab->qkv, ab->qkv + E, ab->qkv + 2 * E, &d);
+        o->linear_forward(be, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
+        o->accumulate(be, ab->xmid, x, (size_t)BT * E);
+        o->layernorm_forward(be, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
+        o->linear_forward(be, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
+        o->gelu_forward(be, ab->gelu, ab->fc1, (size_t)BT * 4 * E);
+        o->linear_forward(be, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
+        o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
+        x = ab->xout;
+    }
+    o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
+    o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
+
+    /* prompt encoder: dense PE per pair, tokens, image keys + no_mask */
+    o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
+    o->keys_forward(be, a->kpe_full, a->dense_pe, a->zeros, 1, NP, GG, C);
+    o->prompt_tokens_forward(be, a->T0, b->points, b->labels, m->pe_gaussian, p->label_emb, p->not_a_point,
+                             p->iou_token, p->mask_token, NP, K, C, S);
+    o->keys_forward(be, a->Kimg, a->emb, p->no_mask, B, M, GG, C);
+
+    /* two-way transformer */
+    const float *Tc = a->T0, *Kc = a->Kimg;
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+    for (int l = 0; l < c->D; l++) {
+        tr_dec_layer_a *L = &a->lay[l];
+        const tr_dec_layer_p *pl = &p->lay[l];
+        const float *t1in;
+        if (l == 0) {
+            ablock_forward(be, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
+            t1in = L->sa.out;
+        } else {
+            o->add(be, L->sa_qin, Tc, a->T0, nT);
+            ablock_forward(be, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
+            o->add(be, L->t1pre, Tc, L->sa.out, nT);
+            t1in = L->t1pre;
+        }
+        o->layernorm_forward(be, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
+        o->add(be, L->t2i_qin, L->t1, a->T0, nT);
+        o->add(be, L->kpe, Kc, a->kpe_full, nK);
+        ablock_forward(be, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
+        o->add(be, L->t2pre, L->t1, L->t2i.out, nT);
+        o->layernorm_forward(be, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
+        o->linear_forward(be, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
+        o->relu_forward(be, L->relu, L->fc1, (size_t)NP * T * 8 * C);
+        o->linear_forward(be, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
+        o->accumulate(be, L->t3pre, L->t2, nT);
+        o->layernorm_forward(be, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
+        o->add(be, L->i2t_kin, L->t3, a->T0, nT);
+        ablock_forward(be, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
+        o->add(be, L->k4pre, Kc, L->i2t.out, nK);
+        o->layernorm_forward(be, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
+        Tc = L->t3;
+        Kc = L->kout;
+    }
+    o->add(be, a->fin_qin, Tc, a->T0, nT);
+    o->add(be, a->fin_kin, Kc, a->kpe_full, nK);
+    ablock_forward(be, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
+    o->add(be, a->tfpre, Tc, a->fin.out, nT);
+    o->layernorm_forward(be, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
+
+    /* upscaling, hypernetwork, mask logits, IoU head */
+    o->convt2x2_forward(be, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
+    o->layernorm_forward(be, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4,
+                         1e-6f);
+    o->gelu_forward(be, a->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+    o->convt2x2_forward(be, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
+    o->gelu_forward(be, a->U, a->up2, (size_t)NP * RR * (C / 8));
+    o->rows_gather(be, a->tmask, a->tf, NP, T, C, 1);
+    o->linear_forward(be, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
+    o->relu_forward(be, a->h0r, a->h0, (size_t)NP * C);
+    o->linear_forward(be, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
+    o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
+    o->linear_forward(be, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
+    o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
+    o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
+    o->linear_forward(be, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
+    o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
+    o->linear_forward(be, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
+    o->relu_forward(be, a->i1r, a->i1, (size_t)NP * C);
+    o->linear_forward(be, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
+    return 0;
+}
+
+tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->p;
+    tr_params *g = &m->g;
+    const tr_acts *a = &m->a;
+    tr_acts *da = &m->da;
+    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
+    int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+
+    o->zero(be, m->grad_mem, m->n_param_floats);
+    o->zero(be, m->dact_mem, m->n_act_floats);
+    tr_loss loss = o->sam_loss(be, da->logits, da->iou, a->logits, a->iou, b->masks, b->valid, NP, RR);
+    if (loss.n_valid == 0) return loss; /* every gradient 0 */
+
+    /* IoU head */
+    o->linear_backward(be, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
+    o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
+    o->linear_backward(be, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
+    o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
+    o->linear_backward(be, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
+    o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
+    /* mask logits and hypernetwork */
+    o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
+    o->linear_backward(be, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
+    o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
+    o->linear_backward(be, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
+    o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
+    o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
+    o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
+    /* upscaling */
+    const float *Kc = a->lay[c->D - 1].kout, *Tc = a->lay[c->D - 1].t3;
+    float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
+    o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
+    o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
+                         2 * G, 2 * G, C / 4, C / 8);
+    o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+    o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
+                          NP * 4 * GG, C / 4);
+    o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
+    /* final token-to-image attention */
+    o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
+                          NP * T, C);
+    o->accumulate(be, dTc, da->tfpre, nT);
+    o->accumulate(be, da->fin.out, da->tfpre, nT);
+    ablock_backward(be, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
+                    dKc, NP, T, GG, C, C / 2, c->h);
+    o->accumulate(be, dTc, da->fin_qin, nT);
+    o->accumulate(be, da->T0, da->fin_qin, nT);
+    o->accumulate(be, dKc, da->fin_kin, nK);
+    /* decoder layers in reverse */
+    for (int l = c->D - 1; l >= 0; l--) {
+        const tr_dec_layer_a *L = &a->lay[l];
+        tr_dec_layer_a *dL = &da->lay[l];
+        const tr_dec_layer_p *pl = &p->lay[l];
+        tr_dec_layer_p *gl = &g->lay[l];
+        const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
+        float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
+        /* 4: image to tokens */
+        o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
+                              NP * GG, C);
+        o->accumulate(be, dKin, dL->k4pre, nK);
+        o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
+        ablock_backward(be, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
+                        dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
+        o->accumulate(be, dL->t3, dL->i2t_kin, nT);
+        o->accumulate(be, da->T0, dL->i2t_kin, nT);
+        /* 3: MLP */
+        o->layernorm_backward(be, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
+                              NP * T, C);
+        o->accumulate(be, dL->t2, dL->t3pre, nT);
+        o->linear_backward(be, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
+        o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
+        o->linear_backward(be, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
+        /* 2: tokens to image */
+        o->layernorm_backward(be, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
+                              NP * T, C);
+        o->accumulate(be, dL->t1, dL->t2pre, nT);
+        o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
+        ablock_backward(be, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
+                        dKin, NP, T, GG, C, C / 2, c->h);
+        o->accumulate(be, dKin, dL->kpe, nK);
+        o->accumulate(be, dL->t1, dL->t2i_qin, nT);
+        o->accumulate(be, da->T0, dL->t2i_qin, nT);
+        /* 1: self attention */
+        if (l == 0) {
+            o->layernorm_backward(be, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
+                                  L->n1_r, NP * T, C);
+            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
+                            C, c->h);
+        } else {
+            o->layernorm_backward(be, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
+                                  L->n1_r, NP * T, C);
+            o->accumulate(be, dTin, dL->t1pre, nT);
+            o->accumulate(be, dL->sa.out, dL->t1pre, nT);
+            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
+                            dL->sa_qin, dTin, NP, T, T, C, C, c->h);
+            o->accumulate(be, dTin, dL->sa_qin, nT);
+            o->accumulate(be, da->T0, dL->sa_qin, nT);
+        }
+    }
+    /* prompt encoder and image keys */
+    o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0, b->labels,
+                              NP, K, C);
+    o->keys_backward(be, da->emb, g->no_mask, da->Kimg, B, M, GG, C);
+    /* neck and encoder */
+    const float *xl = c->L ? a->blk[c->L - 1].xout : a->x0;
+    float *dxl = c->L ? da->blk[c->L - 1].xout : da->x0;
+    o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
+                          a->emb_r, BT, C);
+    o->linear_backward(be, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
+    for (int i = c->L - 1; i >= 0; i--) {
+        const tr_enc_block_a *ab = &a->blk[i];
+        tr_enc_block_a *db = &da->blk[i];
+        const tr_enc_block_p *pb = &p->blk[i];
+        tr_enc_block_p *gb = &g->blk[i];
+        const float *xin = i == 0 ? a->x0 : a->blk[i - 1].xout;
+        float *dxin = i == 0 ? da->x0 : da->blk[i - 1].xout;
+        o->accumulate(be, db->xmid, db->xout, (size_t)BT * E);
+        o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, db->xout, ab->gelu, pb->fc2_w, BT, 4 * E, E);
+        o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, (size_t)BT * 4 * E);
+        o->linear_backward(be, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, BT, E, 4 * E);
+        o->layernorm_backward(be, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
+                              ab->ln2_r, BT, E);
+        o->accumulate(be, dxin, db->xmid, (size_t)BT * E);
+        o->linear_backward(be, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, BT, E, E);
+        tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
+                          .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
+                          .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
+        o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E,
+                              ab->qkv + 2 * E, ab->att, &d);
+        o->linear_backward(be, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, BT, E, 3 * E);
+        o->layernorm_backward(be, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, BT,
+                              E);
+    }
+    for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);
+    o->linear_backward(be, NULL, g->patch_w, g->patch_b, da->x0, a->patches, p->patch_w, BT, 3 * P * P, E);
+    return loss;
+}
+
+double tr_model_flops(const tr_model *m)
+{
+    const tr_config *c = &m->cfg;
+    double G = c->S / c->P, GG = G * G, E = c->E, C = c->C, B = m->B, NP = B * m->M, T = m->K + 2;
+    double R = 4 * G, RR = R * R, PP3 = 3.0 * c->P * c->P;
+    double f = 0; /* multiply-adds of the forward */
+    f += B * GG * PP3 * E;
+    f += c->L * B * (GG * E * (3 * E + E + 8 * E) + 2 * GG * GG * E);
+    f += B * GG * E * C;
+    double ci = C / 2;
+    double sa = NP * (T * C * 3 * C + T * C * C + 2 * T * T * C);
+    double cross = NP * (T * C * ci + 2 * GG * C * ci + T * ci * C + 2 * T * GG * ci);
+    f += c->D * (sa + 2 * cross + NP * T * 16 * C * C) + cross;
+    f += NP * (GG * C * C + 4 * GG * (C / 4) * (C / 2) + RR * C / 8);
+    f += NP * (5 * C * C);
+    return 2.0 * 3.0 * f; /* 2 flops per multiply-add; backward ~ 2x forward */
+}

@@ -1,0 +1,184 @@
+/*
+ * model.h - the compact SAM of MODEL.md as one model description: its
+ * configuration, the parameter table (names and shapes of the checkpoint),
+ * the activation table, initialisation, and the forward and backward pass of
+ * one batch, sequenced over the ops of a backend (backend.h).
+ *
+ * Memory (llm.c style): every parameter lives in one allocation pointed into
+ * by tr_params; gradients live in a second allocation with the same layout
+ * (a second tr_params).  Activations likewise: one allocation pointed into by
+ * tr_acts, and a mirror tr_acts for their gradients.  Every tensor is listed
+ * in a table of (name, pointer, size) so that memory is visible and countable.
+ */
+#ifndef SA1B_TRAINER_MODEL_H
+#define SA1B_TRAINER_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "batch.h"
+
+/* Hyper-parameters of MODEL.md (names as there; G = S/P, R = 4G). */
+typedef struct tr_config {
+    int S, P, E, L, H, C, h, D;
+} tr_config;
+
+/* Fills cfg with a named preset ("small" or "tiny"); -1 when unknown. */
+int tr_config_preset(const char *name, tr_config *cfg);
+/* 0 when cfg is usable, else -1 with a reason in err (S % P, E % H, C % 8,
+ * (C/2) % h, sizes in range). */
+int tr_config_check(const tr_config *cfg, char *err, size_t err_len);
+
+/* One entry of the parameter table. */
+typedef struct tr_param_info {
+    char name[64];
+    int ndim;
+    int shape[4];
+    size_t offset; /* in floats, into the parameter allocation */
+    size_t count;  /* elements */
+    int decay;     /* 1: weight decay applies (Linear/ConvTranspose weights) */
+} tr_param_info;
+
+typedef struct tr_attn_p { float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; } tr_attn_p;
+
+typedef struct tr_enc_block_p {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    float *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} tr_enc_block_p;
+
+typedef struct tr_dec_layer_p {
+    tr_attn_p sa;
+    float *n1_w, *n1_b;
+    tr_attn_p t2i;
+    float *n2_w, *n2_b;
+    float *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    float *n3_w, *n3_b;
+    tr_attn_p i2t;
+    float *n4_w, *n4_b;
+} tr_dec_layer_p;
+
+#define TR_MAX_L 32
+#define TR_MAX_D 8
+
+/* Pointers into one allocation (parameters, or their gradients). */
+typedef struct tr_params {
+    float *patch_w, *patch_b, *pos;                    /* [E,3PP] [E] [GG,E] */
+    tr_enc_block_p blk[TR_MAX_L];
+    float *neck_w, *neck_ln_w, *neck_ln_b;             /* [C,E] [C] [C] */
+    float *label_emb, *not_a_point, *no_mask;          /* [2,C] [C] [C] */
+    float *iou_token, *mask_token;                     /* [C] [C] */
+    tr_dec_layer_p lay[TR_MAX_D];
+    tr_attn_p fin;
+    float *fin_n_w, *fin_n_b;
+    float *up1_w, *up1_b, *upln_w, *upln_b, *up2_w, *up2_b; /* [C,C/4,2,2] [C/4] [C/4] [C/4] [C/4,C/8,2,2] [C/8] */
+    float *hyp_w[3], *hyp_b[3];                        /* C->C, C->C, C->C/8 */
+    float *iouh_w[3], *iouh_b[3];                      /* C->C, C->C, C->1 */
+} tr_params;
+
+/* Activations of one attention block A(q, k, v). */
+typedef struct tr_attn_a {
+    float *q, *k, *v;   /* [N, Tq, Ci] [N, Tk, Ci] [N, Tk, Ci] */
+    float *att;         /* [N, h, Tq, Tk] */
+    float *ao;          /* [N, Tq, Ci] before out_proj */
+    float *out;         /* [N, Tq, C] */
+} tr_attn_a;
+
+typedef struct tr_enc_block_a {
+    float *ln1, *ln1_m, *ln1_r;   /* [BT,E] [BT] [BT] (BT = B*G*G) */
+    float *qkv, *att, *ao;        /* [BT,3E] [B,H,GG,GG] [BT,E] */
+    float *xmid;                  /* [BT,E] after the attention residual */
+    float *ln2, *ln2_m, *ln2_r;
+    float *fc1, *gelu;            /* [BT,4E] */
+    float *xout;                  /* [BT,E] */
+} tr_enc_block_a;
+
+typedef struct tr_dec_layer_a {
+    float *sa_qin;                /* [NP,T,C]: T + T0 (l > 0) */
+    tr_attn_a sa;
+    float *t1pre, *t1, *n1_m, *n1_r;       /* [NP,T,C] */
+    float *t2i_qin;               /* [NP,T,C] T1 + T0 */
+    float *kpe;                   /* [NP,GG,C] K + Kpe (t2i keys, i2t queries) */
+    tr_attn_a t2i;
+    float *t2pre, *t2, *n2_m, *n2_r;
+    float *fc1, *relu, *t3pre, *t3, *n3_m, *n3_r; /* [NP,T,8C] ... */
+    float *i2t_kin;               /* [NP,T,C] T3 + T0 */
+    tr_attn_a i2t;
+    float *k4pre, *kout, *n4_m, *n4_r;     /* [NP,GG,C] */
+} tr_dec_layer_a;
+
+typedef struct tr_acts {
+    float *patches;                  /* [BT, 3PP] */
+    float *x0;                       /* [BT, E] after pos */
+    tr_enc_block_a blk[TR_MAX_L];
+    float *neck, *emb, *emb_m, *emb_r; /* [BT,C] */
+    float *dense_pe;                 /* [GG, C] (constant) */
+    float *kpe_full;                 /* [NP, GG, C] dense PE repeated per pair */
+    float *T0;                       /* [NP, T, C] */
+    float *Kimg;                     /* [NP, GG, C] */
+    tr_dec_layer_a lay[TR_MAX_D];
+    float *fin_qin, *fin_kin;        /* [NP,T,C] [NP,GG,C] */
+    tr_attn_a fin;
+    float *tfpre, *tf, *fin_m, *fin_r; /* [NP,T,C] */
+    float *up1, *upln, *upln_m, *upln_r, *upgelu; /* [NP,4GG,C/4] */
+    float *up2, *U;                  /* [NP,RR,C/8] */
+    float *up_scratch;               /* [NP*RR/4, C/2] convT workspace */
+    float *tmask, *h0, *h0r, *h1, *h1r, *hyp;    /* [NP,C] ... [NP,C/8] */
+    float *tiou, *i0, *i0r, *i1, *i1r;           /* [NP,C] */
+    float *iou;                      /* [NP] */
+    float *logits;                   /* [NP, RR] */
+    float *zeros;                    /* [C] all zero (broadcast helper) */
+} tr_acts;
+
+typedef struct tr_act_info {
+    char name[48];
+    float **ptr;   /* the field in the tr_acts it was laid out for */
+    size_t count;
+} tr_act_info;
+
+/* The model with its memory on a backend. */
+typedef struct tr_model {
+    tr_config cfg;
+    tr_backend *be;
+    int B, M, K;                /* batch geometry the activations are sized for */
+    tr_param_info *pinfo;       /* parameter table, n_params entries */
+    int n_params;
+    size_t n_param_floats;
+    float *param_mem, *grad_mem;
+    tr_params p, g;             /* pointers into param_mem / grad_mem */
+    float *pe_gaussian;         /* [2, C/2] buffer (no grad, not a parameter) */
+    float *act_mem, *dact_mem;
+    tr_acts a, da;
+    tr_act_info *ainfo;
+    int n_acts;
+    size_t n_act_floats;
+} tr_model;
+
+/* Lays out the parameters and activations for batches of B images, M masks,
+ * K points on the backend (memory counted there).  0 or -1 (err filled). */
+int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int M, int K, char *err,
+                  size_t err_len);
+void tr_model_free(tr_model *m);
+
+/* Initialisation (documented in man/sa1b-train.1): truncated normal std 0.02
+ * (cut at +-2 std) for every Linear and ConvTranspose weight and enc.pos,
+ * 0 for biases, 1 for LayerNorm gains, N(0, 0.02) truncated for the token
+ * vectors and label embeddings, N(0, 1) for prompt.pe_gaussian; deterministic
+ * in seed. */
+void tr_model_init_params(tr_model *m, uint64_t seed);
+
+/* Index of a parameter by name or -1. */
+int tr_model_find_param(const tr_model *m, const char *name);
+
+/* Forward on a batch (its B, M, K must equal the model's): fills the
+ * activations, out.logits (m->a.logits) and out.iou (m->a.iou).  Returns -1
+ * with err filled for a bad label. */
+int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len);
+
+/* Loss of the last forward plus the full backward: zeroes and fills m->g. */
+tr_loss tr_model_backward(tr_model *m, const tr_batch *b);
+
+/* Approximate FLOPs of one forward+backward (for rate reporting). */
+double tr_model_flops(const tr_model *m);
+
+#endif
