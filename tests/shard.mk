@@ -12,3 +12,19 @@ TESTS += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-sh
 	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh
 EXTRA_DIST += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
 	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh tests/shard-numpy-check.py
+
+# fuzz target on the shard reader; its corpus is replayed by make check
+check_PROGRAMS += tests/fuzz/replay-shard
+TESTS += tests/fuzz/replay-shard
+tests_fuzz_replay_shard_SOURCES = tests/fuzz/fuzz-shard.c tests/fuzz/replay.c
+tests_fuzz_replay_shard_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/shard"'
+tests_fuzz_replay_shard_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/shard
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-shard
+FUZZ_TARGETS += tests/fuzz/fuzz-shard
+tests_fuzz_fuzz_shard_SOURCES = tests/fuzz/fuzz-shard.c
+tests_fuzz_fuzz_shard_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_shard_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_shard_LDADD = $(SA1B_LIBS)
+endif

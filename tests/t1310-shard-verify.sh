@@ -58,6 +58,12 @@ run_status 3 "missing file: status 3" sa1b-verify missing.shard
 grep_ok "'missing.shard': cannot open: No such file or directory" "$TMP/.err" "missing file message"
 run_status 3 "a directory: status 3" sa1b-verify .
 
+crafted="$SRC/tests/fuzz/corpus/shard/crafted-payload-offset"
+run_status 1 "a crafted index row (CRCs right): status 1" sa1b-verify "$crafted"
+grep_ok "index row 0 at offset [0-9]+: payload offset 9999936 beyond file size [0-9]+" "$TMP/.err" "crafted row: row, offset and field named"
+run_status 1 "a crafted mask row: status 1" sa1b-verify "$SRC/tests/fuzz/corpus/shard/crafted-mask-data-offset"
+grep_ok "mask row 1 at offset [0-9]+: data offset 0, want [0-9]+ \(image 2 mask 0\)" "$TMP/.err" "crafted mask row message"
+
 run_status 1 "good and damaged together: status 1" sa1b-verify good.shard flip.shard
 grep_ok '^good.shard: ok' "$TMP/.out" "the good file is still reported ok"
 run_status 2 "no file: usage" sa1b-verify

@@ -17,6 +17,7 @@
 #include "sa1b_image.h"
 #include "sa1b_rle.h"
 #include "sa1b_shard.h"
+#include "shard_format.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -464,6 +465,23 @@ static uint8_t *slurp(const char *path, size_t *len)
     return b;
 }
 
+/* Recomputes every CRC of a (crafted) shard so that only the crafted
+ * field is wrong. */
+static void recrc(uint8_t *d, size_t len)
+{
+    uint64_t io = shard_ld64(d + HDR_INDEX_OFFSET), ni = shard_ld64(d + HDR_N_IMAGES);
+    uint64_t mo = shard_ld64(d + HDR_MASKTAB_OFFSET), nm = shard_ld64(d + HDR_N_MASKS);
+    if (ni < len / SA1B_SHARD_INDEX_ROW_SIZE && io + ni * SA1B_SHARD_INDEX_ROW_SIZE <= len)
+        shard_st32(d + HDR_INDEX_CRC, sa1b_crc32c(0, d + io, (size_t)(ni * SA1B_SHARD_INDEX_ROW_SIZE)));
+    if (nm < len / SA1B_SHARD_MASK_ROW_SIZE && mo + nm * SA1B_SHARD_MASK_ROW_SIZE <= len)
+        shard_st32(d + HDR_MASKTAB_CRC, sa1b_crc32c(0, d + mo, (size_t)(nm * SA1B_SHARD_MASK_ROW_SIZE)));
+    uint32_t h = sa1b_crc32c(0, d, HDR_CRC);
+    shard_st32(d + HDR_CRC, h);
+    uint8_t *f = d + len - SA1B_SHARD_FOOTER_SIZE;
+    shard_st32(f + FTR_HEADER_CRC, h);
+    shard_st32(f + FTR_CRC, sa1b_crc32c(0, f, FTR_CRC));
+}
+
 static int corpus(const char *dir)
 {
     struct {
@@ -490,9 +508,35 @@ static int corpus(const char *dir)
     memcpy(c, d, len);
     c[40] ^= 1; /* n_masks in the header */
     write_file(dir, "damaged-header-bit", c, len);
+    uint64_t io = shard_ld64(d + HDR_INDEX_OFFSET), mo = shard_ld64(d + HDR_MASKTAB_OFFSET);
     memcpy(c, d, len);
-    c[len - 64 - 3 * 80 - 96 * 3 + 5] ^= 0x10; /* somewhere in the tables */
-    write_file(dir, "damaged-table-bit", c, len);
+    c[io + 96 + 5] ^= 0x10; /* index row 1 */
+    write_file(dir, "damaged-index-bit", c, len);
+    memcpy(c, d, len);
+    c[mo + 20] ^= 0x04; /* mask row 0 */
+    write_file(dir, "damaged-mask-table-bit", c, len);
+    /* crafted: CRCs right, one field wrong */
+    memcpy(c, d, len);
+    shard_st64(c + io + IDX_IMAGE_OFFSET, 9999936);
+    recrc(c, len);
+    write_file(dir, "crafted-payload-offset", c, len);
+    memcpy(c, d, len);
+    shard_st64(c + io + 96 + IDX_MASKS_LENGTH, UINT64_MAX - 63);
+    recrc(c, len);
+    write_file(dir, "crafted-masks-length", c, len);
+    memcpy(c, d, len);
+    shard_st64(c + HDR_N_MASKS, UINT64_MAX / 40);
+    shard_st64(c + len - 64 + FTR_N_MASKS, UINT64_MAX / 40);
+    recrc(c, len);
+    write_file(dir, "crafted-mask-count", c, len);
+    memcpy(c, d, len);
+    shard_st64(c + mo + 80 + MSK_DATA_OFFSET, 0);
+    recrc(c, len);
+    write_file(dir, "crafted-mask-data-offset", c, len);
+    memcpy(c, d, len);
+    shard_st32(c + io + IDX_NAME_LENGTH, 100000);
+    recrc(c, len);
+    write_file(dir, "crafted-name-length", c, len);
     memcpy(c, d, len);
     c[400] ^= 0x80; /* a payload */
     write_file(dir, "damaged-payload-bit", c, len);
