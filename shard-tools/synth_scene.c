@@ -433,7 +433,12 @@ static int cmp_key_desc(const void *a, const void *b)
 
 /* ---- painting ---------------------------------------------------------------- */
 
-static float clamp255(float v) { return v < 0 ? 0 : v > 255 ? 255 : v; }
+static inline uint8_t to_u8(float v) { return (uint8_t)((v < 0 ? 0 : v > 255 ? 255 : v) + 0.5f); }
+
+/* the fractional part of p and floor(p) for |p| < 2^14, without libm
+ * (floorf is a call on baseline x86-64); resolution 1/512, ample for a
+ * texture */
+#define FOFF 16384.0f
 
 static void paint_pixels(synth_scene *s, uint64_t seed, uint32_t G, uint32_t gw)
 {
@@ -447,48 +452,49 @@ static void paint_pixels(synth_scene *s, uint64_t seed, uint32_t G, uint32_t gw)
         fy = fy * fy * (3 - 2 * fy);
         const float *g0 = w->grid + (size_t)j * gw, *g1 = g0 + gw;
         for (uint32_t i = 0; i < gw; i++) w->rowv[i] = g0[i] + (g1[i] - g0[i]) * fy;
+        const float *rowv = w->rowv;
         uint32_t ns = (uint32_t)(seed >> 32) ^ (uint32_t)seed ^ (y * 0x9E3779B1u) ^ 0x5bd1e995u;
         if (!ns) ns = 1;
         const uint16_t *lab = w->lab + (size_t)y * W;
         uint8_t *out = s->rgb + (size_t)y * W * 3;
         const float fyy = (float)y;
-        for (uint32_t x = 0; x < W; x++) {
-            const atom *a = &w->atoms[lab[x]];
-            ns ^= ns << 13;
-            ns ^= ns >> 17;
-            ns ^= ns << 5;
-            const float fx = (float)x;
-            float gx = fx * invG;
-            uint32_t i = (uint32_t)gx;
-            float cloud = w->rowv[i] + (w->rowv[i + 1] - w->rowv[i]) * (gx - (float)i);
-            float v = a->gx * (fx - a->ox) + a->gy * (fyy - a->oy);
-            float t;
-            switch (a->tex) {
-            case TEX_STRIPES: {
-                float p = a->fx * fx + a->fy * fyy;
-                p -= floorf(p);
-                t = a->amp * (2 * fabsf(2 * p - 1) - 1);
-                break;
+        uint32_t x = 0;
+        while (x < W) {
+            /* one span of one atom */
+            uint16_t l = lab[x];
+            uint32_t xe = x + 1;
+            while (xe < W && lab[xe] == l) xe++;
+            const atom *a = &w->atoms[l];
+            const float cr = a->r, cg = a->g, cb = a->b, amp = a->amp, fx = a->fx, fy2 = a->fy;
+            const float shade_y = a->gy * (fyy - a->oy) - a->gx * a->ox;
+            const int tex = a->tex;
+            for (; x < xe; x++) {
+                ns ^= ns << 13;
+                ns ^= ns >> 17;
+                ns ^= ns << 5;
+                const float fxx = (float)x;
+                float gx = fxx * invG;
+                uint32_t i = (uint32_t)gx;
+                float cloud = rowv[i] + (rowv[i + 1] - rowv[i]) * (gx - (float)i);
+                float t = 0;
+                if (tex == TEX_STRIPES) {
+                    float p = fx * fxx + fy2 * fyy + FOFF;
+                    p -= (float)(int32_t)p;
+                    t = amp * (2 * fabsf(2 * p - 1) - 1);
+                } else if (tex == TEX_CHECKS) {
+                    int32_t u = (int32_t)(fx * fxx + fy2 * fyy + FOFF);
+                    int32_t v = (int32_t)(fx * fyy - fy2 * fxx + FOFF);
+                    t = ((u + v) & 1) ? amp : -amp;
+                } else if (tex == TEX_SPECKLE) {
+                    t = amp * ((float)((ns >> 8) & 255) * (1.0f / 127.5f) - 1.0f);
+                } else if (tex == TEX_CLOUDS) {
+                    t = amp * cloud;
+                }
+                float v = a->gx * fxx + shade_y + t + 6.0f * cloud + (float)(ns >> 29) - 3.5f;
+                out[3 * x + 0] = to_u8(cr + v);
+                out[3 * x + 1] = to_u8(cg + v);
+                out[3 * x + 2] = to_u8(cb + v);
             }
-            case TEX_CHECKS: {
-                float u = a->fx * fx + a->fy * fyy, vv = a->fx * fyy - a->fy * fx;
-                t = (((int)floorf(u) + (int)floorf(vv)) & 1) ? a->amp : -a->amp;
-                break;
-            }
-            case TEX_SPECKLE:
-                t = a->amp * ((float)((ns >> 8) & 255) * (1.0f / 127.5f) - 1.0f);
-                break;
-            case TEX_CLOUDS:
-                t = a->amp * cloud;
-                break;
-            default:
-                t = 0;
-                break;
-            }
-            v += t + 6.0f * cloud + (float)(ns >> 29) - 3.5f;
-            out[3 * x + 0] = (uint8_t)(clamp255(a->r + v) + 0.5f);
-            out[3 * x + 1] = (uint8_t)(clamp255(a->g + v) + 0.5f);
-            out[3 * x + 2] = (uint8_t)(clamp255(a->b + v) + 0.5f);
         }
     }
 }
@@ -717,10 +723,40 @@ static int plan_and_label(synth_scene *s, rng *r, int K, uint32_t n_obj, size_t 
         atom *a = &w->atoms[n_atoms];
         memset(a, 0, sizeof *a);
         a->obj = (int)i;
+        /* the colour: the best of a dozen candidates, as far as possible from
+         * the colours already under and around the shape (so that a shape
+         * never disappears into what it lies on) */
+        double val = 0, sat = 0, hue = 0, best = -1;
+        int sx0 = (int)fmax(0, floor(sh->cx - sh->r - 2)), sx1 = (int)fmin(W - 1.0, ceil(sh->cx + sh->r + 2));
+        int sy0 = (int)fmax(0, floor(sh->cy - sh->r - 2)), sy1 = (int)fmin(H - 1.0, ceil(sh->cy + sh->r + 2));
+        int step = (int)(2 * sh->r + 4) / 16;
+        if (step < 1) step = 1;
+        for (int cand = 0; cand < 12; cand++) {
+            double cv = rng_range(r, 0.45, 0.95), cs = rng_range(r, 0.45, 0.95);
+            double ch = hue0 + 0.25 + i * 0.6180339887498949 + rng_range(r, -0.5, 0.5);
+            float c1[3], c2[3];
+            hsv(ch, cs, cv, c1);
+            double v2 = cv > 0.7 ? cv * 0.62 : cv * 1.45;
+            hsv(ch + 0.03, cs, v2 > 1 ? 1 : v2, c2);
+            double score = 1e30;
+            for (int y = sy0; y <= sy1; y += step)
+                for (int x = sx0; x <= sx1; x += step) {
+                    const atom *u = &w->atoms[w->lab[(size_t)y * W + x]];
+                    for (int h = 0; h < 1 + sh->split; h++) {
+                        const float *cc = h ? c2 : c1;
+                        double dr = cc[0] - u->r, dg = cc[1] - u->g, db = cc[2] - u->b;
+                        double d = dr * dr + dg * dg + db * db;
+                        if (d < score) score = d;
+                    }
+                }
+            if (score > best) {
+                best = score;
+                val = cv;
+                sat = cs;
+                hue = ch;
+            }
+        }
         float c[3];
-        double val = rng_range(r, 0.45, 0.95);
-        double sat = rng_range(r, 0.45, 0.95);
-        double hue = hue0 + 0.25 + i * 0.6180339887498949;
         hsv(hue, sat, val, c);
         a->r = c[0];
         a->g = c[1];
