@@ -2,10 +2,10 @@
  * image.c - TurboJPEG decode/encode, exact area-filter resize, letterbox.
  *
  * Implements: sa1b_image.h.  The resize is separable: per axis a table of
- * taps (first source index, count, weights = exact overlap / source span)
- * is built once per call; each source row is filtered horizontally once
- * into a small float ring buffer, and every destination row is the weighted
- * sum of the ring rows it covers (a loop the compiler vectorises).  The
+ * taps (first source index, fixed-point weights = exact overlap / source
+ * span) is built once per call; each source row is filtered horizontally
+ * once into a small ring buffer of rows, and every destination row is the
+ * weighted sum of the ring rows it covers.  The
  * letterbox reuses the context's scratch (decode buffer, taps, ring) so a
  * steady-state call allocates nothing.
  */
@@ -15,29 +15,41 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-/* ---- area resize ---------------------------------------------------------- */
+/* ---- area resize ----------------------------------------------------------
+ *
+ * Integer arithmetic throughout, so results are bit-identical on every
+ * machine and compiler.  Per axis (n source pixels to m destination pixels)
+ * destination pixel i spans [i*n, (i+1)*n) in units of 1/m source pixel and
+ * source pixel j spans [j*m, (j+1)*m): the integer overlaps ov_ij sum to n
+ * for each i, and ov_ij / n, rounded to Q16 with the remainder given to the
+ * largest so that each row sums to exactly 65536, are the weights.  Every
+ * destination pixel uses the same number T of taps (zero-padded), so the
+ * inner loops are specialised for T and the channel count.  The horizontal
+ * pass writes Q8 (uint16 <= 65280); the vertical pass sums Q16 * Q8 in
+ * uint32 (<= 65280 * 65536 < 2^32) over fixed-size blocks that compilers
+ * vectorise at -O2. */
 
 typedef struct axis_taps {
-    uint32_t *start;   /* [m] first source index */
-    uint32_t *count;   /* [m] number of taps */
-    uint32_t *off;     /* [m] offset of the first weight in w */
-    float *w;          /* [<= n + m] weights */
+    uint32_t *start;   /* [m] first source index; start + T <= n */
+    uint32_t *ov;      /* [m][T] integer overlaps (zero where no overlap) */
+    uint32_t *wq;      /* [m][T] ov / n in Q16, each row summing to exactly 65536 */
     size_t cap_m, cap_w;
-    uint32_t max_count;
+    uint32_t T;        /* taps per destination pixel (the most any needs) */
 } axis_taps;
 
 typedef struct resize_scratch {
     axis_taps x, y;
-    float *ring;       /* [ring_rows][dw * ch] horizontally filtered rows */
-    size_t ring_cap;   /* floats */
+    uint16_t *ring;    /* [ring_rows][dw * ch] horizontally filtered rows, Q8 */
+    size_t ring_cap;
+    uint32_t *wbig;    /* [T] vertical weights when T > 64 */
+    size_t wbig_cap;
 } resize_scratch;
 
 static void taps_free(axis_taps *t)
 {
     free(t->start);
-    free(t->count);
-    free(t->off);
-    free(t->w);
+    free(t->ov);
+    free(t->wq);
     memset(t, 0, sizeof *t);
 }
 
@@ -46,6 +58,7 @@ static void scratch_free(resize_scratch *s)
     taps_free(&s->x);
     taps_free(&s->y);
     free(s->ring);
+    free(s->wbig);
     memset(s, 0, sizeof *s);
 }
 
@@ -59,85 +72,93 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 1;
 }
 
-/* Destination pixel i of m covers source [i*n/m, (i+1)*n/m); in units of
- * 1/m source pixel, [i*n, (i+1)*n), and source pixel j covers [j*m, (j+1)*m).
- * Weight = overlap / n, exact up to float rounding; weights of i sum to 1. */
 static int taps_build(axis_taps *t, uint32_t n, uint32_t m)
 {
-    size_t cm = t->cap_m;
     if (m > t->cap_m) {
         uint32_t *a = realloc(t->start, m * sizeof *a);
         if (!a) return 0;
         t->start = a;
-        a = realloc(t->count, m * sizeof *a);
-        if (!a) return 0;
-        t->count = a;
-        a = realloc(t->off, m * sizeof *a);
-        if (!a) return 0;
-        t->off = a;
-        cm = m;
+        t->cap_m = m;
     }
-    t->cap_m = cm;
-    if (!grow((void **)&t->w, &t->cap_w, (size_t)n + m, sizeof *t->w)) return 0;
-    size_t k = 0;
-    t->max_count = 0;
-    const double inv = 1.0 / (double)n;
+    /* T = the largest span: ceil(n / m) + 1 at most, and at most n */
+    uint32_t T = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        uint64_t lo = (uint64_t)i * n, hi = lo + n;
+        uint32_t c = (uint32_t)((hi - 1) / m - lo / m + 1);
+        if (c > T) T = c;
+    }
+    size_t cw = t->cap_w;
+    if (!grow((void **)&t->ov, &cw, (size_t)m * T, sizeof *t->ov)) return 0;
+    if (!grow((void **)&t->wq, &t->cap_w, (size_t)m * T, sizeof *t->wq)) return 0;
+    t->T = T;
+    memset(t->ov, 0, (size_t)m * T * sizeof *t->ov);
     for (uint32_t i = 0; i < m; i++) {
         uint64_t lo = (uint64_t)i * n, hi = lo + n;
         uint32_t j0 = (uint32_t)(lo / m), j1 = (uint32_t)((hi - 1) / m);
-        t->start[i] = j0;
-        t->count[i] = j1 - j0 + 1;
-        t->off[i] = (uint32_t)k;
+        uint32_t st = j0 + T <= n ? j0 : n - T;   /* keep all T taps inside the row */
+        t->start[i] = st;
+        uint32_t *w = t->ov + (size_t)i * T;
         for (uint32_t j = j0; j <= j1; j++) {
             uint64_t a = (uint64_t)j * m, b = a + m;
-            uint64_t ov = (b < hi ? b : hi) - (a > lo ? a : lo);
-            t->w[k++] = (float)((double)ov * inv);
+            w[j - st] = (uint32_t)((b < hi ? b : hi) - (a > lo ? a : lo));
         }
-        if (t->count[i] > t->max_count) t->max_count = t->count[i];
+        uint32_t *q = t->wq + (size_t)i * T, sum = 0, big = 0;
+        for (uint32_t k = 0; k < T; k++) {
+            q[k] = (uint32_t)(((uint64_t)w[k] * 65536 + n / 2) / n);
+            sum += q[k];
+            if (q[k] > q[big]) big = k;
+        }
+        q[big] += 65536 - sum;
     }
     return 1;
 }
 
-static inline void hfilter(const uint8_t *src, const axis_taps *tx, uint32_t dw, int ch,
-                           float *out)
+/* out = sum of wq * v in Q8 (<= 65280): 255 * 65536 fits 32 bits.  Inlined
+ * with constant ch and T, each call site below is a specialised copy. */
+static inline void hfilter(const uint8_t *restrict src, const axis_taps *tx, uint32_t dw, int ch,
+                           uint32_t T, uint16_t *restrict out)
 {
-    for (uint32_t i = 0; i < dw; i++) {
-        const uint8_t *s = src + (size_t)tx->start[i] * ch;
-        const float *w = tx->w + tx->off[i];
-        uint32_t c = tx->count[i];
-        float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-        for (uint32_t k = 0; k < c; k++, s += ch) {
-            float wk = w[k];
+    const uint32_t *restrict w = tx->wq;
+    const uint32_t *restrict start = tx->start;
+    for (uint32_t i = 0; i < dw; i++, w += T) {
+        const uint8_t *s = src + (size_t)start[i] * ch;
+        uint32_t a0 = 128, a1 = 128, a2 = 128, a3 = 128;
+        for (uint32_t k = 0; k < T; k++, s += ch) {
+            uint32_t wk = w[k];
             a0 += wk * s[0];
             if (ch > 1) a1 += wk * s[1];
             if (ch > 2) a2 += wk * s[2];
             if (ch > 3) a3 += wk * s[3];
         }
-        float *o = out + (size_t)i * ch;
-        o[0] = a0;
-        if (ch > 1) o[1] = a1;
-        if (ch > 2) o[2] = a2;
-        if (ch > 3) o[3] = a3;
+        uint16_t *o = out + (size_t)i * ch;
+        o[0] = (uint16_t)(a0 >> 8);
+        if (ch > 1) o[1] = (uint16_t)(a1 >> 8);
+        if (ch > 2) o[2] = (uint16_t)(a2 >> 8);
+        if (ch > 3) o[3] = (uint16_t)(a3 >> 8);
     }
 }
 
-static void hfilter_any(const uint8_t *src, const axis_taps *tx, uint32_t dw, int ch, float *out)
+#define HF_T(CH)                                                                               \
+    switch (tx->T) {                                                                           \
+    case 1: hfilter(src, tx, dw, CH, 1, out); break;                                       \
+    case 2: hfilter(src, tx, dw, CH, 2, out); break;                                       \
+    case 3: hfilter(src, tx, dw, CH, 3, out); break;                                       \
+    case 4: hfilter(src, tx, dw, CH, 4, out); break;                                       \
+    default: hfilter(src, tx, dw, CH, tx->T, out); break;                                  \
+    }
+
+static void hfilter_any(const uint8_t *src, const axis_taps *tx, uint32_t dw, int ch,
+                        uint16_t *out)
 {
-    switch (ch) {   /* constant ch: each case is a specialised copy */
-    case 1: hfilter(src, tx, dw, 1, out); break;
-    case 2: hfilter(src, tx, dw, 2, out); break;
-    case 3: hfilter(src, tx, dw, 3, out); break;
-    default: hfilter(src, tx, dw, 4, out); break;
+    switch (ch) {
+    case 1: HF_T(1); break;
+    case 2: HF_T(2); break;
+    case 3: HF_T(3); break;
+    default: HF_T(4); break;
     }
 }
 
-static inline uint8_t clamp_round(float v)
-{
-    v += 0.5f;
-    if (v <= 0.0f) return 0;
-    if (v >= 255.0f) return 255;
-    return (uint8_t)v;
-}
+#define VBLOCK 32
 
 /* Resize with an explicit destination row stride (bytes). */
 static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
@@ -146,16 +167,16 @@ static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
 {
     if (!taps_build(&s->x, sw, dw) || !taps_build(&s->y, sh, dh))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    const uint32_t ring_rows = s->y.max_count;
+    const uint32_t ring_rows = s->y.T;
     const size_t row = (size_t)dw * ch;
-    if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows + row, sizeof *s->ring))
+    if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring) ||
+        !grow((void **)&s->wbig, &s->wbig_cap, ring_rows, sizeof *s->wbig))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    float *acc = s->ring + row * ring_rows;
     const size_t src_stride = (size_t)sw * ch;
     uint32_t next = 0;   /* next source row to filter horizontally */
     for (uint32_t y = 0; y < dh; y++) {
-        uint32_t j0 = s->y.start[y], c = s->y.count[y];
-        const float *wy = s->y.w + s->y.off[y];
+        uint32_t j0 = s->y.start[y], c = s->y.T;
+        const uint32_t *wy = s->y.ov + (size_t)y * c;
         /* source rows arrive in increasing order; rows < j0 are no longer needed */
         if (next < j0) next = j0;
         while (next < j0 + c) {
@@ -163,16 +184,38 @@ static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                         s->ring + (size_t)(next % ring_rows) * row);
             next++;
         }
-        const float *r0 = s->ring + (size_t)(j0 % ring_rows) * row;
-        float w0 = wy[0];
-        for (size_t i = 0; i < row; i++) acc[i] = w0 * r0[i];
-        for (uint32_t k = 1; k < c; k++) {
-            const float *rk = s->ring + (size_t)((j0 + k) % ring_rows) * row;
-            float wk = wy[k];
-            for (size_t i = 0; i < row; i++) acc[i] += wk * rk[i];
+        /* weights ov / sh in Q16, summing exactly to 65536 (the remainder goes
+         * to the largest), so acc <= 65280 * 65536 < 2^32 */
+        uint32_t wq[64], *wv = c <= 64 ? wq : s->wbig, sum = 0, big = 0;
+        for (uint32_t k = 0; k < c; k++) {
+            wv[k] = (uint32_t)(((uint64_t)wy[k] * 65536 + sh / 2) / sh);
+            sum += wv[k];
+            if (wv[k] > wv[big]) big = k;
         }
-        uint8_t *d = dst + (size_t)y * dst_stride;
-        for (size_t i = 0; i < row; i++) d[i] = clamp_round(acc[i]);
+        wv[big] += 65536 - sum;
+        uint8_t *restrict d = dst + (size_t)y * dst_stride;
+        for (size_t i0 = 0; i0 < row; i0 += VBLOCK) {
+            /* fixed-size blocks: compilers vectorise these at -O2 */
+            size_t nb = row - i0 < VBLOCK ? row - i0 : VBLOCK;
+            uint32_t a[VBLOCK];
+            const uint16_t *restrict r0 = s->ring + (size_t)(j0 % ring_rows) * row + i0;
+            if (nb == VBLOCK) {
+                for (size_t i = 0; i < VBLOCK; i++) a[i] = wv[0] * r0[i];
+                for (uint32_t k = 1; k < c; k++) {
+                    const uint16_t *restrict rk = s->ring + (size_t)((j0 + k) % ring_rows) * row + i0;
+                    uint32_t wk = wv[k];
+                    for (size_t i = 0; i < VBLOCK; i++) a[i] += wk * rk[i];
+                }
+                for (size_t i = 0; i < VBLOCK; i++) d[i0 + i] = (uint8_t)((a[i] + (1u << 23)) >> 24);
+            } else {
+                for (size_t i = 0; i < nb; i++) a[i] = wv[0] * r0[i];
+                for (uint32_t k = 1; k < c; k++) {
+                    const uint16_t *restrict rk = s->ring + (size_t)((j0 + k) % ring_rows) * row + i0;
+                    for (size_t i = 0; i < nb; i++) a[i] += wv[k] * rk[i];
+                }
+                for (size_t i = 0; i < nb; i++) d[i0 + i] = (uint8_t)((a[i] + (1u << 23)) >> 24);
+            }
+        }
     }
     return SA1B_OK;
 }
@@ -331,7 +374,7 @@ int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
                             uint32_t min_h, const uint8_t **rgb, uint32_t *out_w,
                             uint32_t *out_h, sa1b_error *err)
 {
-    uint32_t w, h;
+    uint32_t w = 0, h = 0;
     if (!rgb || !out_w || !out_h) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
     SA1B_FORWARD(header(c, jpg, len, &w, &h, err));
     SA1B_FORWARD(decode_scaled(c, jpg, len, w, h, min_w, min_h, out_w, out_h, err));
@@ -342,7 +385,7 @@ int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
 int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S, uint8_t *out,
                         sa1b_letterbox *lb, sa1b_error *err)
 {
-    uint32_t w, h, dw, dh;
+    uint32_t w = 0, h = 0, dw, dh;
     sa1b_letterbox g;
     if (!out) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
     SA1B_FORWARD(header(c, jpg, len, &w, &h, err));
@@ -367,7 +410,7 @@ int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t
 int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb, uint32_t w,
                      uint32_t h, sa1b_error *err)
 {
-    uint32_t jw, jh;
+    uint32_t jw = 0, jh = 0;
     if (!rgb) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
     SA1B_FORWARD(header(c, jpg, len, &jw, &jh, err));
     if (jw != w || jh != h)

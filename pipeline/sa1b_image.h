@@ -101,9 +101,12 @@ int sa1b_jpeg_encode(sa1b_imgctx *c, const uint8_t *rgb, uint32_t w, uint32_t h,
  * rows packed (stride = width * channels).  Each destination pixel is the
  * mean of the source area it covers, with exact fractional coverage weights
  * (destination pixel i spans source [i*sw/dw, (i+1)*sw/dw) per axis; this
- * also defines upscaling), rounded to nearest.  Separable, single-precision
- * accumulation: results may differ from exact arithmetic by 1 where the
- * exact value lies within about 1e-4 of a .5 boundary.  src and dst must not
+ * also defines upscaling), rounded to nearest.  Separable, integer
+ * arithmetic only (so results are bit-identical on every machine): weights
+ * are 16-bit fixed point summing exactly to 1 and the intermediate keeps 8
+ * fractional bits, so a result may differ from the exact rounding only where
+ * the exact mean lies within about 1/128 of a .5 boundary (exact ties may
+ * round either way).  src and dst must not
  * overlap.  SA1B_EINVAL on zero sizes, bad channels, or sizes over
  * SA1B_IMAGE_MAX_SIDE; SA1B_ENOMEM. */
 int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
