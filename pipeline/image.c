@@ -306,7 +306,7 @@ static int header(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t *w, u
     int iw = 0, ih = 0, sub, cs;
     if (tjDecompressHeader3(c->dec, jpg, (unsigned long)len, &iw, &ih, &sub, &cs) != 0)
         return tj_error(c, err);
-    if (iw <= 0 || ih <= 0) return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: empty image");
+    if (iw <= 0 || ih <= 0) return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: no image in the data");
     if ((uint32_t)iw > SA1B_IMAGE_MAX_SIDE || (uint32_t)ih > SA1B_IMAGE_MAX_SIDE ||
         (uint64_t)iw * (uint64_t)ih > SA1B_IMAGE_MAX_PIXELS)
         return sa1b_error_set(err, SA1B_ERANGE, -1, "jpeg: %dx%d too large", iw, ih);
