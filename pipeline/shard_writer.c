@@ -75,6 +75,7 @@ static int wr_flush(sa1b_shard_writer *w, sa1b_error *err)
 static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_error *err)
 {
     const uint8_t *p = data;
+    if (len == 0) return SA1B_OK;
     if (w->buf_len + len > WBUF_CAP) {
         SA1B_FORWARD(wr_flush(w, err));
         while (len >= WBUF_CAP) { /* large payloads bypass the buffer */

@@ -50,7 +50,8 @@ static int verify(const char *file, const options *o)
         if (!o->quiet) printf("%s: damaged (%s)\n", file, sa1b_strerror(rc));
         return CLI_EXIT_PARTIAL;
     }
-    const sa1b_shard_info *in = sa1b_shard_get_info(s);
+    const sa1b_shard_info info = *sa1b_shard_get_info(s); /* outlives the close below */
+    const sa1b_shard_info *in = &info;
     uint64_t problems = 0;
     if (sa1b_shard_verify_layout(s, &err)) {
         cli_warn("'%s': %s", file, err.msg);
