@@ -35,12 +35,13 @@ usage "stray argument" extra
 [ ! -e "$TMP/u.tar" ]
 ok $? "usage errors write nothing"
 
-if command -v script >/dev/null 2>&1; then
+if command -v script >/dev/null 2>&1 &&
+    script -qec "echo rc=pty" /dev/null </dev/null 2>/dev/null | grep -q 'rc=pty'; then
     script -qec "sa1b-synth -n 1 -W 16 -H 16 -m 2; echo rc=\$?" /dev/null >"$TMP/tty" 2>&1 </dev/null
     grep_ok 'refusing to write a tar to a terminal' "$TMP/tty" "refuses a terminal on stdout"
     grep_ok 'rc=2' "$TMP/tty" "... with exit 2"
 else
-    skip 2 "script(1) missing"
+    skip 2 "no script(1) or no pseudo-terminal"
 fi
 
 done_testing
