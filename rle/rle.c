@@ -101,22 +101,15 @@ int sa1b_rle_from_string(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, siz
     SA1B_FORWARD(check_size(h, w, err));
     uint64_t hw = (uint64_t)h * w;
 
-    /* pass 1: characters and the number of runs (groups without 0x20) */
-    size_t nruns = 0;
-    for (size_t p = 0; p < len; p++) {
-        unsigned char ch = (unsigned char)s[p];
-        if (ch < 48 || ch > 111) {
-            if (ch >= 32 && ch < 127)
-                return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)p,
-                                      "counts: bad character '%c' at offset %zu", ch, p);
-            return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)p,
-                                  "counts: bad byte 0x%02x at offset %zu", ch, p);
-        }
-        if (!((ch - 48) & 0x20)) nruns++;
+    /* every run ends with a character without 0x20: at most len runs; for
+     * long strings count them first rather than reserve 4 bytes a char */
+    size_t nruns = len;
+    if (len > ((size_t)1 << 20)) {
+        nruns = 0;
+        for (size_t p = 0; p < len; p++) nruns += !(((unsigned char)s[p] - 48) & 0x20);
     }
     SA1B_FORWARD(rle_reserve(r, nruns, err));
 
-    /* pass 2: values */
     uint32_t *c = r->cnts;
     size_t m = 0, p = 0;
     uint64_t sum = 0;
@@ -129,11 +122,19 @@ int sa1b_rle_from_string(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, siz
                 return sa1b_error_set(err, SA1B_ETRUNC, (int64_t)start,
                                       "counts: string ends inside run %zu (started at offset %zu)",
                                       m, start);
+            unsigned g = (unsigned)(unsigned char)s[p] - 48u;
+            if (g > 63) {
+                unsigned char ch = (unsigned char)s[p];
+                if (ch >= 32 && ch < 127)
+                    return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)p,
+                                          "counts: bad character '%c' at offset %zu", ch, p);
+                return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)p,
+                                      "counts: bad byte 0x%02x at offset %zu", ch, p);
+            }
             if (k == RLE_MAX_GROUPS)
                 return sa1b_error_set(err, SA1B_ERANGE, (int64_t)m,
                                       "counts: run %zu at offset %zu has more than %d groups "
                                       "(beyond 32 bits)", m, start, RLE_MAX_GROUPS);
-            int g = (unsigned char)s[p] - 48;
             x |= (int64_t)(g & 0x1f) << (5 * k);
             more = g & 0x20;
             p++;
@@ -293,7 +294,91 @@ static void enc_feed(enc_state *st, const uint8_t *p, size_t n)
     }
 }
 
-#define ENC_TILE_MAX ((uint64_t)1 << 22)
+/* Row-major encoding without a transpose.  A run boundary is a pixel whose
+ * value differs from the one before it in column-major order: the pixel
+ * above it (y > 0), or the bottom pixel of the previous column (y = 0).
+ * Comparing each row with the one above finds the first kind with 8-byte
+ * words (equal words hold no boundary, and most of a mask is flat); the
+ * boundaries, found in row order, are then put in column order with a
+ * stable counting sort, and consecutive boundary positions give the runs. */
+typedef struct enc_event {
+    uint32_t x, y;
+} enc_event;
+
+typedef struct enc_events {
+    enc_event *e;
+    size_t n, cap;
+} enc_events;
+
+static int ev_push(enc_events *ev, uint32_t x, uint32_t y)
+{
+    if (ev->n == ev->cap) {
+        size_t cap = ev->cap ? 2 * ev->cap : 1024;
+        enc_event *p = realloc(ev->e, cap * sizeof *p);
+        if (!p) return -1;
+        ev->e = p;
+        ev->cap = cap;
+    }
+    ev->e[ev->n].x = x;
+    ev->e[ev->n].y = y;
+    ev->n++;
+    return 0;
+}
+
+static int encode_rows(sa1b_rle *r, const uint8_t *mask, uint32_t h, uint32_t w,
+                       sa1b_error *err)
+{
+    enc_events ev = {NULL, 0, 0};
+    size_t *start = NULL;
+    enc_event *sorted = NULL;
+    int rc = SA1B_OK;
+    /* y = 0: against the bottom of the previous column */
+    for (uint32_t x = 0; x < w; x++) {
+        int prev = x ? mask[(uint64_t)(h - 1) * w + x - 1] != 0 : 0;
+        if ((mask[x] != 0) != prev && ev_push(&ev, x, 0)) goto nomem;
+    }
+    for (uint32_t y = 1; y < h; y++) {
+        const uint8_t *a = mask + (uint64_t)(y - 1) * w, *b = a + w;
+        uint32_t x = 0;
+        for (;;) {
+            while (x + 8 <= w) {
+                uint64_t wa, wb;
+                memcpy(&wa, a + x, 8);
+                memcpy(&wb, b + x, 8);
+                if (wa != wb) break;
+                x += 8;
+            }
+            if (x >= w) break;
+            uint32_t end = x + 8 <= w ? x + 8 : w;
+            for (; x < end; x++)
+                if ((a[x] != 0) != (b[x] != 0) && ev_push(&ev, x, y)) goto nomem;
+        }
+    }
+    /* stable counting sort by column */
+    start = calloc((size_t)w + 1, sizeof *start);
+    sorted = malloc((ev.n ? ev.n : 1) * sizeof *sorted);
+    if (!start || !sorted) goto nomem;
+    for (size_t i = 0; i < ev.n; i++) start[ev.e[i].x + 1]++;
+    for (uint32_t x = 0; x < w; x++) start[x + 1] += start[x];
+    for (size_t i = 0; i < ev.n; i++) sorted[start[ev.e[i].x]++] = ev.e[i];
+    if ((rc = rle_reserve(r, ev.n + 1, err)) != SA1B_OK) goto out;
+    uint64_t prev = 0;
+    for (size_t i = 0; i < ev.n; i++) {
+        uint64_t p = (uint64_t)sorted[i].x * h + sorted[i].y;
+        r->cnts[i] = (uint32_t)(p - prev);
+        prev = p;
+    }
+    r->cnts[ev.n] = (uint32_t)((uint64_t)h * w - prev);
+    r->n = ev.n + 1;
+    goto out;
+nomem:
+    rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "encode: out of memory");
+out:
+    free(ev.e);
+    free(start);
+    free(sorted);
+    return rc;
+}
 
 int sa1b_rle_encode(sa1b_rle *r, const uint8_t *mask, uint32_t h, uint32_t w, int col_major,
                     sa1b_error *err)
@@ -302,50 +387,32 @@ int sa1b_rle_encode(sa1b_rle *r, const uint8_t *mask, uint32_t h, uint32_t w, in
     SA1B_FORWARD(check_size(h, w, err));
     uint64_t hw = (uint64_t)h * w;
     if (hw && !mask) return sa1b_error_set(err, SA1B_EINVAL, -1, "rle: null mask");
-    SA1B_FORWARD(rle_reserve(r, r->cap ? r->cap : 64, err));
-    enc_state st = {r, 0, 0, 0, SA1B_OK, err};
-    uint8_t tmp[4096];
     if (h == 1 || w == 1) col_major = 1; /* both layouts coincide */
-    if (col_major) {
-        for (uint64_t i = 0; i < hw; i += sizeof tmp) {
+    int rc;
+    if (!col_major && hw) {
+        rc = encode_rows(r, mask, h, w, err);
+    } else {
+        rc = rle_reserve(r, r->cap ? r->cap : 64, err);
+        enc_state st = {r, 0, 0, 0, SA1B_OK, err};
+        uint8_t tmp[4096];
+        for (uint64_t i = 0; !rc && i < hw; i += sizeof tmp) {
             size_t k = hw - i < sizeof tmp ? (size_t)(hw - i) : sizeof tmp;
             for (size_t j = 0; j < k; j++) tmp[j] = mask[i + j] != 0;
             enc_feed(&st, tmp, k);
         }
-    } else {
-        /* bands of B columns transposed into a column-major tile */
-        uint32_t B = w < 64 ? w : 64;
-        while (B > 1 && (uint64_t)h * B > ENC_TILE_MAX) B /= 2;
-        uint8_t *tile = (uint64_t)h * B <= ENC_TILE_MAX ? malloc((size_t)h * B) : NULL;
-        if (tile) {
-            for (uint32_t x0 = 0; x0 < w; x0 += B) {
-                uint32_t nb = w - x0 < B ? w - x0 : B;
-                const uint8_t *row = mask + x0;
-                for (uint32_t y = 0; y < h; y++, row += w)
-                    for (uint32_t b = 0; b < nb; b++) tile[(size_t)b * h + y] = row[b] != 0;
-                enc_feed(&st, tile, (size_t)nb * h);
-            }
-            free(tile);
-        } else {
-            /* tall masks: one column at a time, strided reads */
-            for (uint32_t x = 0; x < w; x++)
-                for (uint32_t y0 = 0; y0 < h; y0 += sizeof tmp) {
-                    uint32_t k = h - y0 < sizeof tmp ? h - y0 : (uint32_t)sizeof tmp;
-                    const uint8_t *src = mask + (uint64_t)y0 * w + x;
-                    for (uint32_t y = 0; y < k; y++) tmp[y] = src[(uint64_t)y * w] != 0;
-                    enc_feed(&st, tmp, k);
-                }
+        if (!rc) {
+            enc_push(&st);
+            rc = st.rc;
+            r->n = st.n;
         }
     }
-    enc_push(&st);
-    if (st.rc) {
+    if (rc) {
         r->h = r->w = 0;
         r->n = 0;
-        return st.rc;
+        return rc;
     }
     r->h = h;
     r->w = w;
-    r->n = st.n;
     return SA1B_OK;
 }
 
@@ -638,9 +705,19 @@ int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8
     const uint64_t h = r->h, w = r->w;
     memset(out, 0, (size_t)rh * rw);
     run_cursor cu = {0, 0};
+    /* x_j = floor((2j + 1) w / (2 rw)), stepped without divisions:
+     * numerator (2j + 1) w = x_j * 2rw + rem */
+    const uint64_t den = 2 * (uint64_t)rw, step_q = (2 * w) / den, step_r = (2 * w) % den;
+    uint64_t x = w / den, rem = w % den;
     for (uint32_t j = 0; j < rw; j++) {
-        uint64_t A = (uint64_t)j * w;
-        uint64_t x = A / rw + (2 * (A % rw) + w) / (2 * (uint64_t)rw);
+        if (j) {
+            x += step_q;
+            rem += step_r;
+            if (rem >= den) {
+                rem -= den;
+                x++;
+            }
+        }
         uint64_t col0 = x * h, col1 = col0 + h;
         cursor_seek(&cu, r, col0);
         uint64_t s = cu.start;
@@ -677,13 +754,30 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: cannot allocate %u rows", rh);
     uint64_t *dif = acc + rh + 1; /* two's complement arithmetic on uint64 */
     run_cursor cu = {0, 0};
+    /* source columns overlapping target column j: [xs, xe] with
+     * xs = floor(j w / rw), xe = floor(((j + 1) w - 1) / rw), stepped */
+    const uint64_t sq = w / rw, sr = w % rw;
+    uint64_t xs = 0, xsr = 0, xe = (w - 1) / rw, xer = (w - 1) % rw;
     for (uint32_t j = 0; j < rw; j++) {
-        /* source columns overlapping target column j: [xs, xe] */
+        if (j) {
+            xs += sq;
+            xsr += sr;
+            if (xsr >= rw) {
+                xsr -= rw;
+                xs++;
+            }
+            xe += sq;
+            xer += sr;
+            if (xer >= rw) {
+                xer -= rw;
+                xe++;
+            }
+        }
         uint64_t v0 = (uint64_t)j * w, v1 = v0 + w; /* scaled by rw */
-        uint64_t xs = v0 / rw, xe = (v1 - 1) / rw;
         uint64_t p0 = xs * h, p1 = (xe + 1) * h;
         cursor_seek(&cu, r, p0);
         int touched = 0;
+        uint64_t imin = UINT64_MAX, imax = 0; /* rows touched in this column */
         uint64_t s = cu.start;
         for (size_t k = cu.k; k < r->n && s < p1; k++) {
             uint64_t e = s + r->cnts[k];
@@ -696,6 +790,8 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
                     uint64_t a0 = x * rw, a1 = a0 + rw;               /* scaled cols */
                     uint64_t oc = (a1 < v1 ? a1 : v1) - (a0 > v0 ? a0 : v0);
                     uint64_t ia = u0 / h, ib = (u1 - 1) / h;
+                    if (ia < imin) imin = ia;
+                    if (ib > imax) imax = ib;
                     if (ia == ib) acc[ia] += oc * (u1 - u0);
                     else {
                         acc[ia] += oc * ((ia + 1) * h - u0);
@@ -713,7 +809,7 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
         }
         if (!touched) continue;
         uint64_t run = 0;
-        for (uint32_t i = 0; i < rh; i++) {
+        for (uint64_t i = imin; i <= imax; i++) {
             run += dif[i];
             uint64_t S = acc[i] + run;
             acc[i] = 0;
@@ -728,7 +824,7 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
             if (coverage) coverage[o] = (uint8_t)((510 * S + hw) / (2 * hw));
             if (mask01) mask01[o] = 2 * S >= hw;
         }
-        dif[rh] = 0;
+        dif[imax + 1] = 0;
     }
     free(acc);
     return SA1B_OK;

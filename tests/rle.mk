@@ -36,3 +36,10 @@ tests_fuzz_fuzz_rle_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_rle_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_rle_LDADD = $(SA1B_LIBS)
 endif
+
+EXTRA_PROGRAMS += tests/bench/bench-rle
+BENCHES += tests/bench/bench-rle
+tests_bench_bench_rle_SOURCES = tests/bench/bench-rle.c
+tests_bench_bench_rle_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) \
+	-DSA1B_SHARED_DIR='"$(abs_top_srcdir)/../shared"'
+tests_bench_bench_rle_LDADD = $(SA1B_LIBS)
