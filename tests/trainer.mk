@@ -4,3 +4,22 @@ TESTS += tests/test-train-grad
 tests_test_train_grad_SOURCES = tests/test-train-grad.c
 tests_test_train_grad_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_grad_LDADD = $(TRAIN_LIBS)
+TESTS += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t1702-train-run.sh
+EXTRA_DIST += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t1702-train-run.sh \
+	tests/reference/sam_ref.py
+
+check_PROGRAMS += tests/fuzz/replay-safetensors
+TESTS += tests/fuzz/replay-safetensors
+tests_fuzz_replay_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c tests/fuzz/replay.c
+tests_fuzz_replay_safetensors_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/safetensors"'
+tests_fuzz_replay_safetensors_LDADD = $(TRAIN_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/safetensors
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-safetensors
+FUZZ_TARGETS += tests/fuzz/fuzz-safetensors
+tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c
+tests_fuzz_fuzz_safetensors_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer
+tests_fuzz_fuzz_safetensors_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_safetensors_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_safetensors_LDADD = $(TRAIN_LIBS)
+endif

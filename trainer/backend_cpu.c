@@ -194,37 +194,48 @@ static void gemm1(int ta, int tb, int M, int N, int K, float alpha, const float 
 #endif
 }
 
-/* Blocks of C: rows when M is large, else columns. */
+/* Blocks of C: the split depends only on the shape (never on the thread
+ * count), so every element is computed by the same BLAS call whatever the
+ * number of threads: results are bit-identical across --threads. */
 static void gemm_rows_w(void *ctx, size_t b, size_t e)
 {
     pc *p = ctx;
-    const float *A = p->ta ? p->a + b : p->a + b * (size_t)p->i3;
-    gemm1(p->ta, p->tb, (int)(e - b), p->i1, p->i2, p->f0, A, p->i3, p->b, p->i4, p->f1,
-          p->o + b * (size_t)p->i5, p->i5);
+    size_t nb = p->n, M = (size_t)p->i0;
+    for (size_t blk = b; blk < e; blk++) {
+        size_t r0 = M * blk / nb, r1 = M * (blk + 1) / nb;
+        const float *A = p->ta ? p->a + r0 : p->a + r0 * (size_t)p->i3;
+        gemm1(p->ta, p->tb, (int)(r1 - r0), p->i1, p->i2, p->f0, A, p->i3, p->b, p->i4, p->f1,
+              p->o + r0 * (size_t)p->i5, p->i5);
+    }
 }
 
 static void gemm_cols_w(void *ctx, size_t b, size_t e)
 {
     pc *p = ctx;
-    const float *B = p->tb ? p->b + b * (size_t)p->i4 : p->b + b;
-    gemm1(p->ta, p->tb, p->i0, (int)(e - b), p->i2, p->f0, p->a, p->i3, B, p->i4, p->f1, p->o + b, p->i5);
+    size_t nb = p->n, N = (size_t)p->i1;
+    for (size_t blk = b; blk < e; blk++) {
+        size_t c0 = N * blk / nb, c1 = N * (blk + 1) / nb;
+        const float *B = p->tb ? p->b + c0 * (size_t)p->i4 : p->b + c0;
+        gemm1(p->ta, p->tb, p->i0, (int)(c1 - c0), p->i2, p->f0, p->a, p->i3, B, p->i4, p->f1, p->o + c0, p->i5);
+    }
 }
+
+#define TR_GEMM_BLOCKS 16
 
 static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    int nt = be->pool ? be->n_threads : 1;
     double flops = 2.0 * M * N * (double)K;
-    if (nt <= 1 || flops < 2e5) {
+    int rows = M >= N;
+    int dim = rows ? M : N;
+    size_t nb = (size_t)(dim / 32 < TR_GEMM_BLOCKS ? dim / 32 : TR_GEMM_BLOCKS);
+    if (flops < 4e6 || nb < 2) {
         gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
     pc p = {.o = C, .a = A, .b = B, .i0 = M, .i1 = N, .i2 = K, .i3 = lda, .i4 = ldb, .i5 = ldc,
-            .f0 = alpha, .f1 = beta, .ta = ta, .tb = tb};
-    if (M >= 8 * nt || M >= N)
-        tr_parallel_for(be, (size_t)M, gemm_rows_w, &p);
-    else
-        tr_parallel_for(be, (size_t)N, gemm_cols_w, &p);
+            .f0 = alpha, .f1 = beta, .ta = ta, .tb = tb, .n = nb};
+    tr_parallel_for(be, nb, rows ? gemm_rows_w : gemm_cols_w, &p);
 }
 
 /* ---- column sums (double), deterministic: each thread owns columns ---------- */

@@ -1,0 +1,239 @@
+/*
+ * checkpoint.c - model checkpoints, training state and the debug dump as
+ * safetensors files.
+ */
+#include "checkpoint.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+static void add_meta_config(tr_st_writer *w, const tr_config *c)
+{
+    char v[32];
+    const char *k[8] = {"S", "P", "E", "L", "H", "C", "h", "D"};
+    int x[8] = {c->S, c->P, c->E, c->L, c->H, c->C, c->h, c->D};
+    for (int i = 0; i < 8; i++) {
+        snprintf(v, sizeof v, "%d", x[i]);
+        tr_st_writer_meta(w, k[i], v);
+    }
+}
+
+static int add_params(tr_st_writer *w, const tr_model *m, const float *base, const char *prefix)
+{
+    char name[96];
+    for (int i = 0; i < m->n_params; i++) {
+        const tr_param_info *pi = &m->pinfo[i];
+        int64_t sh[4];
+        for (int d = 0; d < pi->ndim; d++) sh[d] = pi->shape[d];
+        snprintf(name, sizeof name, "%s%s", prefix, pi->name);
+        if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, base + pi->offset) < 0) return -1;
+    }
+    return 0;
+}
+
+int tr_ckpt_save_model(const tr_model *m, const char *path, char *err, size_t err_len)
+{
+    tr_st_writer *w = tr_st_writer_new();
+    if (!w) return snprintf(err, err_len, "out of memory"), -1;
+    add_meta_config(w, &m->cfg);
+    int64_t pe_shape[2] = {2, m->cfg.C / 2};
+    int rc = add_params(w, m, m->param_mem, "");
+    if (!rc) rc = tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe_shape, m->pe_gaussian);
+    if (rc) snprintf(err, err_len, "cannot describe the checkpoint");
+    if (!rc) rc = tr_st_writer_write(w, path, err, err_len);
+    tr_st_writer_free(w);
+    return rc;
+}
+
+static int meta_int(const tr_st_file *f, const char *k, int *out)
+{
+    const char *v = tr_st_meta(f, k);
+    if (!v) return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (*v == 0 || *end || x < 0 || x > 1000000) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static int file_config(const tr_st_file *f, tr_config *c, char *err, size_t err_len)
+{
+    const char *k[8] = {"S", "P", "E", "L", "H", "C", "h", "D"};
+    int *x[8] = {&c->S, &c->P, &c->E, &c->L, &c->H, &c->C, &c->h, &c->D};
+    for (int i = 0; i < 8; i++)
+        if (meta_int(f, k[i], x[i]) < 0)
+            return snprintf(err, err_len, "__metadata__ '%s' missing or not an integer", k[i]), -1;
+    return tr_config_check(c, err, err_len);
+}
+
+int tr_ckpt_read_config(const char *path, tr_config *cfg, char *err, size_t err_len)
+{
+    tr_st_file f;
+    if (tr_st_load(&f, path, err, err_len) < 0) return -1;
+    char e2[200];
+    int rc = file_config(&f, cfg, e2, sizeof e2);
+    if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
+    tr_st_close(&f);
+    return rc;
+}
+
+/* copy an F32 tensor of exactly count elements */
+static int get_f32(const tr_st_file *f, const char *name, float *dst, size_t count, char *err, size_t err_len)
+{
+    const tr_st_tensor *t = tr_st_find(f, name);
+    if (!t) return snprintf(err, err_len, "tensor '%s' missing", name), -1;
+    if (t->dtype != TR_ST_F32 || t->count != count)
+        return snprintf(err, err_len, "tensor '%s': %s with %llu elements, want F32 with %zu", name,
+                        tr_st_dtype_name(t->dtype), (unsigned long long)t->count, count), -1;
+    memcpy(dst, t->data, count * sizeof(float));
+    return 0;
+}
+
+int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len)
+{
+    tr_st_file f;
+    if (tr_st_load(&f, path, err, err_len) < 0) return -1;
+    char e2[256];
+    tr_config c;
+    int rc = file_config(&f, &c, e2, sizeof e2);
+    if (!rc && memcmp(&c, &m->cfg, sizeof c) != 0) {
+        snprintf(e2, sizeof e2, "model configuration differs from the one asked for");
+        rc = -1;
+    }
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        const tr_param_info *pi = &m->pinfo[i];
+        rc = get_f32(&f, pi->name, m->param_mem + pi->offset, pi->count, e2, sizeof e2);
+    }
+    if (!rc) rc = get_f32(&f, "prompt.pe_gaussian", m->pe_gaussian, (size_t)m->cfg.C, e2, sizeof e2);
+    if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
+    tr_st_close(&f);
+    return rc;
+}
+
+int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_state *s, const char *path, char *err,
+                       size_t err_len)
+{
+    tr_st_writer *w = tr_st_writer_new();
+    if (!w) return snprintf(err, err_len, "out of memory"), -1;
+    char v[128];
+    tr_st_writer_meta(w, "format", "sa1b-train-state-1");
+    snprintf(v, sizeof v, "%ld", s->step);
+    tr_st_writer_meta(w, "step", v);
+    snprintf(v, sizeof v, "%ld", o->t);
+    tr_st_writer_meta(w, "adam_t", v);
+    snprintf(v, sizeof v, "%016" PRIx64 "%016" PRIx64 "%016" PRIx64 "%016" PRIx64, s->rng.s[0], s->rng.s[1],
+             s->rng.s[2], s->rng.s[3]);
+    tr_st_writer_meta(w, "rng", v);
+    snprintf(v, sizeof v, "%" PRIu64, s->data_epoch);
+    tr_st_writer_meta(w, "data_epoch", v);
+    snprintf(v, sizeof v, "%" PRIu64, s->data_consumed);
+    tr_st_writer_meta(w, "data_consumed", v);
+    add_meta_config(w, &m->cfg);
+    int rc = add_params(w, m, o->m, "adam.m.");
+    if (!rc) rc = add_params(w, m, o->v, "adam.v.");
+    if (rc) snprintf(err, err_len, "cannot describe the state");
+    if (!rc) rc = tr_st_writer_write(w, path, err, err_len);
+    tr_st_writer_free(w);
+    return rc;
+}
+
+static int meta_u64(const tr_st_file *f, const char *k, uint64_t *out)
+{
+    const char *v = tr_st_meta(f, k);
+    if (!v || !*v) return -1;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*end || *v == '-') return -1;
+    *out = x;
+    return 0;
+}
+
+int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const char *path, char *err,
+                       size_t err_len)
+{
+    tr_st_file f;
+    if (tr_st_load(&f, path, err, err_len) < 0) return -1;
+    char e2[256] = "";
+    int rc = 0;
+    tr_config c;
+    const char *fmt = tr_st_meta(&f, "format"), *rng = tr_st_meta(&f, "rng");
+    uint64_t step, t;
+    if (!fmt || strcmp(fmt, "sa1b-train-state-1") != 0)
+        rc = -1, snprintf(e2, sizeof e2, "not a sa1b-train state file");
+    else if (file_config(&f, &c, e2, sizeof e2) < 0)
+        rc = -1;
+    else if (memcmp(&c, &m->cfg, sizeof c) != 0)
+        rc = -1, snprintf(e2, sizeof e2, "model configuration differs");
+    else if (meta_u64(&f, "step", &step) || meta_u64(&f, "adam_t", &t) ||
+             meta_u64(&f, "data_epoch", &s->data_epoch) || meta_u64(&f, "data_consumed", &s->data_consumed) ||
+             !rng || strlen(rng) != 64 || step > (1ull << 40) || t > (1ull << 40))
+        rc = -1, snprintf(e2, sizeof e2, "bad or missing step, adam_t, rng or data position");
+    if (!rc) {
+        for (int i = 0; i < 4; i++) {
+            char word[17];
+            memcpy(word, rng + 16 * i, 16);
+            word[16] = 0;
+            char *end;
+            s->rng.s[i] = strtoull(word, &end, 16);
+            if (*end) rc = -1, snprintf(e2, sizeof e2, "bad rng state");
+        }
+        s->step = (long)step;
+        o->t = (long)t;
+    }
+    char name[96];
+    for (int i = 0; i < m->n_params && !rc; i++) {
+        const tr_param_info *pi = &m->pinfo[i];
+        snprintf(name, sizeof name, "adam.m.%s", pi->name);
+        rc = get_f32(&f, name, o->m + pi->offset, pi->count, e2, sizeof e2);
+        snprintf(name, sizeof name, "adam.v.%s", pi->name);
+        if (!rc) rc = get_f32(&f, name, o->v + pi->offset, pi->count, e2, sizeof e2);
+    }
+    if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
+    tr_st_close(&f);
+    return rc;
+}
+
+int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, const char *path, char *err,
+                 size_t err_len)
+{
+    const tr_config *c = &m->cfg;
+    int B = m->B, M = m->M, K = m->K, S = c->S, R = 4 * (c->S / c->P);
+    tr_backend *be = m->be;
+    float *img = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)B * 3 * S * S * sizeof(float));
+    if (!img) return snprintf(err, err_len, "out of memory"), -1;
+    be->ops->image_normalize(be, img, b->image, b->content, B, S);
+    float sc[4] = {(float)loss->loss, (float)loss->focal, (float)loss->dice, (float)loss->iou_mse};
+    tr_st_writer *w = tr_st_writer_new();
+    if (!w) {
+        tr_mem_free(&be->mem, img);
+        return snprintf(err, err_len, "out of memory"), -1;
+    }
+    add_meta_config(w, c);
+    int rc = add_params(w, m, m->param_mem, "");
+    int64_t pe[2] = {2, c->C / 2}, si[4] = {B, 3, S, S}, sp[4] = {B, M, K, 2}, sl[3] = {B, M, K},
+            sm[4] = {B, M, R, R}, sv[2] = {B, M};
+    rc |= tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe, m->pe_gaussian);
+    rc |= tr_st_writer_add(w, "in.image", TR_ST_F32, 4, si, img);
+    rc |= tr_st_writer_add(w, "in.points", TR_ST_F32, 4, sp, b->points);
+    rc |= tr_st_writer_add(w, "in.labels", TR_ST_I32, 3, sl, b->labels);
+    rc |= tr_st_writer_add(w, "in.masks", TR_ST_U8, 4, sm, b->masks);
+    rc |= tr_st_writer_add(w, "in.valid", TR_ST_U8, 2, sv, b->valid);
+    rc |= tr_st_writer_add(w, "out.logits", TR_ST_F32, 4, sm, m->a.logits);
+    rc |= tr_st_writer_add(w, "out.iou", TR_ST_F32, 2, sv, m->a.iou);
+    rc |= tr_st_writer_add(w, "out.loss", TR_ST_F32, 0, NULL, &sc[0]);
+    rc |= tr_st_writer_add(w, "out.focal", TR_ST_F32, 0, NULL, &sc[1]);
+    rc |= tr_st_writer_add(w, "out.dice", TR_ST_F32, 0, NULL, &sc[2]);
+    rc |= tr_st_writer_add(w, "out.iou_mse", TR_ST_F32, 0, NULL, &sc[3]);
+    rc |= add_params(w, m, m->grad_mem, "grad.");
+    if (rc)
+        snprintf(err, err_len, "cannot describe the dump");
+    else
+        rc = tr_st_writer_write(w, path, err, err_len);
+    tr_st_writer_free(w);
+    tr_mem_free(&be->mem, img);
+    return rc ? -1 : 0;
+}

@@ -1,0 +1,42 @@
+/*
+ * checkpoint.h - the files of sa1b-train, all safetensors:
+ *  - model-STEP.safetensors: every parameter under its MODEL.md name plus the
+ *    buffer prompt.pe_gaussian, F32, __metadata__ S,P,E,L,H,C,h,D;
+ *  - state-STEP.bin: the training state, a safetensors file with the AdamW
+ *    moments "adam.m.<name>" / "adam.v.<name>" and __metadata__ step,
+ *    adam_t, rng (four hex words), data_epoch, data_consumed, format;
+ *  - the --dump-step file of MODEL.md's "Debug dump".
+ * All are written atomically (temporary file + rename).
+ */
+#ifndef SA1B_TRAINER_CHECKPOINT_H
+#define SA1B_TRAINER_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "batch.h"
+#include "model.h"
+#include "optim.h"
+#include "tr_rng.h"
+
+int tr_ckpt_save_model(const tr_model *m, const char *path, char *err, size_t err_len);
+/* Loads parameters into m; the file's config must equal m's.  0 or -1. */
+int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len);
+/* Reads only the config (metadata) of a model file. 0 or -1. */
+int tr_ckpt_read_config(const char *path, tr_config *cfg, char *err, size_t err_len);
+
+typedef struct tr_train_state {
+    long step;               /* completed steps */
+    tr_rng rng;
+    uint64_t data_epoch, data_consumed;
+} tr_train_state;
+
+int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_state *s, const char *path, char *err,
+                       size_t err_len);
+int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const char *path, char *err,
+                       size_t err_len);
+
+/* The debug dump after tr_model_forward + tr_model_backward on b. */
+int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, const char *path, char *err,
+                 size_t err_len);
+
+#endif

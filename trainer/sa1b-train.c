@@ -1,0 +1,404 @@
+/*
+ * sa1b-train.c - trains the compact SAM of MODEL.md: options, the training
+ * loop (forward, backward, AdamW, schedule, clipping), logging to the
+ * terminal and OUT/log.jsonl, checkpoints (OUT/model-STEP.safetensors,
+ * OUT/state-STEP.bin, OUT/latest), resume, evaluation and the debug dump.
+ *
+ * Data: the shard loader (issue 5) plugs in through tr_data_source; until it
+ * is wired in, --data/--val report that they are not available, and
+ * --synthetic-batch SEED (a debugging option) feeds deterministic synthetic
+ * batches.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "batch.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "model.h"
+#include "optim.h"
+#include "tr_rng.h"
+
+typedef struct options {
+    const char *config_name;
+    tr_config cfg;
+    long steps;
+    int batch, masks, points;
+    double lr, weight_decay, clip;
+    long warmup;
+    uint64_t seed;
+    int threads;
+    const char *backend;
+    const char *out, *resume, *eval_only, *dump_step, *data, *val;
+    int synthetic;
+    uint64_t synthetic_seed;
+    long log_every, ckpt_every, eval_batches;
+    int quiet;
+} options;
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+
+static void usage(void)
+{
+    printf("Usage: %s [OPTION]... --out DIR (--data GLOB | --synthetic-batch SEED)\n"
+           "Train the compact SAM of MODEL.md on the CPU.\n\n"
+           "Model:\n"
+           "  --config NAME          tiny or small (default small)\n"
+           "  --image-size S, --patch P, --enc-width E, --enc-depth L, --enc-heads H,\n"
+           "  --dec-width C, --dec-heads h, --dec-depth D   override one hyper-parameter\n"
+           "Batch:\n"
+           "  --batch B              images per micro-batch (default 8)\n"
+           "  --masks M              prompted masks per image (default 16)\n"
+           "  --points K             point prompts per mask (default 2)\n"
+           "Optimisation:\n"
+           "  --steps N              training steps (default 1000)\n"
+           "  --lr X                 peak learning rate (default 3e-4)\n"
+           "  --warmup N             warmup steps (default min(100, steps/10))\n"
+           "  --weight-decay X       AdamW decay of Linear/ConvTranspose weights (default 0.1)\n"
+           "  --clip X               clip the global gradient norm at X, 0 = off (default 1)\n"
+           "  --seed N               initialisation seed (default 1)\n"
+           "Run:\n"
+           "  --threads N            threads (default 2)\n"
+           "  --backend NAME         cpu or cuda (default cpu)\n"
+           "  --out DIR              log, checkpoints\n"
+           "  --resume DIR           continue the run in DIR from DIR/latest\n"
+           "  --log-every N          progress line every N steps (default 10)\n"
+           "  --ckpt-every N         checkpoint every N steps (default 500)\n"
+           "  --eval-only CKPT       evaluate a model checkpoint and exit\n"
+           "  --eval-batches N       batches to evaluate (default 8)\n"
+           "  --dump-step FILE       one forward/backward on the first batch, write FILE, exit\n"
+           "Data:\n"
+           "  --data GLOB            training shards (not available yet)\n"
+           "  --val GLOB             validation shards (not available yet)\n"
+           "  --synthetic-batch SEED debugging: deterministic synthetic batches\n"
+           "  -q, --quiet            no progress lines\n"
+           "  -h, --help             this help\n"
+           "  -V, --version          version\n",
+           cli_prog());
+}
+
+enum {
+    O_CONFIG = 256, O_S, O_P, O_E, O_L, O_H, O_C, O_h, O_D, O_STEPS, O_BATCH, O_MASKS, O_POINTS, O_LR, O_WARMUP,
+    O_WD, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
+    O_DATA, O_VAL, O_SYNTH
+};
+
+static long parse_long(const char *opt, const char *s, long lo, long hi)
+{
+    uint64_t v;
+    if (cli_parse_u64(s, (uint64_t)lo, (uint64_t)hi, &v) < 0)
+        cli_usage_error("%s: '%s' is not an integer in %ld..%ld", opt, s, lo, hi);
+    return (long)v;
+}
+
+static double parse_dbl(const char *opt, const char *s, double lo, double hi)
+{
+    double v;
+    if (cli_parse_double(s, &v) < 0 || !(v >= lo && v <= hi))
+        cli_usage_error("%s: '%s' is not a number in %g..%g", opt, s, lo, hi);
+    return v;
+}
+
+static void parse_options(int argc, char **argv, options *o)
+{
+    static const struct option lo[] = {
+        {"config", 1, 0, O_CONFIG}, {"image-size", 1, 0, O_S}, {"patch", 1, 0, O_P}, {"enc-width", 1, 0, O_E},
+        {"enc-depth", 1, 0, O_L}, {"enc-heads", 1, 0, O_H}, {"dec-width", 1, 0, O_C}, {"dec-heads", 1, 0, O_h},
+        {"dec-depth", 1, 0, O_D}, {"steps", 1, 0, O_STEPS}, {"batch", 1, 0, O_BATCH}, {"masks", 1, 0, O_MASKS},
+        {"points", 1, 0, O_POINTS}, {"lr", 1, 0, O_LR}, {"warmup", 1, 0, O_WARMUP}, {"weight-decay", 1, 0, O_WD},
+        {"clip", 1, 0, O_CLIP}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"backend", 1, 0, O_BACKEND},
+        {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
+        {"eval-only", 1, 0, O_EVAL}, {"eval-batches", 1, 0, O_EVALB}, {"dump-step", 1, 0, O_DUMP},
+        {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"quiet", 0, 0, 'q'},
+        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+    memset(o, 0, sizeof *o);
+    o->config_name = "small";
+    o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0;
+    o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
+    o->eval_batches = 8;
+    int ov[8], have[8] = {0};
+    int c;
+    /* first pass: the preset, so that single overrides apply on top of it */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) o->config_name = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0) o->config_name = argv[i] + 9;
+    }
+    while ((c = getopt_long(argc, argv, "qhV", lo, NULL)) != -1) {
+        switch (c) {
+        case O_CONFIG: o->config_name = optarg; break;
+        case O_S: case O_P: case O_E: case O_L: case O_H: case O_C: case O_h: case O_D:
+            ov[c - O_S] = (int)parse_long(lo[c - O_CONFIG].name, optarg, c == O_L ? 0 : 1, 4096);
+            have[c - O_S] = 1;
+            break;
+        case O_STEPS: o->steps = parse_long("--steps", optarg, 0, 1000000000); break;
+        case O_BATCH: o->batch = (int)parse_long("--batch", optarg, 1, 4096); break;
+        case O_MASKS: o->masks = (int)parse_long("--masks", optarg, 1, 4096); break;
+        case O_POINTS: o->points = (int)parse_long("--points", optarg, 1, 256); break;
+        case O_LR: o->lr = parse_dbl("--lr", optarg, 0, 10); break;
+        case O_WARMUP: o->warmup = parse_long("--warmup", optarg, 0, 1000000000); break;
+        case O_WD: o->weight_decay = parse_dbl("--weight-decay", optarg, 0, 10); break;
+        case O_CLIP: o->clip = parse_dbl("--clip", optarg, 0, 1e9); break;
+        case O_SEED: o->seed = (uint64_t)parse_long("--seed", optarg, 0, 2147483647L); break;
+        case O_THREADS: o->threads = (int)parse_long("--threads", optarg, 1, 256); break;
+        case O_BACKEND: o->backend = optarg; break;
+        case O_OUT: o->out = optarg; break;
+        case O_RESUME: o->resume = optarg; break;
+        case O_LOG: o->log_every = parse_long("--log-every", optarg, 1, 1000000000); break;
+        case O_CKPT: o->ckpt_every = parse_long("--ckpt-every", optarg, 1, 1000000000); break;
+        case O_EVAL: o->eval_only = optarg; break;
+        case O_EVALB: o->eval_batches = parse_long("--eval-batches", optarg, 1, 1000000); break;
+        case O_DUMP: o->dump_step = optarg; break;
+        case O_DATA: o->data = optarg; break;
+        case O_VAL: o->val = optarg; break;
+        case O_SYNTH:
+            o->synthetic = 1;
+            o->synthetic_seed = (uint64_t)parse_long("--synthetic-batch", optarg, 0, 2147483647L);
+            break;
+        case 'q': o->quiet = 1; break;
+        case 'h': usage(); exit(0);
+        case 'V': cli_version(); exit(0);
+        default: cli_usage_error("unknown option");
+        }
+    }
+    if (optind < argc) cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (tr_config_preset(o->config_name, &o->cfg) < 0)
+        cli_usage_error("--config: '%s' is not tiny or small", o->config_name);
+    int *dst[8] = {&o->cfg.S, &o->cfg.P, &o->cfg.E, &o->cfg.L, &o->cfg.H, &o->cfg.C, &o->cfg.h, &o->cfg.D};
+    for (int i = 0; i < 8; i++)
+        if (have[i]) *dst[i] = ov[i];
+    char err[200];
+    if (tr_config_check(&o->cfg, err, sizeof err) < 0) cli_usage_error("model: %s", err);
+    if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "cuda") != 0)
+        cli_usage_error("--backend: '%s' is not cpu or cuda", o->backend);
+    if (o->resume && !o->out) o->out = o->resume;
+    if (!o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
+}
+
+/* Opens the training data: the synthetic source, or a clean error. */
+static void open_source(const options *o, tr_data_source *src, tr_mem *mem, const char *what, const char *glob)
+{
+    if (o->synthetic) {
+        int R = 4 * (o->cfg.S / o->cfg.P);
+        if (tr_synthetic_source_open(src, mem, o->batch, o->masks, o->points, o->cfg.S, R, o->synthetic_seed) < 0)
+            cli_die(CLI_EXIT_FATAL, "out of memory for the synthetic batches");
+        return;
+    }
+    if (glob)
+        cli_die(CLI_EXIT_FATAL, "%s '%s': reading shards is not available in this version yet (the shard loader "
+                "is not wired in); use --synthetic-batch SEED for now", what, glob);
+    cli_usage_error("no %s: give --%s GLOB or --synthetic-batch SEED", what, strcmp(what, "--val") == 0 ? "val" : "data");
+}
+
+static void fmt_bytes(char *buf, size_t n, uint64_t b)
+{
+    if (b >= (1ull << 30)) snprintf(buf, n, "%.2fG", b / 1073741824.0);
+    else snprintf(buf, n, "%.1fM", b / 1048576.0);
+}
+
+static int write_latest(const char *dir, long step)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/latest", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return -1;
+    fprintf(f, "%ld\n", step);
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        fclose(f);
+        return -1;
+    }
+    if (fclose(f) != 0) return -1;
+    return rename(tmp, path);
+}
+
+static long read_latest(const char *dir)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) cli_die(CLI_EXIT_FATAL, "cannot resume from '%s': %s", path, strerror(errno));
+    long step = -1;
+    if (fscanf(f, "%ld", &step) != 1 || step < 0) step = -1;
+    fclose(f);
+    if (step < 0) cli_die(CLI_EXIT_FATAL, "'%s': not a step number", path);
+    return step;
+}
+
+static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
+                            tr_data_source *src)
+{
+    char path[4096], err[512];
+    if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
+    snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
+    if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    snprintf(path, sizeof path, "%s/state-%ld.bin", o->out, st->step);
+    if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    if (write_latest(o->out, st->step) < 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
+}
+
+static int evaluate(const options *o, tr_model *m, tr_data_source *src)
+{
+    char err[512];
+    int hist[10] = {0};
+    double sum = 0;
+    long n = 0;
+    int R = 4 * (m->cfg.S / m->cfg.P), RR = R * R;
+    for (long i = 0; i < o->eval_batches; i++) {
+        tr_batch *b;
+        int rc = src->next(src->ctx, &b, err, sizeof err);
+        if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (rc == 0) break;
+        if (tr_model_forward(m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        for (int p = 0; p < m->B * m->M; p++) {
+            if (!b->valid[p]) continue;
+            long in = 0, un = 0;
+            for (int j = 0; j < RR; j++) {
+                int x = m->a.logits[(size_t)p * RR + j] > 0, y = b->masks[(size_t)p * RR + j] != 0;
+                in += x && y, un += x || y;
+            }
+            double iou = un ? (double)in / un : 1.0;
+            sum += iou, n++;
+            hist[iou >= 1.0 ? 9 : (int)(iou * 10)]++;
+        }
+        src->release(src->ctx, b);
+    }
+    printf("{\"miou\": %.6f, \"masks\": %ld, \"histogram\": [", n ? sum / n : 0.0, n);
+    for (int i = 0; i < 10; i++) printf("%s%d", i ? ", " : "", hist[i]);
+    printf("]}\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    cli_init(argv[0]);
+    options o;
+    parse_options(argc, argv, &o);
+    char err[512];
+    if (strcmp(o.backend, "cuda") == 0)
+        cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
+    tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
+    if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
+    tr_config cfg = o.cfg;
+    if (o.eval_only && tr_ckpt_read_config(o.eval_only, &cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    tr_model m;
+    if (tr_model_init(&m, be, &cfg, o.batch, o.masks, o.points, err, sizeof err) < 0)
+        cli_die(CLI_EXIT_FATAL, "%s", err);
+    tr_model_init_params(&m, o.seed);
+    tr_data_source src = {0};
+
+    if (o.eval_only) {
+        if (tr_ckpt_load_model(&m, o.eval_only, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        open_source(&o, &src, &be->mem, "--val", o.val);
+        evaluate(&o, &m, &src);
+        src.close(src.ctx);
+        tr_model_free(&m);
+        tr_backend_free(be);
+        return 0;
+    }
+    open_source(&o, &src, &be->mem, "--data", o.data);
+
+    if (o.dump_step) {
+        tr_batch *b;
+        int rc = src.next(src.ctx, &b, err, sizeof err);
+        if (rc <= 0) cli_die(CLI_EXIT_FATAL, "%s", rc < 0 ? err : "no data for --dump-step");
+        if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        tr_loss L = tr_model_backward(&m, b);
+        if (tr_dump_step(&m, b, &L, o.dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        printf("{\"loss\": %.8g, \"focal\": %.8g, \"dice\": %.8g, \"iou_mse\": %.8g, \"valid\": %d}\n", L.loss,
+               L.focal, L.dice, L.iou_mse, L.n_valid);
+        src.release(src.ctx, b);
+        src.close(src.ctx);
+        tr_model_free(&m);
+        tr_backend_free(be);
+        return 0;
+    }
+
+    /* training */
+    if (mkdir(o.out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o.out, strerror(errno));
+    tr_optim_config oc;
+    tr_optim_defaults(&oc, o.lr, o.steps);
+    if (o.warmup >= 0) oc.warmup = o.warmup;
+    oc.weight_decay = o.weight_decay, oc.clip = o.clip;
+    tr_optim opt;
+    if (tr_optim_init(&opt, &m, &oc) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
+    tr_train_state st = {0};
+    tr_rng_seed(&st.rng, o.seed);
+    if (o.resume) {
+        long step = read_latest(o.resume);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/model-%ld.safetensors", o.resume, step);
+        if (tr_ckpt_load_model(&m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        snprintf(path, sizeof path, "%s/state-%ld.bin", o.resume, step);
+        if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
+            cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
+    }
+    char logpath[4096];
+    snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
+    FILE *log = fopen(logpath, o.resume ? "a" : "w");
+    if (!log) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    if (!o.quiet) {
+        char a[32];
+        fmt_bytes(a, sizeof a, be->mem.total);
+        fprintf(stderr, "%s: %s config, %zu parameters, B=%d M=%d K=%d, %d threads, memory: %s allocated\n",
+                cli_prog(), o.config_name, m.n_param_floats, o.batch, o.masks, o.points, be->n_threads, a);
+    }
+    double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
+    long since = 0;
+    int rc_exit = 0;
+    while (st.step < o.steps) {
+        if (stop_requested) {
+            save_checkpoint(&o, &m, &opt, &st, &src);
+            cli_warn("interrupted: checkpoint of step %ld written", st.step);
+            rc_exit = 130;
+            break;
+        }
+        tr_batch *b;
+        int rc = src.next(src.ctx, &b, err, sizeof err);
+        if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (rc == 0) break;
+        if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        tr_loss L = tr_model_backward(&m, b);
+        src.release(src.ctx, b);
+        double lr, gnorm = tr_optim_step(&opt, &m, &lr);
+        st.step++;
+        since++;
+        if (st.step % o.log_every == 0 || st.step == o.steps) {
+            double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
+            double dt = now - t_last, ips = dt > 0 ? since * o.batch / dt : 0, dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
+            char a[32], pk[32];
+            fmt_bytes(a, sizeof a, be->mem.total);
+            fmt_bytes(pk, sizeof pk, be->mem.total_peak);
+            fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
+                    "\"miou\": %.4f, \"lr\": %.6g, \"grad_norm\": %.6g, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
+                    "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 "}\n",
+                    st.step, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, gnorm, ips, dw, be->mem.total,
+                    be->mem.total_peak);
+            fflush(log);
+            if (!o.quiet)
+                fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
+                        "%.2f img/s  data %.0f%%  memory: %s allocated | peak %s\n",
+                        st.step, o.steps, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, ips, dw, a, pk);
+            t_last = now, wait_last = wait, since = 0;
+        }
+        if (st.step % o.ckpt_every == 0 || st.step == o.steps) save_checkpoint(&o, &m, &opt, &st, &src);
+    }
+    fclose(log);
+    src.close(src.ctx);
+    tr_optim_free(&opt, &m);
+    tr_model_free(&m);
+    tr_backend_free(be);
+    return rc_exit;
+}
