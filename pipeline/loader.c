@@ -58,6 +58,7 @@ typedef struct ld_worker {
     uint32_t *sel;      /* mask selection scratch */
     size_t sel_cap;
     uint32_t *rowcnt;   /* [R] set cells per mask row */
+    uint8_t *tmprow;    /* R + 8 bytes */
     uint64_t bytes;     /* bytes read, folded into L under the lock */
 } ld_worker;
 
@@ -77,6 +78,7 @@ struct sa1b_loader {
         off_mid, off_flip, off_shard, off_sidx;
     size_t img_row; /* bytes of one image row */
     float lut[3][256];
+    uint64_t unpack[256]; /* byte -> 8 bytes of 0/1 (bit j -> byte j, little-endian) */
 
     pthread_mutex_t mu;
     pthread_cond_t work, ready;
@@ -306,20 +308,51 @@ static void ld_put_image(sa1b_loader *L, sa1b_batch *o, uint32_t b, const uint8_
             memset(out + c * plane + (size_t)h * S, 0, (size_t)(S - h) * S * 4);
 }
 
-/* Unpacks LSB-first packed bits (R*R of them) into R*R bytes of 0/1. */
-static void ld_unpack(const uint8_t *bits, size_t nbits, uint8_t *out)
+/* Reverse copy: dst[i] = src[n-1-i], 8 bytes at a time. */
+static void ld_reverse(uint8_t *dst, const uint8_t *src, size_t n)
 {
-    size_t full = nbits / 8, i;
-    for (i = 0; i < full; i++) {
-        uint64_t v = bits[i];
-        /* spread bit j of each nibble to bit 0 of byte j (no carries: the
-         * four shifted copies occupy disjoint bit ranges) */
-        uint64_t y = ((v & 0x0F) * UINT64_C(0x00204081)) & UINT64_C(0x01010101);
-        uint64_t z = (((v >> 4) & 0x0F) * UINT64_C(0x00204081)) & UINT64_C(0x01010101);
-        uint64_t word = y | (z << 32);
-        memcpy(out + 8 * i, &word, 8); /* little-endian hosts (checked at open) */
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v;
+        memcpy(&v, src + n - i - 8, 8);
+        v = __builtin_bswap64(v);
+        memcpy(dst + i, &v, 8);
     }
-    for (size_t k = full * 8; k < nbits; k++) out[k] = (uint8_t)((bits[k / 8] >> (k % 8)) & 1u);
+    for (; i < n; i++) dst[i] = src[n - 1 - i];
+}
+
+/* Row y of a mask: unpacks the LSB-first packed bits of columns < wR into
+ * out[0..R) as 0/1 bytes (mirrored within wR when flip), zero from wR on;
+ * returns the number of set cells.  tmp: R + 8 bytes of scratch. */
+static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t y, uint32_t wR,
+                            int flip, uint8_t *out, uint8_t *tmp)
+{
+    uint32_t R = L->R;
+    uint8_t *dst = flip ? tmp : out;
+    uint32_t count = 0;
+    if (R % 8 == 0) {
+        const uint8_t *rb = bits + (size_t)y * (R / 8);
+        uint32_t nb = (wR + 7) / 8, full = wR / 8, i = 0;
+        for (; i + 8 <= full; i += 8) {
+            uint64_t v;
+            memcpy(&v, rb + i, 8);
+            count += (uint32_t)__builtin_popcountll(v);
+        }
+        for (; i < full; i++) count += (uint32_t)__builtin_popcount(rb[i]);
+        if (wR % 8) count += (uint32_t)__builtin_popcount(rb[full] & ((1u << (wR % 8)) - 1u));
+        for (i = 0; i < nb; i++) memcpy(dst + 8 * (size_t)i, &L->unpack[rb[i]], 8);
+    } else {
+        size_t base = (size_t)y * R;
+        for (uint32_t x = 0; x < wR; x++) {
+            size_t k = base + x;
+            uint8_t v = (uint8_t)((bits[k / 8] >> (k % 8)) & 1u);
+            dst[x] = v;
+            count += v;
+        }
+    }
+    if (flip) ld_reverse(out, tmp, wR);
+    if (wR < R) memset(out + wR, 0, R - wR);
+    return count;
 }
 
 /* Index of the shard holding global image gidx (binary search on first). */
@@ -438,22 +471,14 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         if (rc) return rc;
         if (!L->cfg.verify) W->bytes += L->mask_bytes;
         uint8_t *mk = o->masks + ((size_t)b * M + m) * RR;
-        ld_unpack(mv.bits, RR, mk);
-        /* clear outside the content, count set cells per row */
+        /* unpack the content (mirrored when flip), zero outside it, count
+         * set cells per row */
         uint64_t pos = 0;
-        for (uint32_t y = 0; y < R; y++) {
-            uint8_t *row = mk + (size_t)y * R;
-            if (y >= hR) {
-                memset(row, 0, (size_t)(R - y) * R);
-                for (; y < R; y++) W->rowcnt[y] = 0;
-                break;
-            }
-            uint32_t c = 0;
-            for (uint32_t x = 0; x < wR; x++) c += row[x];
-            if (wR < R) memset(row + wR, 0, R - wR);
-            W->rowcnt[y] = c;
-            pos += c;
+        for (uint32_t y = 0; y < hR; y++) {
+            W->rowcnt[y] = ld_mask_row(L, mv.bits, y, wR, flip, mk + (size_t)y * R, W->tmprow);
+            pos += W->rowcnt[y];
         }
+        if (hR < R) memset(mk + (size_t)hR * R, 0, (size_t)(R - hR) * R);
         uint64_t neg = (uint64_t)wR * hR - pos;
         o->valid[(size_t)b * M + m] = 1;
         o->mask_ids[(size_t)b * M + m] = mv.id;
@@ -474,11 +499,13 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
                 if (t < c) break;
                 t -= c;
             }
+            /* the t-th wanted cell of row y in the unflipped order (the row
+             * in the batch is already mirrored when flip) */
             const uint8_t *row = mk + (size_t)y * R;
             uint32_t x = 0;
             uint8_t want = positive ? 1 : 0;
             for (;; x++) {
-                if (row[x] == want) {
+                if (row[flip ? wR - 1 - x : x] == want) {
                     if (t == 0) break;
                     t--;
                 }
@@ -489,16 +516,6 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
             o->points[2 * pk] = (float)px;
             o->points[2 * pk + 1] = (float)py;
             o->labels[pk] = positive ? 1 : 0;
-        }
-        if (flip) {
-            for (uint32_t y = 0; y < hR; y++) {
-                uint8_t *row = mk + (size_t)y * R;
-                for (uint32_t a = 0, e = wR - 1; a < e; a++, e--) {
-                    uint8_t t = row[a];
-                    row[a] = row[e];
-                    row[e] = t;
-                }
-            }
         }
     }
     ld_pad_masks(L, o, b, nsel);
@@ -803,6 +820,7 @@ void sa1b_loader_close(sa1b_loader *L)
             free(W->rgb);
             free(W->sel);
             free(W->rowcnt);
+            free(W->tmprow);
         }
         free(L->workers);
     }
@@ -904,6 +922,12 @@ int sa1b_loader_open(sa1b_loader **out, const sa1b_loader_config *cfg, sa1b_erro
         for (int v = 0; v < 256; v++)
             L->lut[c][v] = (float)(((double)v / 255.0 - norm_mean[c]) / norm_std[c]);
 
+    for (int v = 0; v < 256; v++) {
+        uint64_t x = 0;
+        for (int j = 0; j < 8; j++)
+            if (v >> j & 1) x |= (uint64_t)1 << (8 * j);
+        L->unpack[v] = x;
+    }
     long pg = sysconf(_SC_PAGESIZE);
     L->page = pg > 0 && (pg & (pg - 1)) == 0 ? (uintptr_t)pg : 4096;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -932,7 +956,8 @@ int sa1b_loader_open(sa1b_loader **out, const sa1b_loader_config *cfg, sa1b_erro
         ld_worker *W = &L->workers[i];
         W->L = L;
         W->rowcnt = calloc(L->R, sizeof *W->rowcnt);
-        if (!W->rowcnt) {
+        W->tmprow = malloc((size_t)L->R + 8);
+        if (!W->rowcnt || !W->tmprow) {
             rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: worker scratch");
             goto fail;
         }

@@ -16,3 +16,9 @@ tests_test_loader_content_LDADD = $(SA1B_LIBS)
 LOADBENCH_TESTS = tests/t1600-loadbench-cli.sh tests/t1601-loadbench-order.sh
 TESTS += $(LOADBENCH_TESTS)
 EXTRA_DIST += $(LOADBENCH_TESTS)
+
+EXTRA_PROGRAMS += tests/bench/bench-loader
+BENCHES += tests/bench/bench-loader
+tests_bench_bench_loader_SOURCES = tests/bench/bench-loader.c
+tests_bench_bench_loader_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_bench_bench_loader_LDADD = $(SA1B_LIBS)
