@@ -23,3 +23,9 @@ tests_fuzz_fuzz_safetensors_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_safetensors_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_safetensors_LDADD = $(TRAIN_LIBS)
 endif
+
+EXTRA_PROGRAMS += tests/bench/bench-train
+BENCHES += tests/bench/bench-train
+tests_bench_bench_train_SOURCES = tests/bench/bench-train.c
+tests_bench_bench_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DSRCDIR='"$(abs_srcdir)"'
+tests_bench_bench_train_LDADD = $(TRAIN_LIBS)
