@@ -32,7 +32,7 @@
 typedef struct axis_taps {
     uint32_t *start;   /* [m] first source index; start + T <= n */
     uint32_t *ov;      /* [m][T] integer overlaps (zero where no overlap) */
-    uint32_t *wq;      /* [m][T] ov / n in Q16, each row summing to exactly 65536 */
+    uint32_t *wq;      /* [m][T] ov / n in fixed point, each row summing to exactly 1 */
     size_t cap_m, cap_w;
     uint32_t T;        /* taps per destination pixel (the most any needs) */
 } axis_taps;
@@ -41,8 +41,6 @@ typedef struct resize_scratch {
     axis_taps x, y;
     uint16_t *ring;    /* [ring_rows][dw * ch] horizontally filtered rows, Q8 */
     size_t ring_cap;
-    uint32_t *wbig;    /* [T] vertical weights when T > 64 */
-    size_t wbig_cap;
 } resize_scratch;
 
 static void taps_free(axis_taps *t)
@@ -58,7 +56,6 @@ static void scratch_free(resize_scratch *s)
     taps_free(&s->x);
     taps_free(&s->y);
     free(s->ring);
-    free(s->wbig);
     memset(s, 0, sizeof *s);
 }
 
@@ -72,7 +69,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t elem)
     return 1;
 }
 
-static int taps_build(axis_taps *t, uint32_t n, uint32_t m)
+static int taps_build(axis_taps *t, uint32_t n, uint32_t m, int bits)
 {
     if (m > t->cap_m) {
         uint32_t *a = realloc(t->start, m * sizeof *a);
@@ -102,18 +99,22 @@ static int taps_build(axis_taps *t, uint32_t n, uint32_t m)
             uint64_t a = (uint64_t)j * m, b = a + m;
             w[j - st] = (uint32_t)((b < hi ? b : hi) - (a > lo ? a : lo));
         }
-        uint32_t *q = t->wq + (size_t)i * T, sum = 0, big = 0;
+        /* cumulative rounding: weights sum to exactly 1 << bits, none wraps,
+         * and the running error never exceeds half a unit */
+        uint32_t *q = t->wq + (size_t)i * T;
+        uint64_t cum = 0, prev = 0;
         for (uint32_t k = 0; k < T; k++) {
-            q[k] = (uint32_t)(((uint64_t)w[k] * 65536 + n / 2) / n);
-            sum += q[k];
-            if (q[k] > q[big]) big = k;
+            cum += w[k];
+            uint64_t r = ((cum << bits) + n / 2) / n;
+            q[k] = (uint32_t)(r - prev);
+            prev = r;
         }
-        q[big] += 65536 - sum;
     }
     return 1;
 }
 
-/* out = sum of wq * v in Q8 (<= 65280): 255 * 65536 fits 32 bits.  Inlined
+/* out = sum of wq * v in Q8 (<= 65280), wq in Q24: 255 * 2^24 + 2^15 fits
+ * 32 bits.  Inlined
  * with constant ch and T, each call site below is a specialised copy. */
 static inline void hfilter(const uint8_t *restrict src, const axis_taps *tx, uint32_t dw, int ch,
                            uint32_t T, uint16_t *restrict out)
@@ -122,7 +123,7 @@ static inline void hfilter(const uint8_t *restrict src, const axis_taps *tx, uin
     const uint32_t *restrict start = tx->start;
     for (uint32_t i = 0; i < dw; i++, w += T) {
         const uint8_t *s = src + (size_t)start[i] * ch;
-        uint32_t a0 = 128, a1 = 128, a2 = 128, a3 = 128;
+        uint32_t a0 = 1u << 15, a1 = 1u << 15, a2 = 1u << 15, a3 = 1u << 15;
         for (uint32_t k = 0; k < T; k++, s += ch) {
             uint32_t wk = w[k];
             a0 += wk * s[0];
@@ -131,10 +132,10 @@ static inline void hfilter(const uint8_t *restrict src, const axis_taps *tx, uin
             if (ch > 3) a3 += wk * s[3];
         }
         uint16_t *o = out + (size_t)i * ch;
-        o[0] = (uint16_t)(a0 >> 8);
-        if (ch > 1) o[1] = (uint16_t)(a1 >> 8);
-        if (ch > 2) o[2] = (uint16_t)(a2 >> 8);
-        if (ch > 3) o[3] = (uint16_t)(a3 >> 8);
+        o[0] = (uint16_t)(a0 >> 16);
+        if (ch > 1) o[1] = (uint16_t)(a1 >> 16);
+        if (ch > 2) o[2] = (uint16_t)(a2 >> 16);
+        if (ch > 3) o[3] = (uint16_t)(a3 >> 16);
     }
 }
 
@@ -165,18 +166,16 @@ static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
                        sa1b_error *err)
 {
-    if (!taps_build(&s->x, sw, dw) || !taps_build(&s->y, sh, dh))
+    if (!taps_build(&s->x, sw, dw, 24) || !taps_build(&s->y, sh, dh, 16))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const uint32_t ring_rows = s->y.T;
     const size_t row = (size_t)dw * ch;
-    if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring) ||
-        !grow((void **)&s->wbig, &s->wbig_cap, ring_rows, sizeof *s->wbig))
+    if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const size_t src_stride = (size_t)sw * ch;
     uint32_t next = 0;   /* next source row to filter horizontally */
     for (uint32_t y = 0; y < dh; y++) {
         uint32_t j0 = s->y.start[y], c = s->y.T;
-        const uint32_t *wy = s->y.ov + (size_t)y * c;
         /* source rows arrive in increasing order; rows < j0 are no longer needed */
         if (next < j0) next = j0;
         while (next < j0 + c) {
@@ -184,15 +183,7 @@ static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                         s->ring + (size_t)(next % ring_rows) * row);
             next++;
         }
-        /* weights ov / sh in Q16, summing exactly to 65536 (the remainder goes
-         * to the largest), so acc <= 65280 * 65536 < 2^32 */
-        uint32_t wq[64], *wv = c <= 64 ? wq : s->wbig, sum = 0, big = 0;
-        for (uint32_t k = 0; k < c; k++) {
-            wv[k] = (uint32_t)(((uint64_t)wy[k] * 65536 + sh / 2) / sh);
-            sum += wv[k];
-            if (wv[k] > wv[big]) big = k;
-        }
-        wv[big] += 65536 - sum;
+        const uint32_t *wv = s->y.wq + (size_t)y * c;   /* Q16, summing to 65536 */
         uint8_t *restrict d = dst + (size_t)y * dst_stride;
         for (size_t i0 = 0; i0 < row; i0 += VBLOCK) {
             /* fixed-size blocks: compilers vectorise these at -O2 */

@@ -210,6 +210,27 @@ static void test_resize(void)
                    "values within %g of a .5 boundary rounded the other way, worst %.5f)",
            n_cases, n_exact_diff, RESIZE_TOL, worst);
 
+    /* extreme ratios (thousands of taps): weights must still sum to one */
+    static const uint32_t ext[][4] = {{26000, 2, 1, 2}, {2, 26000, 2, 1}, {30001, 3, 7, 1},
+                                      {3, 30001, 1, 5}};
+    for (size_t e = 0; e < 4; e++) {
+        uint32_t sw = ext[e][0], sh = ext[e][1], dw = ext[e][2], dh = ext[e][3];
+        uint8_t *src = malloc((size_t)sw * sh), *dst = malloc((size_t)dw * dh);
+        for (size_t i = 0; i < (size_t)sw * sh; i++) src[i] = (uint8_t)(i * 37 % 251);
+        int ok = sa1b_resize_area(src, sw, sh, dst, dw, dh, 1, NULL) == SA1B_OK;
+        double worst_e = 0;
+        for (uint32_t y = 0; ok && y < dh; y++)
+            for (uint32_t x = 0; x < dw; x++) {
+                double r = ref_value(src, sw, sh, dw, dh, 1, x, y, 0);
+                double d = fabs(dst[(size_t)y * dw + x] - r);
+                if (d > worst_e) worst_e = d;
+            }
+        tap_ok(ok && worst_e <= 0.5 + RESIZE_TOL, "extreme ratio %ux%u -> %ux%u (worst %.4f)", sw,
+               sh, dw, dh, worst_e);
+        free(src);
+        free(dst);
+    }
+
     /* exact cases: identity, 2x2 averaging */
     uint8_t a[4 * 2 * 3], b[2 * 1 * 3], id[4 * 2 * 3];
     for (int i = 0; i < 24; i++) a[i] = (uint8_t)(i * 10);
