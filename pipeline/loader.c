@@ -308,6 +308,15 @@ static void ld_put_image(sa1b_loader *L, sa1b_batch *o, uint32_t b, const uint8_
             memset(out + c * plane + (size_t)h * S, 0, (size_t)(S - h) * S * 4);
 }
 
+/* Bits set in v (SWAR: no libgcc call without -mpopcnt). */
+static inline uint32_t ld_popcount64(uint64_t v)
+{
+    v = v - ((v >> 1) & UINT64_C(0x5555555555555555));
+    v = (v & UINT64_C(0x3333333333333333)) + ((v >> 2) & UINT64_C(0x3333333333333333));
+    v = (v + (v >> 4)) & UINT64_C(0x0F0F0F0F0F0F0F0F);
+    return (uint32_t)((v * UINT64_C(0x0101010101010101)) >> 56);
+}
+
 /* Reverse copy: dst[i] = src[n-1-i], 8 bytes at a time. */
 static void ld_reverse(uint8_t *dst, const uint8_t *src, size_t n)
 {
@@ -336,10 +345,10 @@ static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t 
         for (; i + 8 <= full; i += 8) {
             uint64_t v;
             memcpy(&v, rb + i, 8);
-            count += (uint32_t)__builtin_popcountll(v);
+            count += ld_popcount64(v);
         }
-        for (; i < full; i++) count += (uint32_t)__builtin_popcount(rb[i]);
-        if (wR % 8) count += (uint32_t)__builtin_popcount(rb[full] & ((1u << (wR % 8)) - 1u));
+        for (; i < full; i++) count += ld_popcount64(rb[i]);
+        if (wR % 8) count += ld_popcount64(rb[full] & ((1u << (wR % 8)) - 1u));
         for (i = 0; i < nb; i++) memcpy(dst + 8 * (size_t)i, &L->unpack[rb[i]], 8);
     } else {
         size_t base = (size_t)y * R;
@@ -420,9 +429,22 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         if (!((jw == S && jh == S) || (jw == w && jh == h)))
             return sa1b_error_set(err, SA1B_EMISMATCH, (int64_t)v.payload_offset,
                                   "jpeg of %ux%u, want %ux%u or %ux%u", jw, jh, S, S, w, h);
-        rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
-        if (rc) return rc;
-        ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip);
+        if (jw == S && jh == S && !L->cfg.normalize && !flip) {
+            /* a whole canvas, delivered as is: decode straight into the
+             * row, then clear the padding (JPEG leaves it near zero, not
+             * zero) */
+            uint8_t *out = (uint8_t *)o->images + (size_t)b * L->img_row;
+            rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, out, S, S, err);
+            if (rc) return rc;
+            if (w < S)
+                for (uint32_t y = 0; y < h; y++)
+                    memset(out + ((size_t)y * S + w) * 3, 0, (size_t)(S - w) * 3);
+            if (h < S) memset(out + (size_t)h * S * 3, 0, (size_t)(S - h) * S * 3);
+        } else {
+            rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
+            if (rc) return rc;
+            ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip);
+        }
     }
 
     /* masks: selection */
