@@ -18,7 +18,8 @@
  * loader with those of the bound (process CPU time, all threads): it does
  * not depend on other load on the machine, the wall-clock ratio does.
  * Usage: bench-loader [THREADS [CONFIG]]  (THREADS default 2: the 2 cores
- * of the target; CONFIG: the row number alone, from 0, for profiling)
+ * of the target; CONFIG: the row number alone, from 0, for profiling;
+ * SA1B_BENCH_DIR=DIR keeps the shards in DIR and reuses them)
  */
 #include <math.h>
 #include <pthread.h>
@@ -368,11 +369,16 @@ int main(int argc, char **argv)
         {"jpeg S=1024", 1024, 256, 4, 64, 1, 80, 40, 1, 0.0},
     };
     char dir[256];
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof dir, "%s/bench-loader.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        perror("bench-loader: mkdtemp");
-        return 1;
+    const char *tmp = getenv("TMPDIR"), *keep = getenv("SA1B_BENCH_DIR");
+    if (keep && *keep) {
+        /* profiling: shards kept (and reused) in an existing directory */
+        snprintf(dir, sizeof dir, "%s", keep);
+    } else {
+        snprintf(dir, sizeof dir, "%s/bench-loader.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(dir)) {
+            perror("bench-loader: mkdtemp");
+            return 1;
+        }
     }
     printf("bench-loader: %u worker threads, page-cached shards, median of 3\n", T);
     printf("%-20s %4s %4s %4s %4s  %12s  %-12s %12s  %6s  %6s  %-12s %9s\n", "config", "B", "M", "R",
@@ -415,8 +421,10 @@ int main(int argc, char **argv)
         }
         fflush(stdout);
     }
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "bench-loader: cannot remove %s\n", dir);
+    if (!(keep && *keep)) {
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+        if (system(cmd) != 0) fprintf(stderr, "bench-loader: cannot remove %s\n", dir);
+    }
     return status;
 }
