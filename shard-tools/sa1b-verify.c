@@ -9,6 +9,8 @@
 #include "sa1b_shard.h"
 
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,7 @@
 
 typedef struct options {
     int stats, quiet;
+    unsigned jobs; /* threads checking payloads */
 } options;
 
 static void usage(void)
@@ -26,6 +29,8 @@ static void usage(void)
            "file to stdout (\"FILE: ok ...\" or \"FILE: damaged ...\").\n"
            "\n"
            "Options:\n"
+           "  -j, --jobs N     check payloads with N threads (default: the number of\n"
+           "                   processors, at most 8); the output does not depend on N\n"
            "  -q, --quiet      no result lines on stdout (problems are still reported)\n"
            "  -s, --stats      report the throughput of every file on stderr (the\n"
            "                   default when stderr is a terminal)\n"
@@ -35,6 +40,76 @@ static void usage(void)
            "Exit status: 0 every file is intact, 1 a file is damaged or not a shard,\n"
            "2 usage error, 3 a file could not be read.\n",
            cli_prog());
+}
+
+/* One failed image: reported after all workers are done, in image order. */
+typedef struct vfail {
+    uint64_t index;
+    sa1b_error err;
+} vfail;
+
+/* Payload checks spread over threads: images are handed out in chunks from
+ * an atomic counter; each worker keeps its own list of failures. */
+typedef struct vwork {
+    const sa1b_shard *s;
+    uint64_t n;
+    _Atomic uint64_t next, done_bytes, done_images;
+} vwork;
+
+typedef struct vworker {
+    vwork *w;
+    vfail *fails;
+    size_t n_fails, cap_fails;
+    int oom;
+    cli_progress *prog; /* main thread only */
+    double t0;
+} vworker;
+
+enum { CHUNK = 8 };
+
+static void *vrun(void *arg)
+{
+    vworker *k = arg;
+    vwork *w = k->w;
+    for (;;) {
+        uint64_t first = atomic_fetch_add(&w->next, CHUNK);
+        if (first >= w->n) break;
+        uint64_t last = first + CHUNK < w->n ? first + CHUNK : w->n, bytes = 0;
+        for (uint64_t i = first; i < last; i++) {
+            sa1b_shard_image_view im;
+            sa1b_error err;
+            if (sa1b_shard_image(w->s, i, &im, &err) || sa1b_shard_verify_image(w->s, i, &err)) {
+                if (k->n_fails == k->cap_fails) {
+                    size_t nc = k->cap_fails ? 2 * k->cap_fails : 16;
+                    vfail *nf = realloc(k->fails, nc * sizeof *nf);
+                    if (!nf) {
+                        k->oom = 1;
+                        continue;
+                    }
+                    k->fails = nf;
+                    k->cap_fails = nc;
+                }
+                k->fails[k->n_fails].index = i;
+                k->fails[k->n_fails++].err = err;
+                continue;
+            }
+            bytes += im.payload_len + im.masks_len;
+        }
+        atomic_fetch_add(&w->done_bytes, bytes);
+        uint64_t done = atomic_fetch_add(&w->done_images, last - first) + (last - first);
+        if (k->prog) {
+            double dt = cli_now() - k->t0;
+            cli_progress_update(k->prog, done, w->n, "%.2f GB/s",
+                                dt > 0 ? (double)atomic_load(&w->done_bytes) / dt / 1e9 : 0.0);
+        }
+    }
+    return NULL;
+}
+
+static int fail_cmp(const void *a, const void *b)
+{
+    const vfail *x = a, *y = b;
+    return x->index < y->index ? -1 : x->index > y->index;
 }
 
 static int verify(const char *file, const options *o)
@@ -59,24 +134,47 @@ static int verify(const char *file, const options *o)
     }
     cli_progress prog;
     cli_progress_init(&prog, o->quiet);
-    uint64_t done = 0;
-    for (uint64_t i = 0; i < in->n_images; i++) {
-        sa1b_shard_image_view im;
-        if (sa1b_shard_image(s, i, &im, &err) || sa1b_shard_verify_image(s, i, &err)) {
-            cli_progress_end(&prog);
-            cli_warn("'%s': %s", file, err.msg);
-            problems++;
-            continue;
-        }
-        done += im.payload_len + im.masks_len;
-        if ((i & 63) == 0) {
-            double dt = cli_now() - t0;
-            cli_progress_update(&prog, i, in->n_images, "%.2f GB/s",
-                                dt > 0 ? (double)done / dt / 1e9 : 0.0);
-        }
+    vwork w = {.s = s, .n = in->n_images};
+    atomic_init(&w.next, 0);
+    atomic_init(&w.done_bytes, 0);
+    atomic_init(&w.done_images, 0);
+    unsigned nt = o->jobs;
+    if (nt > in->n_images / CHUNK + 1) nt = (unsigned)(in->n_images / CHUNK + 1);
+    vworker *k = calloc(nt, sizeof *k);
+    pthread_t *tid = calloc(nt, sizeof *tid);
+    if (!k || !tid) cli_die(CLI_EXIT_FATAL, "out of memory");
+    unsigned started = 1;
+    for (unsigned t = 0; t < nt; t++) {
+        k[t].w = &w;
+        k[t].t0 = t0;
     }
+    k[0].prog = &prog;
+    for (unsigned t = 1; t < nt; t++, started++)
+        if (pthread_create(&tid[t], NULL, vrun, &k[t]) != 0) break;
+    vrun(&k[0]);
+    for (unsigned t = 1; t < started; t++) pthread_join(tid[t], NULL);
     cli_progress_end(&prog);
     double dt = cli_now() - t0;
+    /* failures in image order, whatever the thread count */
+    size_t nf = 0;
+    for (unsigned t = 0; t < started; t++) {
+        nf += k[t].n_fails;
+        if (k[t].oom) cli_die(CLI_EXIT_FATAL, "out of memory");
+    }
+    vfail *all = malloc((nf ? nf : 1) * sizeof *all);
+    if (!all) cli_die(CLI_EXIT_FATAL, "out of memory");
+    nf = 0;
+    for (unsigned t = 0; t < started; t++) {
+        if (k[t].n_fails) memcpy(all + nf, k[t].fails, k[t].n_fails * sizeof *all);
+        nf += k[t].n_fails;
+        free(k[t].fails);
+    }
+    qsort(all, nf, sizeof *all, fail_cmp);
+    for (size_t f = 0; f < nf; f++) cli_warn("'%s': %s", file, all[f].err.msg);
+    problems += nf;
+    free(all);
+    free(k);
+    free(tid);
     sa1b_shard_close(s);
     if (!o->quiet) {
         if (problems)
@@ -88,8 +186,9 @@ static int verify(const char *file, const options *o)
                    (unsigned long long)in->file_size);
     }
     if (o->stats)
-        cli_warn("'%s': %.3f GB checked in %.3f s: %.2f GB/s", file, (double)in->file_size / 1e9,
-                 dt, dt > 0 ? (double)in->file_size / dt / 1e9 : 0.0);
+        cli_warn("'%s': %.3f GB checked in %.3f s: %.2f GB/s (%u thread%s)", file,
+                 (double)in->file_size / 1e9, dt, dt > 0 ? (double)in->file_size / dt / 1e9 : 0.0,
+                 started, started == 1 ? "" : "s");
     return problems ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
 }
 
@@ -97,15 +196,24 @@ int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     static const struct option longopts[] = {
-        {"quiet", no_argument, NULL, 'q'}, {"stats", no_argument, NULL, 's'},
+        {"jobs", required_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'},
+        {"stats", no_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},  {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
-    options o = {0, 0};
+    options o = {0, 0, 1};
     o.stats = isatty(STDERR_FILENO);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    o.jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
+    uint64_t v;
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "qshV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":j:qshV", longopts, NULL)) != -1) {
         switch (c) {
+        case 'j':
+            if (cli_parse_u64(optarg, 1, 256, &v)) cli_usage_error("bad --jobs '%s' (1..256)", optarg);
+            o.jobs = (unsigned)v;
+            break;
+        case ':': cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         case 'q': o.quiet = 1; break;
         case 's': o.stats = 1; break;
         case 'h': usage(); return CLI_EXIT_OK;

@@ -34,6 +34,14 @@ run_status 1 "flipped bit in a payload: status 1" sa1b-verify flip.shard
 grep_ok "'flip.shard': image 2 \(id 106\) payload at offset $payload: CRC32C 0x[0-9a-f]{8} != stored 0x[0-9a-f]{8}" "$TMP/.err" "payload flip: image, id and offset named"
 grep_ok '^flip.shard: damaged \(1 problem\)' "$TMP/.out" "payload flip: one problem, other images checked"
 
+p4=$(grep '"index": 4,' info.jsonl | sed 's/.*"image_offset": \([0-9]*\).*/\1/')
+"$GEN" flip flip.shard $((p4 + 1)) 0
+sa1b-verify -j 1 flip.shard > j1.out 2> j1.err
+sa1b-verify -j 3 flip.shard > j3.out 2> j3.err
+cmp -s j1.err j3.err && cmp -s j1.out j3.out
+ok $? "-j 1 and -j 3 report the same problems in the same order"
+is "$(grep -c CRC32C j3.err)" 2 "two damaged payloads, two problems"
+
 cp good.shard flip.shard; "$GEN" flip flip.shard $((index_offset + 96 * 3 + 2)) 0
 run_status 1 "flipped bit in the index: status 1" sa1b-verify flip.shard
 grep_ok "index table at offset $index_offset: CRC32C" "$TMP/.err" "index flip: table and offset named"
