@@ -37,12 +37,13 @@ static int get_int64(const json_t *v, int64_t *out)
     return 0;
 }
 
-/* 1 ok, 0 not a number, -1 not finite. */
+/* 1 ok, 0 not a number, -1 not finite or beyond SA1B_ANNO_MAX_ABS (so that
+ * callers may convert to float or int32 safely). */
 static int get_double(const json_t *v, double *out)
 {
     if (!json_is_number(v)) return 0;
     double d = json_number_value(v);
-    if (!isfinite(d)) return -1;
+    if (!isfinite(d) || fabs(d) > SA1B_ANNO_MAX_ABS) return -1;
     *out = d;
     return 1;
 }
@@ -55,7 +56,7 @@ static int get_number_field(const json_t *obj, const char *key, const char *pref
     if (!v) return sa1b_error_set(err, SA1B_EFORMAT, -1, "%smissing %s", prefix, key);
     int r = get_double(v, out);
     if (r == 0) return sa1b_error_set(err, SA1B_EFORMAT, -1, "%s%s: not a number", prefix, key);
-    if (r < 0) return sa1b_error_set(err, SA1B_ERANGE, -1, "%s%s: not finite", prefix, key);
+    if (r < 0) return sa1b_error_set(err, SA1B_ERANGE, -1, "%s%s: not finite or beyond 1e9", prefix, key);
     return SA1B_OK;
 }
 
@@ -72,7 +73,9 @@ static int get_box(const json_t *obj, const char *key, const char *prefix, doubl
         if (r == 0)
             return sa1b_error_set(err, SA1B_EFORMAT, -1, "%s%s: not an array of 4 numbers",
                                   prefix, key);
-        if (r < 0) return sa1b_error_set(err, SA1B_ERANGE, -1, "%s%s: not finite", prefix, key);
+        if (r < 0)
+            return sa1b_error_set(err, SA1B_ERANGE, -1, "%s%s: not finite or beyond 1e9", prefix,
+                                  key);
     }
     return SA1B_OK;
 }
@@ -163,6 +166,9 @@ static int parse_mask(const sa1b_anno *a, size_t i, const json_t *o, sa1b_mask_a
     if (m->area < 0)
         return sa1b_error_set(err, SA1B_ERANGE, -1, "%sarea: %lld is negative", pre,
                               (long long)m->area);
+    if ((uint64_t)m->area > (uint64_t)m->h * m->w)
+        return sa1b_error_set(err, SA1B_ERANGE, -1, "%sarea: %lld larger than %ux%u", pre,
+                              (long long)m->area, m->h, m->w);
     SA1B_FORWARD(get_number_field(o, "predicted_iou", pre, &m->predicted_iou, err));
     SA1B_FORWARD(get_number_field(o, "stability_score", pre, &m->stability_score, err));
     SA1B_FORWARD(get_box(o, "crop_box", pre, m->crop_box, err));
@@ -186,8 +192,8 @@ static int parse_mask(const sa1b_anno *a, size_t i, const json_t *o, sa1b_mask_a
                 return sa1b_error_set(err, SA1B_EFORMAT, -1,
                                       "%spoint_coords[%zu]: not an array [x, y]", pre, k);
             if (r < 0)
-                return sa1b_error_set(err, SA1B_ERANGE, -1, "%spoint_coords[%zu]: not finite",
-                                      pre, k);
+                return sa1b_error_set(err, SA1B_ERANGE, -1,
+                                      "%spoint_coords[%zu]: not finite or beyond 1e9", pre, k);
         }
         if (k == 0) {
             m->point[0] = xy[0];

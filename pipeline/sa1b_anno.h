@@ -28,7 +28,10 @@
  *   absurd values              SA1B_ERANGE   "image.width: 0 outside 1..32768",
  *                                            "annotations: 200000 masks, more than 100000",
  *                                            "mask 7: area: -5 is negative"
- *   non-finite numbers         SA1B_ERANGE   "mask 7: predicted_iou: not finite"
+ *   non-finite or huge numbers SA1B_ERANGE   "mask 7: predicted_iou: not finite or beyond 1e9"
+ *                                            (every real must satisfy |x| <= 1e9, so it
+ *                                            converts safely to float or int32)
+ *   area > h*w                 SA1B_ERANGE   "mask 7: area: 3000001 larger than 1500x2000"
  *   mask size != image size    SA1B_EMISMATCH "mask 7: size 1500x2000 != image 2000x1500"
  * Masks are numbered from 0 in file order (index into "annotations"); sizes
  * in messages are printed HxW like the file's [h, w].  err->offset is -1
@@ -49,6 +52,7 @@ extern "C" {
 /* Limits enforced by sa1b_anno_parse. */
 #define SA1B_ANNO_MAX_SIDE 32768u      /* width, height in 1..this */
 #define SA1B_ANNO_MAX_MASKS 100000u    /* annotations per image */
+#define SA1B_ANNO_MAX_ABS 1e9          /* |bbox|, |crop_box|, |point|, |scores| at most */
 
 typedef struct sa1b_mask_anno {
     int64_t id;                        /* annotation id (exceeds 2^31) */

@@ -279,6 +279,18 @@ static void test_errors(void)
                          " \"predicted_iou\": 0.5, \"stability_score\": 0.9,"
                          " \"crop_box\": [0, 0, 4, 3]}"),
                  SA1B_EFORMAT, "mask 0: missing point_coords", "missing point_coords");
+    expect_error(&a, DOC("{\"id\": 1, " SEG ", \"bbox\": [0, 0, 3, 2], \"area\": 13,"
+                         " \"predicted_iou\": 0.5, \"stability_score\": 0.9,"
+                         " \"crop_box\": [0, 0, 4, 3], \"point_coords\": []}"),
+                 SA1B_ERANGE, "mask 0: area: 13 larger than 3x4", "area above h*w");
+    expect_error(&a, DOC("{\"id\": 1, " SEG ", \"bbox\": [0, 0, 3, 2], \"area\": 3,"
+                         " \"predicted_iou\": 3.3e126, \"stability_score\": 0.9,"
+                         " \"crop_box\": [0, 0, 4, 3], \"point_coords\": []}"),
+                 SA1B_ERANGE, "mask 0: predicted_iou: not finite or beyond 1e9", "huge iou");
+    expect_error(&a, DOC("{\"id\": 1, " SEG ", \"bbox\": [0, -2e9, 3, 2], \"area\": 3,"
+                         " \"predicted_iou\": 0.5, \"stability_score\": 0.9,"
+                         " \"crop_box\": [0, 0, 4, 3], \"point_coords\": []}"),
+                 SA1B_ERANGE, "mask 0: bbox: not finite or beyond 1e9", "huge bbox");
     /* non-finite numbers cannot be written in JSON: an overflowing literal is a parse error */
 #define INF_DOC DOC("{\"id\": 1, " SEG ", \"bbox\": [0, 0, 3, 2], \"area\": 3," \
                     " \"predicted_iou\": 0.5, \"stability_score\": 1e999,"     \

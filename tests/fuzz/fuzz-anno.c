@@ -21,7 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const sa1b_mask_anno *m = &a.masks[i];
             sink += (uint64_t)m->id + m->h + m->w + (uint64_t)m->area + m->n_points;
             if (m->counts_len) sink += (uint8_t)m->counts[m->counts_len - 1];
-            sink += (uint64_t)(m->bbox[3] + m->crop_box[3] + m->point[1] + m->predicted_iou);
+            volatile double dsink = m->bbox[3] + m->crop_box[3] + m->point[1] + m->predicted_iou;
+            (void)dsink;
         }
         (void)sink;
     }
