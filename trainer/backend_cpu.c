@@ -128,6 +128,17 @@ void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begi
     pthread_mutex_unlock(&p->mu);
 }
 
+/* tr_parallel_for unless the whole job (n items of about `work` floats
+ * each) is too small to be worth waking the pool. */
+static void par(tr_backend *be, size_t n, size_t work, void (*fn)(void *, size_t, size_t), void *ctx)
+{
+    if (n * work < 32768) {
+        if (n) fn(ctx, 0, n);
+        return;
+    }
+    tr_parallel_for(be, n, fn, ctx);
+}
+
 /* One context shape for every parallel loop below: fields are named by role
  * in each op. */
 typedef struct pc {
@@ -220,7 +231,7 @@ static void gemm_cols_w(void *ctx, size_t b, size_t e)
     }
 }
 
-#define TR_GEMM_BLOCKS 16
+#define TR_GEMM_BLOCKS 4
 
 static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A,
                      int lda, const float *B, int ldb, float beta, float *C, int ldc)
@@ -228,7 +239,7 @@ static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float 
     double flops = 2.0 * M * N * (double)K;
     int rows = M >= N;
     int dim = rows ? M : N;
-    size_t nb = (size_t)(dim / 32 < TR_GEMM_BLOCKS ? dim / 32 : TR_GEMM_BLOCKS);
+    size_t nb = (size_t)(dim / 64 < TR_GEMM_BLOCKS ? dim / 64 : TR_GEMM_BLOCKS);
     if (flops < 4e6 || nb < 2) {
         gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
@@ -259,7 +270,7 @@ static void colsum_w(void *ctx, size_t b, size_t e)
 static void colsum_add(tr_backend *be, float *out, const float *x, size_t N, int C, int ld)
 {
     pc p = {.o = out, .a = x, .n = N, .i0 = ld};
-    tr_parallel_for(be, (size_t)C, colsum_w, &p);
+    par(be, (size_t)C, N, colsum_w, &p);
 }
 
 /* ---- linear ------------------------------------------------------------------ */
@@ -275,7 +286,7 @@ static void cpu_linear_forward(tr_backend *be, float *out, const float *inp, con
 {
     if (b) {
         pc p = {.o = out, .a = b, .i0 = O};
-        tr_parallel_for(be, (size_t)N, bias_fill_w, &p);
+        par(be, (size_t)N, (size_t)O, bias_fill_w, &p);
     }
     cpu_gemm(be, 0, 1, N, O, In, 1.0f, inp, In, w, In, b ? 1.0f : 0.0f, out, O);
 }
@@ -302,7 +313,7 @@ static void cpu_layernorm_forward(tr_backend *be, float *out, float *mean, float
                                   const float *w, const float *b, int N, int C, float eps)
 {
     pc p = {.o = out, .o2 = mean, .o3 = rstd, .a = inp, .b = w, .c = b, .i0 = C, .f0 = eps};
-    tr_parallel_for(be, (size_t)N, ln_fwd_w, &p);
+    par(be, (size_t)N, 4 * (size_t)C, ln_fwd_w, &p);
 }
 
 static void ln_bwd_dx_w(void *ctx, size_t b, size_t e)
@@ -342,11 +353,11 @@ static void cpu_layernorm_backward(tr_backend *be, float *dinp, float *dw, float
 {
     if (dinp) {
         pc p = {.o = dinp, .a = dout, .b = inp, .c = w, .d = mean, .e = rstd, .i0 = C};
-        tr_parallel_for(be, (size_t)N, ln_bwd_dx_w, &p);
+        par(be, (size_t)N, 4 * (size_t)C, ln_bwd_dx_w, &p);
     }
     if (dw || db) {
         pc p = {.o = dw, .o2 = db, .a = dout, .b = inp, .d = mean, .e = rstd, .i0 = C, .n = (size_t)N};
-        tr_parallel_for(be, (size_t)C, ln_bwd_dw_w, &p);
+        par(be, (size_t)C, 2 * (size_t)N, ln_bwd_dw_w, &p);
     }
 }
 
@@ -392,37 +403,37 @@ static void zero_w(void *ctx, size_t b, size_t e)
 static void cpu_gelu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
     pc p = {.o = out, .a = inp};
-    tr_parallel_for(be, n, gelu_f_w, &p);
+    par(be, n, 8, gelu_f_w, &p);
 }
 static void cpu_gelu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
     pc p = {.o = dinp, .a = dout, .b = inp};
-    tr_parallel_for(be, n, gelu_b_w, &p);
+    par(be, n, 8, gelu_b_w, &p);
 }
 static void cpu_relu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
     pc p = {.o = out, .a = inp};
-    tr_parallel_for(be, n, relu_f_w, &p);
+    par(be, n, 1, relu_f_w, &p);
 }
 static void cpu_relu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
     pc p = {.o = dinp, .a = dout, .b = inp};
-    tr_parallel_for(be, n, relu_b_w, &p);
+    par(be, n, 1, relu_b_w, &p);
 }
 static void cpu_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
 {
     pc p = {.o = out, .a = a, .b = b};
-    tr_parallel_for(be, n, add_w, &p);
+    par(be, n, 1, add_w, &p);
 }
 static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
 {
     pc p = {.o = dst, .a = src};
-    tr_parallel_for(be, n, acc_w, &p);
+    par(be, n, 1, acc_w, &p);
 }
 static void cpu_zero(tr_backend *be, float *dst, size_t n)
 {
     pc p = {.o = dst};
-    tr_parallel_for(be, n, zero_w, &p);
+    par(be, n, 1, zero_w, &p);
 }
 
 /* ---- attention --------------------------------------------------------------- */
@@ -449,7 +460,7 @@ static void cpu_attention_forward(tr_backend *be, float *out, float *att, const 
                                   const float *v, const tr_attn_dims *d)
 {
     pc p = {.o = out, .o2 = att, .a = q, .b = k, .c = v, .ad = d};
-    tr_parallel_for(be, (size_t)d->N * d->heads, attn_f_w, &p);
+    par(be, (size_t)d->N * d->heads, (size_t)d->Tq * d->Tk * d->dh, attn_f_w, &p);
 }
 
 /* Each (n, head) owns disjoint slices of dq, dk, dv: no races. */
@@ -484,7 +495,7 @@ static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *
                                    const tr_attn_dims *d)
 {
     pc p = {.o = dq, .o2 = dk, .o3 = dv, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
-    tr_parallel_for(be, (size_t)d->N * d->heads, attn_b_w, &p);
+    par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &p);
 }
 
 /* ---- ConvTranspose 2x2 stride 2 ---------------------------------------------- */
@@ -516,7 +527,7 @@ static void cpu_convt2x2_forward(tr_backend *be, float *out, const float *inp, c
     size_t npix = (size_t)N * H * W;
     cpu_gemm(be, 0, 0, (int)npix, 4 * Co, Ci, 1.0f, inp, Ci, w, 4 * Co, 0.0f, scratch, 4 * Co);
     pc p = {.o = out, .a = scratch, .b = b, .i0 = H, .i1 = W, .i2 = Co, .i3 = 0};
-    tr_parallel_for(be, npix, convt_scatter_w, &p);
+    par(be, npix, 4 * (size_t)Co, convt_scatter_w, &p);
 }
 
 static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
@@ -525,7 +536,7 @@ static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float 
 {
     size_t npix = (size_t)N * H * W;
     pc p = {.o = (float *)dout, .a = scratch, .i0 = H, .i1 = W, .i2 = Co, .i3 = 1};
-    tr_parallel_for(be, npix, convt_scatter_w, &p);
+    par(be, npix, 4 * (size_t)Co, convt_scatter_w, &p);
     if (dinp) cpu_gemm(be, 0, 1, (int)npix, Ci, 4 * Co, 1.0f, scratch, 4 * Co, w, 4 * Co, 1.0f, dinp, Ci);
     if (dw) cpu_gemm(be, 1, 0, Ci, 4 * Co, (int)npix, 1.0f, inp, Ci, scratch, 4 * Co, 1.0f, dw, 4 * Co);
     if (db) colsum_add(be, db, dout, npix * 4, Co, Co);
@@ -562,7 +573,7 @@ static void cpu_patch_im2col(tr_backend *be, float *patches, const uint8_t *imag
                              int B, int S, int P)
 {
     pc p = {.o = patches, .u8 = image, .i32 = content, .i0 = S, .i1 = P};
-    tr_parallel_for(be, (size_t)B * (S / P) * (S / P), im2col_w, &p);
+    par(be, (size_t)B * (S / P) * (S / P), 3 * (size_t)P * P, im2col_w, &p);
 }
 
 static void cpu_image_normalize(tr_backend *be, float *out, const uint8_t *image, const int32_t *content,
@@ -660,7 +671,7 @@ static void cpu_prompt_tokens_backward(tr_backend *be, float *dlabel_emb, float 
 {
     pc p = {.o = dlabel_emb, .o2 = dnot_a_point, .o3 = diou_tok, .o4 = dmask_tok, .a = dT0, .i32 = labels,
             .i0 = NP, .i1 = K, .i2 = C};
-    tr_parallel_for(be, (size_t)C, tok_bwd_w, &p);
+    par(be, (size_t)C, (size_t)NP * (K + 2), tok_bwd_w, &p);
 }
 
 static void keys_f_w(void *ctx, size_t b, size_t e)
@@ -679,7 +690,7 @@ static void cpu_keys_forward(tr_backend *be, float *Kimg, const float *emb, cons
                              int GG, int C)
 {
     pc p = {.o = Kimg, .a = emb, .b = no_mask, .i0 = M, .i1 = GG, .i2 = C};
-    tr_parallel_for(be, (size_t)B * M * GG, keys_f_w, &p);
+    par(be, (size_t)B * M * GG, (size_t)C, keys_f_w, &p);
 }
 
 static void keys_b_w(void *ctx, size_t b, size_t e)
@@ -701,7 +712,7 @@ static void cpu_keys_backward(tr_backend *be, float *demb, float *dno_mask, cons
 {
     if (demb) {
         pc p = {.o = demb, .a = dKimg, .i0 = M, .i1 = GG, .i2 = C};
-        tr_parallel_for(be, (size_t)B * GG, keys_b_w, &p);
+        par(be, (size_t)B * GG, (size_t)M * C, keys_b_w, &p);
     }
     if (dno_mask) colsum_add(be, dno_mask, dKimg, (size_t)B * M * GG, C, C);
 }
@@ -741,7 +752,7 @@ static void cpu_mask_dot_forward(tr_backend *be, float *logits, const float *U, 
                                  int c)
 {
     pc p = {.o = logits, .a = U, .b = hyp, .i0 = RR, .i1 = c};
-    tr_parallel_for(be, (size_t)N * RR, mdot_f_w, &p);
+    par(be, (size_t)N * RR, (size_t)c, mdot_f_w, &p);
 }
 
 static void mdot_b_w(void *ctx, size_t b, size_t e)
@@ -772,7 +783,7 @@ static void cpu_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const 
 {
     if (c > 256) abort(); /* C/8 <= 256 is checked by the config */
     pc p = {.o = dU, .o2 = dhyp, .a = dlogits, .b = U, .c = hyp, .i0 = RR, .i1 = c};
-    tr_parallel_for(be, (size_t)N, mdot_b_w, &p);
+    par(be, (size_t)N, 2 * (size_t)RR * c, mdot_b_w, &p);
 }
 
 /* ---- loss ---------------------------------------------------------------------- */
@@ -838,7 +849,7 @@ static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const f
     if (!r) abort();
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
             .f0 = L.n_valid ? 1.0f / (float)L.n_valid : 0.0f, .dd = r};
-    tr_parallel_for(be, (size_t)N, loss_w, &p);
+    par(be, (size_t)N, 16 * (size_t)RR, loss_w, &p);
     for (int n = 0; n < N; n++) {
         if (!valid[n]) continue;
         L.focal += r[n * 8 + 0];
@@ -876,7 +887,7 @@ static double cpu_sumsq(tr_backend *be, const float *g, size_t n)
 {
     double part[TR_SUMSQ_BLOCKS];
     pc p = {.a = g, .n = n, .dd = part};
-    tr_parallel_for(be, TR_SUMSQ_BLOCKS, sumsq_w, &p);
+    par(be, TR_SUMSQ_BLOCKS, n / TR_SUMSQ_BLOCKS + 1, sumsq_w, &p);
     double s = 0.0;
     for (int i = 0; i < TR_SUMSQ_BLOCKS; i++) s += part[i];
     return s;
@@ -891,7 +902,7 @@ static void scale_w(void *ctx, size_t b, size_t e)
 static void cpu_scale(tr_backend *be, float *g, size_t n, float s)
 {
     pc p = {.o = g, .f0 = s};
-    tr_parallel_for(be, n, scale_w, &p);
+    par(be, n, 1, scale_w, &p);
 }
 
 static void adamw_w(void *ctx, size_t b, size_t e)
@@ -906,7 +917,7 @@ static void cpu_adamw(tr_backend *be, float *w, float *m, float *v, const float 
 {
     pc p = {.o = w, .o2 = m, .o3 = v, .a = g, .f0 = lr, .f1 = beta1, .f2 = beta2, .f3 = eps, .f4 = wd,
             .f5 = bc1, .f6 = bc2};
-    tr_parallel_for(be, n, adamw_w, &p);
+    par(be, n, 8, adamw_w, &p);
 }
 
 /* ---- the backend --------------------------------------------------------------- */

@@ -586,7 +586,7 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
     o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
     o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
     /* upscaling */
-    const float *Kc = a->lay[c->D - 1].kout, *Tc = a->lay[c->D - 1].t3;
+    const float *Kc = a->lay[c->D - 1].kout;
     float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
     o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
     o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,

@@ -5,7 +5,7 @@
  * parameters, same threads) measured in the same run, and the FLOP rate
  * achieved against OpenBLAS SGEMM's rate on this machine.
  *
- * Usage: bench-train [--config NAME] [--batch B] [--masks M] [--threads N] [--steps N]
+ * Usage: bench-train [--config NAME] [--batch B] [--masks M] [--threads N] [--steps N] [--no-torch]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,7 +45,9 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     const char *config = "small";
-    int B = 8, M = 16, K = 2, threads = 2, steps = 3;
+    int B = 8, M = 16, K = 2, threads = 2, steps = 3, no_torch = 0;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--no-torch")) no_torch = 1;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--config")) config = argv[i + 1];
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
@@ -95,7 +97,7 @@ int main(int argc, char **argv)
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/reference/sam_ref.py --bench %d --threads %d %s 2>/dev/null",
              SRCDIR, steps, threads, dump);
     double torch_step = -1;
-    FILE *p = popen(cmd, "r");
+    FILE *p = no_torch ? NULL : popen(cmd, "r");
     if (p) {
         if (fscanf(p, "%lf", &torch_step) != 1) torch_step = -1;
         pclose(p);
