@@ -356,9 +356,10 @@ static void test_memory(void)
         }
         const char *who = slow ? "slow" : "fast";
         tap_ok(ok, "%s consumer: at most depth allocations, all freed at close", who);
-        tap_ok(peaks[1] <= 3 * bb && peaks[1] == peaks[0],
-               "%s consumer: peak %zu bytes after 10 and after %d batches (bound 3 x %zu)", who, peaks[1],
-               slow ? 40 : 200, bb);
+        /* buffers are allocated lazily: the short run may use fewer */
+        tap_ok(peaks[0] <= 3 * bb && peaks[1] <= 3 * bb,
+               "%s consumer: peak %zu bytes after 10 and %zu after %d batches (bound depth 3 x %zu)", who,
+               peaks[0], peaks[1], slow ? 40 : 200, bb);
     }
 }
 
