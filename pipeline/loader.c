@@ -59,6 +59,7 @@ typedef struct ld_worker {
     size_t sel_cap;
     uint32_t *rowcnt;   /* [R] set cells per mask row */
     uint8_t *tmprow;    /* R + 8 bytes */
+    uint8_t *pixrow;    /* S * 3 bytes: one image row */
     uint64_t bytes;     /* bytes read, folded into L under the lock */
 } ld_worker;
 
@@ -251,10 +252,29 @@ static void ld_pad_row(sa1b_loader *L, sa1b_batch *o, uint32_t b)
     ld_pad_masks(L, o, b, 0);
 }
 
+/* d[x] = s[w-1-x] for w RGB pixels.  Inner pixels move as 4-byte words
+ * (the 4th byte is overwritten by the next pixel's store and read from
+ * within the source row); the first and last pixels byte by byte so that
+ * nothing outside d[0..3w) or s[0..3w) is touched. */
+static void ld_reverse_rgb(uint8_t *d, const uint8_t *s, uint32_t w)
+{
+    if (w < 3) {
+        for (uint32_t x = 0; x < w; x++) memcpy(d + 3 * x, s + 3 * (size_t)(w - 1 - x), 3);
+        return;
+    }
+    memcpy(d, s + 3 * (size_t)(w - 1), 3);
+    for (uint32_t x = 1; x + 1 < w; x++) {
+        uint32_t v;
+        memcpy(&v, s + 3 * (size_t)(w - 1 - x), 4);
+        memcpy(d + 3 * (size_t)x, &v, 4);
+    }
+    memcpy(d + 3 * (size_t)(w - 1), s, 3);
+}
+
 /* Copies the w x h content at src (row stride sstride bytes, RGB) into the
  * image row, mirrored when flip, padding zero. */
 static void ld_put_image(sa1b_loader *L, sa1b_batch *o, uint32_t b, const uint8_t *src,
-                         size_t sstride, uint32_t w, uint32_t h, int flip)
+                         size_t sstride, uint32_t w, uint32_t h, int flip, uint8_t *tmp)
 {
     uint32_t S = L->S;
     if (!L->cfg.normalize) {
@@ -265,12 +285,10 @@ static void ld_put_image(sa1b_loader *L, sa1b_batch *o, uint32_t b, const uint8_
             if (!flip) {
                 memcpy(d, s, (size_t)w * 3);
             } else {
-                const uint8_t *e = s + (size_t)(w - 1) * 3;
-                for (uint32_t x = 0; x < w; x++, e -= 3) {
-                    d[3 * x] = e[0];
-                    d[3 * x + 1] = e[1];
-                    d[3 * x + 2] = e[2];
-                }
+                /* the source row into the worker's scratch first (a forward
+                 * copy from the map), then mirrored from L1 */
+                memcpy(tmp, s, (size_t)w * 3);
+                ld_reverse_rgb(d, tmp, w);
             }
             memset(d + (size_t)w * 3, 0, (size_t)(S - w) * 3);
         }
@@ -421,7 +439,7 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
                                   "raw payload of %llu bytes, want %llu",
                                   (unsigned long long)v.payload_len,
                                   (unsigned long long)S * S * 3);
-        ld_put_image(L, o, b, v.payload, (size_t)S * 3, w, h, flip);
+        ld_put_image(L, o, b, v.payload, (size_t)S * 3, w, h, flip, W->pixrow);
     } else {
         uint32_t jw = 0, jh = 0;
         rc = sa1b_jpeg_size(W->img, v.payload, (size_t)v.payload_len, &jw, &jh, err);
@@ -443,7 +461,7 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         } else {
             rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
             if (rc) return rc;
-            ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip);
+            ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip, W->pixrow);
         }
     }
 
@@ -843,6 +861,7 @@ void sa1b_loader_close(sa1b_loader *L)
             free(W->sel);
             free(W->rowcnt);
             free(W->tmprow);
+            free(W->pixrow);
         }
         free(L->workers);
     }
@@ -979,7 +998,8 @@ int sa1b_loader_open(sa1b_loader **out, const sa1b_loader_config *cfg, sa1b_erro
         W->L = L;
         W->rowcnt = calloc(L->R, sizeof *W->rowcnt);
         W->tmprow = malloc((size_t)L->R + 8);
-        if (!W->rowcnt || !W->tmprow) {
+        W->pixrow = malloc((size_t)L->S * 3);
+        if (!W->rowcnt || !W->tmprow || !W->pixrow) {
             rc = sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: worker scratch");
             goto fail;
         }
