@@ -242,7 +242,7 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
     const uint8_t *data = buf + 8 + hl;
     uint64_t data_size = size - 8 - hl;
     json_error_t je;
-    json_t *root = json_loadb((const char *)buf + 8, (size_t)hl, JSON_REJECT_DUPLICATES | JSON_DISABLE_EOF_CHECK, &je);
+    json_t *root = json_loadb((const char *)buf + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
     if (!root) return snprintf(err, err_len, "header JSON at byte %d: %s", je.position + 8, je.text), -1;
     int rc = -1;
     if (!json_is_object(root)) {
