@@ -117,6 +117,12 @@ int sa1b_rle_from_string(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, siz
         size_t start = p;
         int64_t x = 0;
         int k = 0, more = 1;
+        unsigned g0 = (unsigned)(unsigned char)s[p] - 48u;
+        if (g0 < 32) { /* the common case: a one-character value */
+            x = (g0 & 0x10) ? (int64_t)g0 - 32 : (int64_t)g0;
+            p++;
+            more = 0;
+        }
         while (more) {
             if (p >= len)
                 return sa1b_error_set(err, SA1B_ETRUNC, (int64_t)start,
@@ -705,6 +711,7 @@ int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8
     const uint64_t h = r->h, w = r->w;
     memset(out, 0, (size_t)rh * rw);
     run_cursor cu = {0, 0};
+    uint64_t imin = UINT64_MAX, imax = 0;
     /* x_j = floor((2j + 1) w / (2 rw)), stepped without divisions:
      * numerator (2j + 1) w = x_j * 2rw + rem */
     const uint64_t den = 2 * (uint64_t)rw, step_q = (2 * w) / den, step_r = (2 * w) % den;
@@ -728,11 +735,33 @@ int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8
                 uint64_t yb = (e < col1 ? e : col1) - col0;
                 uint64_t ia = nearest_first(ya, h, rh), ib = nearest_first(yb, h, rh);
                 if (ib > rh) ib = rh;
-                uint8_t *o = out + ia * rw + j;
-                for (uint64_t i = ia; i < ib; i++, o += rw) *o = 1;
+                if (ia < ib) {
+                    /* toggles at both ends; the prefix pass below fills */
+                    out[ia * rw + j] ^= 1;
+                    if (ib < rh) out[ib * rw + j] ^= 1;
+                    if (ia < imin) imin = ia;
+                    if (ib > imax) imax = ib;
+                }
             }
             s = e;
         }
+    }
+    /* each row XOR the one above, over the rows the toggles span: one
+     * sequential pass instead of strided writes per foreground cell */
+    if (imin == UINT64_MAX) return SA1B_OK; /* no foreground sampled */
+    if (imax >= rh) imax = rh - 1;
+    for (uint64_t i = imin + 1; i <= imax; i++) {
+        uint8_t *o = out + i * rw;
+        const uint8_t *a = o - rw;
+        size_t k = 0;
+        for (; k + 8 <= rw; k += 8) {
+            uint64_t x0, x1;
+            memcpy(&x0, o + k, 8);
+            memcpy(&x1, a + k, 8);
+            x0 ^= x1;
+            memcpy(o + k, &x0, 8);
+        }
+        for (; k < rw; k++) o[k] ^= a[k];
     }
     return SA1B_OK;
 }
