@@ -162,7 +162,9 @@ typedef struct sa1b_shard_mask_view {
  * SA1B_ETRUNC (shorter than the header says), SA1B_ECHECKSUM (header,
  * footer or table CRC), SA1B_EUNSUPPORTED (newer version), SA1B_ERANGE
  * (absurd sizes).  The message names offset and structure.  Payload CRCs are
- * not checked here (see sa1b_shard_verify_image). */
+ * not checked here (see sa1b_shard_verify_image).  As with any mmap, a file
+ * truncated by someone else while it is open raises SIGBUS on access:
+ * shards are written once, under a temporary name, and never modified. */
 int sa1b_shard_open(sa1b_shard **s, const char *path, sa1b_error *err);
 
 /* Same validation on len bytes in memory, not copied: data must stay valid
