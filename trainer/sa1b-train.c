@@ -4,10 +4,9 @@
  * terminal and OUT/log.jsonl, checkpoints (OUT/model-STEP.safetensors,
  * OUT/state-STEP.bin, OUT/latest), resume, evaluation and the debug dump.
  *
- * Data: the shard loader (issue 5) plugs in through tr_data_source; until it
- * is wired in, --data/--val report that they are not available, and
- * --synthetic-batch SEED (a debugging option) feeds deterministic synthetic
- * batches.
+ * Data: shards through the loader of pipeline/ (data_shards.c), or
+ * deterministic synthetic batches with --synthetic-batch SEED (a debugging
+ * option), both behind tr_data_source.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -23,6 +22,7 @@
 #include "backend.h"
 #include "batch.h"
 #include "checkpoint.h"
+#include "data_shards.h"
 #include "cli.h"
 #include "model.h"
 #include "optim.h"
@@ -42,6 +42,8 @@ typedef struct options {
     int synthetic;
     uint64_t synthetic_seed;
     long log_every, ckpt_every, eval_batches;
+    double flip;
+    int loader_threads;
     int quiet;
 } options;
 
@@ -78,8 +80,10 @@ static void usage(void)
            "  --eval-batches N       batches to evaluate (default 8)\n"
            "  --dump-step FILE       one forward/backward on the first batch, write FILE, exit\n"
            "Data:\n"
-           "  --data GLOB            training shards (not available yet)\n"
-           "  --val GLOB             validation shards (not available yet)\n"
+           "  --data GLOB            training shards (sa1b-shard output)\n"
+           "  --val GLOB             validation shards (evaluated after training, or with --eval-only)\n"
+           "  --flip P               horizontal flip probability of training images (default 0.5)\n"
+           "  --loader-threads N     loader worker threads (default: automatic)\n"
            "  --synthetic-batch SEED debugging: deterministic synthetic batches\n"
            "  -q, --quiet            no progress lines\n"
            "  -h, --help             this help\n"
@@ -90,7 +94,7 @@ static void usage(void)
 enum {
     O_CONFIG = 256, O_S, O_P, O_E, O_L, O_H, O_C, O_h, O_D, O_STEPS, O_BATCH, O_MASKS, O_POINTS, O_LR, O_WARMUP,
     O_WD, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
-    O_DATA, O_VAL, O_SYNTH
+    O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS
 };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -119,13 +123,14 @@ static void parse_options(int argc, char **argv, options *o)
         {"clip", 1, 0, O_CLIP}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"backend", 1, 0, O_BACKEND},
         {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
         {"eval-only", 1, 0, O_EVAL}, {"eval-batches", 1, 0, O_EVALB}, {"dump-step", 1, 0, O_DUMP},
-        {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"quiet", 0, 0, 'q'},
+        {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"flip", 1, 0, O_FLIP},
+        {"loader-threads", 1, 0, O_LTHREADS}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
     o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0;
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
-    o->eval_batches = 8;
+    o->eval_batches = 8, o->flip = 0.5;
     int ov[8], have[8] = {0};
     int c;
     /* first pass: the preset, so that single overrides apply on top of it */
@@ -164,6 +169,8 @@ static void parse_options(int argc, char **argv, options *o)
             o->synthetic = 1;
             o->synthetic_seed = (uint64_t)parse_long("--synthetic-batch", optarg, 0, 2147483647L);
             break;
+        case O_FLIP: o->flip = parse_dbl("--flip", optarg, 0, 1); break;
+        case O_LTHREADS: o->loader_threads = (int)parse_long("--loader-threads", optarg, 1, 256); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -184,19 +191,26 @@ static void parse_options(int argc, char **argv, options *o)
     if (!o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
 }
 
-/* Opens the training data: the synthetic source, or a clean error. */
-static void open_source(const options *o, tr_data_source *src, tr_mem *mem, const char *what, const char *glob)
+/* Opens a data source: shards matching glob through the loader, else the
+ * synthetic batches; points K and epochs as given (eval: K 1, one epoch). */
+static void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
+                        const char *what, const char *glob, int K, uint64_t max_epochs, double flip)
 {
+    char err[512];
+    int R = 4 * (cfg->S / cfg->P);
+    if (glob) {
+        tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
+                               .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
+                               .threads = o->loader_threads};
+        if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
+        return;
+    }
     if (o->synthetic) {
-        int R = 4 * (o->cfg.S / o->cfg.P);
-        if (tr_synthetic_source_open(src, mem, o->batch, o->masks, o->points, o->cfg.S, R, o->synthetic_seed) < 0)
+        if (tr_synthetic_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, o->synthetic_seed) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the synthetic batches");
         return;
     }
-    if (glob)
-        cli_die(CLI_EXIT_FATAL, "%s '%s': reading shards is not available in this version yet (the shard loader "
-                "is not wired in); use --synthetic-batch SEED for now", what, glob);
-    cli_usage_error("no %s: give --%s GLOB or --synthetic-batch SEED", what, strcmp(what, "--val") == 0 ? "val" : "data");
+    cli_usage_error("no data: give %s GLOB or --synthetic-batch SEED", what);
 }
 
 static void fmt_bytes(char *buf, size_t n, uint64_t b)
@@ -246,14 +260,14 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (write_latest(o->out, st->step) < 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
 }
 
-static int evaluate(const options *o, tr_model *m, tr_data_source *src)
+static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
 {
     char err[512];
     int hist[10] = {0};
     double sum = 0;
     long n = 0;
     int R = 4 * (m->cfg.S / m->cfg.P), RR = R * R;
-    for (long i = 0; i < o->eval_batches; i++) {
+    for (long i = 0; whole || i < o->eval_batches; i++) {
         tr_batch *b;
         int rc = src->next(src->ctx, &b, err, sizeof err);
         if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -289,6 +303,7 @@ int main(int argc, char **argv)
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
     if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_config cfg = o.cfg;
+    if (o.eval_only) o.points = 1; /* one positive point per mask (the loader's point 0) */
     if (o.eval_only && tr_ckpt_read_config(o.eval_only, &cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_model m;
     if (tr_model_init(&m, be, &cfg, o.batch, o.masks, o.points, err, sizeof err) < 0)
@@ -298,14 +313,14 @@ int main(int argc, char **argv)
 
     if (o.eval_only) {
         if (tr_ckpt_load_model(&m, o.eval_only, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        open_source(&o, &src, &be->mem, "--val", o.val);
-        evaluate(&o, &m, &src);
+        open_source(&o, &cfg, &src, &be->mem, "--val", o.val, o.points, 1, 0.0);
+        evaluate(&o, &m, &src, o.val != NULL);
         src.close(src.ctx);
         tr_model_free(&m);
         tr_backend_free(be);
         return 0;
     }
-    open_source(&o, &src, &be->mem, "--data", o.data);
+    open_source(&o, &cfg, &src, &be->mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip);
 
     if (o.dump_step) {
         tr_batch *b;
@@ -397,6 +412,17 @@ int main(int argc, char **argv)
     }
     fclose(log);
     src.close(src.ctx);
+    if (o.val && rc_exit == 0) {
+        tr_model ev;
+        if (tr_model_init(&ev, be, &cfg, o.batch, o.masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        memcpy(ev.param_mem, m.param_mem, m.n_param_floats * sizeof(float));
+        memcpy(ev.pe_gaussian, m.pe_gaussian, (size_t)cfg.C * sizeof(float));
+        tr_data_source vs = {0};
+        open_source(&o, &cfg, &vs, &be->mem, "--val", o.val, 1, 1, 0.0);
+        evaluate(&o, &ev, &vs, 1);
+        vs.close(vs.ctx);
+        tr_model_free(&ev);
+    }
     tr_optim_free(&opt, &m);
     tr_model_free(&m);
     tr_backend_free(be);

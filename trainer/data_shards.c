@@ -1,0 +1,133 @@
+/*
+ * data_shards.c - tr_data_source over sa1b_loader.
+ */
+#include "data_shards.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sa1b_loader.h"
+
+typedef struct shard_ctx {
+    tr_shard_options opt;
+    char *glob;
+    sa1b_loader *L;
+    sa1b_batch *held;
+    tr_batch tb;
+    uint64_t epoch, consumed; /* position after the last delivered batch */
+    uint64_t n_images;
+    double wait_before;       /* consumer wait of loaders closed by seek */
+} shard_ctx;
+
+static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, size_t err_len)
+{
+    if (s->L) {
+        sa1b_loader_stats st;
+        sa1b_loader_stats_get(s->L, &st);
+        s->wait_before += st.consumer_wait_s;
+        sa1b_loader_close(s->L);
+        s->L = NULL, s->held = NULL;
+    }
+    if (s->n_images && consumed >= s->n_images) epoch++, consumed = 0;
+    sa1b_loader_config c;
+    sa1b_loader_config_init(&c);
+    c.glob = s->glob;
+    c.batch_size = (uint32_t)s->opt.B, c.max_masks = (uint32_t)s->opt.M, c.points = (uint32_t)s->opt.K;
+    c.seed = s->opt.seed, c.epoch = epoch, c.consumed = consumed;
+    c.max_epochs = s->opt.max_epochs;
+    c.threads = (uint32_t)s->opt.threads;
+    c.flip_prob = s->opt.flip_prob;
+    c.verify = 1;
+    sa1b_error e;
+    sa1b_error_clear(&e);
+    if (sa1b_loader_open(&s->L, &c, &e) != 0) return snprintf(err, err_len, "%s", e.msg), -1;
+    uint32_t S, R;
+    sa1b_loader_info(s->L, &s->n_images, &S, &R, NULL, NULL, NULL, NULL);
+    if ((int)S != s->opt.S || (int)R != s->opt.R)
+        return snprintf(err, err_len, "'%s': shards have S=%u R=%u, the model needs S=%d R=%d", s->glob, S, R,
+                        s->opt.S, s->opt.R), -1;
+    s->epoch = epoch, s->consumed = consumed;
+    return 0;
+}
+
+static int sh_next(void *ctx, tr_batch **out, char *err, size_t err_len)
+{
+    shard_ctx *s = ctx;
+    sa1b_batch *b = NULL;
+    sa1b_error e;
+    sa1b_error_clear(&e);
+    int rc = sa1b_loader_next(s->L, &b, &e);
+    if (rc == SA1B_EOF) return 0;
+    if (rc != 0) return snprintf(err, err_len, "%s", e.msg), -1;
+    s->held = b;
+    s->epoch = b->epoch, s->consumed = b->next_position;
+    tr_batch *t = &s->tb;
+    t->B = (int)b->B, t->M = (int)b->M, t->K = (int)b->K, t->S = (int)b->S, t->R = (int)b->R;
+    t->image = b->images;
+    t->content = b->content_size;
+    t->masks = b->masks;
+    t->valid = b->valid;
+    t->points = b->points;
+    t->labels = b->labels;
+    *out = t;
+    return 1;
+}
+
+static void sh_release(void *ctx, tr_batch *b)
+{
+    shard_ctx *s = ctx;
+    (void)b;
+    sa1b_loader_release(s->L, s->held);
+    s->held = NULL;
+}
+
+static double sh_wait(void *ctx)
+{
+    shard_ctx *s = ctx;
+    sa1b_loader_stats st;
+    sa1b_loader_stats_get(s->L, &st);
+    return s->wait_before + st.consumer_wait_s;
+}
+
+static void sh_position(void *ctx, uint64_t *epoch, uint64_t *consumed)
+{
+    shard_ctx *s = ctx;
+    *epoch = s->epoch, *consumed = s->consumed;
+}
+
+static int sh_seek(void *ctx, uint64_t epoch, uint64_t consumed)
+{
+    char err[256];
+    return reopen(ctx, epoch, consumed, err, sizeof err);
+}
+
+static void sh_close(void *ctx)
+{
+    shard_ctx *s = ctx;
+    sa1b_loader_close(s->L);
+    free(s->glob);
+    free(s);
+}
+
+int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char *err, size_t err_len)
+{
+    shard_ctx *s = calloc(1, sizeof *s);
+    if (!s) return snprintf(err, err_len, "out of memory"), -1;
+    s->opt = *opt;
+    s->glob = strdup(opt->glob);
+    if (!s->glob || reopen(s, 0, 0, err, err_len) < 0) {
+        sa1b_loader_close(s->L);
+        free(s->glob);
+        free(s);
+        return -1;
+    }
+    src->ctx = s;
+    src->next = sh_next;
+    src->release = sh_release;
+    src->wait_seconds = sh_wait;
+    src->position = sh_position;
+    src->seek = sh_seek;
+    src->close = sh_close;
+    return 0;
+}

@@ -1,0 +1,28 @@
+/*
+ * data_shards.h - the shard loader of pipeline/ (sa1b_loader.h) as a
+ * tr_data_source: batches are handed to the model without copying (the
+ * loader's u8 NHWC layout is tr_batch's), a short last batch of an epoch
+ * arrives with its missing rows invalid, and seek() reopens the loader at
+ * (epoch, consumed) so that a resumed run continues the same stream.
+ */
+#ifndef SA1B_TRAINER_DATA_SHARDS_H
+#define SA1B_TRAINER_DATA_SHARDS_H
+
+#include <stdint.h>
+
+#include "batch.h"
+
+typedef struct tr_shard_options {
+    const char *glob;     /* shard files (glob(3), sorted) */
+    int B, M, K;
+    int S, R;             /* what the model expects; the shards must agree */
+    uint64_t seed;
+    uint64_t max_epochs;  /* 0 = forever */
+    double flip_prob;
+    int threads;          /* loader workers; 0 = automatic */
+} tr_shard_options;
+
+/* 0, or -1 with err (unreadable shards, S/R not the model's, ...). */
+int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char *err, size_t err_len);
+
+#endif
