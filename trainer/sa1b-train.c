@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "model.h"
 #include "optim.h"
+#include "pngio.h"
 #include "tr_rng.h"
 
 typedef struct options {
@@ -44,6 +45,7 @@ typedef struct options {
     long log_every, ckpt_every, eval_batches;
     double flip;
     int loader_threads;
+    long export_n;
     int quiet;
 } options;
 
@@ -78,6 +80,7 @@ static void usage(void)
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
            "  --eval-only CKPT       evaluate a model checkpoint and exit\n"
            "  --eval-batches N       batches to evaluate (default 8)\n"
+           "  --export N             with --eval-only: write N PNG overlays to OUT/export/\n"
            "  --dump-step FILE       one forward/backward on the first batch, write FILE, exit\n"
            "Data:\n"
            "  --data GLOB            training shards (sa1b-shard output)\n"
@@ -94,7 +97,7 @@ static void usage(void)
 enum {
     O_CONFIG = 256, O_S, O_P, O_E, O_L, O_H, O_C, O_h, O_D, O_STEPS, O_BATCH, O_MASKS, O_POINTS, O_LR, O_WARMUP,
     O_WD, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
-    O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS
+    O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT
 };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -124,7 +127,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
         {"eval-only", 1, 0, O_EVAL}, {"eval-batches", 1, 0, O_EVALB}, {"dump-step", 1, 0, O_DUMP},
         {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"flip", 1, 0, O_FLIP},
-        {"loader-threads", 1, 0, O_LTHREADS}, {"quiet", 0, 0, 'q'},
+        {"loader-threads", 1, 0, O_LTHREADS}, {"export", 1, 0, O_EXPORT}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
@@ -171,6 +174,7 @@ static void parse_options(int argc, char **argv, options *o)
             break;
         case O_FLIP: o->flip = parse_dbl("--flip", optarg, 0, 1); break;
         case O_LTHREADS: o->loader_threads = (int)parse_long("--loader-threads", optarg, 1, 256); break;
+        case O_EXPORT: o->export_n = parse_long("--export", optarg, 0, 1000000); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -189,6 +193,7 @@ static void parse_options(int argc, char **argv, options *o)
         cli_usage_error("--backend: '%s' is not cpu or cuda", o->backend);
     if (o->resume && !o->out) o->out = o->resume;
     if (!o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
+    if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
 }
 
 /* Opens a data source: shards matching glob through the loader, else the
@@ -260,8 +265,63 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (write_latest(o->out, st->step) < 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
 }
 
+/* One overlay: the image with the ground truth (green) on the left and the
+ * prediction (red) on the right, point prompts marked (yellow positive,
+ * cyan negative); masks at R are shown nearest-neighbour at S. */
+static void export_png(const char *dir, long idx, const tr_batch *b, int img, int pair, const float *logits, double iou)
+{
+    int S = b->S, R = b->R, K = b->K;
+    uint8_t *pix = malloc((size_t)S * 2 * S * 3);
+    if (!pix) cli_die(CLI_EXIT_FATAL, "out of memory");
+    const uint8_t *im = b->image + (size_t)img * S * S * 3, *gt = b->masks + (size_t)pair * R * R;
+    const float *lg = logits + (size_t)pair * R * R;
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++) {
+            int cell = (y * R / S) * R + x * R / S;
+            for (int side = 0; side < 2; side++) {
+                uint8_t *p = pix + ((size_t)y * 2 * S + side * S + x) * 3;
+                const uint8_t *q = im + ((size_t)y * S + x) * 3;
+                int on = side ? lg[cell] > 0 : gt[cell] != 0;
+                for (int c = 0; c < 3; c++) {
+                    int tint = side ? (c == 0 ? 255 : 0) : (c == 1 ? 255 : 0);
+                    p[c] = on ? (uint8_t)((q[c] + tint) / 2) : q[c];
+                }
+            }
+        }
+    for (int k = 0; k < K; k++) {
+        int lab = b->labels[(size_t)pair * K + k];
+        if (lab < 0) continue;
+        int px = (int)lroundf(b->points[((size_t)pair * K + k) * 2]), py = (int)lroundf(b->points[((size_t)pair * K + k) * 2 + 1]);
+        for (int side = 0; side < 2; side++)
+            for (int d = -2; d <= 2; d++) {
+                int xy[2][2] = {{px + d, py}, {px, py + d}};
+                for (int t = 0; t < 2; t++) {
+                    int xx = xy[t][0], yy = xy[t][1];
+                    if (xx < 0 || yy < 0 || xx >= S || yy >= S) continue;
+                    uint8_t *p = pix + ((size_t)yy * 2 * S + side * S + xx) * 3;
+                    p[0] = lab ? 255 : 0, p[1] = 255, p[2] = lab ? 0 : 255;
+                }
+            }
+    }
+    char path[4200], tmp[4300], err[256];
+    snprintf(path, sizeof path, "%s/%05ld-iou%03d.png", dir, idx, (int)lround(iou * 100));
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", tmp, strerror(errno));
+    int rc = pngio_write(f, pix, (uint32_t)(2 * S), (uint32_t)S, 3, err, sizeof err);
+    if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
+    free(pix);
+}
+
 static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
 {
+    char exdir[4096] = "";
+    long exported = 0;
+    if (o->export_n) {
+        snprintf(exdir, sizeof exdir, "%s/export", o->out);
+        if ((mkdir(o->out, 0777) != 0 && errno != EEXIST) || (mkdir(exdir, 0777) != 0 && errno != EEXIST))
+            cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", exdir, strerror(errno));
+    }
     char err[512];
     int hist[10] = {0};
     double sum = 0;
@@ -281,6 +341,7 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
                 in += x && y, un += x || y;
             }
             double iou = un ? (double)in / un : 1.0;
+            if (exported < o->export_n) export_png(exdir, exported++, b, p / m->M, p, m->a.logits, iou);
             sum += iou, n++;
             hist[iou >= 1.0 ? 9 : (int)(iou * 10)]++;
         }
