@@ -124,6 +124,9 @@ static inline void hfilter(const uint8_t *restrict src, const axis_taps *tx, uin
     for (uint32_t i = 0; i < dw; i++, w += T) {
         const uint8_t *s = src + (size_t)start[i] * ch;
         uint32_t a0 = 1u << 15, a1 = 1u << 15, a2 = 1u << 15, a3 = 1u << 15;
+#if defined(__GNUC__)
+#pragma GCC unroll 4
+#endif
         for (uint32_t k = 0; k < T; k++, s += ch) {
             uint32_t wk = w[k];
             a0 += wk * s[0];
