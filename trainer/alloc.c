@@ -24,8 +24,17 @@ const char *tr_mem_cat_name(tr_mem_cat cat)
     return (unsigned)cat < TR_MEM_NCAT ? names[cat] : "?";
 }
 
+void tr_mem_init(tr_mem *m)
+{
+    memset(m, 0, sizeof *m);
+    pthread_mutex_init(&m->mu, NULL);
+}
+
+void tr_mem_destroy(tr_mem *m) { pthread_mutex_destroy(&m->mu); }
+
 void tr_mem_count(tr_mem *m, tr_mem_cat cat, int64_t n_bytes)
 {
+    pthread_mutex_lock(&m->mu);
     m->cur[cat] += (uint64_t)n_bytes;
     m->total += (uint64_t)n_bytes;
     if (n_bytes > 0) {
@@ -33,6 +42,7 @@ void tr_mem_count(tr_mem *m, tr_mem_cat cat, int64_t n_bytes)
         if (m->cur[cat] > m->peak[cat]) m->peak[cat] = m->cur[cat];
         if (m->total > m->total_peak) m->total_peak = m->total;
     }
+    pthread_mutex_unlock(&m->mu);
 }
 
 void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes)

@@ -6,12 +6,14 @@
  * memory_allocated/max_memory_allocated) and the planner of issue 7 can
  * replay the same sequence on a counting backend.
  *
- * Blocks are 64-byte aligned and zero-filled.  A tr_mem is not thread safe:
- * the trainer allocates only from its main thread.
+ * Blocks are 64-byte aligned and zero-filled.  A tr_mem is thread safe
+ * (the loader's workers allocate batch buffers through it) once
+ * tr_mem_init has run; tr_mem_destroy releases the lock.
  */
 #ifndef SA1B_TRAINER_ALLOC_H
 #define SA1B_TRAINER_ALLOC_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,7 +33,11 @@ typedef struct tr_mem {
     uint64_t total, total_peak; /* all categories together */
     uint64_t n_allocs;          /* number of successful allocations */
     int counting_only;          /* 1: count, hand out no memory (meta backend) */
+    pthread_mutex_t mu;         /* guards the counters */
 } tr_mem;
+
+void tr_mem_init(tr_mem *m);
+void tr_mem_destroy(tr_mem *m);
 
 /* Name of a category ("parameters", "gradients", ...). */
 const char *tr_mem_cat_name(tr_mem_cat cat);

@@ -469,9 +469,8 @@ static void attn_b_w(void *ctx, size_t b, size_t e)
     pc *p = ctx; /* o=dq o2=dk o3=dv a=dout b=q c=k d=v e=att */
     const tr_attn_dims *d = p->ad;
     float scale = 1.0f / sqrtf((float)d->dh);
-    float *ds = malloc((size_t)d->Tq * d->Tk * sizeof(float));
-    if (!ds) abort();
     for (size_t idx = b; idx < e; idx++) {
+        float *ds = p->o4 + idx * (size_t)d->Tq * d->Tk;
         size_t n = idx / (size_t)d->heads, hd = idx % (size_t)d->heads;
         size_t off = hd * d->dh;
         const float *dout = p->a + n * d->so + off;
@@ -487,15 +486,18 @@ static void attn_b_w(void *ctx, size_t b, size_t e)
         if (p->o) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, p->o + n * d->sq + off, d->ldq);
         if (p->o2) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, p->o2 + n * d->sk + off, d->ldk);
     }
-    free(ds);
 }
 
 static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
                                    const float *q, const float *k, const float *v, const float *att,
                                    const tr_attn_dims *d)
 {
-    pc p = {.o = dq, .o2 = dk, .o3 = dv, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
+    /* dP/dS workspace of every (n, head), like att */
+    float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)d->N * d->heads * d->Tq * d->Tk * sizeof(float));
+    if (!ds) abort(); /* out of memory in the middle of a step: nothing sensible to return */
+    pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
     par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &p);
+    tr_mem_free(&be->mem, ds);
 }
 
 /* ---- ConvTranspose 2x2 stride 2 ---------------------------------------------- */
@@ -845,8 +847,8 @@ static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const f
 {
     tr_loss L = {0};
     for (int n = 0; n < N; n++) L.n_valid += valid[n] ? 1 : 0;
-    double *r = calloc((size_t)N * 8 + 1, sizeof(double));
-    if (!r) abort();
+    double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double));
+    if (!r) abort(); /* out of memory in the middle of a step */
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
             .f0 = L.n_valid ? 1.0f / (float)L.n_valid : 0.0f, .dd = r};
     par(be, (size_t)N, 16 * (size_t)RR, loss_w, &p);
@@ -857,7 +859,7 @@ static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const f
         L.iou_mse += r[n * 8 + 2];
         L.miou += r[n * 8 + 3];
     }
-    free(r);
+    tr_mem_free(&be->mem, r);
     if (L.n_valid) {
         L.focal /= L.n_valid;
         L.dice /= L.n_valid;
@@ -969,12 +971,14 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
     }
     be->name = "cpu";
     be->ops = &cpu_ops;
+    tr_mem_init(&be->mem);
     be->n_threads = n_threads < 1 ? 1 : n_threads;
 #ifdef HAVE_OPENBLAS
     openblas_set_num_threads(1); /* parallelism comes from our pool */
 #endif
     be->pool = pool_create(be->n_threads);
     if (!be->pool) {
+        tr_mem_destroy(&be->mem);
         free(be);
         snprintf(err, err_len, "cannot start %d threads", n_threads);
         return NULL;
@@ -987,5 +991,6 @@ void tr_backend_free(tr_backend *be)
 {
     if (!be) return;
     pool_free(be->pool);
+    tr_mem_destroy(&be->mem);
     free(be);
 }

@@ -9,7 +9,15 @@
 
 #include "sa1b_loader.h"
 
+static void *mem_alloc_cb(size_t size, void *ctx) { return tr_mem_alloc(ctx, TR_MEM_DATA, size); }
+static void mem_free_cb(void *ptr, size_t size, void *ctx)
+{
+    (void)size;
+    tr_mem_free(ctx, ptr);
+}
+
 typedef struct shard_ctx {
+    sa1b_allocator alloc;
     tr_shard_options opt;
     char *glob;
     sa1b_loader *L;
@@ -39,6 +47,10 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
     c.threads = (uint32_t)s->opt.threads;
     c.flip_prob = s->opt.flip_prob;
     c.verify = 1;
+    if (s->opt.mem) {
+        s->alloc = (sa1b_allocator){.alloc = mem_alloc_cb, .free = mem_free_cb, .ctx = s->opt.mem};
+        c.allocator = &s->alloc;
+    }
     sa1b_error e;
     sa1b_error_clear(&e);
     if (sa1b_loader_open(&s->L, &c, &e) != 0) return snprintf(err, err_len, "%s", e.msg), -1;

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "alloc.h"
 #include "batch.h"
 
 typedef struct tr_shard_options {
@@ -20,6 +21,7 @@ typedef struct tr_shard_options {
     uint64_t max_epochs;  /* 0 = forever */
     double flip_prob;
     int threads;          /* loader workers; 0 = automatic */
+    tr_mem *mem;          /* batch buffers are counted here (category data); may be NULL */
 } tr_shard_options;
 
 /* 0, or -1 with err (unreadable shards, S/R not the model's, ...). */

@@ -206,7 +206,7 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
     if (glob) {
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
-                               .threads = o->loader_threads};
+                               .threads = o->loader_threads, .mem = mem};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
         return;
     }
