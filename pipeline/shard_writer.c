@@ -236,18 +236,23 @@ static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *
 }
 
 /* Packs R*R bytes into w->pack: bit k of the row-major mask goes to byte
- * k/8, bit k%8 (LSB first); padding stays zero. */
+ * k/8, bit k%8 (LSB first); padding stays zero.  Eight bytes at a time:
+ * the high bit of each byte of t says "nonzero", and the multiply gathers
+ * those eight bits, byte i to bit 56 + i, without carries. */
 static void pack_mask(sa1b_shard_writer *w, const uint8_t *bits)
 {
     uint64_t n = (uint64_t)w->R * w->R, k = 0;
     uint8_t *out = w->pack;
     memset(out, 0, (size_t)w->mask_stride);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t lo7 = UINT64_C(0x7F7F7F7F7F7F7F7F), hi = UINT64_C(0x8080808080808080);
     for (; k + 8 <= n; k += 8) {
-        const uint8_t *b = bits + k;
-        out[k >> 3] = (uint8_t)((b[0] != 0) | (b[1] != 0) << 1 | (b[2] != 0) << 2 |
-                                (b[3] != 0) << 3 | (b[4] != 0) << 4 | (b[5] != 0) << 5 |
-                                (b[6] != 0) << 6 | (b[7] != 0) << 7);
+        uint64_t x;
+        memcpy(&x, bits + k, 8); /* byte i of the mask is byte i of x */
+        uint64_t t = (((x & lo7) + lo7) | x) & hi;
+        out[k >> 3] = (uint8_t)(((t >> 7) * UINT64_C(0x0102040810204080)) >> 56);
     }
+#endif
     for (; k < n; k++)
         if (bits[k]) out[k >> 3] |= (uint8_t)(1u << (k & 7));
 }
