@@ -88,8 +88,9 @@ static int open_failed(sa1b_tar **out, sa1b_tar *t, sa1b_error *err)
         *out = t;
         return SA1B_OK;
     }
+    /* errno's text says more than libarchive's "Error reading fd 3" */
     int rc = sa1b_error_set(err, SA1B_EIO, -1, "cannot open: %s",
-                            m ? m : (e > 0 ? strerror(e) : "unknown error"));
+                            e > 0 ? strerror(e) : (m ? m : "unknown error"));
     sa1b_tar_free(t);
     *out = NULL;
     return rc;
