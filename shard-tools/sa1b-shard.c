@@ -608,7 +608,8 @@ static int run_input(job *j)
     j->t->bytes_in += sa1b_tar_bytes_read(tar);
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
-    if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1; /* empty input: empty shard */
+    /* a tar without pairs (only end-of-archive blocks) gives an empty shard */
+    if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
     if (!j->failed && close_part(j)) j->failed = 1;
     if (j->failed) {
         sa1b_shard_writer_abort(j->w);

@@ -58,6 +58,10 @@ sa1b-shard --image-size 64 --max-images 2 --skip-existing -o "$TMP/split" "$TMP/
 ! grep -q 'complete output exists' "$TMP/skip4.err" && [ -f "$TMP/split/a-00000.shard" ]
 ok $? "a missing part 0 makes the split input incomplete: redone"
 
+tar -cf "$TMP/none.tar" --files-from /dev/null
+run_ok "a tar with no members gives an empty shard" sa1b-shard -q -o "$TMP/none.shard" "$TMP/none.tar"
+run_ok "which verifies" sa1b-verify "$TMP/none.shard"
+
 run_ok "jpeg payloads" sa1b-shard -q --image-size 128 --image-format jpeg --quality 80 -o "$TMP/j.shard" "$TMP/a.tar"
 run_ok "verify the jpeg shard" sa1b-verify "$TMP/j.shard"
 done_testing
