@@ -306,6 +306,15 @@ int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int 
     if (tr_config_check(cfg, err, err_len) < 0) return -1;
     if (B < 1 || M < 1 || K < 1 || B > 4096 || M > 4096 || K > 256)
         return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d out of range", B, M, K), -1;
+    {
+        /* every op indexes rows * columns of a tensor with int: keep them below 2^31 */
+        size_t G = (size_t)(cfg->S / cfg->P), GG = G * G, NP = (size_t)B * M, T = (size_t)K + 2;
+        size_t big[6] = {(size_t)B * GG * 4 * cfg->E, (size_t)B * cfg->H * GG * GG, NP * GG * 2 * cfg->C,
+                         NP * 16 * GG * (cfg->C / 8), NP * T * 8 * cfg->C, (size_t)B * GG * 3 * cfg->P * cfg->P};
+        for (int i = 0; i < 6; i++)
+            if (big[i] >= (1u << 31))
+                return snprintf(err, err_len, "configuration too large (a tensor of %zu elements)", big[i]), -1;
+    }
     m->cfg = *cfg;
     m->be = be;
     m->B = B, m->M = M, m->K = K;
@@ -448,10 +457,14 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     if (b->B != B || b->M != M || b->K != K || b->S != S || b->R != R)
         return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d S=%d R=%d does not match the model's "
                         "B=%d M=%d K=%d S=%d R=%d", b->B, b->M, b->K, b->S, b->R, B, M, K, S, R), -1;
-    for (size_t i = 0; i < (size_t)NP * K; i++)
+    for (size_t i = 0; i < (size_t)NP * K; i++) {
         if (b->labels[i] < -1 || b->labels[i] > 1)
             return snprintf(err, err_len, "pair %zu point %zu: label %d is not 1, 0 or -1", i / (size_t)K,
                             i % (size_t)K, (int)b->labels[i]), -1;
+        if (b->labels[i] >= 0 && !(isfinite(b->points[2 * i]) && isfinite(b->points[2 * i + 1])))
+            return snprintf(err, err_len, "pair %zu point %zu: coordinates are not finite", i / (size_t)K,
+                            i % (size_t)K), -1;
+    }
     for (int i = 0; i < B; i++)
         if (b->content[2 * i] < 0 || b->content[2 * i + 1] < 0)
             return snprintf(err, err_len, "image %d: negative content size", i), -1;
