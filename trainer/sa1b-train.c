@@ -253,6 +253,31 @@ static long read_latest(const char *dir)
     return step;
 }
 
+/* On resume: drop log records of steps after the checkpoint (a run killed
+ * between checkpoints logged steps that will now be redone). */
+static void trim_log(const char *path, long step)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) return;
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *out = fopen(tmp, "w");
+    if (!out) {
+        fclose(in);
+        return;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    while (getline(&line, &cap, in) > 0) {
+        long s = -1;
+        if (sscanf(line, "{\"step\": %ld", &s) == 1 && s > step) continue;
+        fputs(line, out);
+    }
+    free(line);
+    fclose(in);
+    if (fclose(out) == 0) rename(tmp, path);
+}
+
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
                             tr_data_source *src)
 {
@@ -421,6 +446,7 @@ int main(int argc, char **argv)
     }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
+    if (o.resume) trim_log(logpath, st.step);
     FILE *log = fopen(logpath, o.resume ? "a" : "w");
     if (!log) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
     signal(SIGINT, on_signal);
