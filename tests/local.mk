@@ -9,3 +9,4 @@ include tests/synth.mk
 include tests/sa1b-shard.mk
 include tests/loader.mk
 include tests/trainer.mk
+include tests/resize.mk

@@ -7,11 +7,15 @@
  * zero padding and colours are checked, the DCT scale choice is checked
  * against a table, the letterbox is checked to be exactly the scaled decode
  * followed by sa1b_resize_area, and sa1b_resize_area is compared with a
- * brute-force double-precision box filter on random sizes.  Corrupt,
- * truncated and absurdly large JPEGs must fail cleanly.
+ * brute-force double-precision box filter on random sizes.  The SIMD
+ * resize kernels (pipeline/image_internal.h hooks) must give exactly the
+ * bytes of the portable reference on thousands of random shapes, ratios
+ * (down, up, 1:1), channel counts and contents.  Corrupt, truncated and
+ * absurdly large JPEGs must fail cleanly.
  */
 #include <turbojpeg.h>
 
+#include "image_internal.h"
 #include "sa1b_image.h"
 #include "tap.h"
 
@@ -245,6 +249,184 @@ static void test_resize(void)
     tap_is_int(sa1b_resize_area(a, 4, 2, b, 2, 1, 5, &err), SA1B_EINVAL, "5 channels rejected");
 }
 
+/* ---- SIMD kernels against the portable reference, byte for byte ---------- */
+
+static uint64_t prng = 0x9E3779B97F4A7C15ULL;
+static uint32_t rnd(uint32_t n)   /* uniform-ish in [0, n) */
+{
+    prng = prng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(prng >> 33) % n;
+}
+
+/* Fills src with one of several contents: random, extremes, flat, ramps. */
+static void fill_src(uint8_t *src, size_t n, int kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (kind) {
+        case 0: src[i] = (uint8_t)rnd(256); break;
+        case 1: src[i] = rnd(2) ? 255 : 0; break;
+        case 2: src[i] = 255; break;
+        case 3: src[i] = (uint8_t)(i * 7 + i / 97); break;
+        default: src[i] = (uint8_t)(rnd(3) == 0 ? 255 : 254 - rnd(3)); break;
+        }
+    }
+}
+
+/* Resizes src with impl and with the portable path (both through resizers
+ * kept across calls, and impl also through a fresh one), destination rows
+ * padded to a stride with canary bytes; 1 when every byte agrees. */
+static int same_as_portable(image_resizer *ra, image_resizer *rp, int impl, const uint8_t *src,
+                            uint32_t sw, uint32_t sh, uint32_t dw, uint32_t dh, int ch,
+                            image_resize_stats *st)
+{
+    size_t row = (size_t)dw * ch, stride = row + rnd(3) * 5;
+    size_t n = stride * dh;
+    uint8_t *a = malloc(n), *b = malloc(n), *f = malloc(n);
+    memset(a, 0xA5, n);
+    memset(b, 0xA5, n);
+    memset(f, 0xA5, n);
+    sa1b_error err;
+    int ok = image_resize(ra, src, sw, sh, a, stride, dw, dh, ch, impl, st, &err) == SA1B_OK;
+    ok &= image_resize(rp, src, sw, sh, b, stride, dw, dh, ch, IMAGE_RESIZE_PORTABLE, NULL,
+                       &err) == SA1B_OK;
+    image_resizer *fresh = image_resizer_new();
+    ok &= image_resize(fresh, src, sw, sh, f, stride, dw, dh, ch, impl, NULL, &err) == SA1B_OK;
+    image_resizer_free(fresh);
+    ok = ok && memcmp(a, b, n) == 0 && memcmp(f, b, n) == 0;
+    if (!ok) {
+        for (size_t i = 0; i < n; i++)
+            if (a[i] != b[i] || f[i] != b[i]) {
+                tap_diag("%ux%u -> %ux%u ch %d: byte %zu (row %zu, col %zu): impl %u (fresh %u), "
+                         "portable %u", sw, sh, dw, dh, ch, i, i / stride, i % stride, a[i], f[i],
+                         b[i]);
+                break;
+            }
+    }
+    free(a);
+    free(b);
+    free(f);
+    return ok;
+}
+
+static void test_resize_paths(void)
+{
+    tap_ok(image_resize_supported(IMAGE_RESIZE_PORTABLE) && image_resize_supported(IMAGE_RESIZE_AUTO),
+           "portable and automatic resize always available");
+    int impls[2] = {IMAGE_RESIZE_AUTO, IMAGE_RESIZE_AVX2};
+    const char *names[2] = {"auto", "avx2"};
+    for (int m = 0; m < 2; m++) {
+        int impl = impls[m];
+        if (!image_resize_supported(impl)) {
+            tap_skip(3, "resize kernel not supported by this build or CPU");
+            continue;
+        }
+        image_resizer *ra = image_resizer_new(), *rp = image_resizer_new();
+        image_resize_stats st = {0};
+        int all = 1, cases = 0, simd_cases = 0;
+        for (int trial = 0; trial < 1500 && all; trial++) {
+            uint32_t sw, sh, dw, dh;
+            int ch = 1 + (int)rnd(4);
+            switch (trial % 6) {
+            case 0: /* tiny */
+                sw = 1 + rnd(12), sh = 1 + rnd(6), dw = 1 + rnd(12), dh = 1 + rnd(6);
+                break;
+            case 1: /* 1:1 */
+                sw = dw = 1 + rnd(200), sh = dh = 1 + rnd(8);
+                break;
+            case 2: /* upscaling */
+                dw = 2 + rnd(300), dh = 2 + rnd(10), sw = 1 + rnd(dw), sh = 1 + rnd(dh);
+                break;
+            case 3: /* DCT-scaled downscaling: ratio in [1, 2] */
+                dw = 1 + rnd(300), dh = 1 + rnd(10);
+                sw = dw + rnd(dw + 1), sh = dh + rnd(dh + 1);
+                break;
+            case 4: /* larger ratios, up to 5 */
+                dw = 1 + rnd(120), dh = 1 + rnd(8), sw = dw + rnd(4 * dw + 1), sh = dh + rnd(4 * dh + 1);
+                break;
+            default: /* anything */
+                sw = 1 + rnd(400), sh = 1 + rnd(12), dw = 1 + rnd(400), dh = 1 + rnd(12);
+                break;
+            }
+            size_t n = (size_t)sw * sh * ch;
+            uint8_t *src = malloc(n);
+            fill_src(src, n, (int)rnd(5));
+            image_resize_stats one = {0};
+            all &= same_as_portable(ra, rp, impl, src, sw, sh, dw, dh, ch, &one);
+            if (trial % 7 == 0) { /* the same geometry again, other pixels */
+                fill_src(src, n, (int)rnd(5));
+                all &= same_as_portable(ra, rp, impl, src, sw, sh, dw, dh, ch, &one);
+            }
+            /* and the public one-shot call */
+            uint8_t *pub = malloc((size_t)dw * dh * ch), *ref = malloc((size_t)dw * dh * ch);
+            int pok = sa1b_resize_area(src, sw, sh, pub, dw, dh, ch, NULL) == SA1B_OK &&
+                      image_resize(rp, src, sw, sh, ref, (size_t)dw * ch, dw, dh, ch,
+                                   IMAGE_RESIZE_PORTABLE, NULL, NULL) == SA1B_OK &&
+                      memcmp(pub, ref, (size_t)dw * dh * ch) == 0;
+            if (!pok) tap_diag("sa1b_resize_area %ux%u -> %ux%u ch %d differs", sw, sh, dw, dh, ch);
+            all &= pok;
+            free(pub);
+            free(ref);
+            simd_cases += one.hrows_simd > 0 && one.vrows_simd > 0;
+            st.hrows_simd += one.hrows_simd;
+            st.hrows_portable += one.hrows_portable;
+            st.vrows_simd += one.vrows_simd;
+            st.vrows_portable += one.vrows_portable;
+            cases++;
+            free(src);
+        }
+        tap_ok(all, "%s resize equals the portable reference byte for byte (%d random cases)",
+               names[m], cases);
+        tap_diag("%s: %d cases used both SIMD kernels; rows SIMD/portable: horizontal %llu/%llu, "
+                 "vertical %llu/%llu", names[m], simd_cases, (unsigned long long)st.hrows_simd,
+                 (unsigned long long)st.hrows_portable, (unsigned long long)st.vrows_simd,
+                 (unsigned long long)st.vrows_portable);
+        /* auto runs SIMD kernels where the CPU has some (else the reference) */
+        int simd = impl != IMAGE_RESIZE_AUTO || image_resize_supported(IMAGE_RESIZE_AVX2);
+        if (simd)
+            tap_ok(simd_cases > cases / 4, "%s: the SIMD kernels ran in %d of %d cases",
+                   names[m], simd_cases, cases);
+        else
+            tap_ok(simd_cases == 0, "%s: no SIMD kernels here, the reference ran", names[m]);
+
+        /* the pipeline's shapes: after the DCT-scaled decode, and beyond */
+        static const uint32_t big[][5] = {
+            {1125, 750, 1024, 683, 3}, {282, 188, 256, 171, 3}, {2250, 1500, 1024, 683, 3},
+            {750, 1125, 683, 1024, 3}, {563, 375, 512, 341, 3}, {100, 50, 256, 128, 3},
+            {1125, 750, 1024, 683, 1}, {1125, 750, 1024, 683, 4}, {1500, 1000, 1024, 683, 2},
+            {1024, 683, 1024, 683, 3},
+        };
+        int big_ok = 1, big_simd = 1;
+        for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+            uint32_t sw = big[i][0], sh = big[i][1], dw = big[i][2], dh = big[i][3];
+            int ch = (int)big[i][4];
+            size_t n = (size_t)sw * sh * ch;
+            uint8_t *src = malloc(n);
+            fill_src(src, n, (int)(i % 5));
+            image_resize_stats one = {0};
+            big_ok &= same_as_portable(ra, rp, impl, src, sw, sh, dw, dh, ch, &one);
+            /* ratios up to 2 (what the DCT-scaled decode leaves) take the SIMD kernels */
+            if (simd && sw <= 2 * dw && (one.hrows_simd == 0 || one.vrows_simd == 0)) {
+                tap_diag("%ux%u -> %ux%u ch %d: no SIMD", sw, sh, dw, dh, ch);
+                big_simd = 0;
+            }
+            free(src);
+        }
+        tap_ok(big_ok && big_simd, "%s: pipeline-sized resizes equal the reference%s", names[m],
+               simd ? ", SIMD used" : "");
+        image_resizer_free(ra);
+        image_resizer_free(rp);
+    }
+    sa1b_error err;
+    image_resizer *r = image_resizer_new();
+    uint8_t px[12] = {0}, out[12];
+    tap_is_int(image_resize(r, px, 2, 2, out, 2, 2, 2, 3, IMAGE_RESIZE_PORTABLE, NULL, &err),
+               SA1B_EINVAL, "stride shorter than a row rejected");
+    tap_is_int(image_resize(r, px, 2, 2, out, 6, 2, 2, 3, 99, NULL, &err), SA1B_EINVAL,
+               "unknown implementation rejected");
+    image_resizer_free(r);
+    image_resizer_free(NULL);
+}
+
 static void test_bad(sa1b_imgctx *c)
 {
     size_t len;
@@ -353,6 +535,7 @@ int main(void)
     check_letterbox(c, 2250, 1500, 1024, 1024, 683);
     test_scale_choice(c);
     test_resize();
+    test_resize_paths();
     test_bad(c);
     sa1b_letterbox lb;
     tap_ok(sa1b_letterbox_geometry(2250, 1500, 256, &lb, NULL) == SA1B_OK && lb.new_w == 256 &&

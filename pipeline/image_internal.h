@@ -1,0 +1,49 @@
+/*
+ * image_internal.h - test and benchmark hooks of the area resize in image.c;
+ * not part of the public API (not installed, no sa1b_ prefix).
+ *
+ * The resize has a portable C path, which is the reference and is used on
+ * every machine without a faster kernel, and SIMD kernels (AVX2 on x86-64,
+ * chosen at run time) that must produce exactly the same bytes for every
+ * input.  These hooks let tests run either path on the same input and
+ * compare, and let benchmarks time them with a reused resizer (as the
+ * letterbox does with its context) or one-shot (as sa1b_resize_area does).
+ */
+#ifndef SA1B_IMAGE_INTERNAL_H
+#define SA1B_IMAGE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sa1b_error.h"
+
+/* Which implementation image_resize runs. */
+enum {
+    IMAGE_RESIZE_AUTO = 0,     /* the fastest this CPU supports (what the library uses) */
+    IMAGE_RESIZE_PORTABLE = 1, /* the portable C reference */
+    IMAGE_RESIZE_AVX2 = 2      /* the AVX2 kernels; SA1B_EINVAL if the CPU or build lacks them */
+};
+
+/* What a call did, row by row (for tests: whether the SIMD kernels ran). */
+typedef struct image_resize_stats {
+    uint64_t hrows_simd, hrows_portable;   /* source rows filtered horizontally */
+    uint64_t vrows_simd, vrows_portable;   /* destination rows combined vertically */
+} image_resize_stats;
+
+typedef struct image_resizer image_resizer;
+
+/* Scratch space (taps, ring, SIMD plans) kept between calls; NULL on ENOMEM. */
+image_resizer *image_resizer_new(void);
+void image_resizer_free(image_resizer *r);   /* r may be NULL */
+
+/* 1 if this build and CPU can run impl. */
+int image_resize_supported(int impl);
+
+/* sa1b_resize_area with an explicit destination row stride (bytes,
+ * >= dw * channels), implementation choice and optional statistics (added
+ * to *st).  Same validation and errors as sa1b_resize_area. */
+int image_resize(image_resizer *r, const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
+                 size_t dst_stride, uint32_t dw, uint32_t dh, int channels, int impl,
+                 image_resize_stats *st, sa1b_error *err);
+
+#endif
