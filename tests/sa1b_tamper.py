@@ -14,23 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shard_check import rle_runs  # noqa: E402
-
-
-def rle_string(runs):
-    out = []
-    for i, x in enumerate(runs):
-        if i > 2:
-            x -= runs[i - 2]
-        more = True
-        while more:
-            c = x & 0x1F
-            x >>= 5
-            more = (x != -1) if (c & 0x10) else (x != 0)
-            if more:
-                c |= 0x20
-            out.append(chr(c + 48))
-    return "".join(out)
+from coco_rle import runs as rle_runs_only, string as rle_string  # noqa: E402
 
 
 kind, path = sys.argv[1], sys.argv[2]
@@ -41,7 +25,7 @@ if kind == "badchar":
     a[0]["segmentation"]["counts"] = "~" + a[0]["segmentation"]["counts"][1:]
 elif kind == "runsum":
     h, w = a[7]["segmentation"]["size"]
-    runs = rle_runs(a[7]["segmentation"]["counts"], h, w)
+    runs = rle_runs_only(a[7]["segmentation"]["counts"])
     j = max(i for i, r in enumerate(runs) if r > 0)
     runs[j] -= 1
     a[7]["segmentation"]["counts"] = rle_string(runs)

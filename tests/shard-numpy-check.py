@@ -9,7 +9,11 @@ they agree, 1 with a message when not.
 import contextlib
 import io
 import json
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coco_rle  # noqa: E402
 
 
 def extract(manpage):
@@ -23,21 +27,7 @@ def extract(manpage):
 
 def rle_pixels(counts):
     """Foreground pixels of a COCO compressed RLE string."""
-    runs, p = [], 0
-    while p < len(counts):
-        x, k, more = 0, 0, True
-        while more:
-            c = ord(counts[p]) - 48
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and (c & 0x10):
-                x |= -1 << (5 * k)
-        if len(runs) > 2:
-            x += runs[-2]
-        runs.append(x)
-    return sum(runs[1::2])
+    return sum(coco_rle.runs(counts)[1::2])
 
 
 def main():

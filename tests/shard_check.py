@@ -15,42 +15,25 @@ Prints TAP.
 """
 import json
 import math
+import os
 import sys
 import tarfile
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coco_rle  # noqa: E402
+
 M64 = (1 << 64) - 1
 
 
 def rle_runs(s, h, w):
-    """COCO compressed string -> runs (the documented 5-bit code)."""
-    runs, p = [], 0
-    while p < len(s):
-        x, k, more = 0, 0, True
-        while more:
-            c = ord(s[p]) - 48
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and (c & 0x10):
-                x |= -1 << (5 * k)
-        if len(runs) > 2:
-            x += runs[-2]
-        runs.append(x)
-    assert sum(runs) == h * w, "run sum"
-    return runs
+    rs = coco_rle.runs(s)
+    assert sum(rs) == h * w, "run sum"
+    return rs
 
 
-def decode(s, h, w):
-    flat = np.zeros(h * w, dtype=np.uint8)
-    pos, val = 0, 0
-    for r in rle_runs(s, h, w):
-        flat[pos:pos + r] = val
-        pos += r
-        val ^= 1
-    return flat.reshape(w, h).T  # column-major runs
+decode = coco_rle.decode
 
 
 def bbox_coco(m):

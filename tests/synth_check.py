@@ -16,10 +16,14 @@ mask differs from the mean colour of the pixels just outside it.
 import argparse
 import io
 import json
+import os
 import re
 import struct
 import sys
 import tarfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import coco_rle  # noqa: E402
 
 problems = []
 
@@ -30,31 +34,7 @@ def bad(msg):
         print("synth_check: " + msg)
 
 
-def rle_from_string(s):
-    """COCO compressed counts -> list of runs (pycocotools' rleFrString)."""
-    cnts = []
-    p = 0
-    n = len(s)
-    while p < n:
-        x = 0
-        k = 0
-        more = True
-        while more:
-            if p >= n:
-                raise ValueError("string ends inside a number")
-            c = ord(s[p]) - 48
-            if c < 0 or c > 63:
-                raise ValueError("character %r outside 48..111" % s[p])
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and (c & 0x10):
-                x |= -1 << (5 * k)
-        if len(cnts) > 2:
-            x += cnts[-2]
-        cnts.append(x)
-    return cnts
+rle_from_string = coco_rle.runs
 
 
 def mask_stats(cnts, h, w):

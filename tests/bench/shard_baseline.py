@@ -5,6 +5,7 @@ in the pycocotools algorithm, numpy resize, np.memmap write.
 Usage: shard_baseline.py TAR OUT S MAX_MASKS; prints images/s."""
 import io
 import json
+import os
 import random
 import sys
 import tarfile
@@ -13,30 +14,11 @@ import time
 import numpy as np
 from PIL import Image
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import coco_rle  # noqa: E402
 
-def rle_decode(s, h, w):
-    runs, p = [], 0
-    while p < len(s):
-        x, k, more = 0, 0, True
-        while more:
-            c = ord(s[p]) - 48
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and (c & 0x10):
-                x |= -1 << (5 * k)
-        if len(runs) > 2:
-            x += runs[-2]
-        runs.append(x)
-    flat = np.zeros(h * w, dtype=np.uint8)
-    pos, val = 0, 0
-    for r in runs:
-        if val:
-            flat[pos:pos + r] = 1
-        pos += r
-        val ^= 1
-    return flat.reshape(w, h).T
+
+rle_decode = coco_rle.decode
 
 
 def main():
