@@ -142,6 +142,12 @@ typedef struct tr_ops {
     void (*scale)(tr_backend *be, float *g, size_t n, float s);
     void (*adamw)(tr_backend *be, float *w, float *m, float *v, const float *g, size_t n, float lr,
                   float beta1, float beta2, float eps, float wd, float bc1, float bc2);
+    /* 8-bit AdamW (quant8.h) over n elements in blocks of `block`: moments as codes mq/vq [n]
+     * into the signed map qm [256] (m) and the unsigned map qv [256] (v) times the block's
+     * absmax mabs/vabs [ceil(n/block)]; dequantise, update in fp32 as adamw, requantise. */
+    void (*adamw8bit)(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
+                      const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
+                      float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 } tr_ops;
 
 struct tr_backend {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "optim.h"
 
 
 
@@ -956,6 +957,7 @@ static const tr_ops cpu_ops = {
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .adamw = cpu_adamw,
+    .adamw8bit = tr_cpu_adamw8bit, /* optim.c */
 };
 
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)

@@ -133,8 +133,7 @@ int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_stat
     snprintf(v, sizeof v, "%" PRIu64, s->data_consumed);
     tr_st_writer_meta(w, "data_consumed", v);
     add_meta_config(w, &m->cfg);
-    int rc = add_params(w, m, o->m, "adam.m.");
-    if (!rc) rc = add_params(w, m, o->v, "adam.v.");
+    int rc = tr_optim_save_tensors(o, m, w); /* adam.m./adam.v. (and adam8.* for AdamW8bit) */
     if (rc) snprintf(err, err_len, "cannot describe the state");
     if (!rc) rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);
@@ -184,14 +183,7 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
         s->step = (long)step;
         o->t = (long)t;
     }
-    char name[96];
-    for (int i = 0; i < m->n_params && !rc; i++) {
-        const tr_param_info *pi = &m->pinfo[i];
-        snprintf(name, sizeof name, "adam.m.%s", pi->name);
-        rc = get_f32(&f, name, o->m + pi->offset, pi->count, e2, sizeof e2);
-        snprintf(name, sizeof name, "adam.v.%s", pi->name);
-        if (!rc) rc = get_f32(&f, name, o->v + pi->offset, pi->count, e2, sizeof e2);
-    }
+    if (!rc) rc = tr_optim_load_tensors(o, m, &f, e2, sizeof e2);
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
     tr_st_close(&f);
     return rc;

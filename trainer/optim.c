@@ -1,37 +1,145 @@
 /*
- * optim.c - AdamW, schedule and clipping over the parameter table.
+ * optim.c - AdamW and AdamW8bit, schedule and clipping over the parameter
+ * table; the state's slots, (re)allocation when the trainable set changes,
+ * and its tensors in the training-state file.
  */
 #include "optim.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant8.h"
 
 void tr_optim_defaults(tr_optim_config *c, double lr, long steps)
 {
+    memset(c, 0, sizeof *c);
     c->lr = lr;
     c->min_lr_ratio = 0.1;
     c->steps = steps;
     c->warmup = steps / 10 < 100 ? steps / 10 : 100;
     c->beta1 = 0.9, c->beta2 = 0.999, c->eps = 1e-8, c->weight_decay = 0.1, c->clip = 1.0;
+    c->kind = TR_OPTIM_ADAMW;
+    c->block = 256;
+    c->min_8bit = 4096;
+}
+
+static size_t n_blocks(size_t count, int block) { return (count + (size_t)block - 1) / (size_t)block; }
+
+size_t tr_optim_state_bytes(const tr_optim *o)
+{
+    return 2 * (o->n32 * sizeof(float) + o->n8 + o->nblk * sizeof(float));
+}
+
+static void free_arrays(tr_mem *mem, float *m, float *v, uint8_t *mq, uint8_t *vq, float *ma, float *va)
+{
+    tr_mem_free(mem, m);
+    tr_mem_free(mem, v);
+    tr_mem_free(mem, mq);
+    tr_mem_free(mem, vq);
+    tr_mem_free(mem, ma);
+    tr_mem_free(mem, va);
+}
+
+int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable)
+{
+    tr_mem *mem = &m->be->mem;
+    int q8ok = o->cfg.kind == TR_OPTIM_ADAMW8BIT;
+    tr_optim_slot *ns = calloc((size_t)m->n_params + 1, sizeof *ns);
+    if (!ns) return -1;
+    size_t n32 = 0, n8 = 0, nblk = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        size_t cnt = m->pinfo[i].count;
+        if (!trainable[i]) continue;
+        ns[i].active = 1;
+        ns[i].q8 = q8ok && cnt >= o->cfg.min_8bit;
+        if (ns[i].q8) {
+            ns[i].off = n8, ns[i].boff = nblk;
+            n8 += (cnt + 63) / 64 * 64;
+            nblk += n_blocks(cnt, o->cfg.block);
+        } else {
+            ns[i].off = n32;
+            n32 += (cnt + 15) / 16 * 16; /* the parameters' own padding */
+        }
+    }
+    float *nm = NULL, *nv = NULL, *nma = NULL, *nva = NULL;
+    uint8_t *nmq = NULL, *nvq = NULL;
+    int fail = 0;
+    if (n32) {
+        nm = tr_mem_alloc(mem, TR_MEM_OPTIM, n32 * sizeof(float));
+        nv = tr_mem_alloc(mem, TR_MEM_OPTIM, n32 * sizeof(float));
+        fail |= !nm || !nv;
+    }
+    if (n8) {
+        nmq = tr_mem_alloc(mem, TR_MEM_OPTIM, n8);
+        nvq = tr_mem_alloc(mem, TR_MEM_OPTIM, n8);
+        nma = tr_mem_alloc(mem, TR_MEM_OPTIM, nblk * sizeof(float));
+        nva = tr_mem_alloc(mem, TR_MEM_OPTIM, nblk * sizeof(float));
+        fail |= !nmq || !nvq || !nma || !nva;
+    }
+    if (fail) {
+        free_arrays(mem, nm, nv, nmq, nvq, nma, nva);
+        free(ns);
+        return -1;
+    }
+    /* zero state of an 8-bit slot: codes of 0.0 (index 0 in both maps: 0 is
+     * the smallest unsigned value; signed needs its index) with absmax 0 */
+    if (n8 && !mem->counting_only) {
+        uint8_t zs = tr_q8_encode(o->qmap_s, 0.0f), zu = tr_q8_encode(o->qmap_u, 0.0f);
+        memset(nmq, zs, n8);
+        memset(nvq, zu, n8);
+    }
+    /* keep the state of parameters that stay trainable */
+    if (o->slot && !mem->counting_only) {
+        for (int i = 0; i < m->n_params; i++) {
+            const tr_optim_slot *a = &o->slot[i], *b = &ns[i];
+            size_t cnt = m->pinfo[i].count;
+            if (!a->active || !b->active) continue;
+            if (b->q8) {
+                memcpy(nmq + b->off, o->mq + a->off, cnt);
+                memcpy(nvq + b->off, o->vq + a->off, cnt);
+                size_t nb = n_blocks(cnt, o->cfg.block);
+                memcpy(nma + b->boff, o->mabs + a->boff, nb * sizeof(float));
+                memcpy(nva + b->boff, o->vabs + a->boff, nb * sizeof(float));
+            } else {
+                memcpy(nm + b->off, o->m + a->off, cnt * sizeof(float));
+                memcpy(nv + b->off, o->v + a->off, cnt * sizeof(float));
+            }
+        }
+    }
+    free_arrays(mem, o->m, o->v, o->mq, o->vq, o->mabs, o->vabs);
+    free(o->slot);
+    o->m = nm, o->v = nv, o->mq = nmq, o->vq = nvq, o->mabs = nma, o->vabs = nva;
+    o->n32 = n32, o->n8 = n8, o->nblk = nblk;
+    o->slot = ns;
+    return 0;
 }
 
 int tr_optim_init(tr_optim *o, tr_model *m, const tr_optim_config *cfg)
 {
+    memset(o, 0, sizeof *o);
     o->cfg = *cfg;
-    o->t = 0;
-    o->m = tr_mem_alloc(&m->be->mem, TR_MEM_OPTIM, m->n_param_floats * sizeof(float));
-    o->v = tr_mem_alloc(&m->be->mem, TR_MEM_OPTIM, m->n_param_floats * sizeof(float));
-    if (!o->m || !o->v) {
-        tr_optim_free(o, m);
-        return -1;
-    }
-    return 0;
+    if (o->cfg.block < 64) o->cfg.block = 64;
+    if (o->cfg.block > TR_Q8_MAX_BLOCK) o->cfg.block = TR_Q8_MAX_BLOCK;
+    tr_q8_map(o->qmap_s, 1);
+    tr_q8_map(o->qmap_u, 0);
+    uint8_t *all = malloc((size_t)m->n_params + 1);
+    if (!all) return -1;
+    memset(all, 1, (size_t)m->n_params + 1);
+    int rc = tr_optim_set_trainable(o, m, all);
+    free(all);
+    return rc;
 }
 
 void tr_optim_free(tr_optim *o, tr_model *m)
 {
-    tr_mem_free(&m->be->mem, o->m);
-    tr_mem_free(&m->be->mem, o->v);
-    o->m = o->v = NULL;
+    free_arrays(&m->be->mem, o->m, o->v, o->mq, o->vq, o->mabs, o->vabs);
+    free(o->slot);
+    o->m = o->v = o->mabs = o->vabs = NULL;
+    o->mq = o->vq = NULL;
+    o->slot = NULL;
+    o->n32 = o->n8 = o->nblk = 0;
 }
 
 double tr_optim_lr(const tr_optim_config *c, long step)
@@ -56,10 +164,128 @@ double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out)
     float bc1 = (float)(1.0 - pow(o->cfg.beta1, (double)o->t)), bc2 = (float)(1.0 - pow(o->cfg.beta2, (double)o->t));
     for (int i = 0; i < m->n_params; i++) {
         const tr_param_info *pi = &m->pinfo[i];
-        be->ops->adamw(be, m->param_mem + pi->offset, o->m + pi->offset, o->v + pi->offset,
-                       m->grad_mem + pi->offset, pi->count, (float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2,
-                       (float)o->cfg.eps, pi->decay ? (float)o->cfg.weight_decay : 0.0f, bc1, bc2);
+        const tr_optim_slot *s = &o->slot[i];
+        if (!s->active) continue;
+        float wd = pi->decay ? (float)o->cfg.weight_decay : 0.0f;
+        if (s->q8)
+            be->ops->adamw8bit(be, m->param_mem + pi->offset, o->mq + s->off, o->vq + s->off, o->mabs + s->boff,
+                               o->vabs + s->boff, o->qmap_s, o->qmap_u, m->grad_mem + pi->offset, pi->count,
+                               o->cfg.block, (float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2,
+                               (float)o->cfg.eps, wd, bc1, bc2);
+        else
+            be->ops->adamw(be, m->param_mem + pi->offset, o->m + s->off, o->v + s->off, m->grad_mem + pi->offset,
+                           pi->count, (float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, wd,
+                           bc1, bc2);
     }
     if (lr_out) *lr_out = lr;
     return norm;
+}
+
+/* ---- training-state tensors ------------------------------------------------------ */
+
+int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w)
+{
+    char name[128];
+    for (int i = 0; i < m->n_params; i++) {
+        const tr_param_info *pi = &m->pinfo[i];
+        const tr_optim_slot *s = &o->slot[i];
+        if (!s->active) continue;
+        int64_t sh[4];
+        for (int d = 0; d < pi->ndim; d++) sh[d] = pi->shape[d];
+        if (s->q8) {
+            int64_t nb = (int64_t)n_blocks(pi->count, o->cfg.block);
+            const char *pre[2] = {"adam8.m", "adam8.v"};
+            const uint8_t *codes[2] = {o->mq + s->off, o->vq + s->off};
+            const float *abs[2] = {o->mabs + s->boff, o->vabs + s->boff};
+            for (int k = 0; k < 2; k++) {
+                snprintf(name, sizeof name, "%s.%s", pre[k], pi->name);
+                if (tr_st_writer_add(w, name, TR_ST_U8, pi->ndim, sh, codes[k]) < 0) return -1;
+                snprintf(name, sizeof name, "%s_absmax.%s", pre[k], pi->name);
+                if (tr_st_writer_add(w, name, TR_ST_F32, 1, &nb, abs[k]) < 0) return -1;
+            }
+        } else {
+            snprintf(name, sizeof name, "adam.m.%s", pi->name);
+            if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, o->m + s->off) < 0) return -1;
+            snprintf(name, sizeof name, "adam.v.%s", pi->name);
+            if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, o->v + s->off) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+static int get_tensor(const tr_st_file *f, const char *name, tr_st_dtype dt, void *dst, size_t count, char *err,
+                      size_t err_len)
+{
+    const tr_st_tensor *t = tr_st_find(f, name);
+    if (!t) return snprintf(err, err_len, "tensor '%s' missing", name), -1;
+    if (t->dtype != dt || t->count != count)
+        return snprintf(err, err_len, "tensor '%s': %s with %llu elements, want %s with %zu", name,
+                        tr_st_dtype_name(t->dtype), (unsigned long long)t->count, tr_st_dtype_name(dt), count), -1;
+    memcpy(dst, t->data, count * tr_st_dtype_size(dt));
+    return 0;
+}
+
+int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, char *err, size_t err_len)
+{
+    char name[128];
+    for (int i = 0; i < m->n_params; i++) {
+        const tr_param_info *pi = &m->pinfo[i];
+        const tr_optim_slot *s = &o->slot[i];
+        if (!s->active) continue;
+        if (s->q8) {
+            size_t nb = n_blocks(pi->count, o->cfg.block);
+            const char *pre[2] = {"adam8.m", "adam8.v"};
+            uint8_t *codes[2] = {o->mq + s->off, o->vq + s->off};
+            float *abs[2] = {o->mabs + s->boff, o->vabs + s->boff};
+            for (int k = 0; k < 2; k++) {
+                snprintf(name, sizeof name, "%s.%s", pre[k], pi->name);
+                if (get_tensor(f, name, TR_ST_U8, codes[k], pi->count, err, err_len) < 0) return -1;
+                snprintf(name, sizeof name, "%s_absmax.%s", pre[k], pi->name);
+                if (get_tensor(f, name, TR_ST_F32, abs[k], nb, err, err_len) < 0) return -1;
+                for (size_t b = 0; b < nb; b++)
+                    if (!(abs[k][b] >= 0.0f && isfinite(abs[k][b])))
+                        return snprintf(err, err_len, "tensor '%s': absmax %zu is not a finite value >= 0", name,
+                                        b), -1;
+            }
+        } else {
+            snprintf(name, sizeof name, "adam.m.%s", pi->name);
+            if (get_tensor(f, name, TR_ST_F32, o->m + s->off, pi->count, err, err_len) < 0) return -1;
+            snprintf(name, sizeof name, "adam.v.%s", pi->name);
+            if (get_tensor(f, name, TR_ST_F32, o->v + s->off, pi->count, err, err_len) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- the CPU op ---------------------------------------------------------------------- */
+
+typedef struct q8job {
+    float *w;
+    uint8_t *mq, *vq;
+    float *mabs, *vabs;
+    const float *qm, *qv, *g;
+    size_t n;
+    int block;
+    float lr, beta1, beta2, eps, wd, bc1, bc2;
+} q8job;
+
+static void q8_work(void *ctx, size_t begin, size_t end)
+{
+    const q8job *j = ctx;
+    for (size_t b = begin; b < end; b++) {
+        size_t lo = b * (size_t)j->block, len = j->n - lo < (size_t)j->block ? j->n - lo : (size_t)j->block;
+        tr_adamw8bit_block(j->w + lo, j->mq + lo, j->vq + lo, j->mabs + b, j->vabs + b, j->qm, j->qv, j->g + lo,
+                           len, j->lr, j->beta1, j->beta2, j->eps, j->wd, j->bc1, j->bc2);
+    }
+}
+
+void tr_cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
+                      const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
+                      float beta1, float beta2, float eps, float wd, float bc1, float bc2)
+{
+    if (n == 0) return;
+    q8job j = {w, mq, vq, mabs, vabs, qm, qv, g, n, block, lr, beta1, beta2, eps, wd, bc1, bc2};
+    size_t nb = n_blocks(n, block);
+    if (nb < 4) q8_work(&j, 0, nb);
+    else tr_parallel_for(be, nb, q8_work, &j);
 }

@@ -1,12 +1,24 @@
 /*
  * optim.h - AdamW with decoupled weight decay on matrices only (Linear and
- * ConvTranspose weights: tr_param_info.decay), a linear-warmup + cosine
- * learning-rate schedule, and clipping by the global gradient norm.
+ * ConvTranspose weights: tr_param_info.decay), its 8-bit variant
+ * (block-wise dynamically quantised moments, quant8.h), a linear-warmup +
+ * cosine learning-rate schedule, and clipping by the global gradient norm.
+ *
+ * Moments live per parameter tensor in "slots" (category optimizer):
+ * fp32 arrays m/v for AdamW (laid out like the parameters, so that with
+ * every tensor trainable o->m + pinfo.offset is the tensor's moment), and
+ * for AdamW8bit u8 codes mq/vq plus one fp32 absmax per block for every
+ * tensor of at least min_8bit elements (smaller tensors keep fp32 moments,
+ * as bitsandbytes does).  A parameter can be made inactive (frozen): it then
+ * has no state, no memory, and no update (tr_optim_set_trainable).
  */
 #ifndef SA1B_TRAINER_OPTIM_H
 #define SA1B_TRAINER_OPTIM_H
 
 #include "model.h"
+#include "safetensors.h"
+
+typedef enum tr_optim_kind { TR_OPTIM_ADAMW = 0, TR_OPTIM_ADAMW8BIT = 1 } tr_optim_kind;
 
 typedef struct tr_optim_config {
     double lr;            /* peak learning rate */
@@ -15,26 +27,72 @@ typedef struct tr_optim_config {
     long steps;           /* total steps (end of the cosine) */
     double beta1, beta2, eps, weight_decay;
     double clip;          /* max global gradient norm; 0 = no clipping */
+    tr_optim_kind kind;   /* AdamW (default) or AdamW8bit */
+    int block;            /* AdamW8bit: elements per quantisation block, 64..4096 (default 256) */
+    size_t min_8bit;      /* AdamW8bit: smaller tensors keep fp32 moments (default 4096) */
 } tr_optim_config;
 
-/* Defaults: beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.1, clip 1.0,
- * min_lr_ratio 0.1, warmup min(100, steps/10). */
+/* Defaults: AdamW, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.1,
+ * clip 1.0, min_lr_ratio 0.1, warmup min(100, steps/10); 8-bit block 256,
+ * min_8bit 4096. */
 void tr_optim_defaults(tr_optim_config *c, double lr, long steps);
+
+/* Where one parameter tensor's moments are. */
+typedef struct tr_optim_slot {
+    int active;    /* 0: frozen, no state */
+    int q8;        /* 1: 8-bit codes, else fp32 */
+    size_t off;    /* into m/v (fp32, in floats) or mq/vq (8-bit, in bytes) */
+    size_t boff;   /* 8-bit: first block's index into mabs/vabs */
+} tr_optim_slot;
 
 typedef struct tr_optim {
     tr_optim_config cfg;
-    float *m, *v;   /* [n_param_floats] moments, category optimizer */
-    long t;         /* updates done */
+    float *m, *v;           /* fp32 moments [n32] */
+    uint8_t *mq, *vq;       /* 8-bit codes [n8] */
+    float *mabs, *vabs;     /* absmax per block [nblk] */
+    size_t n32, n8, nblk;
+    tr_optim_slot *slot;    /* [n_params] */
+    float qmap_s[256];      /* signed dynamic map (m) */
+    float qmap_u[256];      /* unsigned dynamic map (v) */
+    long t;                 /* updates done */
 } tr_optim;
 
+/* Every parameter trainable; state zeroed.  0, or -1 (out of memory; the
+ * optimizer is then empty and tr_optim_free is still safe). */
 int tr_optim_init(tr_optim *o, tr_model *m, const tr_optim_config *cfg);
 void tr_optim_free(tr_optim *o, tr_model *m);
+
+/* Makes exactly the parameters with trainable[i] != 0 trainable: state of
+ * parameters that stay trainable is kept, newly trainable ones start from
+ * zero moments, frozen ones lose their state (and its memory).  0 or -1
+ * (out of memory; the old state is then kept). */
+int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable);
+
+/* Bytes of optimizer state (what the allocator holds for it). */
+size_t tr_optim_state_bytes(const tr_optim *o);
 
 /* Learning rate of step (0-based). */
 double tr_optim_lr(const tr_optim_config *c, long step);
 
 /* One update from m->g (clipped in place); returns the global gradient norm
- * before clipping and sets *lr_out to the rate used. */
+ * before clipping and sets *lr_out to the rate used.  Inactive parameters
+ * are not updated. */
 double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out);
+
+/* Training-state tensors: AdamW writes "adam.m.<name>" / "adam.v.<name>"
+ * (F32, the parameter's shape); AdamW8bit writes those for its fp32 slots
+ * and "adam8.m.<name>" / "adam8.v.<name>" (U8 codes, the parameter's
+ * shape) with "adam8.m_absmax.<name>" / "adam8.v_absmax.<name>" (F32
+ * [blocks]) for its 8-bit ones.  Inactive parameters write nothing.  The
+ * data must stay valid until the writer is written.  0 or -1. */
+int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w);
+/* Reads what tr_optim_save_tensors wrote for the same configuration into o
+ * (validating names, dtypes and sizes).  0 or -1 with err. */
+int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, char *err, size_t err_len);
+
+/* The CPU backend's tr_ops.adamw8bit (blocks on the thread pool). */
+void tr_cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
+                      const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
+                      float beta1, float beta2, float eps, float wd, float bc1, float bc2);
 
 #endif
