@@ -34,3 +34,9 @@ BENCHES += tests/bench/bench-train
 tests_bench_bench_train_SOURCES = tests/bench/bench-train.c
 tests_bench_bench_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DSRCDIR='"$(abs_srcdir)"'
 tests_bench_bench_train_LDADD = $(TRAIN_LIBS)
+# issue 7 part A: 16-bit conversions, accumulation, checkpointing, precision, freezing
+check_PROGRAMS += tests/test-train-mem-a-half
+TESTS += tests/test-train-mem-a-half
+tests_test_train_mem_a_half_SOURCES = tests/test-train-mem-a-half.c
+tests_test_train_mem_a_half_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_mem_a_half_LDADD = $(TRAIN_LIBS)

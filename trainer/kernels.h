@@ -7,14 +7,16 @@
  * Implements: exact GELU and its derivative, ReLU, LayerNorm of one row
  * (statistics in double, biased variance), scaled softmax of one row and its
  * backward, the per-pixel focal term of MODEL.md's loss with its derivative,
- * and one AdamW element update.  Nothing here allocates or touches memory
- * other than the pointers it is handed.
+ * one AdamW element update, and the 16-bit storage formats (bf16 and IEEE
+ * fp16) with round-to-nearest-even conversions.  Nothing here allocates or
+ * touches memory other than the pointers it is handed.
  */
 #ifndef SA1B_TRAINER_KERNELS_H
 #define SA1B_TRAINER_KERNELS_H
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define SA1B_HD __host__ __device__
@@ -148,5 +150,86 @@ static inline SA1B_HD void tr_adamw_elem(float *w, float *m, float *v, float g, 
     float mhat = mm / bc1, vhat = vv / bc2;
     *w -= lr * (mhat / (sqrtf(vhat) + eps) + wd * *w);
 }
+
+/* ---- 16-bit storage ---------------------------------------------------------
+ * Precision of stored activations (TR_PREC_*): fp32, bf16 (8 exponent bits,
+ * 7 mantissa bits) or IEEE 754 binary16 (5 exponent, 10 mantissa bits).
+ * Conversions from fp32 round to nearest, ties to even; overflow gives
+ * infinity; NaN stays NaN (quiet, sign kept); fp16 subnormals are produced
+ * and read exactly. */
+enum { TR_PREC_FP32 = 0, TR_PREC_BF16 = 1, TR_PREC_FP16 = 2 };
+
+static inline SA1B_HD uint32_t tr_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline SA1B_HD float tr_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline SA1B_HD uint16_t tr_f32_to_bf16(float f)
+{
+    uint32_t u = tr_f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline SA1B_HD float tr_bf16_to_f32(uint16_t h) { return tr_bits_f32((uint32_t)h << 16); }
+
+static inline SA1B_HD uint16_t tr_f32_to_f16(float f)
+{
+    uint32_t u = tr_f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* quiet NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (or inf): infinity */
+    if (a >= 0x38800000u) {                                   /* normal: >= 2^-14 */
+        uint32_t r = a - 0x38000000u;                         /* exponent bias 127 -> 15 */
+        r += 0x0fffu + ((r >> 13) & 1u);
+        return (uint16_t)(sign | (r >> 13));
+    }
+    if (a <= 0x33000000u) return sign; /* <= 2^-25 (half the smallest subnormal, a tie to 0) */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e; /* value in units of 2^-24 is m >> shift */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+}
+
+static inline SA1B_HD float tr_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    if (e == 0x1fu) return tr_bits_f32(sign | 0x7f800000u | (mant << 13));
+    if (e) return tr_bits_f32(sign | ((e + 112u) << 23) | (mant << 13));
+    float v = (float)mant * 5.9604644775390625e-8f; /* mant * 2^-24, exact */
+    return tr_bits_f32(tr_f32_bits(v) | sign);
+}
+
+/* x rounded to the storage precision prec, returned as fp32 (exact). */
+static inline SA1B_HD float tr_round_prec(float x, int prec)
+{
+    if (prec == TR_PREC_BF16) return tr_bf16_to_f32(tr_f32_to_bf16(x));
+    if (prec == TR_PREC_FP16) return tr_f16_to_f32(tr_f32_to_f16(x));
+    return x;
+}
+
+/* Storage form of x (prec BF16 or FP16) and back. */
+static inline SA1B_HD uint16_t tr_to_16(float x, int prec)
+{
+    return prec == TR_PREC_FP16 ? tr_f32_to_f16(x) : tr_f32_to_bf16(x);
+}
+
+static inline SA1B_HD float tr_from_16(uint16_t h, int prec)
+{
+    return prec == TR_PREC_FP16 ? tr_f16_to_f32(h) : tr_bf16_to_f32(h);
+}
+
 
 #endif
