@@ -1,0 +1,214 @@
+/*
+ * backend_meta.c - the counting "meta" backend of the planner (plan.h): a
+ * tr_ops table whose ops do no arithmetic, over a tr_mem in counting-only
+ * mode (every block is a read-only range of zeros, no real memory).  The
+ * model, the optimizer and the training loop run on it unchanged, so the
+ * allocator sees exactly the allocations of a real step; ops that take
+ * scratch space from the allocator on the CPU backend (attention backward,
+ * the loss) take the same sizes here.  Keep those in step with
+ * backend_cpu.c: the planner-versus-measured test (t1762) catches a drift.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "plan.h"
+
+static void m_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+    (void)be, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)beta, (void)C, (void)ldc;
+}
+static void m_linear_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b, int N,
+                             int I, int O)
+{
+    (void)be, (void)out, (void)inp, (void)w, (void)b, (void)N, (void)I, (void)O;
+}
+static void m_linear_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                              const float *inp, const float *w, int N, int I, int O)
+{
+    (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)N, (void)I, (void)O;
+}
+static void m_layernorm_forward(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                const float *w, const float *b, int N, int C, float eps)
+{
+    (void)be, (void)out, (void)mean, (void)rstd, (void)inp, (void)w, (void)b, (void)N, (void)C, (void)eps;
+}
+static void m_layernorm_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                 int C)
+{
+    (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)N;
+    (void)C;
+}
+static void m_unary(tr_backend *be, float *out, const float *inp, size_t n) { (void)be, (void)out, (void)inp, (void)n; }
+static void m_unary_b(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
+{
+    (void)be, (void)dinp, (void)dout, (void)inp, (void)n;
+}
+static void m_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
+{
+    (void)be, (void)out, (void)a, (void)b, (void)n;
+}
+static void m_accumulate(tr_backend *be, float *dst, const float *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
+static void m_zero(tr_backend *be, float *dst, size_t n) { (void)be, (void)dst, (void)n; }
+static void m_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
+                                const float *v, const tr_attn_dims *d)
+{
+    (void)be, (void)out, (void)att, (void)q, (void)k, (void)v, (void)d;
+}
+static void m_attention_backward(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
+                                 const float *q, const float *k, const float *v, const float *att,
+                                 const tr_attn_dims *d)
+{
+    (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)att;
+    /* the CPU backend's dP/dS workspace */
+    tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK,
+                                       (size_t)d->N * d->heads * d->Tq * d->Tk * sizeof(float)));
+}
+static void m_convt_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
+                            float *scratch, int N, int H, int W, int Ci, int Co)
+{
+    (void)be, (void)out, (void)inp, (void)w, (void)b, (void)scratch, (void)N, (void)H, (void)W, (void)Ci, (void)Co;
+}
+static void m_convt_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                             const float *inp, const float *w, float *scratch, int N, int H, int W, int Ci, int Co)
+{
+    (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)scratch, (void)N, (void)H;
+    (void)W, (void)Ci, (void)Co;
+}
+static void m_patch_im2col(tr_backend *be, float *patches, const uint8_t *image, const int32_t *content, int B,
+                           int S, int P)
+{
+    (void)be, (void)patches, (void)image, (void)content, (void)B, (void)S, (void)P;
+}
+static void m_image_normalize(tr_backend *be, float *out, const uint8_t *image, const int32_t *content, int B,
+                              int S)
+{
+    (void)be, (void)out, (void)image, (void)content, (void)B, (void)S;
+}
+static void m_pe_dense(tr_backend *be, float *out, const float *gauss, int G, int C)
+{
+    (void)be, (void)out, (void)gauss, (void)G, (void)C;
+}
+static void m_prompt_tokens_forward(tr_backend *be, float *T0, const float *points, const int32_t *labels,
+                                    const float *gauss, const float *label_emb, const float *not_a_point,
+                                    const float *iou_tok, const float *mask_tok, int NP, int K, int C, int S)
+{
+    (void)be, (void)T0, (void)points, (void)labels, (void)gauss, (void)label_emb, (void)not_a_point;
+    (void)iou_tok, (void)mask_tok, (void)NP, (void)K, (void)C, (void)S;
+}
+static void m_prompt_tokens_backward(tr_backend *be, float *dlabel_emb, float *dnot_a_point, float *diou_tok,
+                                     float *dmask_tok, const float *dT0, const int32_t *labels, int NP, int K,
+                                     int C)
+{
+    (void)be, (void)dlabel_emb, (void)dnot_a_point, (void)diou_tok, (void)dmask_tok, (void)dT0, (void)labels;
+    (void)NP, (void)K, (void)C;
+}
+static void m_keys_forward(tr_backend *be, float *Kimg, const float *emb, const float *no_mask, int B, int M,
+                           int GG, int C)
+{
+    (void)be, (void)Kimg, (void)emb, (void)no_mask, (void)B, (void)M, (void)GG, (void)C;
+}
+static void m_keys_backward(tr_backend *be, float *demb, float *dno_mask, const float *dKimg, int B, int M, int GG,
+                            int C)
+{
+    (void)be, (void)demb, (void)dno_mask, (void)dKimg, (void)B, (void)M, (void)GG, (void)C;
+}
+static void m_rows_gather(tr_backend *be, float *out, const float *inp, int N, int T, int C, int t)
+{
+    (void)be, (void)out, (void)inp, (void)N, (void)T, (void)C, (void)t;
+}
+static void m_rows_scatter_add(tr_backend *be, float *dinp, const float *dout, int N, int T, int C, int t)
+{
+    (void)be, (void)dinp, (void)dout, (void)N, (void)T, (void)C, (void)t;
+}
+static void m_mask_dot_forward(tr_backend *be, float *logits, const float *U, const float *hyp, int N, int RR, int c)
+{
+    (void)be, (void)logits, (void)U, (void)hyp, (void)N, (void)RR, (void)c;
+}
+static void m_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const float *dlogits, const float *U,
+                                const float *hyp, int N, int RR, int c)
+{
+    (void)be, (void)dU, (void)dhyp, (void)dlogits, (void)U, (void)hyp, (void)N, (void)RR, (void)c;
+}
+static tr_loss m_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                          const uint8_t *masks, const uint8_t *valid, int N, int RR)
+{
+    (void)dlogits, (void)diou, (void)logits, (void)iou, (void)masks, (void)valid, (void)RR;
+    /* the CPU backend's per-pair sums */
+    tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double)));
+    tr_loss L = {0};
+    L.n_valid = N; /* every pair valid: the whole backward runs */
+    return L;
+}
+static double m_sumsq(tr_backend *be, const float *g, size_t n)
+{
+    (void)be, (void)g, (void)n;
+    return 0.0;
+}
+static void m_scale(tr_backend *be, float *g, size_t n, float s) { (void)be, (void)g, (void)n, (void)s; }
+static void m_adamw(tr_backend *be, float *w, float *m, float *v, const float *g, size_t n, float lr, float beta1,
+                    float beta2, float eps, float wd, float bc1, float bc2)
+{
+    (void)be, (void)w, (void)m, (void)v, (void)g, (void)n, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)wd;
+    (void)bc1, (void)bc2;
+}
+static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
+                        const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
+                        float beta1, float beta2, float eps, float wd, float bc1, float bc2)
+{
+    (void)be, (void)w, (void)mq, (void)vq, (void)mabs, (void)vabs, (void)qm, (void)qv, (void)g, (void)n;
+    (void)block, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)wd, (void)bc1, (void)bc2;
+}
+
+static const tr_ops meta_ops = {
+    .gemm = m_gemm,
+    .linear_forward = m_linear_forward,
+    .linear_backward = m_linear_backward,
+    .layernorm_forward = m_layernorm_forward,
+    .layernorm_backward = m_layernorm_backward,
+    .gelu_forward = m_unary,
+    .gelu_backward = m_unary_b,
+    .relu_forward = m_unary,
+    .relu_backward = m_unary_b,
+    .add = m_add,
+    .accumulate = m_accumulate,
+    .zero = m_zero,
+    .attention_forward = m_attention_forward,
+    .attention_backward = m_attention_backward,
+    .convt2x2_forward = m_convt_forward,
+    .convt2x2_backward = m_convt_backward,
+    .patch_im2col = m_patch_im2col,
+    .image_normalize = m_image_normalize,
+    .pe_dense = m_pe_dense,
+    .prompt_tokens_forward = m_prompt_tokens_forward,
+    .prompt_tokens_backward = m_prompt_tokens_backward,
+    .keys_forward = m_keys_forward,
+    .keys_backward = m_keys_backward,
+    .rows_gather = m_rows_gather,
+    .rows_scatter_add = m_rows_scatter_add,
+    .mask_dot_forward = m_mask_dot_forward,
+    .mask_dot_backward = m_mask_dot_backward,
+    .sam_loss = m_sam_loss,
+    .sumsq = m_sumsq,
+    .scale = m_scale,
+    .adamw = m_adamw,
+    .adamw8bit = m_adamw8bit,
+};
+
+const tr_ops *tr_meta_ops(void) { return &meta_ops; }
+
+tr_backend *tr_backend_meta_create(void)
+{
+    tr_backend *be = calloc(1, sizeof *be);
+    if (!be) return NULL;
+    be->name = "meta";
+    be->ops = &meta_ops;
+    tr_mem_init(&be->mem);
+    be->mem.counting_only = 1;
+    be->n_threads = 1;
+    be->pool = NULL;
+    return be;
+}
