@@ -26,6 +26,7 @@
 #include "cli.h"
 #include "model.h"
 #include "optim.h"
+#include "plan.h"
 #include "pngio.h"
 #include "tr_rng.h"
 
@@ -47,6 +48,15 @@ typedef struct options {
     int loader_threads;
     long export_n;
     int quiet;
+    /* memory (issue 7 part B) */
+    const char *optim;          /* adamw or adamw8bit */
+    int optim_block;            /* adamw8bit block size */
+    int memory_report, plan;
+    long empty_cache_every;
+    uint64_t memory_budget;
+    int effective_batch;
+    char *plan_err;             /* planning: where run() reports a failure instead of exiting */
+    size_t plan_err_len;
 } options;
 
 static volatile sig_atomic_t stop_requested;
@@ -88,6 +98,14 @@ static void usage(void)
            "  --flip P               horizontal flip probability of training images (default 0.5)\n"
            "  --loader-threads N     loader worker threads (default: automatic)\n"
            "  --synthetic-batch SEED debugging: deterministic synthetic batches\n"
+           "Memory:\n"
+           "  --optim NAME           adamw or adamw8bit (8-bit block-wise moments; default adamw)\n"
+           "  --optim-block N        adamw8bit quantisation block, 256 or 2048 (default 256)\n"
+           "  --memory-report        print the memory table by category at the end of training\n"
+           "  --empty-cache-every N  give cached unused memory back every N steps (default never)\n"
+           "  --plan                 predict peak memory per category (no training) and exit\n"
+           "  --memory-budget SIZE   with --plan: largest micro-batch that fits SIZE (e.g. 16G)\n"
+           "  --effective-batch N    with --plan --memory-budget: images per step to keep by accumulation\n"
            "  -q, --quiet            no progress lines\n"
            "  -h, --help             this help\n"
            "  -V, --version          version\n",
@@ -99,6 +117,7 @@ enum {
     O_WD, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT
 };
+enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
 {
@@ -127,13 +146,16 @@ static void parse_options(int argc, char **argv, options *o)
         {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
         {"eval-only", 1, 0, O_EVAL}, {"eval-batches", 1, 0, O_EVALB}, {"dump-step", 1, 0, O_DUMP},
         {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"flip", 1, 0, O_FLIP},
-        {"loader-threads", 1, 0, O_LTHREADS}, {"export", 1, 0, O_EXPORT}, {"quiet", 0, 0, 'q'},
+        {"loader-threads", 1, 0, O_LTHREADS}, {"export", 1, 0, O_EXPORT}, {"optim", 1, 0, O_OPTIM}, {"optim-block", 1, 0, O_OPTIM_BLOCK},
+        {"memory-report", 0, 0, O_MEMREP}, {"empty-cache-every", 1, 0, O_EMPTY_CACHE}, {"plan", 0, 0, O_PLAN},
+        {"memory-budget", 1, 0, O_BUDGET}, {"effective-batch", 1, 0, O_EFFB}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
     o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0;
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
     o->eval_batches = 8, o->flip = 0.5;
+    o->optim = "adamw", o->optim_block = 256;
     int ov[8], have[8] = {0};
     int c;
     /* first pass: the preset, so that single overrides apply on top of it */
@@ -175,6 +197,23 @@ static void parse_options(int argc, char **argv, options *o)
         case O_FLIP: o->flip = parse_dbl("--flip", optarg, 0, 1); break;
         case O_LTHREADS: o->loader_threads = (int)parse_long("--loader-threads", optarg, 1, 256); break;
         case O_EXPORT: o->export_n = parse_long("--export", optarg, 0, 1000000); break;
+        case O_OPTIM:
+            if (strcmp(optarg, "adamw") != 0 && strcmp(optarg, "adamw8bit") != 0)
+                cli_usage_error("--optim: '%s' is not adamw or adamw8bit", optarg);
+            o->optim = optarg;
+            break;
+        case O_OPTIM_BLOCK:
+            o->optim_block = (int)parse_long("--optim-block", optarg, 256, 2048);
+            if (o->optim_block != 256 && o->optim_block != 2048) cli_usage_error("--optim-block: '%s' is not 256 or 2048", optarg);
+            break;
+        case O_MEMREP: o->memory_report = 1; break;
+        case O_EMPTY_CACHE: o->empty_cache_every = parse_long("--empty-cache-every", optarg, 1, 1000000000); break;
+        case O_PLAN: o->plan = 1; break;
+        case O_BUDGET:
+            if (tr_parse_bytes(optarg, &o->memory_budget) < 0 || o->memory_budget == 0)
+                cli_usage_error("--memory-budget: '%s' is not a size like 512M or 16G", optarg);
+            break;
+        case O_EFFB: o->effective_batch = (int)parse_long("--effective-batch", optarg, 1, 1 << 20); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -192,7 +231,10 @@ static void parse_options(int argc, char **argv, options *o)
     if (strcmp(o->backend, "cpu") != 0 && strcmp(o->backend, "cuda") != 0)
         cli_usage_error("--backend: '%s' is not cpu or cuda", o->backend);
     if (o->resume && !o->out) o->out = o->resume;
-    if (!o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
+    if (o->plan && (o->dump_step || o->eval_only || o->resume))
+        cli_usage_error("--plan predicts a training run: not with --dump-step, --eval-only or --resume");
+    if ((o->memory_budget || o->effective_batch) && !o->plan) cli_usage_error("--memory-budget and --effective-batch need --plan");
+    if (!o->plan && !o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
 }
 
@@ -203,6 +245,13 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
 {
     char err[512];
     int R = 4 * (cfg->S / cfg->P);
+    if (o->plan) { /* batches counted, never filled; the loader holds threads + 2 in flight */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int n = glob ? (o->loader_threads ? o->loader_threads : (cpus > 2 ? (int)cpus - 1 : 1)) + 2 : 1;
+        if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)
+            cli_die(CLI_EXIT_FATAL, "out of memory for the planner");
+        return;
+    }
     if (glob) {
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
@@ -216,12 +265,6 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
         return;
     }
     cli_usage_error("no data: give %s GLOB or --synthetic-batch SEED", what);
-}
-
-static void fmt_bytes(char *buf, size_t n, uint64_t b)
-{
-    if (b >= (1ull << 30)) snprintf(buf, n, "%.2fG", b / 1073741824.0);
-    else snprintf(buf, n, "%.1fM", b / 1048576.0);
 }
 
 static int write_latest(const char *dir, long step)
@@ -378,23 +421,75 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
     return 0;
 }
 
+static int run(const options *op, tr_backend *be);
+
+/* --plan: the training path of run() on the meta backend for a plan point. */
+static int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len)
+{
+    options o = *(const options *)ctx;
+    o.batch = pt->batch;
+    /* choices this version lacks (part A's flags apply them when they exist) */
+    if (pt->accum != 1 || strcmp(pt->precision, "fp32") != 0 || pt->checkpoint_every || pt->checkpoint_decoder)
+        return snprintf(err, err_len, "not supported"), -2;
+    o.steps = 3, o.quiet = 1, o.memory_report = 0, o.log_every = 1;
+    o.plan_err = err, o.plan_err_len = err_len;
+    err[0] = 0;
+    return run(&o, be) == 0 ? 0 : -1;
+}
+
+static int plan_main(const options *o)
+{
+    tr_plan_request req = {.base = {.batch = o->batch, .accum = 1, .precision = "fp32"},
+                           .budget = o->memory_budget, .effective_batch = o->effective_batch};
+    static const char *const precs[] = {"fp32", "bf16", "fp16"};
+    static const int cks[] = {0, 1};
+    req.precisions = precs, req.n_precisions = 3;
+    req.checkpoints = cks, req.n_checkpoints = 2;
+    req.checkpoint_decoder = 1;
+    char err[512];
+    if (tr_plan_main(stdout, &req, plan_run, (void *)o, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--plan: %s", err);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o;
     parse_options(argc, argv, &o);
     char err[512];
+    if (o.plan) return plan_main(&o);
     if (strcmp(o.backend, "cuda") == 0)
         cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
     if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
+    if (!o.quiet) {
+        tr_mem_stats ms;
+        char line[160];
+        tr_mem_get_stats(&be->mem, &ms);
+        tr_mem_format_line(line, sizeof line, &ms);
+        fprintf(stderr, "%s: %s backend, %s\n", cli_prog(), be->name, line);
+    }
+    int rc = run(&o, be);
+    tr_backend_free(be);
+    return rc;
+}
+
+/* Everything after the backend: a real run, or the planner's run of the
+ * same path on the meta backend (o.plan: no files, no initialisation
+ * arithmetic, failures reported in o.plan_err instead of exiting). */
+static int run(const options *op, tr_backend *be)
+{
+    options o = *op;
+    char err[512];
     tr_config cfg = o.cfg;
     if (o.eval_only) o.points = 1; /* one positive point per mask (the loader's point 0) */
     if (o.eval_only && tr_ckpt_read_config(o.eval_only, &cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_model m;
-    if (tr_model_init(&m, be, &cfg, o.batch, o.masks, o.points, err, sizeof err) < 0)
+    if (tr_model_init(&m, be, &cfg, o.batch, o.masks, o.points, err, sizeof err) < 0) {
+        if (o.plan) return snprintf(o.plan_err, o.plan_err_len, "%s", err), -1;
         cli_die(CLI_EXIT_FATAL, "%s", err);
-    tr_model_init_params(&m, o.seed);
+    }
+    if (!o.plan) tr_model_init_params(&m, o.seed);
     tr_data_source src = {0};
 
     if (o.eval_only) {
@@ -403,7 +498,6 @@ int main(int argc, char **argv)
         evaluate(&o, &m, &src, o.val != NULL);
         src.close(src.ctx);
         tr_model_free(&m);
-        tr_backend_free(be);
         return 0;
     }
     open_source(&o, &cfg, &src, &be->mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip);
@@ -420,14 +514,15 @@ int main(int argc, char **argv)
         src.release(src.ctx, b);
         src.close(src.ctx);
         tr_model_free(&m);
-        tr_backend_free(be);
         return 0;
     }
 
     /* training */
-    if (mkdir(o.out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o.out, strerror(errno));
+    if (!o.plan && mkdir(o.out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o.out, strerror(errno));
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
+    oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
+    oc.block = o.optim_block;
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip;
     tr_optim opt;
@@ -447,15 +542,17 @@ int main(int argc, char **argv)
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
     if (o.resume) trim_log(logpath, st.step);
-    FILE *log = fopen(logpath, o.resume ? "a" : "w");
-    if (!log) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
+    FILE *log = o.plan ? NULL : fopen(logpath, o.resume ? "a" : "w");
+    if (!log && !o.plan) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (!o.quiet) {
-        char a[32];
-        fmt_bytes(a, sizeof a, be->mem.total);
-        fprintf(stderr, "%s: %s config, %zu parameters, B=%d M=%d K=%d, %d threads, memory: %s allocated\n",
-                cli_prog(), o.config_name, m.n_param_floats, o.batch, o.masks, o.points, be->n_threads, a);
+        tr_mem_stats ms;
+        char line[160];
+        tr_mem_get_stats(&be->mem, &ms);
+        tr_mem_format_line(line, sizeof line, &ms);
+        fprintf(stderr, "%s: %s config, %zu parameters, B=%d M=%d K=%d, %d threads, %s, %s\n", cli_prog(),
+                o.config_name, m.n_param_floats, o.batch, o.masks, o.points, be->n_threads, o.optim, line);
     }
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
@@ -480,26 +577,35 @@ int main(int argc, char **argv)
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
             double dt = now - t_last, ips = dt > 0 ? since * o.batch / dt : 0, dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
-            char a[32], pk[32];
-            fmt_bytes(a, sizeof a, be->mem.total);
-            fmt_bytes(pk, sizeof pk, be->mem.total_peak);
-            fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
+            tr_mem_stats ms;
+            char mline[160];
+            tr_mem_get_stats(&be->mem, &ms);
+            tr_mem_format_line(mline, sizeof mline, &ms);
+            if (log) fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
                     "\"miou\": %.4f, \"lr\": %.6g, \"grad_norm\": %.6g, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
-                    "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 "}\n",
-                    st.step, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, gnorm, ips, dw, be->mem.total,
-                    be->mem.total_peak);
-            fflush(log);
+                    "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
+                    ", \"mem_sys_allocs\": %" PRIu64 "}\n",
+                    st.step, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, gnorm, ips, dw, ms.total,
+                    ms.total_peak, ms.reserved, ms.n_sys_allocs);
+            if (log) fflush(log);
             if (!o.quiet)
                 fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
-                        "%.2f img/s  data %.0f%%  memory: %s allocated | peak %s\n",
-                        st.step, o.steps, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, ips, dw, a, pk);
+                        "%.2f img/s  data %.0f%%  %s\n",
+                        st.step, o.steps, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, ips, dw, mline);
             t_last = now, wait_last = wait, since = 0;
         }
-        if (st.step % o.ckpt_every == 0 || st.step == o.steps) save_checkpoint(&o, &m, &opt, &st, &src);
+        if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) save_checkpoint(&o, &m, &opt, &st, &src);
+        if (o.empty_cache_every && st.step % o.empty_cache_every == 0) tr_mem_empty_cache(&be->mem);
     }
-    fclose(log);
+    if (log) fclose(log);
     src.close(src.ctx);
-    if (o.val && rc_exit == 0) {
+    if (o.memory_report) {
+        tr_mem_stats ms;
+        tr_mem_get_stats(&be->mem, &ms);
+        fprintf(stderr, "memory report (training, %s backend):\n", be->name);
+        tr_mem_report(stderr, &ms);
+    }
+    if (o.val && rc_exit == 0 && !o.plan) {
         tr_model ev;
         if (tr_model_init(&ev, be, &cfg, o.batch, o.masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         memcpy(ev.param_mem, m.param_mem, m.n_param_floats * sizeof(float));
@@ -512,6 +618,5 @@ int main(int argc, char **argv)
     }
     tr_optim_free(&opt, &m);
     tr_model_free(&m);
-    tr_backend_free(be);
     return rc_exit;
 }
