@@ -148,6 +148,16 @@ typedef struct tr_ops {
     void (*adamw8bit)(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
                       const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
                       float beta1, float beta2, float eps, float wd, float bc1, float bc2);
+
+    /* Memory movement of the training features (issue 7); never rounded.
+     * copy: dst[n] = src (bit exact); round_to: dst[n] = src rounded to
+     * precision prec (TR_PREC_* of kernels.h) as fp32 values;
+     * pack16: dst16[n] = the 16-bit code of src (src already rounded to
+     * prec, so the pack is exact); unpack16: dst[n] = the value of src16. */
+    void (*copy)(tr_backend *be, float *dst, const float *src, size_t n);
+    void (*round_to)(tr_backend *be, float *dst, const float *src, size_t n, int prec);
+    void (*pack16)(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec);
+    void (*unpack16)(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec);
 } tr_ops;
 
 struct tr_backend {
@@ -156,6 +166,17 @@ struct tr_backend {
     tr_mem mem;          /* accounting of every tensor */
     int n_threads;
     tr_pool *pool;       /* CPU backend: element-wise thread pool */
+    /* Storage precision of activations and activation gradients
+     * (TR_PREC_FP32, _BF16, _FP16 of kernels.h; set by the model): with a
+     * 16-bit precision every op rounds each activation or activation
+     * gradient it writes to that precision (the values a 16-bit tensor
+     * would hold; arithmetic stays fp32), while parameter gradients (dw,
+     * db, token and embedding gradients), LayerNorm statistics, losses and
+     * optimizer arithmetic stay fp32.  0 (fp32) by default. */
+    int prec;
+    /* sam_loss writes the gradients of loss_scale * loss: fp16 loss scaling
+     * and the pair-sum of gradient accumulation.  1 by default. */
+    float loss_scale;
 };
 
 /* Creates a backend by name ("cpu"); n_threads >= 1 sets the thread pool and

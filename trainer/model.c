@@ -5,6 +5,7 @@
  */
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,9 +68,10 @@ static void reg(walker *w, float **field, const char *name, int decay, int init,
     pi->decay = decay;
     w->init[w->n] = init;
     if (w->m->param_mem) {
-        *field = w->m->param_mem + w->off;
-        float **gf = (float **)((char *)&w->m->g + ((char *)field - (char *)&w->m->p));
-        *gf = w->m->grad_mem + w->off;
+        tr_model *m = w->m;
+        *field = (m->wc_mem ? m->wc_mem : m->param_mem) + w->off;
+        float **gf = (float **)((char *)&m->g + ((char *)field - (char *)&m->p));
+        *gf = m->frozen[w->n] || !m->grad_mem ? NULL : m->grad_mem + (w->off - m->grad_lo);
     }
     w->off += (pi->count + 15) / 16 * 16; /* 64-byte aligned tensors */
     w->n++;
@@ -181,44 +183,52 @@ static void walk_params(walker *w)
 
 typedef struct awalker {
     tr_model *m;
-    size_t off;
+    size_t off, doff; /* floats laid out so far in act_mem / dact_mem */
     int n, cap;
 } awalker;
 
-static void areg(awalker *w, float **field, const char *name, size_t count)
+/* Registers an activation: its forward tensor in act_mem when in_a, its
+ * gradient in dact_mem when in_d (fields of m->a / m->da alike). */
+static void areg2(awalker *w, float **field, const char *name, size_t count, int in_a, int in_d)
 {
     tr_model *m = w->m;
-    if (w->n < w->cap) {
-        tr_act_info *ai = &m->ainfo[w->n];
-        snprintf(ai->name, sizeof ai->name, "%s", name);
-        ai->ptr = field;
-        ai->count = count;
+    size_t r = (count + 15) / 16 * 16;
+    if (in_a) {
+        if (w->n < w->cap) {
+            tr_act_info *ai = &m->ainfo[w->n];
+            snprintf(ai->name, sizeof ai->name, "%s", name);
+            ai->ptr = field;
+            ai->count = count;
+        }
+        if (m->act_mem) *field = m->act_mem + w->off;
+        w->off += r;
+        w->n++;
     }
-    if (m->act_mem) {
-        *field = m->act_mem + w->off;
+    if (in_d) {
         float **df = (float **)((char *)&m->da + ((char *)field - (char *)&m->a));
-        *df = m->dact_mem + w->off;
+        if (m->dact_mem) *df = m->dact_mem + w->doff;
+        w->doff += r;
     }
-    w->off += (count + 15) / 16 * 16;
-    w->n++;
 }
 
+static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
+
 static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size_t Tq, size_t Tk, size_t C,
-                      size_t Ci, size_t heads)
+                      size_t Ci, size_t heads, int in_a, int in_d)
 {
     char nm[48];
     snprintf(nm, sizeof nm, "%s.q", name);
-    areg(w, &a->q, nm, N * Tq * Ci);
+    areg2(w, &a->q, nm, N * Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.k", name);
-    areg(w, &a->k, nm, N * Tk * Ci);
+    areg2(w, &a->k, nm, N * Tk * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.v", name);
-    areg(w, &a->v, nm, N * Tk * Ci);
+    areg2(w, &a->v, nm, N * Tk * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.att", name);
-    areg(w, &a->att, nm, N * heads * Tq * Tk);
+    areg2(w, &a->att, nm, N * heads * Tq * Tk, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.ao", name);
-    areg(w, &a->ao, nm, N * Tq * Ci);
+    areg2(w, &a->ao, nm, N * Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.out", name);
-    areg(w, &a->out, nm, N * Tq * C);
+    areg2(w, &a->out, nm, N * Tq * C, in_a, in_d);
 }
 
 static void walk_acts(awalker *w)
@@ -229,18 +239,34 @@ static void walk_acts(awalker *w)
     size_t G = (size_t)(c->S / c->P), GG = G * G, B = (size_t)m->B, BT = B * GG, E = (size_t)c->E;
     size_t C = (size_t)c->C, NP = B * (size_t)m->M, T = (size_t)m->K + 2, R = 4 * G, RR = R * R;
     size_t PP3 = 3 * (size_t)c->P * c->P, h = (size_t)c->h;
+    int L = c->L, D = c->D, N = m->opt.ckpt_every, b16 = m->opt.precision != TR_PREC_FP32;
+    int lo = m->enc_lo < 0 ? 0 : m->enc_lo; /* blocks lo.. have a backward */
     char nm[48];
     areg(w, &a->patches, "enc.patches", BT * PP3);
     areg(w, &a->x0, "enc.x0", BT * E);
-    for (int i = 0; i < c->L; i++) {
+    for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : (b16 || i < lo) ? 0 : -1;
+    for (int i = 0; i < L; i++) {
         tr_enc_block_a *b = &a->blk[i];
-#define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg(w, &b->f, nm, n))
-        AR(ln1, BT * E); AR(ln1_m, BT); AR(ln1_r, BT);
-        AR(qkv, BT * 3 * E); AR(att, B * (size_t)c->H * GG * GG); AR(ao, BT * E); AR(xmid, BT * E);
-        AR(ln2, BT * E); AR(ln2_m, BT); AR(ln2_r, BT);
-        AR(fc1, BT * 4 * E); AR(gelu, BT * 4 * E); AR(xout, BT * E);
+        int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo;
+#define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg2(w, &b->f, nm, n, 1, 0))
+#define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg2(w, &b->f, nm, n, own, dsh))
+        AS(ln1_m, BT); AS(ln1_r, BT); AS(ln2_m, BT); AS(ln2_r, BT);
+        if (s >= 0 && own) m->enc_slot_off[s] = w->off;
+        if (dsh) m->dblk_off = w->doff;
+        AR(ln1, BT * E); AR(qkv, BT * 3 * E); AR(att, B * (size_t)c->H * GG * GG); AR(ao, BT * E);
+        AR(xmid, BT * E); AR(ln2, BT * E); AR(fc1, BT * 4 * E); AR(gelu, BT * 4 * E);
+        snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
+        areg2(w, &b->xout, nm, BT * E, own, 0);
+        if (s >= 0 && own) m->enc_slot_n = w->off - m->enc_slot_off[s];
+        if (dsh) m->dblk_n = w->doff - m->dblk_off;
+#undef AS
 #undef AR
     }
+    for (int i = 1; i < L; i++) {
+        snprintf(nm, sizeof nm, "enc.blocks.%d.input", i);
+        areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : m->enc_slot[i - 1] >= 0, 0);
+    }
+    for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", BT * E, 0, lo < L);
     areg(w, &a->neck, "enc.neck", BT * C);
     areg(w, &a->emb, "enc.emb", BT * C);
     areg(w, &a->emb_m, "enc.emb_m", BT);
@@ -249,28 +275,53 @@ static void walk_acts(awalker *w)
     areg(w, &a->kpe_full, "prompt.kpe_full", NP * GG * C);
     areg(w, &a->T0, "dec.T0", NP * T * C);
     areg(w, &a->Kimg, "dec.Kimg", NP * GG * C);
-    for (int l = 0; l < c->D; l++) {
-        tr_dec_layer_a *L = &a->lay[l];
-#define AR(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), areg(w, &L->f, nm, n))
+    for (int l = 0; l < D; l++) m->dec_slot[l] = (m->opt.ckpt_decoder || b16) ? 0 : -1;
+    for (int l = 0; l < D; l++) {
+        tr_dec_layer_a *L_ = &a->lay[l];
+        int own = m->dec_slot[l] < 0 || l == 0, dsh = l == 0;
+#define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), areg2(w, &L_->f, nm, n, 1, 0))
+#define AR(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), areg2(w, &L_->f, nm, n, own, dsh))
+        AS(n1_m, NP * T); AS(n1_r, NP * T); AS(n2_m, NP * T); AS(n2_r, NP * T);
+        AS(n3_m, NP * T); AS(n3_r, NP * T); AS(n4_m, NP * GG); AS(n4_r, NP * GG);
+        if (m->dec_slot[l] >= 0 && own) m->dec_slot_off = w->off;
+        if (dsh) m->dlay_off = w->doff;
         AR(sa_qin, NP * T * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
-        areg_attn(w, &L->sa, nm, NP, T, T, C, C, h);
-        AR(t1pre, NP * T * C); AR(t1, NP * T * C); AR(n1_m, NP * T); AR(n1_r, NP * T);
+        areg_attn(w, &L_->sa, nm, NP, T, T, C, C, h, own, dsh);
+        AR(t1pre, NP * T * C); AR(t1, NP * T * C);
         AR(t2i_qin, NP * T * C); AR(kpe, NP * GG * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
-        areg_attn(w, &L->t2i, nm, NP, T, GG, C, C / 2, h);
-        AR(t2pre, NP * T * C); AR(t2, NP * T * C); AR(n2_m, NP * T); AR(n2_r, NP * T);
+        areg_attn(w, &L_->t2i, nm, NP, T, GG, C, C / 2, h, own, dsh);
+        AR(t2pre, NP * T * C); AR(t2, NP * T * C);
         AR(fc1, NP * T * 8 * C); AR(relu, NP * T * 8 * C);
-        AR(t3pre, NP * T * C); AR(t3, NP * T * C); AR(n3_m, NP * T); AR(n3_r, NP * T);
+        AR(t3pre, NP * T * C);
         AR(i2t_kin, NP * T * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
-        areg_attn(w, &L->i2t, nm, NP, GG, T, C, C / 2, h);
-        AR(k4pre, NP * GG * C); AR(kout, NP * GG * C); AR(n4_m, NP * GG); AR(n4_r, NP * GG);
+        areg_attn(w, &L_->i2t, nm, NP, GG, T, C, C / 2, h, own, dsh);
+        AR(k4pre, NP * GG * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.t3", l);
+        areg2(w, &L_->t3, nm, NP * T * C, own, 0);
+        snprintf(nm, sizeof nm, "dec.layers.%d.kout", l);
+        areg2(w, &L_->kout, nm, NP * GG * C, own, 0);
+        if (m->dec_slot[l] >= 0 && own) m->dec_slot_n = w->off - m->dec_slot_off;
+        if (dsh) m->dlay_n = w->doff - m->dlay_off;
+#undef AS
 #undef AR
+    }
+    for (int l = 1; l < D; l++) {
+        int need = m->dec_slot[l - 1] >= 0;
+        snprintf(nm, sizeof nm, "dec.layers.%d.input_t", l);
+        areg2(w, &a->dec_tin[l], nm, NP * T * C, need, 0);
+        snprintf(nm, sizeof nm, "dec.layers.%d.input_k", l);
+        areg2(w, &a->dec_kin[l], nm, NP * GG * C, need, 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        areg2(w, &a->pp_t[k], "dec.grad_t", NP * T * C, 0, 1);
+        areg2(w, &a->pp_k[k], "dec.grad_k", NP * GG * C, 0, 1);
     }
     areg(w, &a->fin_qin, "dec.fin_qin", NP * T * C);
     areg(w, &a->fin_kin, "dec.fin_kin", NP * GG * C);
-    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h);
+    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 1);
     areg(w, &a->tfpre, "dec.tfpre", NP * T * C);
     areg(w, &a->tf, "dec.tf", NP * T * C);
     areg(w, &a->fin_m, "dec.fin_m", NP * T);
@@ -299,6 +350,135 @@ static void walk_acts(awalker *w)
     areg(w, &a->zeros, "zeros", C);
 }
 
+/* After the assigning walk: slotted blocks and layers share their slot's
+ * tensors (keeping their own statistics), every block / layer shares one
+ * gradient set, and output gradients alternate between two buffers. */
+static void alias_acts(tr_model *m)
+{
+    tr_acts *a = &m->a, *da = &m->da;
+    int L = m->cfg.L, D = m->cfg.D, lo = m->enc_lo < 0 ? 0 : m->enc_lo;
+    for (int i = 0; i < L; i++) {
+        int s = m->enc_slot[i];
+        if (s >= 0 && s != i) {
+            tr_enc_block_a st = a->blk[i];
+            a->blk[i] = a->blk[s];
+            a->blk[i].ln1_m = st.ln1_m, a->blk[i].ln1_r = st.ln1_r;
+            a->blk[i].ln2_m = st.ln2_m, a->blk[i].ln2_r = st.ln2_r;
+        }
+        if (lo < L && i != lo) da->blk[i] = da->blk[lo];
+        if (lo >= L) memset(&da->blk[i], 0, sizeof da->blk[i]);
+        da->blk[i].xout = da->pp_x[i % 2];
+    }
+    for (int l = 0; l < D; l++) {
+        if (m->dec_slot[l] >= 0 && l != 0) {
+            tr_dec_layer_a st = a->lay[l];
+            a->lay[l] = a->lay[0];
+            a->lay[l].n1_m = st.n1_m, a->lay[l].n1_r = st.n1_r, a->lay[l].n2_m = st.n2_m;
+            a->lay[l].n2_r = st.n2_r, a->lay[l].n3_m = st.n3_m, a->lay[l].n3_r = st.n3_r;
+            a->lay[l].n4_m = st.n4_m, a->lay[l].n4_r = st.n4_r;
+        }
+        if (l) da->lay[l] = da->lay[0];
+        da->lay[l].t3 = da->pp_t[l % 2];
+        da->lay[l].kout = da->pp_k[l % 2];
+    }
+}
+
+/* Which encoder part a parameter belongs to (-1 embedding, 0..L-1 block, L
+ * neck), or INT_MAX for the prompt encoder and the decoder. */
+static int enc_part(const tr_model *m, const char *name)
+{
+    if (strncmp(name, "enc.patch", 9) == 0 || strncmp(name, "enc.pos", 7) == 0) return -1;
+    if (strncmp(name, "enc.blocks.", 11) == 0) return atoi(name + 11);
+    if (strncmp(name, "enc.neck", 8) == 0) return m->cfg.L;
+    return INT_MAX;
+}
+
+static void free_layout(tr_model *m)
+{
+    tr_mem *mem = &m->be->mem;
+    tr_mem_free(mem, m->act_mem);
+    tr_mem_free(mem, m->dact_mem);
+    tr_mem_free(mem, m->stash_mem);
+    tr_mem_free(mem, m->wc_mem);
+    tr_mem_free(mem, m->grad_mem);
+    m->act_mem = m->dact_mem = m->wc_mem = m->grad_mem = NULL;
+    m->stash_mem = NULL;
+    free(m->ainfo);
+    m->ainfo = NULL;
+}
+
+/* (Re)allocates gradients, compute weights and activations for the current
+ * B, options and frozen set; parameters are kept. */
+static int model_layout(tr_model *m, char *err, size_t err_len)
+{
+    tr_backend *be = m->be;
+    const tr_config *cfg = &m->cfg;
+    free_layout(m);
+    m->enc_lo = cfg->L + 1;
+    m->grad_lo = m->n_param_floats;
+    for (int i = 0; i < m->n_params; i++) {
+        if (m->frozen[i]) continue;
+        int part = enc_part(m, m->pinfo[i].name);
+        if (part < m->enc_lo) m->enc_lo = part;
+        if (m->pinfo[i].offset < m->grad_lo) m->grad_lo = m->pinfo[i].offset;
+    }
+    m->n_grad_floats = m->n_param_floats - m->grad_lo;
+    int b16 = m->opt.precision != TR_PREC_FP32;
+    m->grad_mem = tr_mem_alloc(&be->mem, TR_MEM_GRADS, m->n_grad_floats * sizeof(float));
+    if (b16) m->wc_mem = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, m->n_param_floats * sizeof(float));
+    if ((!m->grad_mem && m->n_grad_floats) || (b16 && !m->wc_mem)) {
+        free_layout(m);
+        return snprintf(err, err_len, "out of memory for gradients"), -1;
+    }
+    int *init = calloc((size_t)m->n_params + 1, sizeof(int));
+    if (!init) return snprintf(err, err_len, "out of memory"), -1;
+    walker w = {.m = m, .init = init};
+    walk_params(&w); /* p into param_mem (or wc_mem), g into grad_mem or NULL */
+    free(init);
+
+    memset(&m->a, 0, sizeof m->a);
+    memset(&m->da, 0, sizeof m->da);
+    awalker aw = {.m = m};
+    walk_acts(&aw); /* count */
+    m->ainfo = calloc((size_t)aw.n + 1, sizeof *m->ainfo);
+    if (!m->ainfo) {
+        free_layout(m);
+        return snprintf(err, err_len, "out of memory"), -1;
+    }
+    m->n_acts = aw.n;
+    m->n_act_floats = aw.off;
+    m->n_dact_floats = aw.doff;
+    int lo = m->enc_lo < 0 ? 0 : m->enc_lo, N = m->opt.ckpt_every;
+    m->n_stash = 0;
+    for (int i = 0; i < cfg->L; i++) {
+        m->enc_stash[i] = TR_NO_STASH;
+        if (b16 && !N && m->enc_slot[i] >= 0 && i >= lo && i < cfg->L - 1) {
+            m->enc_stash[i] = m->n_stash;
+            m->n_stash += (m->enc_slot_n + 31) / 32 * 32;
+        }
+    }
+    for (int l = 0; l < cfg->D; l++) {
+        m->dec_stash[l] = TR_NO_STASH;
+        if (b16 && !m->opt.ckpt_decoder && l < cfg->D - 1) {
+            m->dec_stash[l] = m->n_stash;
+            m->n_stash += (m->dec_slot_n + 31) / 32 * 32;
+        }
+    }
+    m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
+    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.doff * sizeof(float));
+    if (m->n_stash) m->stash_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_stash * sizeof(uint16_t));
+    if (!m->act_mem || !m->dact_mem || (m->n_stash && !m->stash_mem)) {
+        size_t mb = (aw.off + aw.doff) * sizeof(float) >> 20;
+        free_layout(m);
+        return snprintf(err, err_len, "out of memory for activations (%zu MiB)", mb), -1;
+    }
+    awalker aw2 = {.m = m, .cap = m->n_acts};
+    walk_acts(&aw2);
+    alias_acts(m);
+    m->enc_res = m->dec_res = -1;
+    return 0;
+}
+
 int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int M, int K, char *err,
                   size_t err_len)
 {
@@ -323,43 +503,26 @@ int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int 
     int *init = calloc((size_t)maxp, sizeof(int));
     if (!m->pinfo || !init) {
         free(init);
+        free(m->pinfo);
+        m->pinfo = NULL;
         return snprintf(err, err_len, "out of memory"), -1;
     }
     walker w = {.m = m, .init = init};
     walk_params(&w); /* sizes only */
+    free(init);
     m->n_params = w.n;
     m->n_param_floats = w.off;
+    m->frozen = calloc((size_t)w.n, 1);
     m->param_mem = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, w.off * sizeof(float));
-    m->grad_mem = tr_mem_alloc(&be->mem, TR_MEM_GRADS, w.off * sizeof(float));
     m->pe_gaussian = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, (size_t)cfg->C * sizeof(float));
-    free(init);
-    if (!m->param_mem || !m->grad_mem || !m->pe_gaussian) {
+    if (!m->frozen || !m->param_mem || !m->pe_gaussian) {
         tr_model_free(m);
         return snprintf(err, err_len, "out of memory for %zu parameters", w.off), -1;
     }
-    int *init2 = calloc((size_t)maxp, sizeof(int));
-    walker w2 = {.m = m, .init = init2};
-    walk_params(&w2);
-    free(init2);
-
-    awalker aw = {.m = m};
-    walk_acts(&aw); /* count */
-    m->ainfo = calloc((size_t)aw.n, sizeof *m->ainfo);
-    if (!m->ainfo) {
+    if (model_layout(m, err, err_len) < 0) {
         tr_model_free(m);
-        return snprintf(err, err_len, "out of memory"), -1;
+        return -1;
     }
-    m->n_acts = aw.n;
-    m->n_act_floats = aw.off;
-    m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
-    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
-    if (!m->act_mem || !m->dact_mem) {
-        size_t mb = aw.off * sizeof(float) >> 20;
-        tr_model_free(m);
-        return snprintf(err, err_len, "out of memory for activations (2 x %zu MiB)", mb), -1;
-    }
-    awalker aw2 = {.m = m, .cap = m->n_acts};
-    walk_acts(&aw2);
     return 0;
 }
 
@@ -367,14 +530,82 @@ void tr_model_free(tr_model *m)
 {
     if (!m || !m->be) return;
     tr_mem *mem = &m->be->mem;
+    free_layout(m);
     tr_mem_free(mem, m->param_mem);
-    tr_mem_free(mem, m->grad_mem);
     tr_mem_free(mem, m->pe_gaussian);
-    tr_mem_free(mem, m->act_mem);
-    tr_mem_free(mem, m->dact_mem);
     free(m->pinfo);
-    free(m->ainfo);
+    free(m->frozen);
     memset(m, 0, sizeof *m);
+}
+
+int tr_model_set_options(tr_model *m, const tr_model_opts *opt, char *err, size_t err_len)
+{
+    if (opt->ckpt_every < 0 || opt->ckpt_decoder < 0 || opt->ckpt_decoder > 1 || opt->precision < TR_PREC_FP32 ||
+        opt->precision > TR_PREC_FP16)
+        return snprintf(err, err_len, "bad training options"), -1;
+    m->opt = *opt;
+    if (m->opt.ckpt_every > m->cfg.L) m->opt.ckpt_every = m->cfg.L; /* one segment */
+    return model_layout(m, err, err_len);
+}
+
+int tr_model_set_batch(tr_model *m, int B, char *err, size_t err_len)
+{
+    if (B < 1 || B > m->B * 64 || (size_t)B * m->M * (m->K + 2) * 8 * m->cfg.C >= (1u << 31))
+        return snprintf(err, err_len, "batch B=%d out of range", B), -1;
+    m->B = B;
+    return model_layout(m, err, err_len);
+}
+
+int tr_model_group_valid(const char *g, int L)
+{
+    if (!strcmp(g, "all") || !strcmp(g, "encoder") || !strcmp(g, "embed") || !strcmp(g, "blocks") ||
+        !strcmp(g, "neck") || !strcmp(g, "prompt") || !strcmp(g, "decoder"))
+        return 1;
+    if (strncmp(g, "blocks.", 7) != 0) return 0;
+    const char *s = g + 7;
+    long a = -1, b = -1;
+    char *end;
+    if (*s < '0' || *s > '9') return 0;
+    a = strtol(s, &end, 10);
+    if (*end == '-') {
+        if (end[1] < '0' || end[1] > '9') return 0;
+        b = strtol(end + 1, &end, 10);
+    } else {
+        b = a;
+    }
+    return *end == 0 && a >= 0 && a <= b && b < L;
+}
+
+/* 1 when parameter name belongs to group g (valid). */
+static int in_group(const tr_model *m, const char *g, const char *name)
+{
+    if (!strcmp(g, "all")) return 1;
+    if (!strcmp(g, "encoder")) return strncmp(name, "enc.", 4) == 0;
+    if (!strcmp(g, "prompt")) return strncmp(name, "prompt.", 7) == 0;
+    if (!strcmp(g, "decoder")) return strncmp(name, "dec.", 4) == 0;
+    int part = enc_part(m, name);
+    if (!strcmp(g, "embed")) return part == -1;
+    if (!strcmp(g, "neck")) return part == m->cfg.L;
+    if (!strcmp(g, "blocks")) return part >= 0 && part < m->cfg.L;
+    char *end;
+    long a = strtol(g + 7, &end, 10), b = *end == '-' ? strtol(end + 1, NULL, 10) : a;
+    return part >= 0 && part < m->cfg.L && part >= a && part <= b;
+}
+
+int tr_model_freeze(tr_model *m, const char *group, int frozen, char *err, size_t err_len)
+{
+    if (!tr_model_group_valid(group, m->cfg.L))
+        return snprintf(err, err_len, "'%s' is not a parameter group (all, encoder, embed, blocks, blocks.I, "
+                        "blocks.I-J with J < %d, neck, prompt, decoder)", group, m->cfg.L), -1;
+    for (int i = 0; i < m->n_params; i++)
+        if (in_group(m, group, m->pinfo[i].name)) m->frozen[i] = (uint8_t)(frozen != 0);
+    return model_layout(m, err, err_len);
+}
+
+float *tr_model_grad(const tr_model *m, int i)
+{
+    if (i < 0 || i >= m->n_params || m->frozen[i] || !m->grad_mem) return NULL;
+    return m->grad_mem + (m->pinfo[i].offset - m->grad_lo);
 }
 
 int tr_model_find_param(const tr_model *m, const char *name)
@@ -445,6 +676,136 @@ static void ablock_backward(tr_backend *be, const tr_attn_p *p, tr_attn_p *g, co
     o->linear_backward(be, dvin, g->v_w, g->v_b, da->v, vin, p->v_w, N * Tk, C, Ci);
 }
 
+/* ---- blocks, layers, slots ----------------------------------------------------------- */
+
+static void mcopy(tr_backend *be, float *dst, const float *src, size_t n)
+{
+    if (be->ops->copy) {
+        be->ops->copy(be, dst, src, n);
+    } else {
+        be->ops->zero(be, dst, n);
+        be->ops->accumulate(be, dst, src, n);
+    }
+}
+
+static const float *enc_input(const tr_model *m, int i)
+{
+    return i == 0 ? m->a.x0 : m->a.enc_in[i] ? m->a.enc_in[i] : m->a.blk[i - 1].xout;
+}
+
+static const float *dec_input_t(const tr_model *m, int l)
+{
+    return l == 0 ? m->a.T0 : m->a.dec_tin[l] ? m->a.dec_tin[l] : m->a.lay[l - 1].t3;
+}
+
+static const float *dec_input_k(const tr_model *m, int l)
+{
+    return l == 0 ? m->a.Kimg : m->a.dec_kin[l] ? m->a.dec_kin[l] : m->a.lay[l - 1].kout;
+}
+
+/* Encoder block i (pre-norm attention + MLP) on input x. */
+static void enc_block_forward(tr_model *m, int i, const float *x)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    int GG = (c->S / c->P) * (c->S / c->P), E = c->E, B = m->B, BT = B * GG;
+    tr_enc_block_a *ab = &m->a.blk[i];
+    const tr_enc_block_p *pb = &m->p.blk[i];
+    o->layernorm_forward(be, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
+    o->linear_forward(be, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
+    tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
+                      .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
+                      .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
+    o->attention_forward(be, ab->ao, ab->att, ab->qkv, ab->qkv + E, ab->qkv + 2 * E, &d);
+    o->linear_forward(be, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
+    o->accumulate(be, ab->xmid, x, (size_t)BT * E);
+    o->layernorm_forward(be, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
+    o->linear_forward(be, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
+    o->gelu_forward(be, ab->gelu, ab->fc1, (size_t)BT * 4 * E);
+    o->linear_forward(be, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
+    o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
+}
+
+/* Decoder layer l of the two-way transformer on tokens Tc, keys Kc. */
+static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *Kc)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    tr_acts *a = &m->a;
+    int GG = (c->S / c->P) * (c->S / c->P), C = c->C, NP = m->B * m->M, T = m->K + 2;
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+    tr_dec_layer_a *L = &a->lay[l];
+    const tr_dec_layer_p *pl = &m->p.lay[l];
+    const float *t1in;
+    if (l == 0) {
+        ablock_forward(be, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
+        t1in = L->sa.out;
+    } else {
+        o->add(be, L->sa_qin, Tc, a->T0, nT);
+        ablock_forward(be, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
+        o->add(be, L->t1pre, Tc, L->sa.out, nT);
+        t1in = L->t1pre;
+    }
+    o->layernorm_forward(be, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
+    o->add(be, L->t2i_qin, L->t1, a->T0, nT);
+    o->add(be, L->kpe, Kc, a->kpe_full, nK);
+    ablock_forward(be, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
+    o->add(be, L->t2pre, L->t1, L->t2i.out, nT);
+    o->layernorm_forward(be, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
+    o->linear_forward(be, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
+    o->relu_forward(be, L->relu, L->fc1, (size_t)NP * T * 8 * C);
+    o->linear_forward(be, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
+    o->accumulate(be, L->t3pre, L->t2, nT);
+    o->layernorm_forward(be, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
+    o->add(be, L->i2t_kin, L->t3, a->T0, nT);
+    ablock_forward(be, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
+    o->add(be, L->k4pre, Kc, L->i2t.out, nK);
+    o->layernorm_forward(be, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
+}
+
+static void stash_pack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
+{
+    tr_backend *be = m->be;
+    if (be->ops->pack16) be->ops->pack16(be, m->stash_mem + stash_off, m->act_mem + act_off, n, m->opt.precision);
+}
+
+static void stash_unpack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
+{
+    tr_backend *be = m->be;
+    if (be->ops->unpack16)
+        be->ops->unpack16(be, m->act_mem + act_off, m->stash_mem + stash_off, n, m->opt.precision);
+}
+
+/* Before the backward of encoder block i: its activations back in place
+ * (recomputed from the segment's saved input, or unpacked from the stash). */
+static void enc_restore(tr_model *m, int i)
+{
+    if (m->enc_slot[i] < 0) return;
+    int N = m->opt.ckpt_every;
+    if (N) {
+        int seg = i / N;
+        if (seg == m->enc_res) return;
+        for (int j = seg * N; j < seg * N + N && j < m->cfg.L; j++) enc_block_forward(m, j, enc_input(m, j));
+        m->enc_res = seg;
+    } else if (m->enc_res != i) {
+        if (m->enc_stash[i] != TR_NO_STASH)
+            stash_unpack(m, m->enc_stash[i], m->enc_slot_off[m->enc_slot[i]], m->enc_slot_n);
+        m->enc_res = i;
+    }
+}
+
+static void dec_restore(tr_model *m, int l)
+{
+    if (m->dec_slot[l] < 0 || m->dec_res == l) return;
+    if (m->opt.ckpt_decoder)
+        dec_layer_forward(m, l, dec_input_t(m, l), dec_input_k(m, l));
+    else if (m->dec_stash[l] != TR_NO_STASH)
+        stash_unpack(m, m->dec_stash[l], m->dec_slot_off, m->dec_slot_n);
+    m->dec_res = l;
+}
+
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
 {
     tr_backend *be = m->be;
@@ -468,30 +829,21 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     for (int i = 0; i < B; i++)
         if (b->content[2 * i] < 0 || b->content[2 * i + 1] < 0)
             return snprintf(err, err_len, "image %d: negative content size", i), -1;
+    be->prec = m->opt.precision;
+    if (m->wc_mem && o->round_to) o->round_to(be, m->wc_mem, m->param_mem, m->n_param_floats, m->opt.precision);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
     o->patch_im2col(be, a->patches, b->image, b->content, B, S, P);
     o->linear_forward(be, a->x0, a->patches, p->patch_w, p->patch_b, BT, 3 * P * P, E);
     for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GG * E, p->pos, (size_t)GG * E);
-    const float *x = a->x0;
     for (int i = 0; i < c->L; i++) {
-        tr_enc_block_a *ab = &a->blk[i];
-        const tr_enc_block_p *pb = &p->blk[i];
-        o->layernorm_forward(be, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
-        o->linear_forward(be, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
-        tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
-                          .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
-                          .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
-        o->attention_forward(be, ab->ao, ab->att, ab->qkv, ab->qkv + E, ab->qkv + 2 * E, &d);
-        o->linear_forward(be, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
-        o->accumulate(be, ab->xmid, x, (size_t)BT * E);
-        o->layernorm_forward(be, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
-        o->linear_forward(be, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
-        o->gelu_forward(be, ab->gelu, ab->fc1, (size_t)BT * 4 * E);
-        o->linear_forward(be, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
-        o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
-        x = ab->xout;
+        if (a->enc_in[i]) mcopy(be, a->enc_in[i], a->blk[i - 1].xout, (size_t)BT * E);
+        enc_block_forward(m, i, enc_input(m, i));
+        if (m->enc_stash[i] != TR_NO_STASH)
+            stash_pack(m, m->enc_stash[i], m->enc_slot_off[m->enc_slot[i]], m->enc_slot_n);
     }
+    m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
+    const float *x = c->L ? a->blk[c->L - 1].xout : a->x0;
     o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
     o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
 
@@ -503,39 +855,17 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     o->keys_forward(be, a->Kimg, a->emb, p->no_mask, B, M, GG, C);
 
     /* two-way transformer */
-    const float *Tc = a->T0, *Kc = a->Kimg;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     for (int l = 0; l < c->D; l++) {
-        tr_dec_layer_a *L = &a->lay[l];
-        const tr_dec_layer_p *pl = &p->lay[l];
-        const float *t1in;
-        if (l == 0) {
-            ablock_forward(be, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
-            t1in = L->sa.out;
-        } else {
-            o->add(be, L->sa_qin, Tc, a->T0, nT);
-            ablock_forward(be, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
-            o->add(be, L->t1pre, Tc, L->sa.out, nT);
-            t1in = L->t1pre;
+        if (a->dec_tin[l]) {
+            mcopy(be, a->dec_tin[l], a->lay[l - 1].t3, nT);
+            mcopy(be, a->dec_kin[l], a->lay[l - 1].kout, nK);
         }
-        o->layernorm_forward(be, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
-        o->add(be, L->t2i_qin, L->t1, a->T0, nT);
-        o->add(be, L->kpe, Kc, a->kpe_full, nK);
-        ablock_forward(be, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
-        o->add(be, L->t2pre, L->t1, L->t2i.out, nT);
-        o->layernorm_forward(be, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
-        o->linear_forward(be, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
-        o->relu_forward(be, L->relu, L->fc1, (size_t)NP * T * 8 * C);
-        o->linear_forward(be, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
-        o->accumulate(be, L->t3pre, L->t2, nT);
-        o->layernorm_forward(be, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
-        o->add(be, L->i2t_kin, L->t3, a->T0, nT);
-        ablock_forward(be, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
-        o->add(be, L->k4pre, Kc, L->i2t.out, nK);
-        o->layernorm_forward(be, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
-        Tc = L->t3;
-        Kc = L->kout;
+        dec_layer_forward(m, l, dec_input_t(m, l), dec_input_k(m, l));
+        if (m->dec_stash[l] != TR_NO_STASH) stash_pack(m, m->dec_stash[l], m->dec_slot_off, m->dec_slot_n);
     }
+    m->dec_res = c->D - 1;
+    const float *Tc = a->lay[c->D - 1].t3, *Kc = a->lay[c->D - 1].kout;
     o->add(be, a->fin_qin, Tc, a->T0, nT);
     o->add(be, a->fin_kin, Kc, a->kpe_full, nK);
     ablock_forward(be, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
@@ -565,7 +895,9 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     return 0;
 }
 
-tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
+tr_loss tr_model_backward(tr_model *m, const tr_batch *b) { return tr_model_backward_acc(m, b, 1, 1.0f, 0); }
+
+tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -578,9 +910,14 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
     int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
 
-    o->zero(be, m->grad_mem, m->n_param_floats);
-    o->zero(be, m->dact_mem, m->n_act_floats);
+    be->prec = m->opt.precision;
+    if (zero_grads && m->grad_mem) o->zero(be, m->grad_mem, m->n_grad_floats);
+    o->zero(be, m->dact_mem, m->n_dact_floats);
+    int n_valid = 0;
+    for (int i = 0; i < NP; i++) n_valid += b->valid[i] ? 1 : 0;
+    be->loss_scale = sum ? scale * (float)n_valid : scale;
     tr_loss loss = o->sam_loss(be, da->logits, da->iou, a->logits, a->iou, b->masks, b->valid, NP, RR);
+    be->loss_scale = 1.0f;
     if (loss.n_valid == 0) return loss; /* every gradient 0 */
 
     /* IoU head */
@@ -618,14 +955,20 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
     o->accumulate(be, dTc, da->fin_qin, nT);
     o->accumulate(be, da->T0, da->fin_qin, nT);
     o->accumulate(be, dKc, da->fin_kin, nK);
-    /* decoder layers in reverse */
+    /* decoder layers in reverse; one shared gradient set, zeroed per layer */
     for (int l = c->D - 1; l >= 0; l--) {
+        dec_restore(m, l);
         const tr_dec_layer_a *L = &a->lay[l];
         tr_dec_layer_a *dL = &da->lay[l];
         const tr_dec_layer_p *pl = &p->lay[l];
         tr_dec_layer_p *gl = &g->lay[l];
-        const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
+        const float *Tin = dec_input_t(m, l), *Kin = dec_input_k(m, l);
         float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
+        if (l < c->D - 1) o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n);
+        if (l > 0) {
+            o->zero(be, dTin, nT);
+            o->zero(be, dKin, nK);
+        }
         /* 4: image to tokens */
         o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
                               NP * GG, C);
@@ -672,27 +1015,32 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
     /* prompt encoder and image keys */
     o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0, b->labels,
                               NP, K, C);
-    o->keys_backward(be, da->emb, g->no_mask, da->Kimg, B, M, GG, C);
+    int lo = m->enc_lo; /* the encoder's backward stops at its lowest trainable part */
+    o->keys_backward(be, lo <= c->L ? da->emb : NULL, g->no_mask, da->Kimg, B, M, GG, C);
+    if (lo > c->L) return loss;
     /* neck and encoder */
     const float *xl = c->L ? a->blk[c->L - 1].xout : a->x0;
-    float *dxl = c->L ? da->blk[c->L - 1].xout : da->x0;
+    float *dxl = lo == c->L ? NULL : c->L ? da->blk[c->L - 1].xout : da->x0;
     o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
                           a->emb_r, BT, C);
     o->linear_backward(be, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
-    for (int i = c->L - 1; i >= 0; i--) {
+    for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
+        enc_restore(m, i);
         const tr_enc_block_a *ab = &a->blk[i];
         tr_enc_block_a *db = &da->blk[i];
         const tr_enc_block_p *pb = &p->blk[i];
         tr_enc_block_p *gb = &g->blk[i];
-        const float *xin = i == 0 ? a->x0 : a->blk[i - 1].xout;
-        float *dxin = i == 0 ? da->x0 : da->blk[i - 1].xout;
+        const float *xin = enc_input(m, i);
+        float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? da->x0 : NULL);
+        if (i < c->L - 1) o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n);
+        if (dxin && i > 0) o->zero(be, dxin, (size_t)BT * E);
         o->accumulate(be, db->xmid, db->xout, (size_t)BT * E);
         o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, db->xout, ab->gelu, pb->fc2_w, BT, 4 * E, E);
         o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, (size_t)BT * 4 * E);
         o->linear_backward(be, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, BT, E, 4 * E);
         o->layernorm_backward(be, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
                               ab->ln2_r, BT, E);
-        o->accumulate(be, dxin, db->xmid, (size_t)BT * E);
+        if (dxin) o->accumulate(be, dxin, db->xmid, (size_t)BT * E);
         o->linear_backward(be, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, BT, E, E);
         tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
                           .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
@@ -703,7 +1051,12 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
         o->layernorm_backward(be, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, BT,
                               E);
     }
-    for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);
+    if (lo >= 0) return loss;
+    if (g->pos) {
+        be->prec = TR_PREC_FP32; /* a parameter gradient: accumulated in fp32 */
+        for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);
+        be->prec = m->opt.precision;
+    }
     o->linear_backward(be, NULL, g->patch_w, g->patch_b, da->x0, a->patches, p->patch_w, BT, 3 * P * P, E);
     return loss;
 }

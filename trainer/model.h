@@ -18,6 +18,7 @@
 
 #include "backend.h"
 #include "batch.h"
+#include "kernels.h"
 
 /* Hyper-parameters of MODEL.md (names as there; G = S/P, R = 4G). */
 typedef struct tr_config {
@@ -128,6 +129,15 @@ typedef struct tr_acts {
     float *iou;                      /* [NP] */
     float *logits;                   /* [NP, RR] */
     float *zeros;                    /* [C] all zero (broadcast helper) */
+    /* Saved inputs of encoder blocks / decoder layers whose predecessor's
+     * activations live in a reused slot (checkpointing, 16-bit storage,
+     * frozen prefix); NULL where the input is the predecessor's own output. */
+    float *enc_in[TR_MAX_L];         /* [BT, E] */
+    float *dec_tin[TR_MAX_D];        /* [NP, T, C] */
+    float *dec_kin[TR_MAX_D];        /* [NP, GG, C] */
+    /* Gradient table only: the gradients of block / layer outputs
+     * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
+    float *pp_x[2], *pp_t[2], *pp_k[2];
 } tr_acts;
 
 typedef struct tr_act_info {
@@ -135,6 +145,26 @@ typedef struct tr_act_info {
     float **ptr;   /* the field in the tr_acts it was laid out for */
     size_t count;
 } tr_act_info;
+
+/* Training features that change how the step is computed (issue 7). */
+typedef struct tr_model_opts {
+    int ckpt_every;    /* 0: keep every activation; N >= 1: keep only the inputs of
+                          encoder blocks 0, N, 2N, ... and recompute the blocks of a
+                          segment in the backward pass (bit-identical results) */
+    int ckpt_decoder;  /* 1: keep only the inputs of the decoder layers, recompute */
+    int precision;     /* TR_PREC_FP32 (default), TR_PREC_BF16 or TR_PREC_FP16 */
+} tr_model_opts;
+
+/* Memory layout (tr_model_layout): an encoder block or decoder layer either
+ * owns its activations, or computes in a reused fp32 "slot" (slot i % N
+ * with checkpointing, slot 0 with 16-bit storage or when it runs without
+ * gradient below the lowest trainable part); a slotted block's activations
+ * are then either recomputed from a saved input (checkpointing) or packed
+ * into a 16-bit stash after its forward and unpacked before its backward.
+ * LayerNorm statistics always stay per block in fp32.  Activation
+ * gradients exist for one block and one layer at a time (shared), plus
+ * two alternating buffers for the gradient flowing between blocks. */
+#define TR_NO_STASH ((size_t)-1)
 
 /* The model with its memory on a backend. */
 typedef struct tr_model {
@@ -151,7 +181,25 @@ typedef struct tr_model {
     tr_acts a, da;
     tr_act_info *ainfo;
     int n_acts;
-    size_t n_act_floats;
+    size_t n_act_floats;        /* act_mem floats; dact_mem holds n_dact_floats */
+    size_t n_dact_floats;
+    /* training features */
+    tr_model_opts opt;
+    uint8_t *frozen;            /* [n_params] 1: no gradient, not updated */
+    int enc_lo;                 /* lowest trainable encoder part: -1 patch embedding
+                                   (enc.patch, enc.pos), 0..L-1 block, L neck, L+1 none
+                                   (encoder frozen); the backward stops there */
+    size_t grad_lo;             /* grad_mem holds floats [grad_lo, n_param_floats) of the layout */
+    size_t n_grad_floats;       /* = n_param_floats - grad_lo */
+    float *wc_mem;              /* 16-bit precision: compute weights (master rounded), else NULL */
+    uint16_t *stash_mem;        /* 16-bit stashes of slotted blocks/layers */
+    size_t n_stash;
+    int enc_slot[TR_MAX_L], dec_slot[TR_MAX_D];     /* -1: own memory */
+    size_t enc_slot_off[TR_MAX_L], enc_slot_n;      /* slot ranges in act_mem (floats) */
+    size_t dec_slot_off, dec_slot_n;
+    size_t enc_stash[TR_MAX_L], dec_stash[TR_MAX_D]; /* into stash_mem, TR_NO_STASH none */
+    size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
+    int enc_res, dec_res;       /* segment / block resident in the slots */
 } tr_model;
 
 /* Lays out the parameters and activations for batches of B images, M masks,
@@ -175,8 +223,43 @@ int tr_model_find_param(const tr_model *m, const char *name);
  * with err filled for a bad label. */
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len);
 
-/* Loss of the last forward plus the full backward: zeroes and fills m->g. */
+/* Loss of the last forward plus the full backward: zeroes and fills m->g
+ * with the gradient of the batch's mean loss. */
 tr_loss tr_model_backward(tr_model *m, const tr_batch *b);
+
+/* The backward of gradient accumulation: zero_grads 1 zeroes m->g first,
+ * 0 adds to it; sum 0 adds scale * the gradient of the batch's mean loss,
+ * sum 1 adds scale * the gradient of the SUM of the losses of its valid
+ * pairs (so that K micro-batches summed and divided by their total count
+ * of valid pairs give the gradient of the flat mean over all of them).
+ * The returned loss holds the batch's means as always. */
+tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum);
+
+/* Gradient of parameter i (NULL when frozen): m->grad_mem + offset - grad_lo. */
+float *tr_model_grad(const tr_model *m, int i);
+
+/* Changes the training options (checkpointing, precision); re-lays out the
+ * activations (their contents are lost).  0 or -1 (err: bad option, out of
+ * memory). */
+int tr_model_set_options(tr_model *m, const tr_model_opts *opt, char *err, size_t err_len);
+
+/* Changes the micro-batch size B (activations re-laid out).  0 or -1. */
+int tr_model_set_batch(tr_model *m, int B, char *err, size_t err_len);
+
+/* Freezes (frozen = 1) or unfreezes (0) a group of parameters:
+ * "all", "encoder" (every enc.*), "embed" (enc.patch, enc.pos), "blocks"
+ * (every encoder block), "blocks.I" or "blocks.I-J" (0 <= I <= J < L),
+ * "neck" (enc.neck, enc.neck_ln), "prompt" (prompt.*), "decoder" (dec.*).
+ * Frozen parameters have no gradient memory (gradients are kept for the
+ * layout range from the first trainable parameter on), the encoder's
+ * backward stops at its lowest trainable part, and the blocks below it run
+ * without stored activations.  Gradients are re-laid out (contents lost).
+ * 0, or -1 with err (unknown group, out of memory). */
+int tr_model_freeze(tr_model *m, const char *group, int frozen, char *err, size_t err_len);
+
+/* 1 when spec names a group tr_model_freeze accepts for a model with L
+ * encoder blocks, else 0. */
+int tr_model_group_valid(const char *group, int L);
 
 /* Approximate FLOPs of one forward+backward (for rate reporting). */
 double tr_model_flops(const tr_model *m);
