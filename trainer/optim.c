@@ -156,25 +156,26 @@ double tr_optim_lr(const tr_optim_config *c, long step)
 double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out)
 {
     tr_backend *be = m->be;
-    double norm = sqrt(be->ops->sumsq(be, m->grad_mem, m->n_param_floats));
+    /* gradients exist for the trainable range of the layout (frozen parameters have none) */
+    double norm = sqrt(be->ops->sumsq(be, m->grad_mem, m->n_grad_floats));
     if (o->cfg.clip > 0 && norm > o->cfg.clip)
-        be->ops->scale(be, m->grad_mem, m->n_param_floats, (float)(o->cfg.clip / norm));
+        be->ops->scale(be, m->grad_mem, m->n_grad_floats, (float)(o->cfg.clip / norm));
     double lr = tr_optim_lr(&o->cfg, o->t);
     o->t++;
     float bc1 = (float)(1.0 - pow(o->cfg.beta1, (double)o->t)), bc2 = (float)(1.0 - pow(o->cfg.beta2, (double)o->t));
     for (int i = 0; i < m->n_params; i++) {
         const tr_param_info *pi = &m->pinfo[i];
         const tr_optim_slot *s = &o->slot[i];
-        if (!s->active) continue;
+        const float *g = tr_model_grad(m, i);
+        if (!s->active || !g) continue;
         float wd = pi->decay ? (float)o->cfg.weight_decay : 0.0f;
         if (s->q8)
             be->ops->adamw8bit(be, m->param_mem + pi->offset, o->mq + s->off, o->vq + s->off, o->mabs + s->boff,
-                               o->vabs + s->boff, o->qmap_s, o->qmap_u, m->grad_mem + pi->offset, pi->count,
+                               o->vabs + s->boff, o->qmap_s, o->qmap_u, g, pi->count,
                                o->cfg.block, (float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2,
                                (float)o->cfg.eps, wd, bc1, bc2);
         else
-            be->ops->adamw(be, m->param_mem + pi->offset, o->m + s->off, o->v + s->off, m->grad_mem + pi->offset,
-                           pi->count, (float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, wd,
+            be->ops->adamw(be, m->param_mem + pi->offset, o->m + s->off, o->v + s->off, g, pi->count, (float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, wd,
                            bc1, bc2);
     }
     if (lr_out) *lr_out = lr;
