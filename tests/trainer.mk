@@ -40,3 +40,16 @@ TESTS += tests/test-train-mem-a-half
 tests_test_train_mem_a_half_SOURCES = tests/test-train-mem-a-half.c
 tests_test_train_mem_a_half_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_mem_a_half_LDADD = $(TRAIN_LIBS)
+
+# issue 7 part B: allocator, 8-bit AdamW, meta backend, planner
+check_PROGRAMS += tests/test-train-mem-b
+TESTS += tests/test-train-mem-b
+tests_test_train_mem_b_SOURCES = tests/test-train-mem-b.c
+tests_test_train_mem_b_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_mem_b_LDADD = $(TRAIN_LIBS)
+TESTS += tests/t1760-train-mem-steady.sh
+EXTRA_DIST += tests/t1760-train-mem-steady.sh
+TESTS += tests/t1761-train-mem-plan.sh
+EXTRA_DIST += tests/t1761-train-mem-plan.sh
+TESTS += tests/t1762-train-mem-adamw8bit.sh
+EXTRA_DIST += tests/t1762-train-mem-adamw8bit.sh

@@ -163,6 +163,20 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
     (void)block, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)wd, (void)bc1, (void)bc2;
 }
 
+static void m_copy(tr_backend *be, float *dst, const float *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
+static void m_round_to(tr_backend *be, float *dst, const float *src, size_t n, int prec)
+{
+    (void)be, (void)dst, (void)src, (void)n, (void)prec;
+}
+static void m_pack16(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
+{
+    (void)be, (void)dst, (void)src, (void)n, (void)prec;
+}
+static void m_unpack16(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
+{
+    (void)be, (void)dst, (void)src, (void)n, (void)prec;
+}
+
 static const tr_ops meta_ops = {
     .gemm = m_gemm,
     .linear_forward = m_linear_forward,
@@ -196,6 +210,10 @@ static const tr_ops meta_ops = {
     .scale = m_scale,
     .adamw = m_adamw,
     .adamw8bit = m_adamw8bit,
+    .copy = m_copy,
+    .round_to = m_round_to,
+    .pack16 = m_pack16,
+    .unpack16 = m_unpack16,
 };
 
 const tr_ops *tr_meta_ops(void) { return &meta_ops; }
@@ -210,5 +228,6 @@ tr_backend *tr_backend_meta_create(void)
     be->mem.counting_only = 1;
     be->n_threads = 1;
     be->pool = NULL;
+    be->loss_scale = 1.0f;
     return be;
 }

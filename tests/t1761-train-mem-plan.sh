@@ -1,0 +1,54 @@
+#!/bin/sh
+# t1761: sa1b-train --plan (the training path on the counting meta backend)
+# predicts the peak memory that a real CPU run of the same configuration
+# measures (--memory-report), within 3%, over several configurations; the
+# budget search finds a micro-batch that fits and one more that does not.
+. "$top_srcdir/tests/test-lib.sh"
+base="--synthetic-batch 1 --threads 2 --points 2"
+help=$(sa1b-train --help)
+has() { case "$help" in *"$1"*) return 0 ;; esac; return 1; }
+set -- "--config tiny --batch 1 --masks 2" \
+       "--config tiny --batch 3 --masks 5" \
+       "--config tiny --batch 2 --masks 4 --optim adamw8bit" \
+       "--config tiny --batch 2 --masks 4 --enc-depth 3 --dec-depth 1" \
+       "--config small --batch 1 --masks 2"
+has "--checkpoint-every" && set -- "$@" "--config tiny --batch 2 --masks 4 --checkpoint-every 1"
+has "--checkpoint-decoder" && set -- "$@" "--config tiny --batch 2 --masks 4 --checkpoint-every 1 --checkpoint-decoder"
+has "--precision" && set -- "$@" "--config tiny --batch 2 --masks 4 --precision bf16" "--config tiny --batch 2 --masks 4 --precision fp16"
+has "--accum" && set -- "$@" "--config tiny --batch 2 --masks 4 --accum 2"
+has "--freeze" && set -- "$@" "--config tiny --batch 2 --masks 4 --freeze encoder"
+i=0
+for cfg in "$@"; do
+    i=$((i + 1))
+    sa1b-train $base $cfg --steps 3 --ckpt-every 1000 --memory-report -q --out "$TMP/r$i" >"$TMP/m$i.out" 2>"$TMP/m$i.err"
+    ok $? "measure: $cfg"
+    sa1b-train $base $cfg --plan >"$TMP/p$i.out" 2>"$TMP/p$i.err"
+    ok $? "plan: $cfg"
+    ma=$(sed -n 's/^peak allocated \([0-9]*\) bytes, peak reserved \([0-9]*\) bytes.*/\1/p' "$TMP/m$i.err")
+    mr=$(sed -n 's/^peak allocated \([0-9]*\) bytes, peak reserved \([0-9]*\) bytes.*/\2/p' "$TMP/m$i.err")
+    pa=$(sed -n 's/^predicted: peak_allocated=\([0-9]*\) peak_reserved=\([0-9]*\).*/\1/p' "$TMP/p$i.out")
+    pr=$(sed -n 's/^predicted: peak_allocated=\([0-9]*\) peak_reserved=\([0-9]*\).*/\2/p' "$TMP/p$i.out")
+    awk -v m="$ma" -v p="$pa" -v r="$mr" -v q="$pr" 'BEGIN {
+        if (m == "" || p == "" || m <= 0) exit 1
+        ea = (p - m) / m; er = (q - r) / r; if (ea < 0) ea = -ea; if (er < 0) er = -er
+        exit !(ea <= 0.03 && er <= 0.03) }'
+    ok $? "prediction within 3%: $cfg (allocated measured $ma predicted $pa; reserved $mr / $pr)"
+done
+
+# budget: the largest micro-batch that fits, and one more does not
+cfg="--config tiny --masks 4"
+run_ok "--plan --memory-budget 24M" sa1b-train $base $cfg --batch 2 --plan --memory-budget 24M --effective-batch 8
+best=$(awk '$1 == "fp32" && $2 == "off" {print $3}' "$TMP/.out")
+test -n "$best" && test "$best" -ge 1
+ok $? "a micro-batch fits 24M ($best)"
+sa1b-train $base $cfg --batch "$best" --plan >"$TMP/b1.out"
+sa1b-train $base $cfg --batch $((best + 1)) --plan >"$TMP/b2.out"
+r1=$(sed -n 's/^predicted: .*peak_reserved=\([0-9]*\).*/\1/p' "$TMP/b1.out")
+r2=$(sed -n 's/^predicted: .*peak_reserved=\([0-9]*\).*/\1/p' "$TMP/b2.out")
+test "$r1" -le $((24 * 1048576)) && test "$r2" -gt $((24 * 1048576))
+ok $? "B=$best fits ($r1 bytes), B=$((best + 1)) does not ($r2)"
+grep_ok '^bf16 ' "$TMP/.out" "the table lists bf16"
+run_status 2 "--memory-budget without --plan" sa1b-train $base $cfg --memory-budget 1G --out "$TMP/x"
+run_status 2 "bad --memory-budget" sa1b-train $base $cfg --plan --memory-budget 12Q
+run_status 2 "--plan with --eval-only" sa1b-train $base $cfg --plan --eval-only x.safetensors
+done_testing
