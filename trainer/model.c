@@ -602,6 +602,14 @@ int tr_model_freeze(tr_model *m, const char *group, int frozen, char *err, size_
     return model_layout(m, err, err_len);
 }
 
+double tr_model_scale_grads(tr_model *m, double factor)
+{
+    tr_backend *be = m->be;
+    if (!m->grad_mem || !m->n_grad_floats) return 0.0;
+    if (factor != 1.0) be->ops->scale(be, m->grad_mem, m->n_grad_floats, (float)factor);
+    return be->ops->sumsq(be, m->grad_mem, m->n_grad_floats);
+}
+
 float *tr_model_grad(const tr_model *m, int i)
 {
     if (i < 0 || i >= m->n_params || m->frozen[i] || !m->grad_mem) return NULL;

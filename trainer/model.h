@@ -235,6 +235,11 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b);
  * The returned loss holds the batch's means as always. */
 tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum);
 
+/* Multiplies every gradient by factor (skipped when 1: unscaling, the 1/N of
+ * accumulation) and returns their sum of squares afterwards (non-finite
+ * when a gradient overflowed: fp16 loss scaling skips the step then). */
+double tr_model_scale_grads(tr_model *m, double factor);
+
 /* Gradient of parameter i (NULL when frozen): m->grad_mem + offset - grad_lo. */
 float *tr_model_grad(const tr_model *m, int i);
 
