@@ -132,6 +132,12 @@ int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_stat
     tr_st_writer_meta(w, "data_epoch", v);
     snprintf(v, sizeof v, "%" PRIu64, s->data_consumed);
     tr_st_writer_meta(w, "data_consumed", v);
+    if (s->loss_scale > 0) {
+        snprintf(v, sizeof v, "%.17g", s->loss_scale);
+        tr_st_writer_meta(w, "loss_scale", v);
+        snprintf(v, sizeof v, "%ld", s->scale_good);
+        tr_st_writer_meta(w, "scale_good", v);
+    }
     add_meta_config(w, &m->cfg);
     int rc = tr_optim_save_tensors(o, m, w); /* adam.m./adam.v. (and adam8.* for AdamW8bit) */
     if (rc) snprintf(err, err_len, "cannot describe the state");
@@ -182,6 +188,15 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
         }
         s->step = (long)step;
         o->t = (long)t;
+        const char *ls = tr_st_meta(&f, "loss_scale");
+        uint64_t good = 0;
+        if (ls) {
+            char *end;
+            double x = strtod(ls, &end);
+            if (*end || !(x >= 1.0 && x <= 1e38) || meta_u64(&f, "scale_good", &good) || good > (1ull << 40))
+                rc = -1, snprintf(e2, sizeof e2, "bad loss_scale or scale_good");
+            s->loss_scale = x, s->scale_good = (long)good;
+        }
     }
     if (!rc) rc = tr_optim_load_tensors(o, m, &f, e2, sizeof e2);
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);

@@ -28,6 +28,8 @@ typedef struct tr_train_state {
     long step;               /* completed steps */
     tr_rng rng;
     uint64_t data_epoch, data_consumed;
+    double loss_scale;       /* fp16 dynamic loss scale (metadata "loss_scale"; 0: none saved) */
+    long scale_good;         /* clean steps since the scale last changed ("scale_good") */
 } tr_train_state;
 
 int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_state *s, const char *path, char *err,

@@ -57,6 +57,16 @@ typedef struct options {
     int effective_batch;
     char *plan_err;             /* planning: where run() reports a failure instead of exiting */
     size_t plan_err_len;
+    /* computation (issue 7 part A) */
+    int accum;                  /* micro-batches per optimizer step */
+    int ckpt_blocks, ckpt_decoder; /* --checkpoint-every N, --checkpoint-decoder */
+    const char *precision;      /* fp32, bf16 or fp16 */
+    long scale_window;          /* fp16: clean steps before the loss scale doubles */
+    const char *freeze;         /* comma list of groups */
+    int n_unfreeze, n_stage;
+    long unfreeze_step[64], stage_step[64];
+    char unfreeze_group[64][32];
+    int stage_batch[64];
 } options;
 
 static volatile sig_atomic_t stop_requested;
@@ -106,6 +116,16 @@ static void usage(void)
            "  --plan                 predict peak memory per category (no training) and exit\n"
            "  --memory-budget SIZE   with --plan: largest micro-batch that fits SIZE (e.g. 16G)\n"
            "  --effective-batch N    with --plan --memory-budget: images per step to keep by accumulation\n"
+           "Computation:\n"
+           "  --accum K              micro-batches per optimizer step (gradient accumulation; default 1)\n"
+           "  --checkpoint-every N   keep only every N-th encoder block's input, recompute (default 0 = off)\n"
+           "  --checkpoint-decoder   keep only the decoder layers' inputs, recompute\n"
+           "  --precision P          fp32, bf16 or fp16 activations and compute weights (default fp32)\n"
+           "  --loss-scale-window N  fp16: double the loss scale after N clean steps (default 1000)\n"
+           "  --freeze GROUPS        comma list of frozen groups: encoder, embed, blocks, blocks.I[-J], neck,\n"
+           "                         prompt, decoder\n"
+           "  --unfreeze LIST        STEP:GROUP,... unfreeze GROUP (or all) after STEP steps\n"
+           "  --stage-batch LIST     STEP:B,... micro-batch B after STEP steps, same effective batch\n"
            "  -q, --quiet            no progress lines\n"
            "  -h, --help             this help\n"
            "  -V, --version          version\n",
@@ -118,6 +138,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB };
+enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
 {
@@ -135,6 +156,35 @@ static double parse_dbl(const char *opt, const char *s, double lo, double hi)
     return v;
 }
 
+/* --unfreeze STEP:GROUP,... (stage 0) or --stage-batch STEP:B,... (1):
+ * steps strictly increasing; groups are checked once the model is known. */
+static void parse_stages(const char *opt, const char *arg, options *o, int batch)
+{
+    char buf[1024], *save = NULL;
+    if (strlen(arg) >= sizeof buf || !*arg || arg[0] == ',' || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+        cli_usage_error("%s: '%s' is not a list STEP:%s,...", opt, arg, batch ? "B" : "GROUP");
+    snprintf(buf, sizeof buf, "%s", arg);
+    int *n = batch ? &o->n_stage : &o->n_unfreeze;
+    long *steps = batch ? o->stage_step : o->unfreeze_step;
+    *n = 0;
+    for (char *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(e, ':');
+        if (!colon || colon == e || !colon[1]) cli_usage_error("%s: '%s' is not STEP:%s", opt, e, batch ? "B" : "GROUP");
+        *colon = 0;
+        if (*n >= 64) cli_usage_error("%s: more than 64 stages", opt);
+        long step = parse_long(opt, e, 1, 1000000000);
+        if (*n && step <= steps[*n - 1]) cli_usage_error("%s: step %ld does not come after step %ld", opt, step, steps[*n - 1]);
+        steps[*n] = step;
+        if (batch) {
+            o->stage_batch[*n] = (int)parse_long(opt, colon + 1, 1, 4096);
+        } else {
+            if (strlen(colon + 1) >= sizeof o->unfreeze_group[0]) cli_usage_error("%s: group '%s' too long", opt, colon + 1);
+            snprintf(o->unfreeze_group[*n], sizeof o->unfreeze_group[0], "%s", colon + 1);
+        }
+        (*n)++;
+    }
+}
+
 static void parse_options(int argc, char **argv, options *o)
 {
     static const struct option lo[] = {
@@ -148,7 +198,10 @@ static void parse_options(int argc, char **argv, options *o)
         {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"flip", 1, 0, O_FLIP},
         {"loader-threads", 1, 0, O_LTHREADS}, {"export", 1, 0, O_EXPORT}, {"optim", 1, 0, O_OPTIM}, {"optim-block", 1, 0, O_OPTIM_BLOCK},
         {"memory-report", 0, 0, O_MEMREP}, {"empty-cache-every", 1, 0, O_EMPTY_CACHE}, {"plan", 0, 0, O_PLAN},
-        {"memory-budget", 1, 0, O_BUDGET}, {"effective-batch", 1, 0, O_EFFB}, {"quiet", 0, 0, 'q'},
+        {"memory-budget", 1, 0, O_BUDGET}, {"effective-batch", 1, 0, O_EFFB},
+        {"accum", 1, 0, O_ACCUM}, {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"checkpoint-decoder", 0, 0, O_CKPT_DEC},
+        {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
+        {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
@@ -156,6 +209,7 @@ static void parse_options(int argc, char **argv, options *o)
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
     o->eval_batches = 8, o->flip = 0.5;
     o->optim = "adamw", o->optim_block = 256;
+    o->accum = 1, o->precision = "fp32", o->scale_window = 1000;
     int ov[8], have[8] = {0};
     int c;
     /* first pass: the preset, so that single overrides apply on top of it */
@@ -214,6 +268,14 @@ static void parse_options(int argc, char **argv, options *o)
                 cli_usage_error("--memory-budget: '%s' is not a size like 512M or 16G", optarg);
             break;
         case O_EFFB: o->effective_batch = (int)parse_long("--effective-batch", optarg, 1, 1 << 20); break;
+        case O_ACCUM: o->accum = (int)parse_long("--accum", optarg, 1, 4096); break;
+        case O_CKPT_EVERY: o->ckpt_blocks = (int)parse_long("--checkpoint-every", optarg, 0, TR_MAX_L); break;
+        case O_CKPT_DEC: o->ckpt_decoder = 1; break;
+        case O_PREC: o->precision = optarg; break;
+        case O_SCALE_WIN: o->scale_window = parse_long("--loss-scale-window", optarg, 1, 1000000000); break;
+        case O_FREEZE: o->freeze = optarg; break;
+        case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
+        case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -236,6 +298,30 @@ static void parse_options(int argc, char **argv, options *o)
     if ((o->memory_budget || o->effective_batch) && !o->plan) cli_usage_error("--memory-budget and --effective-batch need --plan");
     if (!o->plan && !o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
+    if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16"))
+        cli_usage_error("--precision: '%s' is not fp32, bf16 or fp16", o->precision);
+    if (o->ckpt_blocks > o->cfg.L) cli_usage_error("--checkpoint-every: %d is more than the %d encoder blocks",
+                                                   o->ckpt_blocks, o->cfg.L);
+    if (o->freeze) {
+        char buf[512], *save = NULL;
+        if (strlen(o->freeze) >= sizeof buf || !*o->freeze || o->freeze[strlen(o->freeze) - 1] == ',' ||
+            strstr(o->freeze, ",,") || o->freeze[0] == ',')
+            cli_usage_error("--freeze: '%s' is not a comma list of groups", o->freeze);
+        snprintf(buf, sizeof buf, "%s", o->freeze);
+        for (char *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save))
+            if (!tr_model_group_valid(g, o->cfg.L) || !strcmp(g, "all"))
+                cli_usage_error("--freeze: '%s' is not a group (encoder, embed, blocks, blocks.I, blocks.I-J with "
+                                "J < %d, neck, prompt, decoder)", g, o->cfg.L);
+    }
+    for (int i = 0; i < o->n_unfreeze; i++)
+        if (!tr_model_group_valid(o->unfreeze_group[i], o->cfg.L))
+            cli_usage_error("--unfreeze: '%s' is not a group (all, encoder, embed, blocks, blocks.I, blocks.I-J with "
+                            "J < %d, neck, prompt, decoder)", o->unfreeze_group[i], o->cfg.L);
+    for (int i = 0; i < o->n_stage; i++)
+        if ((o->batch * o->accum) % o->stage_batch[i])
+            cli_usage_error("--stage-batch: micro-batch %d does not divide the effective batch %d (--batch x --accum)",
+                            o->stage_batch[i], o->batch * o->accum);
+    if (o->n_unfreeze && !o->freeze) cli_usage_error("--unfreeze needs --freeze");
 }
 
 /* Opens a data source: shards matching glob through the loader, else the
@@ -423,14 +509,50 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
 
 static int run(const options *op, tr_backend *be);
 
+static int precision_of(const char *name)
+{
+    return !strcmp(name, "bf16") ? TR_PREC_BF16 : !strcmp(name, "fp16") ? TR_PREC_FP16 : TR_PREC_FP32;
+}
+
+/* The optimizer's state follows the model's trainable set. */
+static void sync_trainable(tr_model *m, tr_optim *opt)
+{
+    uint8_t *t = malloc((size_t)m->n_params + 1);
+    if (!t) cli_die(CLI_EXIT_FATAL, "out of memory");
+    for (int i = 0; i < m->n_params; i++) t[i] = !m->frozen[i];
+    if (tr_optim_set_trainable(opt, m, t) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
+    free(t);
+}
+
+static void set_frozen(tr_model *m, const char *group, int frozen)
+{
+    char err[300];
+    if (tr_model_freeze(m, group, frozen, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+}
+
+/* --stage-batch: reopens the data with micro-batch B where the stream is. */
+static void change_batch(const options *o, const tr_config *cfg, tr_model *m, tr_data_source *src, tr_mem *mem, int B)
+{
+    char err[300];
+    uint64_t ep = 0, cons = 0;
+    if (src->position) src->position(src->ctx, &ep, &cons);
+    src->close(src->ctx);
+    options ob = *o;
+    ob.batch = B;
+    open_source(&ob, cfg, src, mem, "--data", o->data, o->points, 0, o->flip);
+    if (src->seek && src->seek(src->ctx, ep, cons) < 0) cli_die(CLI_EXIT_FATAL, "cannot continue the data stream");
+    if (tr_model_set_batch(m, B, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--stage-batch: %s", err);
+}
+
 /* --plan: the training path of run() on the meta backend for a plan point. */
 static int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len)
 {
     options o = *(const options *)ctx;
     o.batch = pt->batch;
-    /* choices this version lacks (part A's flags apply them when they exist) */
-    if (pt->accum != 1 || strcmp(pt->precision, "fp32") != 0 || pt->checkpoint_every || pt->checkpoint_decoder)
-        return snprintf(err, err_len, "not supported"), -2;
+    o.accum = pt->accum, o.precision = pt->precision;
+    o.ckpt_blocks = pt->checkpoint_every < o.cfg.L ? pt->checkpoint_every : o.cfg.L;
+    o.ckpt_decoder = pt->checkpoint_decoder;
+    o.n_stage = 0; /* the planner measures the configured micro-batch */
     o.steps = 3, o.quiet = 1, o.memory_report = 0, o.log_every = 1;
     o.plan_err = err, o.plan_err_len = err_len;
     err[0] = 0;
@@ -439,7 +561,8 @@ static int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *er
 
 static int plan_main(const options *o)
 {
-    tr_plan_request req = {.base = {.batch = o->batch, .accum = 1, .precision = "fp32"},
+    tr_plan_request req = {.base = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
+                                    .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder},
                            .budget = o->memory_budget, .effective_batch = o->effective_batch};
     static const char *const precs[] = {"fp32", "bf16", "fp16"};
     static const int cks[] = {0, 1};
@@ -490,6 +613,14 @@ static int run(const options *op, tr_backend *be)
         cli_die(CLI_EXIT_FATAL, "%s", err);
     }
     if (!o.plan) tr_model_init_params(&m, o.seed);
+    int prec = precision_of(o.precision);
+    if (!o.eval_only) {
+        tr_model_opts mo = {.ckpt_every = o.ckpt_blocks, .ckpt_decoder = o.ckpt_decoder, .precision = prec};
+        if (tr_model_set_options(&m, &mo, err, sizeof err) < 0) {
+            if (o.plan) return snprintf(o.plan_err, o.plan_err_len, "%s", err), -1;
+            cli_die(CLI_EXIT_FATAL, "%s", err);
+        }
+    }
     tr_data_source src = {0};
 
     if (o.eval_only) {
@@ -506,8 +637,15 @@ static int run(const options *op, tr_backend *be)
         tr_batch *b;
         int rc = src.next(src.ctx, &b, err, sizeof err);
         if (rc <= 0) cli_die(CLI_EXIT_FATAL, "%s", rc < 0 ? err : "no data for --dump-step");
-        if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        tr_loss L = tr_model_backward(&m, b);
+        /* in the configured precision; fp16 scales the loss (halved until no gradient overflows) */
+        float scale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f;
+        tr_loss L;
+        for (;;) {
+            if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+            L = tr_model_backward_acc(&m, b, 1, scale, 0);
+            if (isfinite(tr_model_scale_grads(&m, 1.0 / scale)) || scale <= 1.0f) break;
+            scale /= 2;
+        }
         if (tr_dump_step(&m, b, &L, o.dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         printf("{\"loss\": %.8g, \"focal\": %.8g, \"dice\": %.8g, \"iou_mse\": %.8g, \"valid\": %d}\n", L.loss,
                L.focal, L.dice, L.iou_mse, L.n_valid);
@@ -527,15 +665,28 @@ static int run(const options *op, tr_backend *be)
     oc.weight_decay = o.weight_decay, oc.clip = o.clip;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
+    if (o.freeze) {
+        char buf[512], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", o.freeze);
+        for (char *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save)) set_frozen(&m, g, 1);
+        sync_trainable(&m, &opt);
+    }
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
+    float lscale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f; /* fp16 dynamic loss scale */
+    long scale_good = 0;
     if (o.resume) {
         long step = read_latest(o.resume);
         char path[4096];
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o.resume, step);
         if (tr_ckpt_load_model(&m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        int unfrozen = 0; /* stages before the checkpoint */
+        for (int u = 0; u < o.n_unfreeze; u++)
+            if (o.unfreeze_step[u] < step) set_frozen(&m, o.unfreeze_group[u], 0), unfrozen = 1;
+        if (unfrozen) sync_trainable(&m, &opt);
         snprintf(path, sizeof path, "%s/state-%ld.bin", o.resume, step);
         if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (st.loss_scale > 0 && prec == TR_PREC_FP16) lscale = (float)st.loss_scale, scale_good = st.scale_good;
         if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
             cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
     }
@@ -556,7 +707,7 @@ static int run(const options *op, tr_backend *be)
     }
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
-    int rc_exit = 0;
+    int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum;
     while (st.step < o.steps) {
         if (stop_requested) {
             save_checkpoint(&o, &m, &opt, &st, &src);
@@ -564,29 +715,80 @@ static int run(const options *op, tr_backend *be)
             rc_exit = 130;
             break;
         }
-        tr_batch *b;
-        int rc = src.next(src.ctx, &b, err, sizeof err);
-        if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        if (rc == 0) break;
-        if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        tr_loss L = tr_model_backward(&m, b);
-        src.release(src.ctx, b);
-        double lr, gnorm = tr_optim_step(&opt, &m, &lr);
+        /* stages starting after st.step steps: micro-batch (same effective batch), unfreezing */
+        if (!o.plan) {
+            int want = o.batch;
+            for (int k = 0; k < o.n_stage; k++)
+                if (st.step >= o.stage_step[k]) want = o.stage_batch[k];
+            if (want != cur_batch) {
+                change_batch(&o, &cfg, &m, &src, &be->mem, want);
+                cur_batch = want, cur_accum = o.batch * o.accum / want;
+            }
+            int unfrozen = 0;
+            for (int u = 0; u < o.n_unfreeze; u++)
+                if (o.unfreeze_step[u] == st.step) set_frozen(&m, o.unfreeze_group[u], 0), unfrozen = 1;
+            if (unfrozen) sync_trainable(&m, &opt);
+        }
+        /* cur_accum micro-batches: gradients summed in the fp32 buffer; one micro-batch: the mean
+         * loss's gradient; several: the pair-loss sums divided by the total count of valid pairs */
+        tr_loss L = {0};
+        long n_valid = 0;
+        int got = 0, rc = 1;
+        for (int k = 0; k < cur_accum; k++) {
+            tr_batch *b;
+            rc = src.next(src.ctx, &b, err, sizeof err);
+            if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+            if (rc == 0) break;
+            if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+            tr_loss Lk = tr_model_backward_acc(&m, b, k == 0, lscale, cur_accum > 1);
+            src.release(src.ctx, b);
+            got++;
+            if (cur_accum == 1) {
+                L = Lk;
+            } else {
+                L.loss += Lk.loss * Lk.n_valid, L.focal += Lk.focal * Lk.n_valid, L.dice += Lk.dice * Lk.n_valid;
+                L.iou_mse += Lk.iou_mse * Lk.n_valid, L.miou += Lk.miou * Lk.n_valid;
+            }
+            n_valid += Lk.n_valid;
+        }
+        if (rc == 0) break; /* the data ended: an incomplete step is dropped */
+        if (cur_accum > 1 && n_valid) {
+            L.loss /= n_valid, L.focal /= n_valid, L.dice /= n_valid, L.iou_mse /= n_valid, L.miou /= n_valid;
+        }
+        L.n_valid = (int)n_valid;
+        double unscale = cur_accum == 1 ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
+        double lr, gnorm, ss = tr_model_scale_grads(&m, unscale);
+        int skipped = !isfinite(ss);
+        if (skipped) { /* overflow: no update; fp16 halves its loss scale */
+            lr = tr_optim_lr(&opt.cfg, opt.t), gnorm = 0;
+            if (prec == TR_PREC_FP16 && lscale > 1.0f) lscale /= 2;
+            scale_good = 0;
+        } else {
+            gnorm = tr_optim_step(&opt, &m, &lr);
+            if (prec == TR_PREC_FP16 && ++scale_good >= o.scale_window) {
+                if (lscale < 1e30f) lscale *= 2;
+                scale_good = 0;
+            }
+        }
+        if (prec == TR_PREC_FP16) st.loss_scale = lscale, st.scale_good = scale_good;
         st.step++;
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
-            double dt = now - t_last, ips = dt > 0 ? since * o.batch / dt : 0, dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
+            double dt = now - t_last, ips = dt > 0 ? since * cur_batch * cur_accum / dt : 0, dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
             tr_mem_stats ms;
             char mline[160];
             tr_mem_get_stats(&be->mem, &ms);
             tr_mem_format_line(mline, sizeof mline, &ms);
+            char extra[96] = ""; /* fp16: the loss scale after this step; a skipped (overflowed) step */
+            if (prec == TR_PREC_FP16) snprintf(extra, sizeof extra, ", \"scale\": %.9g", lscale);
+            if (skipped) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"skipped\": true");
             if (log) fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
                     "\"miou\": %.4f, \"lr\": %.6g, \"grad_norm\": %.6g, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
                     "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
-                    ", \"mem_sys_allocs\": %" PRIu64 "}\n",
+                    ", \"mem_sys_allocs\": %" PRIu64 ", \"step_s\": %.4f%s}\n",
                     st.step, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, gnorm, ips, dw, ms.total,
-                    ms.total_peak, ms.reserved, ms.n_sys_allocs);
+                    ms.total_peak, ms.reserved, ms.n_sys_allocs, since ? dt / since : 0.0, extra);
             if (log) fflush(log);
             if (!o.quiet)
                 fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
