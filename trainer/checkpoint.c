@@ -210,6 +210,7 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
     const tr_config *c = &m->cfg;
     int B = m->B, M = m->M, K = m->K, S = c->S, R = 4 * (c->S / c->P);
     tr_backend *be = m->be;
+    if (m->grad_lo != 0) return snprintf(err, err_len, "the debug dump needs every parameter's gradient (nothing frozen)"), -1;
     float *img = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)B * 3 * S * S * sizeof(float));
     if (!img) return snprintf(err, err_len, "out of memory"), -1;
     be->ops->image_normalize(be, img, b->image, b->content, B, S);
