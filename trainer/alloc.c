@@ -311,4 +311,8 @@ void tr_mem_report(FILE *f, const tr_mem_stats *s)
             "%llu returned\n", (unsigned long long)s->total_peak, (unsigned long long)s->reserved_peak,
             (unsigned long long)s->n_allocs, (unsigned long long)s->n_sys_allocs,
             (unsigned long long)s->n_sys_frees);
+    fprintf(f, "peak bytes:");
+    for (int i = 0; i < TR_MEM_NCAT; i++)
+        fprintf(f, " %s=%llu", tr_mem_cat_name((tr_mem_cat)i), (unsigned long long)s->peak[i]);
+    fprintf(f, "\n");
 }

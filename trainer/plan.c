@@ -176,6 +176,17 @@ int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void
     int nc = req->checkpoints ? req->n_checkpoints : 1;
     char bud[32];
     tr_mem_format_bytes(bud, sizeof bud, req->budget);
+    {
+        tr_mem_stats s = {0};
+        int best = search(run, ctx, req->base, req->budget, max, &s, err, err_len);
+        if (best == -2) return snprintf(err, err_len, "configuration not supported"), -1;
+        if (best < 0) return -1;
+        char pk[32];
+        tr_mem_format_bytes(pk, sizeof pk, s.reserved_peak);
+        tr_mem_format_bytes(bud, sizeof bud, req->budget);
+        if (best) fprintf(out, "max_batch: %d (this configuration; peak reserved %s of %s)\n", best, pk, bud);
+        else fprintf(out, "max_batch: 0 (this configuration does not fit %s)\n", bud);
+    }
     fprintf(out, "\nbudget %s (peak reserved), effective batch %d\n", bud, eff);
     fprintf(out, "%-9s %-14s %10s %12s   %s\n", "precision", "checkpoint", "max batch", "its peak",
             "for the effective batch");

@@ -1,0 +1,123 @@
+#!/bin/sh
+# bench-memory.sh - the memory features of sa1b-train against the fp32
+# baseline, measured in the same run (make bench):
+#  - peak memory by category (the allocator's --memory-report of a real CPU
+#    run), step time and images/s: small configuration, micro-batch B
+#    (default 4) x M masks (16), a few steps on synthetic batches; the first
+#    step is excluded from the timing;
+#  - validation mIoU after a fixed small number of steps: the TINY
+#    configuration (documented shortcut: the small one needs hours on 2
+#    cores) trained on shards made by sa1b-synth + sa1b-shard, evaluated on
+#    held-out shards;
+#  - the largest micro-batch of the small configuration that fits 1 GiB
+#    (peak reserved), from the planner (--plan --memory-budget 1G).
+# Rows: fp32 baseline, each feature alone, all together.  A feature whose
+# flag this build lacks is reported as n/a.  Targets (issue 7): checkpointing
+# every block cuts activation memory >= 60% for <= 35% more step time; bf16
+# halves activation memory; all together cut peak memory >= 70%; final mIoU
+# within 2% of the baseline.
+# Environment: BENCH_MEM_BATCH, BENCH_MEM_MASKS, BENCH_MEM_STEPS (timed
+# steps), BENCH_MEM_MIOU_STEPS, BENCH_MEM_THREADS, BENCH_MEM_DIR (keep files).
+set -u
+: "${top_builddir:=.}"
+: "${top_srcdir:=.}"
+PATH="$top_builddir/trainer:$top_builddir/shard-tools:$PATH"
+B=${BENCH_MEM_BATCH:-4}
+M=${BENCH_MEM_MASKS:-16}
+STEPS=${BENCH_MEM_STEPS:-3}
+MSTEPS=${BENCH_MEM_MIOU_STEPS:-200}
+TH=${BENCH_MEM_THREADS:-2}
+if [ -n "${BENCH_MEM_DIR:-}" ]; then
+    tmp=$BENCH_MEM_DIR
+    mkdir -p "$tmp"
+else
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+fi
+help=$(sa1b-train --help)
+supported() {
+    for f in $1; do
+        case "$f" in
+        --*) case "$help" in *"$f "*) ;; *) return 1 ;; esac ;;
+        esac
+    done
+    return 0
+}
+
+# validation data for the mIoU column (tiny configuration: S 128)
+if ! [ -s "$tmp/val.shard" ]; then
+    sa1b-synth --quiet --images 64 --width 480 --height 320 --masks 20 --seed 1 -o "$tmp/train.tar" &&
+    sa1b-synth --quiet --images 16 --width 480 --height 320 --masks 20 --seed 2 --first-id 1001 -o "$tmp/val.tar" &&
+    sa1b-shard --quiet --image-size 128 --max-masks 16 -o "$tmp/train.shard" "$tmp/train.tar" >/dev/null &&
+    sa1b-shard --quiet --image-size 128 --max-masks 16 -o "$tmp/val.shard" "$tmp/val.tar" >/dev/null ||
+    { echo "bench-memory: cannot make the shards" >&2; exit 1; }
+fi
+
+echo "small config, micro-batch B=$B M=$M, $STEPS timed steps ($TH threads); mIoU: tiny config, $MSTEPS steps, B=4 M=8"
+printf '%-10s %9s %9s %9s %9s %9s %9s %9s %8s %7s %7s\n' config params grads optim acts work data peak step_s img/s mIoU
+printf '%-10s %9s\n' "" "(MiB, peak per category)" >/dev/null
+rows="fp32|
+ckpt|--checkpoint-every 1
+bf16|--precision bf16
+accum2|--accum 2
+freeze|--freeze encoder
+adamw8bit|--optim adamw8bit
+all|--checkpoint-every 1 --precision bf16 --accum 2 --freeze encoder --optim adamw8bit"
+res="$tmp/results"
+: >"$res"
+echo "$rows" | while IFS='|' read -r name flags; do
+    if ! supported "$flags"; then
+        printf '%-10s n/a (this build lacks %s)\n' "$name" "$flags"
+        continue
+    fi
+    # memory and time: small config, synthetic batches
+    sa1b-train --config small --batch "$B" --masks "$M" --points 2 --synthetic-batch 1 --threads "$TH" \
+        --steps $((STEPS + 1)) --log-every 1 --ckpt-every 1000000 --memory-report -q $flags \
+        --out "$tmp/m-$name" >/dev/null 2>"$tmp/m-$name.err" || { echo "$name: run failed" >&2; cat "$tmp/m-$name.err" >&2; exit 1; }
+    pk=$(sed -n 's/^peak bytes: //p' "$tmp/m-$name.err")
+    tot=$(sed -n 's/^peak allocated \([0-9]*\) bytes.*/\1/p' "$tmp/m-$name.err")
+    st=$(sed -n '2,$s/.*"step_s": \([0-9.e+-]*\)}.*/\1/p' "$tmp/m-$name/log.jsonl" | awk '{s+=$1} END {printf "%.4f", s/NR}')
+    # mIoU: tiny config on shards
+    sa1b-train --config tiny --batch 4 --masks 8 --points 2 --lr 1e-3 --threads "$TH" --steps "$MSTEPS" \
+        --data "$tmp/train.shard" --val "$tmp/val.shard" --ckpt-every 1000000 -q $flags \
+        --out "$tmp/v-$name" >"$tmp/v-$name.out" 2>"$tmp/v-$name.err" || { echo "$name: mIoU run failed" >&2; cat "$tmp/v-$name.err" >&2; exit 1; }
+    miou=$(sed -n 's/.*"miou": \([0-9.]*\).*/\1/p' "$tmp/v-$name.out" | tail -1)
+    # planner: largest micro-batch within 1 GiB
+    mb=$(sa1b-train --config small --masks "$M" --points 2 --batch "$B" $flags --plan --memory-budget 1G 2>/dev/null |
+        sed -n 's/^max_batch: \([0-9]*\).*/\1/p')
+    echo "$name $pk total=$tot step=$st miou=$miou maxb=${mb:-?}" >>"$res"
+    echo "$name $pk total=$tot step=$st miou=$miou maxb=${mb:-?}" | awk -v B="$B" '{
+        for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+        mib = 1048576
+        printf "%-10s %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %8.3f %7.2f %7.4f  max B @1GiB: %s\n", $1,
+            v["parameters"]/mib, v["gradients"]/mib, v["optimizer"]/mib, v["activations"]/mib,
+            v["workspace"]/mib, v["data"]/mib, v["total"]/mib, v["step"], (v["step"] > 0 ? B / v["step"] : 0),
+            v["miou"], v["maxb"] }'
+done
+echo
+echo "against the fp32 baseline (same run):"
+awk '{
+    for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = kv[2] }
+    names[++n] = $1
+} END {
+    if (!(("fp32", "total") in v)) exit
+    for (k = 2; k <= n; k++) {
+        x = names[k]
+        printf "%-10s activations x%.3f  peak x%.3f  step time x%.3f  mIoU %+.4f (%+.1f%%)\n", x,
+            v[x, "activations"] / v["fp32", "activations"], v[x, "total"] / v["fp32", "total"],
+            v[x, "step"] / v["fp32", "step"], v[x, "miou"] - v["fp32", "miou"],
+            (v["fp32", "miou"] > 0 ? 100 * (v[x, "miou"] - v["fp32", "miou"]) / v["fp32", "miou"] : 0)
+    }
+    if (("ckpt", "total") in v)
+        printf "target ckpt: activations -%.0f%% (>= 60%%), step time +%.0f%% (<= 35%%)\n",
+            100 * (1 - v["ckpt", "activations"] / v["fp32", "activations"]), 100 * (v["ckpt", "step"] / v["fp32", "step"] - 1)
+    if (("bf16", "total") in v)
+        printf "target bf16: activations x%.3f (<= 0.5)\n", v["bf16", "activations"] / v["fp32", "activations"]
+    if (("all", "total") in v)
+        printf "target all: peak -%.0f%% (>= 70%%), mIoU %+.1f%% (within 2%%)\n",
+            100 * (1 - v["all", "total"] / v["fp32", "total"]),
+            100 * (v["all", "miou"] - v["fp32", "miou"]) / v["fp32", "miou"]
+    if (("adamw8bit", "total") in v)
+        printf "adamw8bit: optimizer x%.3f, mIoU %+.1f%% (within 2%%)\n", v["adamw8bit", "optimizer"] / v["fp32", "optimizer"],
+            100 * (v["adamw8bit", "miou"] - v["fp32", "miou"]) / v["fp32", "miou"]
+}' "$res"
