@@ -99,8 +99,12 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total, const c
         char bar[W + 1];
         for (int i = 0; i < W; i++) bar[i] = i < fill ? '#' : '.';
         bar[W] = '\0';
-        fprintf(stderr, "\r\033[K%s [%s] %3d%% %llu/%llu %s", prog_name, bar, (int)(100 * f),
-                (unsigned long long)done, (unsigned long long)total, tail);
+        if (p->bytes)
+            fprintf(stderr, "\r\033[K%s [%s] %3d%% %.1f/%.1f MB %s", prog_name, bar, (int)(100 * f),
+                    (double)done / 1e6, (double)total / 1e6, tail);
+        else
+            fprintf(stderr, "\r\033[K%s [%s] %3d%% %llu/%llu %s", prog_name, bar, (int)(100 * f),
+                    (unsigned long long)done, (unsigned long long)total, tail);
     } else {
         fprintf(stderr, "\r\033[K%s %llu %s (%.0fs)", prog_name, (unsigned long long)done, tail,
                 t - p->t0);

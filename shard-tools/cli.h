@@ -36,6 +36,7 @@ typedef struct cli_progress {
     int enabled;
     double t0, last;
     int drawn;
+    int bytes;          /* set to 1: done/total are bytes, shown in MB */
 } cli_progress;
 void cli_progress_init(cli_progress *p, int quiet);
 /* done of total (total 0: unknown), then a free-form tail ("12.3 MB/s ..."). */

@@ -515,6 +515,7 @@ static void consume(struct job *j, slot *s)
 static void progress(struct job *j, uint64_t bytes_read)
 {
     if (!j->bar->enabled) return;
+    j->bar->bytes = j->input_size != 0;
     uint64_t done = j->t->bytes_in + bytes_read;
     double dt = cli_now() - j->t0;
     cli_progress_update(j->bar, j->input_size ? bytes_read : j->t->images, j->input_size,
