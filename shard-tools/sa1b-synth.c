@@ -41,6 +41,7 @@ typedef struct options {
     uint64_t images, seed, first_id;
     uint32_t width, height, masks;
     int quality;
+    synth_nesting nesting;
     const char *out; /* NULL or "-": standard output */
     int quiet;
 } options;
@@ -59,6 +60,8 @@ static void usage(void)
            "  -s, --seed S        random seed (default 1)\n"
            "      --first-id ID   image id of the first image (default 1)\n"
            "      --quality Q     JPEG quality 1..100 (default 90)\n"
+           "      --nesting N     full: nested regions, objects, parts, unions (default);\n"
+           "                      flat: only regions and objects, no two masks overlap\n"
            "  -o, --output OUT    the tar to write; '-' or no -o: standard output\n"
            "      --quiet         no progress bar\n"
            "  -h, --help          show this help and exit\n"
@@ -321,13 +324,14 @@ int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o = {.images = 4, .seed = 1, .first_id = 1, .width = 2250, .height = 1500,
-                 .masks = 100, .quality = 90, .out = NULL, .quiet = 0};
-    enum { OPT_FIRST_ID = 256, OPT_QUALITY, OPT_QUIET };
+                 .masks = 100, .quality = 90, .nesting = SYNTH_NESTING_FULL, .out = NULL, .quiet = 0};
+    enum { OPT_FIRST_ID = 256, OPT_QUALITY, OPT_QUIET, OPT_NESTING };
     static const struct option longopts[] = {
         {"images", required_argument, NULL, 'n'},  {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},  {"masks", required_argument, NULL, 'm'},
         {"seed", required_argument, NULL, 's'},    {"first-id", required_argument, NULL, OPT_FIRST_ID},
         {"quality", required_argument, NULL, OPT_QUALITY}, {"output", required_argument, NULL, 'o'},
+        {"nesting", required_argument, NULL, OPT_NESTING},
         {"quiet", no_argument, NULL, OPT_QUIET},   {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
     int c;
@@ -365,6 +369,11 @@ int main(int argc, char **argv)
         case OPT_QUALITY:
             if (cli_parse_u64(optarg, 1, 100, &v)) cli_usage_error("--quality: '%s' is not a number in 1..100", optarg);
             o.quality = (int)v;
+            break;
+        case OPT_NESTING:
+            if (strcmp(optarg, "full") == 0) o.nesting = SYNTH_NESTING_FULL;
+            else if (strcmp(optarg, "flat") == 0) o.nesting = SYNTH_NESTING_FLAT;
+            else cli_usage_error("--nesting: '%s' is not full or flat", optarg);
             break;
         case 'o':
             o.out = optarg;
@@ -423,7 +432,7 @@ int main(int argc, char **argv)
         uint64_t seed = mix64(mix64(o.seed) ^ i);
         sa1b_error err;
         sa1b_error_clear(&err);
-        if (synth_scene_render(sc, seed, o.masks, &err)) {
+        if (synth_scene_render(sc, seed, o.masks, o.nesting, &err)) {
             cli_progress_end(&p);
             cli_warn("image %llu: %s", (unsigned long long)image_id, err.msg);
             status = CLI_EXIT_FATAL;

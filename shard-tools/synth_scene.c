@@ -907,7 +907,8 @@ static long select_masks(synth_scene *s, rng *r, int K, uint32_t n_obj, size_t n
     return (long)n_sel;
 }
 
-int synth_scene_render(synth_scene *s, uint64_t seed, uint32_t target, sa1b_error *err)
+int synth_scene_render(synth_scene *s, uint64_t seed, uint32_t target, synth_nesting nesting,
+                       sa1b_error *err)
 {
     synth_work *w = s->work;
     const uint32_t W = s->width, H = s->height;
@@ -937,6 +938,14 @@ int synth_scene_render(synth_scene *s, uint64_t seed, uint32_t target, sa1b_erro
         n_sel = target ? select_masks(s, &r, K, n_obj, n_atoms, target) : 0;
         if (n_sel < 0) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
         if ((uint32_t)n_sel >= target) break;
+    }
+    /* flat: keep the regions and objects of the full selection, in their
+     * order; the plan, the random stream and so the picture stay the same */
+    if (nesting == SYNTH_NESTING_FLAT) {
+        long k = 0;
+        for (long i = 0; i < n_sel; i++)
+            if (w->specs[i].kind == SYNTH_REGION || w->specs[i].kind == SYNTH_OBJECT) w->specs[k++] = w->specs[i];
+        n_sel = k;
     }
 
     /* the picture */

@@ -58,7 +58,7 @@ typedef struct synth_scene {
     uint32_t width, height;
     uint8_t *rgb;       /* [height][width][3], row-major, 8-bit RGB */
     size_t n_masks;
-    synth_mask *masks;  /* [n_masks], regions first, then objects, parts, unions */
+    synth_mask *masks;  /* [n_masks], kinds mixed in a shuffled order */
     synth_work *work;   /* private buffers, reused from one render to the next */
 } synth_scene;
 
@@ -68,10 +68,20 @@ synth_scene *synth_scene_new(uint32_t width, uint32_t height);
 /* Frees everything; s may be NULL. */
 void synth_scene_free(synth_scene *s);
 
+/* Which masks a scene gets.  FULL: the nested set above (regions,
+ * objects, parts, unions).  FLAT: of the same selection only the regions
+ * and the objects, so that every pixel lies in at most one mask (a
+ * partition of part of the picture, without the ambiguity of nested masks
+ * for a single point prompt); the picture is the FULL one, pixel for pixel,
+ * and the count falls short of the target by the parts and unions left
+ * out. */
+typedef enum synth_nesting { SYNTH_NESTING_FULL, SYNTH_NESTING_FLAT } synth_nesting;
+
 /* Renders the scene of the given seed into s->rgb and s->masks, aiming at
- * target masks (0..SYNTH_MAX_MASKS).  Errors: SA1B_ENOMEM, or a code
- * forwarded from the RLE codec. */
-int synth_scene_render(synth_scene *s, uint64_t seed, uint32_t target, sa1b_error *err);
+ * target masks (0..SYNTH_MAX_MASKS), with the given nesting.  Errors:
+ * SA1B_ENOMEM, or a code forwarded from the RLE codec. */
+int synth_scene_render(synth_scene *s, uint64_t seed, uint32_t target, synth_nesting nesting,
+                       sa1b_error *err);
 
 /* Smallest mask area produced at this size: max(4, width*height / 100000). */
 uint64_t synth_min_area(uint32_t width, uint32_t height);

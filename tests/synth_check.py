@@ -4,16 +4,20 @@ detail, with an implementation of the COCO RLE string code of its own (plain
 Python, no numpy needed), so that it does not trust the codec under test.
 
 usage: synth_check.py TAR [--images N] [--first-id ID] [--width W] [--height H]
-                          [--masks M] [--quirks] [--pixels]
+                          [--masks M] [--quirks] [--pixels] [--flat] [--digest]
 
 Prints one line per problem and "ok: N images, M masks" at the end; exits 1
 on any problem.  --quirks requires, over the whole tar, every quirk of the
 real files: int and float bboxes, ids above 2^31, an escaped backslash in a
 counts string, a predicted_iou above 1.  --pixels (needs PIL and numpy) also
 checks that each mask is visible in the picture: the mean colour inside the
-mask differs from the mean colour of the pixels just outside it.
+mask differs from the mean colour of the pixels just outside it.  --flat
+requires that no two masks of an image share a pixel (sa1b-synth --nesting
+flat).  --digest also prints "digest: SHA256" over every counts string in
+order, a fingerprint of the masks that does not depend on the JSON writer.
 """
 import argparse
+import hashlib
 import io
 import json
 import os
@@ -108,7 +112,17 @@ ANN_KEYS = ["bbox", "area", "segmentation", "predicted_iou", "point_coords", "cr
             "stability_score"]
 
 
-def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels):
+def overlaps(fgs):
+    """the first pair (i, j) of masks sharing a pixel, or None; fgs holds
+    each mask's sorted foreground (start, length) runs"""
+    ev = sorted((start, start + ln, i) for i, fg in enumerate(fgs) for start, ln in fg)
+    for (a0, a1, i), (b0, b1, j) in zip(ev, ev[1:]):
+        if b0 < a1:
+            return i, j
+    return None
+
+
+def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels, digest):
     text = raw.decode("utf-8")
     if "\n" in text.rstrip("\n") or text.endswith("\n"):
         bad("%s: not a single line" % name)
@@ -143,6 +157,7 @@ def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels):
     min_area = max(4, w * h // 100000)
     seen = set()
     ids = []
+    fgs = []
     for k, pairs in enumerate(anns):
         where = "%s: mask %d" % (name, k)
         keys = [kk for kk, _ in pairs]
@@ -159,6 +174,7 @@ def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels):
         if type(counts) is not str:
             bad("%s: counts is not a string" % where)
             continue
+        digest.update(counts.encode("ascii") + b"\n")
         if counts in seen:
             bad("%s: the same mask twice" % where)
         seen.add(counts)
@@ -173,6 +189,7 @@ def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels):
         if total != h * w:
             bad("%s: run sum %d != %dx%d" % (where, total, h, w))
             continue
+        fgs.append(fg)
         # the writer's own encoding: no empty runs after the first, canonical
         if any(c == 0 for c in cnts[1:]):
             bad("%s: an empty run after the first" % where)
@@ -234,6 +251,10 @@ def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels):
             pixels.append((cnts, h, w))
     if len(set(ids)) != len(ids):
         bad("%s: duplicate annotation ids" % name)
+    if args.flat:
+        pair = overlaps(fgs)
+        if pair:
+            bad("%s: masks %d and %d overlap" % (name, pair[0], pair[1]))
     # escaping: every backslash of a counts string is written as \\ (and
     # nothing else is escaped: counts use 48..111 only)
     if quirks["backslash"] and "\\\\" not in text:
@@ -282,6 +303,8 @@ def main():
     ap.add_argument("--masks", type=int)
     ap.add_argument("--quirks", action="store_true")
     ap.add_argument("--pixels", action="store_true")
+    ap.add_argument("--flat", action="store_true")
+    ap.add_argument("--digest", action="store_true")
     args = ap.parse_args()
 
     raw = open(args.tar, "rb").read()
@@ -291,6 +314,7 @@ def main():
         bad("first header is not ustar: %r" % raw[257:265])
     quirks = dict(int_bbox=0, float_bbox=0, big_id=0, id_over_2_32=0, backslash=0, iou_over_1=0)
     n_images = n_masks = 0
+    digest = hashlib.sha256()
     with tarfile.open(args.tar, "r:") as tf:
         members = tf.getmembers()
         if len(members) % 2:
@@ -313,7 +337,7 @@ def main():
             pixels = [] if args.pixels else None
             try:
                 n_masks += check_json(mn.name, tf.extractfile(mn).read(), args, want, dims, quirks,
-                                      pixels)
+                                      pixels, digest)
             except (ValueError, KeyError, TypeError) as e:
                 bad("%s: %s" % (mn.name, e))
             if pixels:
@@ -328,6 +352,8 @@ def main():
     if problems:
         print("synth_check: %d problems" % len(problems))
         return 1
+    if args.digest:
+        print("digest: " + digest.hexdigest())
     print("ok: %d images, %d masks, quirks %s" % (n_images, n_masks,
           " ".join("%s=%d" % kv for kv in sorted(quirks.items()))))
     return 0
