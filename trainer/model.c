@@ -482,7 +482,18 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
 int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int M, int K, char *err,
                   size_t err_len)
 {
+    return tr_model_init_ex(m, be, cfg, B, M, K, NULL, NULL, err, err_len);
+}
+
+static int in_group(const tr_model *m, const char *g, const char *name);
+
+int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int M, int K,
+                     const tr_model_opts *opt, const char *freeze, char *err, size_t err_len)
+{
     memset(m, 0, sizeof *m);
+    if (opt && (opt->ckpt_every < 0 || opt->ckpt_decoder < 0 || opt->ckpt_decoder > 1 ||
+                opt->precision < TR_PREC_FP32 || opt->precision > TR_PREC_FP16))
+        return snprintf(err, err_len, "bad training options"), -1;
     if (tr_config_check(cfg, err, err_len) < 0) return -1;
     if (B < 1 || M < 1 || K < 1 || B > 4096 || M > 4096 || K > 256)
         return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d out of range", B, M, K), -1;
@@ -518,6 +529,23 @@ int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int 
     if (!m->frozen || !m->param_mem || !m->pe_gaussian) {
         tr_model_free(m);
         return snprintf(err, err_len, "out of memory for %zu parameters", w.off), -1;
+    }
+    if (opt) {
+        m->opt = *opt;
+        if (m->opt.ckpt_every > cfg->L) m->opt.ckpt_every = cfg->L;
+    }
+    if (freeze) {
+        char buf[512], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", freeze);
+        for (char *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save)) {
+            if (!tr_model_group_valid(g, cfg->L)) {
+                snprintf(err, err_len, "'%s' is not a parameter group", g);
+                tr_model_free(m);
+                return -1;
+            }
+            for (int i = 0; i < m->n_params; i++)
+                if (in_group(m, g, m->pinfo[i].name)) m->frozen[i] = 1;
+        }
     }
     if (model_layout(m, err, err_len) < 0) {
         tr_model_free(m);

@@ -208,6 +208,13 @@ int tr_model_init(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int 
                   size_t err_len);
 void tr_model_free(tr_model *m);
 
+/* tr_model_init with training options (NULL: defaults) and a comma list of
+ * groups to freeze (NULL: none; see tr_model_freeze) applied before the
+ * first allocation, so that no larger layout ever exists (the peak of the
+ * accounting shows the configured memory). */
+int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, int M, int K,
+                     const tr_model_opts *opt, const char *freeze, char *err, size_t err_len);
+
 /* Initialisation (documented in man/sa1b-train.1): truncated normal std 0.02
  * (cut at +-2 std) for every Linear and ConvTranspose weight and enc.pos,
  * 0 for biases, 1 for LayerNorm gains, N(0, 0.02) truncated for the token

@@ -608,19 +608,14 @@ static int run(const options *op, tr_backend *be)
     if (o.eval_only) o.points = 1; /* one positive point per mask (the loader's point 0) */
     if (o.eval_only && tr_ckpt_read_config(o.eval_only, &cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_model m;
-    if (tr_model_init(&m, be, &cfg, o.batch, o.masks, o.points, err, sizeof err) < 0) {
+    int prec = precision_of(o.precision);
+    tr_model_opts mo = {.ckpt_every = o.ckpt_blocks, .ckpt_decoder = o.ckpt_decoder, .precision = prec};
+    const char *frz = o.eval_only || o.dump_step ? NULL : o.freeze;
+    if (tr_model_init_ex(&m, be, &cfg, o.batch, o.masks, o.points, o.eval_only ? NULL : &mo, frz, err, sizeof err) < 0) {
         if (o.plan) return snprintf(o.plan_err, o.plan_err_len, "%s", err), -1;
         cli_die(CLI_EXIT_FATAL, "%s", err);
     }
     if (!o.plan) tr_model_init_params(&m, o.seed);
-    int prec = precision_of(o.precision);
-    if (!o.eval_only) {
-        tr_model_opts mo = {.ckpt_every = o.ckpt_blocks, .ckpt_decoder = o.ckpt_decoder, .precision = prec};
-        if (tr_model_set_options(&m, &mo, err, sizeof err) < 0) {
-            if (o.plan) return snprintf(o.plan_err, o.plan_err_len, "%s", err), -1;
-            cli_die(CLI_EXIT_FATAL, "%s", err);
-        }
-    }
     tr_data_source src = {0};
 
     if (o.eval_only) {
@@ -665,12 +660,7 @@ static int run(const options *op, tr_backend *be)
     oc.weight_decay = o.weight_decay, oc.clip = o.clip;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
-    if (o.freeze) {
-        char buf[512], *save = NULL;
-        snprintf(buf, sizeof buf, "%s", o.freeze);
-        for (char *g = strtok_r(buf, ",", &save); g; g = strtok_r(NULL, ",", &save)) set_frozen(&m, g, 1);
-        sync_trainable(&m, &opt);
-    }
+    if (o.freeze) sync_trainable(&m, &opt); /* the model was created with the groups frozen */
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
     float lscale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f; /* fp16 dynamic loss scale */
