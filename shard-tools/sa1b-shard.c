@@ -447,6 +447,10 @@ static int open_part(job *j)
                 j->finals[j->n_finals++] = final;
                 final = NULL;
                 rc = 0;
+            } else {
+                sa1b_shard_writer_abort(j->w);
+                j->w = NULL;
+                cli_warn("out of memory");
             }
         } else {
             cli_warn("'%s': %s", tmp, e.msg);
