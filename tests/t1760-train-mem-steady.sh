@@ -32,5 +32,15 @@ field loss "$TMP/a/log.jsonl" >"$TMP/a.loss"
 field loss "$TMP/b/log.jsonl" >"$TMP/b.loss"
 cmp -s "$TMP/a.loss" "$TMP/b.loss"
 ok $? "same losses with and without emptying the cache"
+# the same with every memory feature of this build on
+all=
+for f in "--checkpoint-every 1" "--checkpoint-decoder" "--precision bf16" "--accum 2" "--freeze encoder" "--optim adamw8bit"; do
+    sa1b-train --help | grep -q -- "${f%% *} " && all="$all $f"
+done
+run_ok "train 20 steps with$all" sa1b-train $common --steps 20 --log-every 1 --ckpt-every 1000 $all -q --out "$TMP/d"
+is "$(field mem_allocated "$TMP/d/log.jsonl" | sed -n '2,$p' | sort -u | wc -l | tr -d ' ')" "1" \
+    "every feature: allocated bytes after steps 2..20 all equal"
+is "$(field mem_sys_allocs "$TMP/d/log.jsonl" | sed -n '2,$p' | sort -u | wc -l | tr -d ' ')" "1" \
+    "every feature: no system allocation after step 2 ($(field mem_sys_allocs "$TMP/d/log.jsonl" | sed -n 2p) blocks)"
 run_status 2 "--empty-cache-every 0" sa1b-train $common --steps 1 --empty-cache-every 0 --out "$TMP/c"
 done_testing
