@@ -63,6 +63,3 @@ BENCH_SH_DEPS += trainer/sa1b-train shard-tools/sa1b-synth shard-tools/sa1b-shar
 EXTRA_DIST += tests/bench/bench-memory.sh
 TESTS += tests/t1750-train-mem-a.sh
 EXTRA_DIST += tests/t1750-train-mem-a.sh
-BENCH_SH += tests/bench/bench-memory.sh
-BENCH_SH_DEPS += trainer/sa1b-train shard-tools/sa1b-synth shard-tools/sa1b-shard
-EXTRA_DIST += tests/bench/bench-memory.sh
