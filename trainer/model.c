@@ -185,6 +185,8 @@ typedef struct awalker {
     tr_model *m;
     size_t off, doff; /* floats laid out so far in act_mem / dact_mem */
     int n, cap;
+    int uni;                 /* 1: in_d gradients go to the union region */
+    size_t ubase, uoff, umax; /* union region: start in dact_mem, group offset, size */
 } awalker;
 
 /* Registers an activation: its forward tensor in act_mem when in_a, its
@@ -206,9 +208,25 @@ static void areg2(awalker *w, float **field, const char *name, size_t count, int
     }
     if (in_d) {
         float **df = (float **)((char *)&m->da + ((char *)field - (char *)&m->a));
-        if (m->dact_mem) *df = m->dact_mem + w->doff;
-        w->doff += r;
+        if (w->uni) { /* a shared gradient group: laid out in the union region */
+            if (m->dact_mem) *df = m->dact_mem + w->ubase + w->uoff;
+            w->uoff += r;
+            if (w->uoff > w->umax) w->umax = w->uoff;
+        } else {
+            if (m->dact_mem) *df = m->dact_mem + w->doff;
+            w->doff += r;
+        }
     }
+}
+
+/* Starts (on 1) or ends (0) a group of gradients that is live only while
+ * one part's backward runs: every group starts at the same offset of the
+ * union region after the persistent gradients, which is as large as the
+ * largest group. */
+static void ugroup(awalker *w, int on)
+{
+    w->uni = on;
+    w->uoff = 0;
 }
 
 static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
@@ -224,11 +242,45 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size
     snprintf(nm, sizeof nm, "%s.v", name);
     areg2(w, &a->v, nm, N * Tk * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.att", name);
-    areg2(w, &a->att, nm, N * heads * Tq * Tk, in_a, in_d);
+    areg2(w, &a->att, nm, N * heads * Tq * Tk, in_a, 0); /* no gradient tensor */
     snprintf(nm, sizeof nm, "%s.ao", name);
     areg2(w, &a->ao, nm, N * Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.out", name);
     areg2(w, &a->out, nm, N * Tq * C, in_a, in_d);
+}
+
+static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* Gradients of the decoder tail (final attention, upscaling) in two
+ * buffers X, Y used alternately: U X, up2 Y, upgelu X, upln Y, up1 X, then
+ * the final attention's q, k, v, ao, out in X and fin_kin, fin_qin in Y.
+ * Sets the pointers in da when da is not NULL (X, Y in da->pp_u); their
+ * sizes in floats into *nx, *ny. */
+static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
+{
+    const tr_config *c = &m->cfg;
+    size_t G = (size_t)(c->S / c->P), GG = G * G, C = (size_t)c->C, NP = (size_t)m->B * (size_t)m->M;
+    size_t T = (size_t)m->K + 2, up = r16(NP * 16 * GG * (C / 8)), o = 0;
+    float *X = da ? da->pp_u[0] : NULL, *Y = da ? da->pp_u[1] : NULL;
+    if (da) {
+        da->U = da->upgelu = da->up1 = X;
+        da->up2 = da->upln = Y;
+        da->fin.q = X;
+        da->fin.att = NULL;
+    }
+    o += r16(NP * T * (C / 2));
+    if (da) da->fin.k = X + o;
+    o += r16(NP * GG * (C / 2));
+    if (da) da->fin.v = X + o;
+    o += r16(NP * GG * (C / 2));
+    if (da) da->fin.ao = X + o;
+    o += r16(NP * T * (C / 2));
+    if (da) da->fin.out = X + o;
+    o += r16(NP * T * C);
+    *nx = o > up ? o : up;
+    if (da) da->fin_kin = Y, da->fin_qin = Y + r16(NP * GG * C);
+    o = r16(NP * GG * C) + r16(NP * T * C);
+    *ny = o > up ? o : up;
 }
 
 static void walk_acts(awalker *w)
@@ -242,7 +294,7 @@ static void walk_acts(awalker *w)
     int L = c->L, D = c->D, N = m->opt.ckpt_every, b16 = m->opt.precision != TR_PREC_FP32;
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo; /* blocks lo.. have a backward */
     char nm[48];
-    areg(w, &a->patches, "enc.patches", BT * PP3);
+    areg2(w, &a->patches, "enc.patches", BT * PP3, 1, 0);
     areg(w, &a->x0, "enc.x0", BT * E);
     for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : (b16 || i < lo) ? 0 : -1;
     for (int i = 0; i < L; i++) {
@@ -252,13 +304,13 @@ static void walk_acts(awalker *w)
 #define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg2(w, &b->f, nm, n, own, dsh))
         AS(ln1_m, BT); AS(ln1_r, BT); AS(ln2_m, BT); AS(ln2_r, BT);
         if (s >= 0 && own) m->enc_slot_off[s] = w->off;
-        if (dsh) m->dblk_off = w->doff;
-        AR(ln1, BT * E); AR(qkv, BT * 3 * E); AR(att, B * (size_t)c->H * GG * GG); AR(ao, BT * E);
+        if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
+        AR(ln1, BT * E); AR(qkv, BT * 3 * E); (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i), areg2(w, &b->att, nm, B * (size_t)c->H * GG * GG, own, 0)); AR(ao, BT * E);
         AR(xmid, BT * E); AR(ln2, BT * E); AR(fc1, BT * 4 * E); AR(gelu, BT * 4 * E);
         snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
         areg2(w, &b->xout, nm, BT * E, own, 0);
         if (s >= 0 && own) m->enc_slot_n = w->off - m->enc_slot_off[s];
-        if (dsh) m->dblk_n = w->doff - m->dblk_off;
+        if (dsh) m->dblk_n = w->uoff, ugroup(w, 0);
 #undef AS
 #undef AR
     }
@@ -271,8 +323,8 @@ static void walk_acts(awalker *w)
     areg(w, &a->emb, "enc.emb", BT * C);
     areg(w, &a->emb_m, "enc.emb_m", BT);
     areg(w, &a->emb_r, "enc.emb_r", BT);
-    areg(w, &a->dense_pe, "prompt.dense_pe", GG * C);
-    areg(w, &a->kpe_full, "prompt.kpe_full", NP * GG * C);
+    areg2(w, &a->dense_pe, "prompt.dense_pe", GG * C, 1, 0);
+    areg2(w, &a->kpe_full, "prompt.kpe_full", NP * GG * C, 1, 0);
     areg(w, &a->T0, "dec.T0", NP * T * C);
     areg(w, &a->Kimg, "dec.Kimg", NP * GG * C);
     for (int l = 0; l < D; l++) m->dec_slot[l] = (m->opt.ckpt_decoder || b16) ? 0 : -1;
@@ -284,7 +336,7 @@ static void walk_acts(awalker *w)
         AS(n1_m, NP * T); AS(n1_r, NP * T); AS(n2_m, NP * T); AS(n2_r, NP * T);
         AS(n3_m, NP * T); AS(n3_r, NP * T); AS(n4_m, NP * GG); AS(n4_r, NP * GG);
         if (m->dec_slot[l] >= 0 && own) m->dec_slot_off = w->off;
-        if (dsh) m->dlay_off = w->doff;
+        if (dsh) ugroup(w, 1), m->dlay_off = w->ubase;
         AR(sa_qin, NP * T * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
         areg_attn(w, &L_->sa, nm, NP, T, T, C, C, h, own, dsh);
@@ -304,7 +356,7 @@ static void walk_acts(awalker *w)
         snprintf(nm, sizeof nm, "dec.layers.%d.kout", l);
         areg2(w, &L_->kout, nm, NP * GG * C, own, 0);
         if (m->dec_slot[l] >= 0 && own) m->dec_slot_n = w->off - m->dec_slot_off;
-        if (dsh) m->dlay_n = w->doff - m->dlay_off;
+        if (dsh) m->dlay_n = w->uoff, ugroup(w, 0);
 #undef AS
 #undef AR
     }
@@ -319,21 +371,30 @@ static void walk_acts(awalker *w)
         areg2(w, &a->pp_t[k], "dec.grad_t", NP * T * C, 0, 1);
         areg2(w, &a->pp_k[k], "dec.grad_k", NP * GG * C, 0, 1);
     }
-    areg(w, &a->fin_qin, "dec.fin_qin", NP * T * C);
-    areg(w, &a->fin_kin, "dec.fin_kin", NP * GG * C);
-    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 1);
+    /* the tail's large gradients live in two alternating buffers (tail_grads) */
+    areg2(w, &a->fin_qin, "dec.fin_qin", NP * T * C, 1, 0);
+    areg2(w, &a->fin_kin, "dec.fin_kin", NP * GG * C, 1, 0);
+    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 0);
     areg(w, &a->tfpre, "dec.tfpre", NP * T * C);
     areg(w, &a->tf, "dec.tf", NP * T * C);
-    areg(w, &a->fin_m, "dec.fin_m", NP * T);
-    areg(w, &a->fin_r, "dec.fin_r", NP * T);
-    areg(w, &a->up1, "dec.up1", NP * 4 * GG * (C / 4));
-    areg(w, &a->upln, "dec.upln", NP * 4 * GG * (C / 4));
-    areg(w, &a->upln_m, "dec.upln_m", NP * 4 * GG);
-    areg(w, &a->upln_r, "dec.upln_r", NP * 4 * GG);
-    areg(w, &a->upgelu, "dec.upgelu", NP * 4 * GG * (C / 4));
-    areg(w, &a->up2, "dec.up2", NP * RR * (C / 8));
-    areg(w, &a->U, "dec.U", NP * RR * (C / 8));
-    areg(w, &a->up_scratch, "dec.up_scratch", 2 * NP * GG * C);
+    areg2(w, &a->fin_m, "dec.fin_m", NP * T, 1, 0);
+    areg2(w, &a->fin_r, "dec.fin_r", NP * T, 1, 0);
+    areg2(w, &a->up1, "dec.up1", NP * 4 * GG * (C / 4), 1, 0);
+    areg2(w, &a->upln, "dec.upln", NP * 4 * GG * (C / 4), 1, 0);
+    areg2(w, &a->upln_m, "dec.upln_m", NP * 4 * GG, 1, 0);
+    areg2(w, &a->upln_r, "dec.upln_r", NP * 4 * GG, 1, 0);
+    areg2(w, &a->upgelu, "dec.upgelu", NP * 4 * GG * (C / 4), 1, 0);
+    areg2(w, &a->up2, "dec.up2", NP * RR * (C / 8), 1, 0);
+    areg2(w, &a->U, "dec.U", NP * RR * (C / 8), 1, 0);
+    areg2(w, &a->up_scratch, "dec.up_scratch", 2 * NP * GG * C, 1, 0); /* also the backward's */
+    {
+        size_t nx, ny;
+        tail_grads(m, NULL, &nx, &ny);
+        ugroup(w, 1);
+        areg2(w, &a->pp_u[0], "dec.grad_tail0", nx, 0, 1);
+        areg2(w, &a->pp_u[1], "dec.grad_tail1", ny, 0, 1);
+        ugroup(w, 0);
+    }
     areg(w, &a->tmask, "dec.tmask", NP * C);
     areg(w, &a->h0, "dec.hyper.h0", NP * C);
     areg(w, &a->h0r, "dec.hyper.h0r", NP * C);
@@ -347,7 +408,7 @@ static void walk_acts(awalker *w)
     areg(w, &a->i1r, "dec.iou_head.i1r", NP * C);
     areg(w, &a->iou, "dec.iou", NP);
     areg(w, &a->logits, "dec.logits", NP * RR);
-    areg(w, &a->zeros, "zeros", C);
+    areg2(w, &a->zeros, "zeros", C, 1, 0);
 }
 
 /* After the assigning walk: slotted blocks and layers share their slot's
@@ -381,6 +442,9 @@ static void alias_acts(tr_model *m)
         da->lay[l].t3 = da->pp_t[l % 2];
         da->lay[l].kout = da->pp_k[l % 2];
     }
+    size_t nx, ny;
+    tail_grads(m, da, &nx, &ny);
+    da->up_scratch = a->up_scratch; /* a workspace, free again in the backward */
 }
 
 /* Which encoder part a parameter belongs to (-1 embedding, 0..L-1 block, L
@@ -447,7 +511,7 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     }
     m->n_acts = aw.n;
     m->n_act_floats = aw.off;
-    m->n_dact_floats = aw.doff;
+    m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo, N = m->opt.ckpt_every;
     m->n_stash = 0;
     for (int i = 0; i < cfg->L; i++) {
@@ -465,14 +529,14 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         }
     }
     m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
-    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.doff * sizeof(float));
+    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
     if (m->n_stash) m->stash_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_stash * sizeof(uint16_t));
     if (!m->act_mem || !m->dact_mem || (m->n_stash && !m->stash_mem)) {
-        size_t mb = (aw.off + aw.doff) * sizeof(float) >> 20;
+        size_t mb = (aw.off + m->n_dact_floats) * sizeof(float) >> 20;
         free_layout(m);
         return snprintf(err, err_len, "out of memory for activations (%zu MiB)", mb), -1;
     }
-    awalker aw2 = {.m = m, .cap = m->n_acts};
+    awalker aw2 = {.m = m, .cap = m->n_acts, .ubase = aw.doff};
     walk_acts(&aw2);
     alias_acts(m);
     m->enc_res = m->dec_res = -1;
@@ -944,7 +1008,7 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     tr_acts *da = &m->da;
     int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
     int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
-    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = (size_t)NP * GG * C;
 
     be->prec = m->opt.precision;
     if (zero_grads && m->grad_mem) o->zero(be, m->grad_mem, m->n_grad_floats);
@@ -975,13 +1039,18 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     const float *Kc = a->lay[c->D - 1].kout;
     float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
     o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
+    o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
     o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
                          2 * G, 2 * G, C / 4, C / 8);
+    o->zero(be, da->upln, nUp);
     o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+    o->zero(be, da->up1, nUp);
     o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
                           NP * 4 * GG, C / 4);
     o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
+    o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
+    o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
     o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
                           NP * T, C);
     o->accumulate(be, dTc, da->tfpre, nT);
@@ -1000,7 +1069,7 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
         tr_dec_layer_p *gl = &g->lay[l];
         const float *Tin = dec_input_t(m, l), *Kin = dec_input_k(m, l);
         float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-        if (l < c->D - 1) o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n);
+        o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
         if (l > 0) {
             o->zero(be, dTin, nT);
             o->zero(be, dKin, nK);
@@ -1068,7 +1137,7 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
         tr_enc_block_p *gb = &g->blk[i];
         const float *xin = enc_input(m, i);
         float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? da->x0 : NULL);
-        if (i < c->L - 1) o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n);
+        o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
         if (dxin && i > 0) o->zero(be, dxin, (size_t)BT * E);
         o->accumulate(be, db->xmid, db->xout, (size_t)BT * E);
         o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, db->xout, ab->gelu, pb->fc2_w, BT, 4 * E, E);

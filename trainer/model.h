@@ -138,6 +138,7 @@ typedef struct tr_acts {
     /* Gradient table only: the gradients of block / layer outputs
      * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
     float *pp_x[2], *pp_t[2], *pp_k[2];
+    float *pp_u[2];                  /* the decoder tail's gradients (model.c tail_grads) */
 } tr_acts;
 
 typedef struct tr_act_info {
