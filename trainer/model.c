@@ -187,6 +187,7 @@ typedef struct awalker {
     int n, cap;
     int uni;                 /* 1: in_d gradients go to the union region */
     size_t ubase, uoff, umax; /* union region: start in dact_mem, group offset, size */
+    size_t fit_cur, fit_end;  /* act_mem floats [fit_cur, fit_end) free for reuse (0: none) */
 } awalker;
 
 /* Registers an activation: its forward tensor in act_mem when in_a, its
@@ -202,8 +203,13 @@ static void areg2(awalker *w, float **field, const char *name, size_t count, int
             ai->ptr = field;
             ai->count = count;
         }
-        if (m->act_mem) *field = m->act_mem + w->off;
-        w->off += r;
+        if (w->fit_end && w->fit_cur + r <= w->fit_end) { /* first fit into a free region */
+            if (m->act_mem) *field = m->act_mem + w->fit_cur;
+            w->fit_cur += r;
+        } else {
+            if (m->act_mem) *field = m->act_mem + w->off;
+            w->off += r;
+        }
         w->n++;
     }
     if (in_d) {
@@ -250,6 +256,12 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size
 }
 
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* 1 when the decoder tail's activations share the decoder layers' slot. */
+static int tail_in_slot(const tr_model *m)
+{
+    return m->opt.ckpt_decoder && m->cfg.D > 0 && m->dec_slot[m->cfg.D - 1] >= 0;
+}
 
 /* Gradients of the decoder tail (final attention, upscaling) in two
  * buffers X, Y used alternately: U X, up2 Y, upgelu X, upln Y, up1 X, then
@@ -371,7 +383,15 @@ static void walk_acts(awalker *w)
         areg2(w, &a->pp_t[k], "dec.grad_t", NP * T * C, 0, 1);
         areg2(w, &a->pp_k[k], "dec.grad_k", NP * GG * C, 0, 1);
     }
-    /* the tail's large gradients live in two alternating buffers (tail_grads) */
+    /* the tail's large gradients live in two alternating buffers (tail_grads);
+     * with decoder checkpointing its large activations reuse the decoder
+     * layers' slot (the last layer is recomputed in the backward) from
+     * saved copies of its inputs */
+    if (tail_in_slot(m)) {
+        areg2(w, &a->tail_tin, "dec.tail_input_t", NP * T * C, 1, 0);
+        areg2(w, &a->tail_kin, "dec.tail_input_k", NP * GG * C, 1, 0);
+        w->fit_cur = m->dec_slot_off, w->fit_end = m->dec_slot_off + m->dec_slot_n;
+    }
     areg2(w, &a->fin_qin, "dec.fin_qin", NP * T * C, 1, 0);
     areg2(w, &a->fin_kin, "dec.fin_kin", NP * GG * C, 1, 0);
     areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 0);
@@ -387,6 +407,7 @@ static void walk_acts(awalker *w)
     areg2(w, &a->up2, "dec.up2", NP * RR * (C / 8), 1, 0);
     areg2(w, &a->U, "dec.U", NP * RR * (C / 8), 1, 0);
     areg2(w, &a->up_scratch, "dec.up_scratch", 2 * NP * GG * C, 1, 0); /* also the backward's */
+    w->fit_cur = w->fit_end = 0;
     {
         size_t nx, ny;
         tail_grads(m, NULL, &nx, &ny);
@@ -966,6 +987,12 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     }
     m->dec_res = c->D - 1;
     const float *Tc = a->lay[c->D - 1].t3, *Kc = a->lay[c->D - 1].kout;
+    if (tail_in_slot(m)) { /* the tail overwrites the slot: inputs saved, the layer recomputed later */
+        mcopy(be, a->tail_tin, Tc, nT);
+        mcopy(be, a->tail_kin, Kc, nK);
+        Tc = a->tail_tin, Kc = a->tail_kin;
+        m->dec_res = -1;
+    }
     o->add(be, a->fin_qin, Tc, a->T0, nT);
     o->add(be, a->fin_kin, Kc, a->kpe_full, nK);
     ablock_forward(be, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
@@ -1036,7 +1063,7 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
     o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
     /* upscaling */
-    const float *Kc = a->lay[c->D - 1].kout;
+    const float *Kc = tail_in_slot(m) ? a->tail_kin : a->lay[c->D - 1].kout;
     float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
     o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
     o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */

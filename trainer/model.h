@@ -135,6 +135,7 @@ typedef struct tr_acts {
     float *enc_in[TR_MAX_L];         /* [BT, E] */
     float *dec_tin[TR_MAX_D];        /* [NP, T, C] */
     float *dec_kin[TR_MAX_D];        /* [NP, GG, C] */
+    float *tail_tin, *tail_kin;      /* [NP,T,C] [NP,GG,C] the tail's inputs (--checkpoint-decoder) */
     /* Gradient table only: the gradients of block / layer outputs
      * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
     float *pp_x[2], *pp_t[2], *pp_k[2];
