@@ -238,7 +238,7 @@ static void ugroup(awalker *w, int on)
 static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
 
 static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size_t Tq, size_t Tk, size_t C,
-                      size_t Ci, size_t heads, int in_a, int in_d)
+                      size_t Ci, size_t heads, int in_a, int in_d, int out_a)
 {
     char nm[48];
     snprintf(nm, sizeof nm, "%s.q", name);
@@ -252,7 +252,7 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size
     snprintf(nm, sizeof nm, "%s.ao", name);
     areg2(w, &a->ao, nm, N * Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.out", name);
-    areg2(w, &a->out, nm, N * Tq * C, in_a, in_d);
+    areg2(w, &a->out, nm, N * Tq * C, in_a && out_a, in_d);
 }
 
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
@@ -351,17 +351,17 @@ static void walk_acts(awalker *w)
         if (dsh) ugroup(w, 1), m->dlay_off = w->ubase;
         AR(sa_qin, NP * T * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
-        areg_attn(w, &L_->sa, nm, NP, T, T, C, C, h, own, dsh);
+        areg_attn(w, &L_->sa, nm, NP, T, T, C, C, h, own, dsh, 1);
         AR(t1pre, NP * T * C); AR(t1, NP * T * C);
         AR(t2i_qin, NP * T * C); AR(kpe, NP * GG * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
-        areg_attn(w, &L_->t2i, nm, NP, T, GG, C, C / 2, h, own, dsh);
+        areg_attn(w, &L_->t2i, nm, NP, T, GG, C, C / 2, h, own, dsh, 1);
         AR(t2pre, NP * T * C); AR(t2, NP * T * C);
         AR(fc1, NP * T * 8 * C); AR(relu, NP * T * 8 * C);
         AR(t3pre, NP * T * C);
         AR(i2t_kin, NP * T * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
-        areg_attn(w, &L_->i2t, nm, NP, GG, T, C, C / 2, h, own, dsh);
+        areg_attn(w, &L_->i2t, nm, NP, GG, T, C, C / 2, h, own, dsh, 0); /* out: in k4pre */
         AR(k4pre, NP * GG * C);
         snprintf(nm, sizeof nm, "dec.layers.%d.t3", l);
         areg2(w, &L_->t3, nm, NP * T * C, own, 0);
@@ -394,7 +394,7 @@ static void walk_acts(awalker *w)
     }
     areg2(w, &a->fin_qin, "dec.fin_qin", NP * T * C, 1, 0);
     areg2(w, &a->fin_kin, "dec.fin_kin", NP * GG * C, 1, 0);
-    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 0);
+    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 0, 1);
     areg(w, &a->tfpre, "dec.tfpre", NP * T * C);
     areg(w, &a->tf, "dec.tf", NP * T * C);
     areg2(w, &a->fin_m, "dec.fin_m", NP * T, 1, 0);
@@ -406,7 +406,6 @@ static void walk_acts(awalker *w)
     areg2(w, &a->upgelu, "dec.upgelu", NP * 4 * GG * (C / 4), 1, 0);
     areg2(w, &a->up2, "dec.up2", NP * RR * (C / 8), 1, 0);
     areg2(w, &a->U, "dec.U", NP * RR * (C / 8), 1, 0);
-    areg2(w, &a->up_scratch, "dec.up_scratch", 2 * NP * GG * C, 1, 0); /* also the backward's */
     w->fit_cur = w->fit_end = 0;
     {
         size_t nx, ny;
@@ -414,6 +413,9 @@ static void walk_acts(awalker *w)
         ugroup(w, 1);
         areg2(w, &a->pp_u[0], "dec.grad_tail0", nx, 0, 1);
         areg2(w, &a->pp_u[1], "dec.grad_tail1", ny, 0, 1);
+        /* the ConvTranspose workspace of forward and backward: the union
+         * region holds no gradient during the forward */
+        areg2(w, &a->pp_u[2], "dec.up_scratch", 2 * NP * GG * C, 0, 1);
         ugroup(w, 0);
     }
     areg(w, &a->tmask, "dec.tmask", NP * C);
@@ -465,7 +467,8 @@ static void alias_acts(tr_model *m)
     }
     size_t nx, ny;
     tail_grads(m, da, &nx, &ny);
-    da->up_scratch = a->up_scratch; /* a workspace, free again in the backward */
+    a->up_scratch = da->up_scratch = da->pp_u[2]; /* a workspace (overwritten at every use) */
+    for (int l = 0; l < D; l++) a->lay[l].i2t.out = a->lay[l].k4pre; /* k4pre = Kc + out, in place */
 }
 
 /* Which encoder part a parameter belongs to (-1 embedding, 0..L-1 block, L

@@ -139,7 +139,7 @@ typedef struct tr_acts {
     /* Gradient table only: the gradients of block / layer outputs
      * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
     float *pp_x[2], *pp_t[2], *pp_k[2];
-    float *pp_u[2];                  /* the decoder tail's gradients (model.c tail_grads) */
+    float *pp_u[3];                  /* the decoder tail's gradients (model.c tail_grads), workspace */
 } tr_acts;
 
 typedef struct tr_act_info {
