@@ -46,6 +46,11 @@ int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable)
 {
     tr_mem *mem = &m->be->mem;
     int q8ok = o->cfg.kind == TR_OPTIM_ADAMW8BIT;
+    if (o->slot) { /* the same set: nothing to do */
+        int same = 1;
+        for (int i = 0; i < m->n_params && same; i++) same = !o->slot[i].active == !trainable[i];
+        if (same) return 0;
+    }
     tr_optim_slot *ns = calloc((size_t)m->n_params + 1, sizeof *ns);
     if (!ns) return -1;
     size_t n32 = 0, n8 = 0, nblk = 0;
@@ -66,6 +71,16 @@ int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable)
     float *nm = NULL, *nv = NULL, *nma = NULL, *nva = NULL;
     uint8_t *nmq = NULL, *nvq = NULL;
     int fail = 0;
+    if (o->slot && o->t == 0) {
+        /* no update yet: every moment is zero, nothing to keep; give the old
+         * state back first so that old and new never coexist */
+        free_arrays(mem, o->m, o->v, o->mq, o->vq, o->mabs, o->vabs);
+        o->m = o->v = o->mabs = o->vabs = NULL;
+        o->mq = o->vq = NULL;
+        free(o->slot);
+        o->slot = NULL;
+        o->n32 = o->n8 = o->nblk = 0;
+    }
     if (n32) {
         nm = tr_mem_alloc(mem, TR_MEM_OPTIM, n32 * sizeof(float));
         nv = tr_mem_alloc(mem, TR_MEM_OPTIM, n32 * sizeof(float));
@@ -126,7 +141,7 @@ int tr_optim_init(tr_optim *o, tr_model *m, const tr_optim_config *cfg)
     tr_q8_map(o->qmap_u, 0);
     uint8_t *all = malloc((size_t)m->n_params + 1);
     if (!all) return -1;
-    memset(all, 1, (size_t)m->n_params + 1);
+    for (int i = 0; i < m->n_params; i++) all[i] = !(o->cfg.skip_frozen && m->frozen && m->frozen[i]);
     int rc = tr_optim_set_trainable(o, m, all);
     free(all);
     return rc;

@@ -30,6 +30,7 @@ typedef struct tr_optim_config {
     tr_optim_kind kind;   /* AdamW (default) or AdamW8bit */
     int block;            /* AdamW8bit: elements per quantisation block, 64..4096 (default 256) */
     size_t min_8bit;      /* AdamW8bit: smaller tensors keep fp32 moments (default 4096) */
+    int skip_frozen;      /* tr_optim_init: no state for parameters the model has frozen (default 0: all) */
 } tr_optim_config;
 
 /* Defaults: AdamW, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.1,
@@ -57,15 +58,18 @@ typedef struct tr_optim {
     long t;                 /* updates done */
 } tr_optim;
 
-/* Every parameter trainable; state zeroed.  0, or -1 (out of memory; the
+/* Every parameter trainable (with cfg->skip_frozen: every parameter the
+ * model does not have frozen); state zeroed.  0, or -1 (out of memory; the
  * optimizer is then empty and tr_optim_free is still safe). */
 int tr_optim_init(tr_optim *o, tr_model *m, const tr_optim_config *cfg);
 void tr_optim_free(tr_optim *o, tr_model *m);
 
 /* Makes exactly the parameters with trainable[i] != 0 trainable: state of
  * parameters that stay trainable is kept, newly trainable ones start from
- * zero moments, frozen ones lose their state (and its memory).  0 or -1
- * (out of memory; the old state is then kept). */
+ * zero moments, frozen ones lose their state (and its memory).  Before the
+ * first update the old state is given back before the new one is
+ * allocated (no transient peak).  0 or -1 (out of memory; the old state is
+ * then kept, except before the first update: then the optimizer is empty). */
 int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable);
 
 /* Bytes of optimizer state (what the allocator holds for it). */

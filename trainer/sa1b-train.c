@@ -656,6 +656,7 @@ static int run(const options *op, tr_backend *be)
     tr_optim_defaults(&oc, o.lr, o.steps);
     oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
     oc.block = o.optim_block;
+    oc.skip_frozen = 1; /* no state, not even for a moment, for a frozen encoder */
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip;
     tr_optim opt;
