@@ -362,6 +362,42 @@ static void test_freezing(void)
     end_run(&base);
 }
 
+/* The activation accounting of each memory feature against the fp32
+ * baseline on the test shape (B=2, M=3): gradient buffers are shared per
+ * block / layer / tail group, the decoder tail reuses the decoder slot with
+ * --checkpoint-decoder; ratios measured with margin, no timing. */
+static void test_memory_ratios(void)
+{
+    run base, r;
+    tr_model_opts o0 = {0};
+    if (do_run(&base, &o0, NULL, 0) < 0) {
+        tap_ok(0, "memory: baseline run");
+        return;
+    }
+    /* activation gradients: persistent + one union region, well below the activations */
+    tap_ok(base.m.n_dact_floats * 2 < base.m.n_act_floats,
+           "memory: activation gradients %.1f KiB < half the activations %.1f KiB (buffers reused)",
+           base.m.n_dact_floats * 4 / 1024.0, base.m.n_act_floats * 4 / 1024.0);
+    const struct { int every, dec, prec; double max; const char *what; } cases[] = {
+        {1, 0, TR_PREC_FP32, 0.92, "--checkpoint-every 1"},
+        {1, 1, TR_PREC_FP32, 0.70, "--checkpoint-every 1 --checkpoint-decoder"},
+        {0, 0, TR_PREC_BF16, 0.92, "--precision bf16"},
+        {1, 1, TR_PREC_BF16, 0.70, "every feature"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        tr_model_opts o = {.ckpt_every = cases[k].every, .ckpt_decoder = cases[k].dec, .precision = cases[k].prec};
+        if (do_run(&r, &o, NULL, 0) < 0) {
+            tap_ok(0, "memory: %s run", cases[k].what);
+            continue;
+        }
+        double ratio = (double)r.act_peak / base.act_peak;
+        tap_ok(ratio <= cases[k].max, "memory: %s: activation peak %.1f KiB = %.2f x fp32 baseline %.1f KiB "
+               "(<= %.2f)", cases[k].what, r.act_peak / 1024.0, ratio, base.act_peak / 1024.0, cases[k].max);
+        end_run(&r);
+    }
+    end_run(&base);
+}
+
 int main(void)
 {
     test_checkpointing(TR_PREC_FP32, "fp32");
@@ -369,5 +405,6 @@ int main(void)
     test_precision();
     test_accumulation();
     test_freezing();
+    test_memory_ratios();
     return tap_done();
 }
