@@ -257,10 +257,12 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size
 
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
 
-/* 1 when the decoder tail's activations share the decoder layers' slot. */
+/* 1 when the decoder tail's activations share the decoder layers' slot
+ * (the last layer is then recomputed or, with 16-bit storage, stashed). */
 static int tail_in_slot(const tr_model *m)
 {
-    return m->opt.ckpt_decoder && m->cfg.D > 0 && m->dec_slot[m->cfg.D - 1] >= 0;
+    return (m->opt.ckpt_decoder || m->opt.precision != TR_PREC_FP32) && m->cfg.D > 0 &&
+           m->dec_slot[m->cfg.D - 1] >= 0;
 }
 
 /* Gradients of the decoder tail (final attention, upscaling) in two
@@ -547,7 +549,7 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     }
     for (int l = 0; l < cfg->D; l++) {
         m->dec_stash[l] = TR_NO_STASH;
-        if (b16 && !m->opt.ckpt_decoder && l < cfg->D - 1) {
+        if (b16 && !m->opt.ckpt_decoder) { /* the last one too: the tail reuses the slot */
             m->dec_stash[l] = m->n_stash;
             m->n_stash += (m->dec_slot_n + 31) / 32 * 32;
         }
