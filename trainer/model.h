@@ -7,8 +7,14 @@
  * Memory (llm.c style): every parameter lives in one allocation pointed into
  * by tr_params; gradients live in a second allocation with the same layout
  * (a second tr_params).  Activations likewise: one allocation pointed into by
- * tr_acts, and a mirror tr_acts for their gradients.  Every tensor is listed
- * in a table of (name, pointer, size) so that memory is visible and countable.
+ * tr_acts, and a tr_acts for their gradients in a second one: gradients that
+ * flow between parts are persistent, those inside one encoder block, one
+ * decoder layer or the decoder tail share one union region (each group is
+ * zeroed before its backward; the region also holds the ConvTranspose
+ * workspace, free during the forward).  Tensors the backward does not read
+ * (attention probabilities' gradients, ...) have none.  Every activation is
+ * listed in a table of (name, pointer, size) so that memory is visible and
+ * countable.
  */
 #ifndef SA1B_TRAINER_MODEL_H
 #define SA1B_TRAINER_MODEL_H
