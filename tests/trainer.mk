@@ -63,3 +63,5 @@ BENCH_SH_DEPS += trainer/sa1b-train shard-tools/sa1b-synth shard-tools/sa1b-shar
 EXTRA_DIST += tests/bench/bench-memory.sh
 TESTS += tests/t1750-train-mem-a.sh
 EXTRA_DIST += tests/t1750-train-mem-a.sh
+TESTS += tests/t1790-train-learns.sh
+EXTRA_DIST += tests/t1790-train-learns.sh
