@@ -519,7 +519,6 @@ static void consume(struct job *j, slot *s)
 static void progress(struct job *j, uint64_t bytes_read)
 {
     if (!j->bar->enabled) return;
-    j->bar->bytes = j->input_size != 0;
     uint64_t done = j->t->bytes_in + bytes_read;
     double dt = cli_now() - j->t0;
     cli_progress_update(j->bar, j->input_size ? bytes_read : j->t->images, j->input_size,
@@ -580,6 +579,7 @@ static int run_input(job *j)
     struct stat st;
     j->input_size = strcmp(j->input, "-") != 0 && stat(j->input, &st) == 0 && S_ISREG(st.st_mode)
                         ? (uint64_t)st.st_size : 0;
+    j->bar->bytes = j->input_size != 0; /* known size: the bar counts bytes */
     r->cur = j; /* the ring is empty between inputs */
     int fatal = 0;
     while (!failed_now(r, j)) {
