@@ -553,6 +553,11 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
             double ux = rng_unit(&r), uy = rng_unit(&r);
             double px = (x + ux) * cell - 0.5, py = (y + uy) * cell - 0.5;
             if (flip) px = (double)wR * cell - 1.0 - px;
+            if (k == 0 && L->cfg.stored_point && isfinite(mv.point[0]) && isfinite(mv.point[1])) {
+                px = mv.point[0];
+                py = mv.point[1];
+                if (flip) px = (double)wR * cell - 1.0 - px;
+            }
             o->points[2 * pk] = (float)px;
             o->points[2 * pk + 1] = (float)py;
             o->labels[pk] = positive ? 1 : 0;

@@ -141,6 +141,11 @@ typedef struct sa1b_loader_config {
     int normalize;            /* 0: u8 NHWC; 1: normalised f32 NCHW */
     int verify;               /* 1: check each sample's CRC32C before use */
     int drop_last;            /* 1: skip the short last global batch of each epoch */
+    int stored_point;         /* 1: point 0 of a mask is its stored SA-1B point
+                                 (point_coords[0] in S x S pixels, mirrored with
+                                 the flip) when the shard has one; the random
+                                 draws are made as usual, so every other point
+                                 and the stream stay the same */
     const sa1b_allocator *allocator; /* NULL: malloc/free */
 } sa1b_loader_config;
 

@@ -280,6 +280,58 @@ static void test_mirror_and_norm(void)
     sa1b_loader_close(Ln);
 }
 
+/* stored_point: point 0 of a mask with a stored point is that point
+ * (mirrored with a flip); everything else is the stream without it */
+static void test_stored_point(double flip)
+{
+    const char *pv[1] = {path_raw};
+    sa1b_loader_config c0 = base(pv, 4), c1 = c0;
+    c0.flip_prob = c1.flip_prob = flip;
+    c1.stored_point = 1;
+    sa1b_loader *L0, *L1;
+    sa1b_error e;
+    if (sa1b_loader_open(&L0, &c0, &e) || sa1b_loader_open(&L1, &c1, &e)) {
+        tap_ok(0, "open: %s", e.msg);
+        return;
+    }
+    int stored = 0, bad = 0, same_bad = 0;
+    sa1b_batch *a, *b;
+    while (sa1b_loader_next(L0, &a, &e) == SA1B_OK && sa1b_loader_next(L1, &b, &e) == SA1B_OK) {
+        for (uint32_t r = 0; r < a->count; r++) {
+            uint64_t g = (uint64_t)(a->image_ids[r] - 1000);
+            uint32_t ow, oh;
+            tl_orig(g, &ow, &oh);
+            uint32_t mx = ow > oh ? ow : oh, wR = tl_fit(ow, mx, R_);
+            for (uint32_t m = 0; m < a->M; m++) {
+                size_t bm = (size_t)r * a->M + m;
+                if (!a->valid[bm]) continue;
+                int64_t id = a->mask_ids[bm];
+                uint32_t j = (uint32_t)(id % 100);
+                for (uint32_t k = 0; k < a->K; k++) {
+                    size_t pk = bm * a->K + k;
+                    if (a->labels[pk] != b->labels[pk]) bad++;
+                    if (k == 0 && j % 2 == 0 && a->labels[pk] == 1) {
+                        double x = (double)j + 0.25, y = (double)((id / 100) % 7) + 0.5;
+                        if (b->flipped[r]) x = (double)wR * S_ / R_ - 1.0 - x;
+                        stored++;
+                        if (fabs(b->points[2 * pk] - x) > 1e-4 || fabs(b->points[2 * pk + 1] - y) > 1e-4) bad++;
+                    } else if (a->points[2 * pk] != b->points[2 * pk] ||
+                               a->points[2 * pk + 1] != b->points[2 * pk + 1]) {
+                        same_bad++;
+                    }
+                }
+            }
+        }
+        sa1b_loader_release(L0, a);
+        sa1b_loader_release(L1, b);
+    }
+    tap_ok(stored > 0 && bad == 0, "stored_point (flip %g): point 0 is the stored point (%d masks, %d wrong)",
+           flip, stored, bad);
+    tap_is_int(same_bad, 0, "stored_point (flip %g): every other point is the random stream's", flip);
+    sa1b_loader_close(L0);
+    sa1b_loader_close(L1);
+}
+
 /* ---- a counting allocator -------------------------------------------------- */
 
 typedef struct counter {
@@ -476,6 +528,8 @@ int main(void)
         tap_skip(46, "cannot write a JPEG shard");
     }
     test_mirror_and_norm();
+    test_stored_point(0.0);
+    test_stored_point(1.0);
     test_memory();
     test_held();
     test_damaged();

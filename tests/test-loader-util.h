@@ -13,6 +13,7 @@
 #ifndef TEST_LOADER_UTIL_H
 #define TEST_LOADER_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +98,10 @@ static inline int tl_write_shard(const char *path, uint32_t S, uint32_t R, uint6
             memset(&mi[j], 0, sizeof mi[j]);
             mi[j].id = id * 100 + j;
             mi[j].area = (float)((x1 - x0) * (y1 - y0));
-            mi[j].point[0] = mi[j].point[1] = 0.0f;
+            /* a stored SA-1B point on even masks (any place: the loader
+             * copies it), none on odd ones */
+            mi[j].point[0] = j % 2 ? NAN : (float)j + 0.25f;
+            mi[j].point[1] = j % 2 ? NAN : (float)(id % 7) + 0.5f;
             mi[j].bits = b;
         }
         sa1b_shard_sample_in s;

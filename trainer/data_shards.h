@@ -20,6 +20,7 @@ typedef struct tr_shard_options {
     uint64_t seed;
     uint64_t max_epochs;  /* 0 = forever */
     double flip_prob;
+    int stored_point;     /* 1: point 0 is the shard's SA-1B point when present (evaluation) */
     int threads;          /* loader workers; 0 = automatic */
     tr_mem *mem;          /* batch buffers are counted here (category data); may be NULL */
 } tr_shard_options;

@@ -341,7 +341,7 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
     if (glob) {
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
-                               .threads = o->loader_threads, .mem = mem};
+                               .stored_point = o->eval_only != NULL, .threads = o->loader_threads, .mem = mem};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
         return;
     }
@@ -605,7 +605,7 @@ static int run(const options *op, tr_backend *be)
     options o = *op;
     char err[512];
     tr_config cfg = o.cfg;
-    if (o.eval_only) o.points = 1; /* one positive point per mask (the loader's point 0) */
+    if (o.eval_only) o.points = 1; /* one positive point per mask: the SA-1B point when the shard has it */
     if (o.eval_only && tr_ckpt_read_config(o.eval_only, &cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_model m;
     int prec = precision_of(o.precision);
