@@ -74,6 +74,8 @@ typedef struct tr_ops {
     void (*add)(tr_backend *be, float *out, const float *a, const float *b, size_t n);
     void (*accumulate)(tr_backend *be, float *dst, const float *src, size_t n);
     void (*zero)(tr_backend *be, float *dst, size_t n);
+    /* out[N, n] = a[N, n] + b[n] (b added to every row of n floats). */
+    void (*add_bcast)(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n);
 
     /* Multi-head softmax attention without projections:
      * out_j = softmax(q_j k_j^T / sqrt(dh)) v_j per head j; att [N, heads, Tq, Tk]

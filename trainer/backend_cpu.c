@@ -464,6 +464,21 @@ static void cpu_add(tr_backend *be, float *out, const float *a, const float *b, 
     par(be, n, 1, add_w, &p);
     rnd(be, out, n);
 }
+static void add_bcast_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx; /* o=out a=a b=row, n = row length */
+    for (size_t r = b; r < e; r++) {
+        float *o = p->o + r * p->n;
+        const float *x = p->a + r * p->n;
+        for (size_t j = 0; j < p->n; j++) o[j] = x[j] + p->b[j];
+    }
+}
+static void cpu_add_bcast(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n)
+{
+    pc p = {.o = out, .a = a, .b = b, .n = n};
+    par(be, N, n, add_bcast_w, &p);
+    rnd(be, out, N * n);
+}
 static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
 {
     pc p = {.o = dst, .a = src};
@@ -1054,6 +1069,7 @@ static const tr_ops cpu_ops = {
     .add = cpu_add,
     .accumulate = cpu_accumulate,
     .zero = cpu_zero,
+    .add_bcast = cpu_add_bcast,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .convt2x2_forward = cpu_convt2x2_forward,

@@ -53,6 +53,10 @@ static void m_add(tr_backend *be, float *out, const float *a, const float *b, si
 }
 static void m_accumulate(tr_backend *be, float *dst, const float *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
 static void m_zero(tr_backend *be, float *dst, size_t n) { (void)be, (void)dst, (void)n; }
+static void m_add_bcast(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n)
+{
+    (void)be, (void)out, (void)a, (void)b, (void)N, (void)n;
+}
 static void m_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
                                 const float *v, const tr_attn_dims *d)
 {
@@ -190,6 +194,7 @@ static const tr_ops meta_ops = {
     .add = m_add,
     .accumulate = m_accumulate,
     .zero = m_zero,
+    .add_bcast = m_add_bcast,
     .attention_forward = m_attention_forward,
     .attention_backward = m_attention_backward,
     .convt2x2_forward = m_convt_forward,

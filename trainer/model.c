@@ -187,32 +187,30 @@ typedef struct awalker {
     int n, cap;
     int uni;                 /* 1: in_d gradients go to the union region */
     size_t ubase, uoff, umax; /* union region: start in dact_mem, group offset, size */
-    size_t fit_cur, fit_end;  /* act_mem floats [fit_cur, fit_end) free for reuse (0: none) */
+    size_t pa, pd;           /* decoder tensors: pairs laid out in act_mem / dact_mem */
+    int nview;               /* decoder tensors that move with the chunk so far */
 } awalker;
 
-/* Registers an activation: its forward tensor in act_mem when in_a, its
- * gradient in dact_mem when in_d (fields of m->a / m->da alike). */
-static void areg2(awalker *w, float **field, const char *name, size_t count, int in_a, int in_d)
+/* Registers an activation: its forward tensor of count_a floats in act_mem
+ * when in_a, its gradient of count_d floats in dact_mem when in_d (fields
+ * of m->a / m->da alike). */
+static void areg3(awalker *w, float **field, const char *name, size_t count_a, size_t count_d, int in_a,
+                  int in_d)
 {
     tr_model *m = w->m;
-    size_t r = (count + 15) / 16 * 16;
     if (in_a) {
         if (w->n < w->cap) {
             tr_act_info *ai = &m->ainfo[w->n];
             snprintf(ai->name, sizeof ai->name, "%s", name);
             ai->ptr = field;
-            ai->count = count;
+            ai->count = count_a;
         }
-        if (w->fit_end && w->fit_cur + r <= w->fit_end) { /* first fit into a free region */
-            if (m->act_mem) *field = m->act_mem + w->fit_cur;
-            w->fit_cur += r;
-        } else {
-            if (m->act_mem) *field = m->act_mem + w->off;
-            w->off += r;
-        }
+        if (m->act_mem) *field = m->act_mem + w->off;
+        w->off += (count_a + 15) / 16 * 16;
         w->n++;
     }
     if (in_d) {
+        size_t r = (count_d + 15) / 16 * 16;
         float **df = (float **)((char *)&m->da + ((char *)field - (char *)&m->a));
         if (w->uni) { /* a shared gradient group: laid out in the union region */
             if (m->dact_mem) *df = m->dact_mem + w->ubase + w->uoff;
@@ -223,6 +221,37 @@ static void areg2(awalker *w, float **field, const char *name, size_t count, int
             w->doff += r;
         }
     }
+}
+
+static void areg2(awalker *w, float **field, const char *name, size_t count, int in_a, int in_d)
+{
+    areg3(w, field, name, count, count, in_a, in_d);
+}
+
+/* Records that the field (of m->a, or of m->da when grad) holds every pair,
+ * per floats each: tr_model.dview. */
+static void dview_add(awalker *w, float **field, int grad, size_t per)
+{
+    tr_model *m = w->m;
+    if (m->dview && w->nview < m->n_dview) {
+        tr_dview *v = &m->dview[w->nview];
+        v->off = (size_t)((char *)field - (char *)&m->a);
+        v->grad = grad;
+        v->base = *(float **)((char *)(grad ? &m->da : &m->a) + v->off);
+        v->per = per;
+    }
+    w->nview++;
+}
+
+/* Registers a decoder tensor of per floats per pair: w->pa pairs in
+ * act_mem, w->pd pairs in dact_mem. */
+static void dreg(awalker *w, float **field, const char *name, size_t per, int in_a, int in_d)
+{
+    tr_model *m = w->m;
+    size_t NP = (size_t)m->B * (size_t)m->M;
+    areg3(w, field, name, per * w->pa, per * w->pd, in_a, in_d);
+    if (m->n_chunks > 1 && in_a && w->pa == NP) dview_add(w, field, 0, per);
+    if (m->n_chunks > 1 && in_d && w->pd == NP) dview_add(w, field, 1, per);
 }
 
 /* Starts (on 1) or ends (0) a group of gradients that is live only while
@@ -237,43 +266,36 @@ static void ugroup(awalker *w, int on)
 
 static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
 
-static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t N, size_t Tq, size_t Tk, size_t C,
-                      size_t Ci, size_t heads, int in_a, int in_d, int out_a)
+/* The tensors of one decoder attention block, per pair. */
+static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, size_t Tk, size_t C, size_t Ci,
+                      size_t heads, int in_a, int in_d, int out_a)
 {
     char nm[48];
     snprintf(nm, sizeof nm, "%s.q", name);
-    areg2(w, &a->q, nm, N * Tq * Ci, in_a, in_d);
+    dreg(w, &a->q, nm, Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.k", name);
-    areg2(w, &a->k, nm, N * Tk * Ci, in_a, in_d);
+    dreg(w, &a->k, nm, Tk * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.v", name);
-    areg2(w, &a->v, nm, N * Tk * Ci, in_a, in_d);
+    dreg(w, &a->v, nm, Tk * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.att", name);
-    areg2(w, &a->att, nm, N * heads * Tq * Tk, in_a, 0); /* no gradient tensor */
+    dreg(w, &a->att, nm, heads * Tq * Tk, in_a, 0); /* no gradient tensor */
     snprintf(nm, sizeof nm, "%s.ao", name);
-    areg2(w, &a->ao, nm, N * Tq * Ci, in_a, in_d);
+    dreg(w, &a->ao, nm, Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.out", name);
-    areg2(w, &a->out, nm, N * Tq * C, in_a && out_a, in_d);
+    dreg(w, &a->out, nm, Tq * C, in_a && out_a, in_d);
 }
 
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
-
-/* 1 when the decoder tail's activations share the decoder layers' slot
- * (the last layer is then recomputed or, with 16-bit storage, stashed). */
-static int tail_in_slot(const tr_model *m)
-{
-    return (m->opt.ckpt_decoder || m->opt.precision != TR_PREC_FP32) && m->cfg.D > 0 &&
-           m->dec_slot[m->cfg.D - 1] >= 0;
-}
 
 /* Gradients of the decoder tail (final attention, upscaling) in two
  * buffers X, Y used alternately: U X, up2 Y, upgelu X, upln Y, up1 X, then
  * the final attention's q, k, v, ao, out in X and fin_kin, fin_qin in Y.
  * Sets the pointers in da when da is not NULL (X, Y in da->pp_u); their
- * sizes in floats into *nx, *ny. */
+ * sizes in floats (for one chunk of pairs) into *nx, *ny. */
 static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
 {
     const tr_config *c = &m->cfg;
-    size_t G = (size_t)(c->S / c->P), GG = G * G, C = (size_t)c->C, NP = (size_t)m->B * (size_t)m->M;
+    size_t G = (size_t)(c->S / c->P), GG = G * G, C = (size_t)c->C, NP = (size_t)m->dec_chunk;
     size_t T = (size_t)m->K + 2, up = r16(NP * 16 * GG * (C / 8)), o = 0;
     float *X = da ? da->pp_u[0] : NULL, *Y = da ? da->pp_u[1] : NULL;
     if (da) {
@@ -338,77 +360,84 @@ static void walk_acts(awalker *w)
     areg(w, &a->emb_m, "enc.emb_m", BT);
     areg(w, &a->emb_r, "enc.emb_r", BT);
     areg2(w, &a->dense_pe, "prompt.dense_pe", GG * C, 1, 0);
-    areg2(w, &a->kpe_full, "prompt.kpe_full", NP * GG * C, 1, 0);
-    areg(w, &a->T0, "dec.T0", NP * T * C);
-    areg(w, &a->Kimg, "dec.Kimg", NP * GG * C);
-    for (int l = 0; l < D; l++) m->dec_slot[l] = (m->opt.ckpt_decoder || b16) ? 0 : -1;
+    /* the decoder, per chunk of nc pairs; LayerNorm statistics first (fp32,
+     * for every pair unless recomputed) */
+    size_t nc = (size_t)m->dec_chunk;
+    m->dec_full = !m->opt.ckpt_decoder && !b16;
+    w->pa = m->opt.ckpt_decoder ? nc : NP, w->pd = nc;
     for (int l = 0; l < D; l++) {
         tr_dec_layer_a *L_ = &a->lay[l];
-        int own = m->dec_slot[l] < 0 || l == 0, dsh = l == 0;
-#define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), areg2(w, &L_->f, nm, n, 1, 0))
-#define AR(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), areg2(w, &L_->f, nm, n, own, dsh))
-        AS(n1_m, NP * T); AS(n1_r, NP * T); AS(n2_m, NP * T); AS(n2_r, NP * T);
-        AS(n3_m, NP * T); AS(n3_r, NP * T); AS(n4_m, NP * GG); AS(n4_r, NP * GG);
-        if (m->dec_slot[l] >= 0 && own) m->dec_slot_off = w->off;
-        if (dsh) ugroup(w, 1), m->dlay_off = w->ubase;
-        AR(sa_qin, NP * T * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
-        areg_attn(w, &L_->sa, nm, NP, T, T, C, C, h, own, dsh, 1);
-        AR(t1pre, NP * T * C); AR(t1, NP * T * C);
-        AR(t2i_qin, NP * T * C); AR(kpe, NP * GG * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
-        areg_attn(w, &L_->t2i, nm, NP, T, GG, C, C / 2, h, own, dsh, 1);
-        AR(t2pre, NP * T * C); AR(t2, NP * T * C);
-        AR(fc1, NP * T * 8 * C); AR(relu, NP * T * 8 * C);
-        AR(t3pre, NP * T * C);
-        AR(i2t_kin, NP * T * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
-        areg_attn(w, &L_->i2t, nm, NP, GG, T, C, C / 2, h, own, dsh, 0); /* out: in k4pre */
-        AR(k4pre, NP * GG * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.t3", l);
-        areg2(w, &L_->t3, nm, NP * T * C, own, 0);
-        snprintf(nm, sizeof nm, "dec.layers.%d.kout", l);
-        areg2(w, &L_->kout, nm, NP * GG * C, own, 0);
-        if (m->dec_slot[l] >= 0 && own) m->dec_slot_n = w->off - m->dec_slot_off;
-        if (dsh) m->dlay_n = w->uoff, ugroup(w, 0);
+#define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, 1, 0))
+        AS(n1_m, T); AS(n1_r, T); AS(n2_m, T); AS(n2_r, T);
+        AS(n3_m, T); AS(n3_r, T); AS(n4_m, GG); AS(n4_r, GG);
 #undef AS
+    }
+    dreg(w, &a->fin_m, "dec.fin_m", T, 1, 0);
+    dreg(w, &a->fin_r, "dec.fin_r", T, 1, 0);
+    dreg(w, &a->upln_m, "dec.upln_m", 4 * GG, 1, 0);
+    dreg(w, &a->upln_r, "dec.upln_r", 4 * GG, 1, 0);
+    /* the chunk region (every pair when dec_full); gradients for one chunk:
+     * persistent ones [ddec_off, +ddec_n) zeroed per chunk, each layer's in
+     * the union region */
+    w->pa = m->dec_full ? NP : nc;
+    m->dchunk_off = w->off;
+    m->ddec_off = w->doff;
+    dreg(w, &a->T0, "dec.T0", T * C, 1, 1);
+    dreg(w, &a->Kimg, "dec.Kimg", GG * C, 1, 1);
+    for (int l = 0; l < D; l++) {
+        tr_dec_layer_a *L_ = &a->lay[l];
+        int dsh = l == 0; /* every layer's gradients: one group */
+#define AR(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, 1, dsh))
+        if (dsh) ugroup(w, 1), m->dlay_off = w->ubase;
+        AR(sa_qin, T * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
+        areg_attn(w, &L_->sa, nm, T, T, C, C, h, 1, dsh, 1);
+        AR(t1pre, T * C); AR(t1, T * C);
+        AR(t2i_qin, T * C); AR(kpe, GG * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
+        areg_attn(w, &L_->t2i, nm, T, GG, C, C / 2, h, 1, dsh, 1);
+        AR(t2pre, T * C); AR(t2, T * C);
+        AR(fc1, T * 8 * C); AR(relu, T * 8 * C);
+        AR(t3pre, T * C);
+        AR(i2t_kin, T * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
+        areg_attn(w, &L_->i2t, nm, GG, T, C, C / 2, h, 1, dsh, 0); /* out: in k4pre */
+        AR(k4pre, GG * C);
+        snprintf(nm, sizeof nm, "dec.layers.%d.t3", l);
+        dreg(w, &L_->t3, nm, T * C, 1, 0);
+        snprintf(nm, sizeof nm, "dec.layers.%d.kout", l);
+        dreg(w, &L_->kout, nm, GG * C, 1, 0);
+        if (dsh) m->dlay_n = w->uoff, ugroup(w, 0);
 #undef AR
     }
-    for (int l = 1; l < D; l++) {
-        int need = m->dec_slot[l - 1] >= 0;
-        snprintf(nm, sizeof nm, "dec.layers.%d.input_t", l);
-        areg2(w, &a->dec_tin[l], nm, NP * T * C, need, 0);
-        snprintf(nm, sizeof nm, "dec.layers.%d.input_k", l);
-        areg2(w, &a->dec_kin[l], nm, NP * GG * C, need, 0);
-    }
+    dreg(w, &a->fin_qin, "dec.fin_qin", T * C, 1, 0);
+    dreg(w, &a->fin_kin, "dec.fin_kin", GG * C, 1, 0);
+    areg_attn(w, &a->fin, "dec.final_t2i", T, GG, C, C / 2, h, 1, 0, 1);
+    dreg(w, &a->tfpre, "dec.tfpre", T * C, 1, 1);
+    dreg(w, &a->tf, "dec.tf", T * C, 1, 1);
+    dreg(w, &a->up1, "dec.up1", 4 * GG * (C / 4), 1, 0);
+    dreg(w, &a->upln, "dec.upln", 4 * GG * (C / 4), 1, 0);
+    dreg(w, &a->upgelu, "dec.upgelu", 4 * GG * (C / 4), 1, 0);
+    dreg(w, &a->up2, "dec.up2", RR * (C / 8), 1, 0);
+    dreg(w, &a->U, "dec.U", RR * (C / 8), 1, 0);
+    dreg(w, &a->tmask, "dec.tmask", C, 1, 1);
+    dreg(w, &a->h0, "dec.hyper.h0", C, 1, 1);
+    dreg(w, &a->h0r, "dec.hyper.h0r", C, 1, 1);
+    dreg(w, &a->h1, "dec.hyper.h1", C, 1, 1);
+    dreg(w, &a->h1r, "dec.hyper.h1r", C, 1, 1);
+    dreg(w, &a->hyp, "dec.hyper.out", C / 8, 1, 1);
+    dreg(w, &a->tiou, "dec.tiou", C, 1, 1);
+    dreg(w, &a->i0, "dec.iou_head.i0", C, 1, 1);
+    dreg(w, &a->i0r, "dec.iou_head.i0r", C, 1, 1);
+    dreg(w, &a->i1, "dec.iou_head.i1", C, 1, 1);
+    dreg(w, &a->i1r, "dec.iou_head.i1r", C, 1, 1);
+    m->dchunk_n = w->off - m->dchunk_off;
     for (int k = 0; k < 2; k++) {
-        areg2(w, &a->pp_t[k], "dec.grad_t", NP * T * C, 0, 1);
-        areg2(w, &a->pp_k[k], "dec.grad_k", NP * GG * C, 0, 1);
+        areg2(w, &a->pp_t[k], "dec.grad_t", nc * T * C, 0, 1);
+        areg2(w, &a->pp_k[k], "dec.grad_k", nc * GG * C, 0, 1);
     }
-    /* the tail's large gradients live in two alternating buffers (tail_grads);
-     * with decoder checkpointing its large activations reuse the decoder
-     * layers' slot (the last layer is recomputed in the backward) from
-     * saved copies of its inputs */
-    if (tail_in_slot(m)) {
-        areg2(w, &a->tail_tin, "dec.tail_input_t", NP * T * C, 1, 0);
-        areg2(w, &a->tail_kin, "dec.tail_input_k", NP * GG * C, 1, 0);
-        w->fit_cur = m->dec_slot_off, w->fit_end = m->dec_slot_off + m->dec_slot_n;
-    }
-    areg2(w, &a->fin_qin, "dec.fin_qin", NP * T * C, 1, 0);
-    areg2(w, &a->fin_kin, "dec.fin_kin", NP * GG * C, 1, 0);
-    areg_attn(w, &a->fin, "dec.final_t2i", NP, T, GG, C, C / 2, h, 1, 0, 1);
-    areg(w, &a->tfpre, "dec.tfpre", NP * T * C);
-    areg(w, &a->tf, "dec.tf", NP * T * C);
-    areg2(w, &a->fin_m, "dec.fin_m", NP * T, 1, 0);
-    areg2(w, &a->fin_r, "dec.fin_r", NP * T, 1, 0);
-    areg2(w, &a->up1, "dec.up1", NP * 4 * GG * (C / 4), 1, 0);
-    areg2(w, &a->upln, "dec.upln", NP * 4 * GG * (C / 4), 1, 0);
-    areg2(w, &a->upln_m, "dec.upln_m", NP * 4 * GG, 1, 0);
-    areg2(w, &a->upln_r, "dec.upln_r", NP * 4 * GG, 1, 0);
-    areg2(w, &a->upgelu, "dec.upgelu", NP * 4 * GG * (C / 4), 1, 0);
-    areg2(w, &a->up2, "dec.up2", NP * RR * (C / 8), 1, 0);
-    areg2(w, &a->U, "dec.U", NP * RR * (C / 8), 1, 0);
-    w->fit_cur = w->fit_end = 0;
+    m->ddec_n = w->doff - m->ddec_off;
+    /* the tail's large gradients live in two alternating buffers (tail_grads) */
     {
         size_t nx, ny;
         tail_grads(m, NULL, &nx, &ny);
@@ -416,29 +445,19 @@ static void walk_acts(awalker *w)
         areg2(w, &a->pp_u[0], "dec.grad_tail0", nx, 0, 1);
         areg2(w, &a->pp_u[1], "dec.grad_tail1", ny, 0, 1);
         /* the ConvTranspose workspace of forward and backward: the union
-         * region holds no gradient during the forward */
-        areg2(w, &a->pp_u[2], "dec.up_scratch", 2 * NP * GG * C, 0, 1);
+         * region holds no gradient during a forward */
+        areg2(w, &a->pp_u[2], "dec.up_scratch", 2 * nc * GG * C, 0, 1);
         ugroup(w, 0);
     }
-    areg(w, &a->tmask, "dec.tmask", NP * C);
-    areg(w, &a->h0, "dec.hyper.h0", NP * C);
-    areg(w, &a->h0r, "dec.hyper.h0r", NP * C);
-    areg(w, &a->h1, "dec.hyper.h1", NP * C);
-    areg(w, &a->h1r, "dec.hyper.h1r", NP * C);
-    areg(w, &a->hyp, "dec.hyper.out", NP * (C / 8));
-    areg(w, &a->tiou, "dec.tiou", NP * C);
-    areg(w, &a->i0, "dec.iou_head.i0", NP * C);
-    areg(w, &a->i0r, "dec.iou_head.i0r", NP * C);
-    areg(w, &a->i1, "dec.iou_head.i1", NP * C);
-    areg(w, &a->i1r, "dec.iou_head.i1r", NP * C);
-    areg(w, &a->iou, "dec.iou", NP);
-    areg(w, &a->logits, "dec.logits", NP * RR);
-    areg2(w, &a->zeros, "zeros", C, 1, 0);
+    /* the outputs: every pair (the loss) */
+    w->pa = w->pd = NP;
+    dreg(w, &a->iou, "dec.iou", 1, 1, 1);
+    dreg(w, &a->logits, "dec.logits", RR, 1, 1);
 }
 
-/* After the assigning walk: slotted blocks and layers share their slot's
- * tensors (keeping their own statistics), every block / layer shares one
- * gradient set, and output gradients alternate between two buffers. */
+/* After the assigning walk: slotted blocks share their slot's tensors
+ * (keeping their own statistics), every block / layer shares one gradient
+ * set, and output gradients alternate between two buffers. */
 static void alias_acts(tr_model *m)
 {
     tr_acts *a = &m->a, *da = &m->da;
@@ -456,13 +475,6 @@ static void alias_acts(tr_model *m)
         da->blk[i].xout = da->pp_x[i % 2];
     }
     for (int l = 0; l < D; l++) {
-        if (m->dec_slot[l] >= 0 && l != 0) {
-            tr_dec_layer_a st = a->lay[l];
-            a->lay[l] = a->lay[0];
-            a->lay[l].n1_m = st.n1_m, a->lay[l].n1_r = st.n1_r, a->lay[l].n2_m = st.n2_m;
-            a->lay[l].n2_r = st.n2_r, a->lay[l].n3_m = st.n3_m, a->lay[l].n3_r = st.n3_r;
-            a->lay[l].n4_m = st.n4_m, a->lay[l].n4_r = st.n4_r;
-        }
         if (l) da->lay[l] = da->lay[0];
         da->lay[l].t3 = da->pp_t[l % 2];
         da->lay[l].kout = da->pp_k[l % 2];
@@ -495,6 +507,9 @@ static void free_layout(tr_model *m)
     m->stash_mem = NULL;
     free(m->ainfo);
     m->ainfo = NULL;
+    free(m->dview);
+    m->dview = NULL;
+    m->n_dview = 0;
 }
 
 /* (Re)allocates gradients, compute weights and activations for the current
@@ -528,10 +543,15 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
 
     memset(&m->a, 0, sizeof m->a);
     memset(&m->da, 0, sizeof m->da);
+    size_t NP = (size_t)m->B * (size_t)m->M;
+    m->dec_chunk = (int)((NP + 3) / 4 < TR_DEC_CHUNK ? (NP + 3) / 4 : TR_DEC_CHUNK);
+    m->n_chunks = (int)((NP + (size_t)m->dec_chunk - 1) / (size_t)m->dec_chunk);
     awalker aw = {.m = m};
     walk_acts(&aw); /* count */
     m->ainfo = calloc((size_t)aw.n + 1, sizeof *m->ainfo);
-    if (!m->ainfo) {
+    m->dview = calloc((size_t)aw.nview + 1, sizeof *m->dview);
+    m->n_dview = aw.nview;
+    if (!m->ainfo || !m->dview) {
         free_layout(m);
         return snprintf(err, err_len, "out of memory"), -1;
     }
@@ -547,12 +567,10 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
             m->n_stash += (m->enc_slot_n + 31) / 32 * 32;
         }
     }
-    for (int l = 0; l < cfg->D; l++) {
-        m->dec_stash[l] = TR_NO_STASH;
-        if (b16 && !m->opt.ckpt_decoder) { /* the last one too: the tail reuses the slot */
-            m->dec_stash[l] = m->n_stash;
-            m->n_stash += (m->dec_slot_n + 31) / 32 * 32;
-        }
+    m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
+    if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward) */
+        m->dec_stash_per = (m->dchunk_n + 31) / 32 * 32;
+        m->n_stash += (size_t)(m->n_chunks - 1) * m->dec_stash_per;
     }
     m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
     m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
@@ -819,16 +837,6 @@ static const float *enc_input(const tr_model *m, int i)
     return i == 0 ? m->a.x0 : m->a.enc_in[i] ? m->a.enc_in[i] : m->a.blk[i - 1].xout;
 }
 
-static const float *dec_input_t(const tr_model *m, int l)
-{
-    return l == 0 ? m->a.T0 : m->a.dec_tin[l] ? m->a.dec_tin[l] : m->a.lay[l - 1].t3;
-}
-
-static const float *dec_input_k(const tr_model *m, int l)
-{
-    return l == 0 ? m->a.Kimg : m->a.dec_kin[l] ? m->a.dec_kin[l] : m->a.lay[l - 1].kout;
-}
-
 /* Encoder block i (pre-norm attention + MLP) on input x. */
 static void enc_block_forward(tr_model *m, int i, const float *x)
 {
@@ -853,14 +861,15 @@ static void enc_block_forward(tr_model *m, int i, const float *x)
     o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
 }
 
-/* Decoder layer l of the two-way transformer on tokens Tc, keys Kc. */
-static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *Kc)
+/* Decoder layer l of the two-way transformer on tokens Tc, keys Kc of NP
+ * pairs (one chunk). */
+static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *Kc, int NP)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
     const tr_config *c = &m->cfg;
     tr_acts *a = &m->a;
-    int GG = (c->S / c->P) * (c->S / c->P), C = c->C, NP = m->B * m->M, T = m->K + 2;
+    int GG = (c->S / c->P) * (c->S / c->P), C = c->C, T = m->K + 2;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     tr_dec_layer_a *L = &a->lay[l];
     const tr_dec_layer_p *pl = &m->p.lay[l];
@@ -876,7 +885,7 @@ static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *
     }
     o->layernorm_forward(be, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
     o->add(be, L->t2i_qin, L->t1, a->T0, nT);
-    o->add(be, L->kpe, Kc, a->kpe_full, nK);
+    o->add_bcast(be, L->kpe, Kc, a->dense_pe, (size_t)NP, (size_t)GG * C);
     ablock_forward(be, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
     o->add(be, L->t2pre, L->t1, L->t2i.out, nT);
     o->layernorm_forward(be, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
@@ -922,14 +931,121 @@ static void enc_restore(tr_model *m, int i)
     }
 }
 
-static void dec_restore(tr_model *m, int l)
+/* Points the decoder tensors that hold every pair at chunk c's rows. */
+static void dec_view(tr_model *m, int c)
 {
-    if (m->dec_slot[l] < 0 || m->dec_res == l) return;
-    if (m->opt.ckpt_decoder)
-        dec_layer_forward(m, l, dec_input_t(m, l), dec_input_k(m, l));
-    else if (m->dec_stash[l] != TR_NO_STASH)
-        stash_unpack(m, m->dec_stash[l], m->dec_slot_off, m->dec_slot_n);
-    m->dec_res = l;
+    size_t p0 = (size_t)c * (size_t)m->dec_chunk;
+    for (int i = 0; i < m->n_dview; i++) {
+        const tr_dview *v = &m->dview[i];
+        *(float **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + p0 * v->per;
+    }
+    for (int l = 0; l < m->cfg.D; l++) m->a.lay[l].i2t.out = m->a.lay[l].k4pre; /* in place */
+}
+
+/* Pairs [p0, p0 + n) of chunk c. */
+static int chunk_pairs(const tr_model *m, int c, size_t *p0)
+{
+    size_t NP = (size_t)m->B * (size_t)m->M, nc = (size_t)m->dec_chunk;
+    *p0 = (size_t)c * nc;
+    return (int)(NP - *p0 < nc ? NP - *p0 : nc);
+}
+
+/* The image keys of the chunk's pairs: Kimg = emb of the pair's image + no_mask. */
+static void keys_chunk_forward(tr_model *m, size_t p0, int n)
+{
+    tr_backend *be = m->be;
+    const tr_config *c = &m->cfg;
+    size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
+    for (size_t q = p0; q < p0 + (size_t)n;) {
+        size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
+        be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, m->a.emb + img * GG * C, m->p.no_mask, 1,
+                              (int)(e - q), (int)GG, (int)C);
+        q = e;
+    }
+}
+
+static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
+{
+    tr_backend *be = m->be;
+    const tr_config *c = &m->cfg;
+    size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
+    for (size_t q = p0; q < p0 + (size_t)n;) {
+        size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
+        be->ops->keys_backward(be, to_emb ? m->da.emb + img * GG * C : NULL, m->g.no_mask,
+                               m->da.Kimg + (q - p0) * GG * C, 1, (int)(e - q), (int)GG, (int)C);
+        q = e;
+    }
+}
+
+/* The decoder forward of chunk c: prompt tokens, image keys, the two-way
+ * transformer, the tail (final attention, upscaling), the heads; writes the
+ * chunk's rows of out.logits and out.iou.  Leaves the view on chunk c. */
+static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->p;
+    tr_acts *a = &m->a;
+    int S = c->S, G = S / c->P, GG = G * G, C = c->C, K = m->K, T = K + 2, R = 4 * G, RR = R * R;
+    size_t p0;
+    int NP = chunk_pairs(m, ci, &p0);
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+    dec_view(m, ci);
+    o->prompt_tokens_forward(be, a->T0, b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
+                             m->pe_gaussian, p->label_emb, p->not_a_point, p->iou_token, p->mask_token, NP, K, C,
+                             S);
+    keys_chunk_forward(m, p0, NP);
+
+    /* two-way transformer */
+    const float *Tc = a->T0, *Kc = a->Kimg;
+    for (int l = 0; l < c->D; l++) {
+        dec_layer_forward(m, l, Tc, Kc, NP);
+        Tc = a->lay[l].t3, Kc = a->lay[l].kout;
+    }
+    o->add(be, a->fin_qin, Tc, a->T0, nT);
+    o->add_bcast(be, a->fin_kin, Kc, a->dense_pe, (size_t)NP, (size_t)GG * C);
+    ablock_forward(be, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
+    o->add(be, a->tfpre, Tc, a->fin.out, nT);
+    o->layernorm_forward(be, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
+    (void)nK;
+
+    /* upscaling, hypernetwork, mask logits, IoU head */
+    o->convt2x2_forward(be, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
+    o->layernorm_forward(be, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4,
+                         1e-6f);
+    o->gelu_forward(be, a->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+    o->convt2x2_forward(be, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
+    o->gelu_forward(be, a->U, a->up2, (size_t)NP * RR * (C / 8));
+    o->rows_gather(be, a->tmask, a->tf, NP, T, C, 1);
+    o->linear_forward(be, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
+    o->relu_forward(be, a->h0r, a->h0, (size_t)NP * C);
+    o->linear_forward(be, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
+    o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
+    o->linear_forward(be, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
+    o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
+    o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
+    o->linear_forward(be, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
+    o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
+    o->linear_forward(be, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
+    o->relu_forward(be, a->i1r, a->i1, (size_t)NP * C);
+    o->linear_forward(be, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
+    if (!m->dec_full) m->dec_res = ci;
+}
+
+/* Before the backward of chunk c: the view on it and its activations in
+ * the chunk region (recomputed, or unpacked from its stash). */
+static void dec_restore(tr_model *m, const tr_batch *b, int ci)
+{
+    if (m->dec_full || m->dec_res == ci) {
+        dec_view(m, ci);
+    } else if (m->opt.ckpt_decoder) {
+        dec_chunk_forward(m, b, ci);
+    } else {
+        dec_view(m, ci);
+        stash_unpack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
+        m->dec_res = ci;
+    }
 }
 
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
@@ -973,57 +1089,16 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
     o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
 
-    /* prompt encoder: dense PE per pair, tokens, image keys + no_mask */
+    /* prompt encoder (dense PE), then the decoder chunk by chunk */
     o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
-    o->keys_forward(be, a->kpe_full, a->dense_pe, a->zeros, 1, NP, GG, C);
-    o->prompt_tokens_forward(be, a->T0, b->points, b->labels, m->pe_gaussian, p->label_emb, p->not_a_point,
-                             p->iou_token, p->mask_token, NP, K, C, S);
-    o->keys_forward(be, a->Kimg, a->emb, p->no_mask, B, M, GG, C);
-
-    /* two-way transformer */
-    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
-    for (int l = 0; l < c->D; l++) {
-        if (a->dec_tin[l]) {
-            mcopy(be, a->dec_tin[l], a->lay[l - 1].t3, nT);
-            mcopy(be, a->dec_kin[l], a->lay[l - 1].kout, nK);
-        }
-        dec_layer_forward(m, l, dec_input_t(m, l), dec_input_k(m, l));
-        if (m->dec_stash[l] != TR_NO_STASH) stash_pack(m, m->dec_stash[l], m->dec_slot_off, m->dec_slot_n);
+    m->dec_res = -1;
+    for (int ci = 0; ci < m->n_chunks; ci++) {
+        dec_chunk_forward(m, b, ci);
+        if (m->dec_stash_per && ci < m->n_chunks - 1)
+            stash_pack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
     }
-    m->dec_res = c->D - 1;
-    const float *Tc = a->lay[c->D - 1].t3, *Kc = a->lay[c->D - 1].kout;
-    if (tail_in_slot(m)) { /* the tail overwrites the slot: inputs saved, the layer recomputed later */
-        mcopy(be, a->tail_tin, Tc, nT);
-        mcopy(be, a->tail_kin, Kc, nK);
-        Tc = a->tail_tin, Kc = a->tail_kin;
-        m->dec_res = -1;
-    }
-    o->add(be, a->fin_qin, Tc, a->T0, nT);
-    o->add(be, a->fin_kin, Kc, a->kpe_full, nK);
-    ablock_forward(be, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
-    o->add(be, a->tfpre, Tc, a->fin.out, nT);
-    o->layernorm_forward(be, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
-
-    /* upscaling, hypernetwork, mask logits, IoU head */
-    o->convt2x2_forward(be, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
-    o->layernorm_forward(be, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4,
-                         1e-6f);
-    o->gelu_forward(be, a->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
-    o->convt2x2_forward(be, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
-    o->gelu_forward(be, a->U, a->up2, (size_t)NP * RR * (C / 8));
-    o->rows_gather(be, a->tmask, a->tf, NP, T, C, 1);
-    o->linear_forward(be, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
-    o->relu_forward(be, a->h0r, a->h0, (size_t)NP * C);
-    o->linear_forward(be, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
-    o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
-    o->linear_forward(be, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
-    o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
-    o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
-    o->linear_forward(be, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
-    o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
-    o->linear_forward(be, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
-    o->relu_forward(be, a->i1r, a->i1, (size_t)NP * C);
-    o->linear_forward(be, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
+    dec_view(m, 0);
+    (void)M, (void)NP, (void)T, (void)RR, (void)K;
     return 0;
 }
 
@@ -1039,121 +1114,130 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     const tr_acts *a = &m->a;
     tr_acts *da = &m->da;
     int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
-    int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
-    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = (size_t)NP * GG * C;
+    int BT = B * GG, NPall = B * M, T = K + 2, R = 4 * G, RR = R * R;
 
     be->prec = m->opt.precision;
     if (zero_grads && m->grad_mem) o->zero(be, m->grad_mem, m->n_grad_floats);
     o->zero(be, m->dact_mem, m->n_dact_floats);
     int n_valid = 0;
-    for (int i = 0; i < NP; i++) n_valid += b->valid[i] ? 1 : 0;
+    for (int i = 0; i < NPall; i++) n_valid += b->valid[i] ? 1 : 0;
     be->loss_scale = sum ? scale * (float)n_valid : scale;
-    tr_loss loss = o->sam_loss(be, da->logits, da->iou, a->logits, a->iou, b->masks, b->valid, NP, RR);
+    tr_loss loss = o->sam_loss(be, da->logits, da->iou, a->logits, a->iou, b->masks, b->valid, NPall, RR);
     be->loss_scale = 1.0f;
     if (loss.n_valid == 0) return loss; /* every gradient 0 */
 
-    /* IoU head */
-    o->linear_backward(be, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
-    o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
-    o->linear_backward(be, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
-    o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
-    o->linear_backward(be, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
-    o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
-    /* mask logits and hypernetwork */
-    o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
-    o->linear_backward(be, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
-    o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
-    o->linear_backward(be, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
-    o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
-    o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
-    o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
-    /* upscaling */
-    const float *Kc = tail_in_slot(m) ? a->tail_kin : a->lay[c->D - 1].kout;
-    float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
-    o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
-    o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
-    o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
-                         2 * G, 2 * G, C / 4, C / 8);
-    o->zero(be, da->upln, nUp);
-    o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
-    o->zero(be, da->up1, nUp);
-    o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
-                          NP * 4 * GG, C / 4);
-    o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
-    /* final token-to-image attention */
-    o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
-    o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
-    o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
-                          NP * T, C);
-    o->accumulate(be, dTc, da->tfpre, nT);
-    o->accumulate(be, da->fin.out, da->tfpre, nT);
-    ablock_backward(be, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
-                    dKc, NP, T, GG, C, C / 2, c->h);
-    o->accumulate(be, dTc, da->fin_qin, nT);
-    o->accumulate(be, da->T0, da->fin_qin, nT);
-    o->accumulate(be, dKc, da->fin_kin, nK);
-    /* decoder layers in reverse; one shared gradient set, zeroed per layer */
-    for (int l = c->D - 1; l >= 0; l--) {
-        dec_restore(m, l);
-        const tr_dec_layer_a *L = &a->lay[l];
-        tr_dec_layer_a *dL = &da->lay[l];
-        const tr_dec_layer_p *pl = &p->lay[l];
-        tr_dec_layer_p *gl = &g->lay[l];
-        const float *Tin = dec_input_t(m, l), *Kin = dec_input_k(m, l);
-        float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-        o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
-        if (l > 0) {
-            o->zero(be, dTin, nT);
-            o->zero(be, dKin, nK);
-        }
-        /* 4: image to tokens */
-        o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
-                              NP * GG, C);
-        o->accumulate(be, dKin, dL->k4pre, nK);
-        o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
-        ablock_backward(be, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
-                        dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
-        o->accumulate(be, dL->t3, dL->i2t_kin, nT);
-        o->accumulate(be, da->T0, dL->i2t_kin, nT);
-        /* 3: MLP */
-        o->layernorm_backward(be, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
-                              NP * T, C);
-        o->accumulate(be, dL->t2, dL->t3pre, nT);
-        o->linear_backward(be, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
-        o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
-        o->linear_backward(be, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
-        /* 2: tokens to image */
-        o->layernorm_backward(be, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
-                              NP * T, C);
-        o->accumulate(be, dL->t1, dL->t2pre, nT);
-        o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
-        ablock_backward(be, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
-                        dKin, NP, T, GG, C, C / 2, c->h);
-        o->accumulate(be, dKin, dL->kpe, nK);
-        o->accumulate(be, dL->t1, dL->t2i_qin, nT);
-        o->accumulate(be, da->T0, dL->t2i_qin, nT);
-        /* 1: self attention */
-        if (l == 0) {
-            o->layernorm_backward(be, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
-                                  L->n1_r, NP * T, C);
-            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
-                            C, c->h);
-        } else {
-            o->layernorm_backward(be, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
-                                  L->n1_r, NP * T, C);
-            o->accumulate(be, dTin, dL->t1pre, nT);
-            o->accumulate(be, dL->sa.out, dL->t1pre, nT);
-            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
-                            dL->sa_qin, dTin, NP, T, T, C, C, c->h);
-            o->accumulate(be, dTin, dL->sa_qin, nT);
-            o->accumulate(be, da->T0, dL->sa_qin, nT);
-        }
-    }
-    /* prompt encoder and image keys */
-    o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0, b->labels,
-                              NP, K, C);
     int lo = m->enc_lo; /* the encoder's backward stops at its lowest trainable part */
-    o->keys_backward(be, lo <= c->L ? da->emb : NULL, g->no_mask, da->Kimg, B, M, GG, C);
+    for (int ci = m->n_chunks - 1; ci >= 0; ci--) {
+        dec_restore(m, b, ci);
+        size_t p0;
+        int NP = chunk_pairs(m, ci, &p0);
+        size_t nc = (size_t)m->dec_chunk;
+        size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
+        o->zero(be, m->dact_mem + m->ddec_off, m->ddec_n); /* the chunk's gradients */
+        o->zero(be, da->U, nc * RR * (C / 8));            /* the tail's, in the union region */
+        o->zero(be, da->up2, nc * RR * (C / 8));
+        /* IoU head */
+        o->linear_backward(be, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
+        o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
+        o->linear_backward(be, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
+        o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
+        o->linear_backward(be, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
+        o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
+        /* mask logits and hypernetwork */
+        o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
+        o->linear_backward(be, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
+        o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
+        o->linear_backward(be, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
+        o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
+        o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
+        o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
+        /* upscaling */
+        const float *Kc = a->lay[c->D - 1].kout;
+        float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
+        o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
+        o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
+        o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
+                             2 * G, 2 * G, C / 4, C / 8);
+        o->zero(be, da->upln, nUp);
+        o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+        o->zero(be, da->up1, nUp);
+        o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
+                              NP * 4 * GG, C / 4);
+        o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
+        /* final token-to-image attention */
+        o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
+        o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
+        o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
+                              NP * T, C);
+        o->accumulate(be, dTc, da->tfpre, nT);
+        o->accumulate(be, da->fin.out, da->tfpre, nT);
+        ablock_backward(be, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
+                        dKc, NP, T, GG, C, C / 2, c->h);
+        o->accumulate(be, dTc, da->fin_qin, nT);
+        o->accumulate(be, da->T0, da->fin_qin, nT);
+        o->accumulate(be, dKc, da->fin_kin, nK);
+        /* decoder layers in reverse; one shared gradient set, zeroed per layer */
+        for (int l = c->D - 1; l >= 0; l--) {
+            const tr_dec_layer_a *L = &a->lay[l];
+            tr_dec_layer_a *dL = &da->lay[l];
+            const tr_dec_layer_p *pl = &p->lay[l];
+            tr_dec_layer_p *gl = &g->lay[l];
+            const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
+            float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
+            o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
+            if (l > 0) {
+                o->zero(be, dTin, nT);
+                o->zero(be, dKin, nK);
+            }
+            /* 4: image to tokens */
+            o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
+                                  NP * GG, C);
+            o->accumulate(be, dKin, dL->k4pre, nK);
+            o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
+            ablock_backward(be, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
+                            dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
+            o->accumulate(be, dL->t3, dL->i2t_kin, nT);
+            o->accumulate(be, da->T0, dL->i2t_kin, nT);
+            /* 3: MLP */
+            o->layernorm_backward(be, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
+                                  NP * T, C);
+            o->accumulate(be, dL->t2, dL->t3pre, nT);
+            o->linear_backward(be, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
+            o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
+            o->linear_backward(be, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
+            /* 2: tokens to image */
+            o->layernorm_backward(be, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
+                                  NP * T, C);
+            o->accumulate(be, dL->t1, dL->t2pre, nT);
+            o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
+            ablock_backward(be, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
+                            dKin, NP, T, GG, C, C / 2, c->h);
+            o->accumulate(be, dKin, dL->kpe, nK);
+            o->accumulate(be, dL->t1, dL->t2i_qin, nT);
+            o->accumulate(be, da->T0, dL->t2i_qin, nT);
+            /* 1: self attention */
+            if (l == 0) {
+                o->layernorm_backward(be, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
+                                      L->n1_r, NP * T, C);
+                ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
+                                C, c->h);
+            } else {
+                o->layernorm_backward(be, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
+                                      L->n1_r, NP * T, C);
+                o->accumulate(be, dTin, dL->t1pre, nT);
+                o->accumulate(be, dL->sa.out, dL->t1pre, nT);
+                ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
+                                dL->sa_qin, dTin, NP, T, T, C, C, c->h);
+                o->accumulate(be, dTin, dL->sa_qin, nT);
+                o->accumulate(be, da->T0, dL->sa_qin, nT);
+            }
+        }
+        /* prompt tokens and image keys of the chunk */
+        o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0,
+                                  b->labels + p0 * (size_t)K, NP, K, C);
+        keys_chunk_backward(m, p0, NP, lo <= c->L);
+    }
+    dec_view(m, 0);
     if (lo > c->L) return loss;
     /* neck and encoder */
     const float *xl = c->L ? a->blk[c->L - 1].xout : a->x0;

@@ -120,7 +120,10 @@ typedef struct tr_acts {
     tr_enc_block_a blk[TR_MAX_L];
     float *neck, *emb, *emb_m, *emb_r; /* [BT,C] */
     float *dense_pe;                 /* [GG, C] (constant) */
-    float *kpe_full;                 /* [NP, GG, C] dense PE repeated per pair */
+    /* The decoder (everything below) runs per chunk of nc pairs (decoder
+     * chunks, see tr_model): its tensors are shown as [NP, ...] but hold
+     * either every pair, or one chunk's pairs (checkpointing, 16-bit
+     * storage); m->a then points at the current chunk's rows. */
     float *T0;                       /* [NP, T, C] */
     float *Kimg;                     /* [NP, GG, C] */
     tr_dec_layer_a lay[TR_MAX_D];
@@ -132,16 +135,12 @@ typedef struct tr_acts {
     float *up_scratch;               /* [NP*RR/4, C/2] convT workspace */
     float *tmask, *h0, *h0r, *h1, *h1r, *hyp;    /* [NP,C] ... [NP,C/8] */
     float *tiou, *i0, *i0r, *i1, *i1r;           /* [NP,C] */
-    float *iou;                      /* [NP] */
-    float *logits;                   /* [NP, RR] */
-    float *zeros;                    /* [C] all zero (broadcast helper) */
-    /* Saved inputs of encoder blocks / decoder layers whose predecessor's
-     * activations live in a reused slot (checkpointing, 16-bit storage,
-     * frozen prefix); NULL where the input is the predecessor's own output. */
+    float *iou;                      /* [NP] (every pair) */
+    float *logits;                   /* [NP, RR] (every pair) */
+    /* Saved inputs of encoder blocks whose predecessor's activations live
+     * in a reused slot (checkpointing, 16-bit storage, frozen prefix);
+     * NULL where the input is the predecessor's own output. */
     float *enc_in[TR_MAX_L];         /* [BT, E] */
-    float *dec_tin[TR_MAX_D];        /* [NP, T, C] */
-    float *dec_kin[TR_MAX_D];        /* [NP, GG, C] */
-    float *tail_tin, *tail_kin;      /* [NP,T,C] [NP,GG,C] the tail's inputs (--checkpoint-decoder) */
     /* Gradient table only: the gradients of block / layer outputs
      * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
     float *pp_x[2], *pp_t[2], *pp_k[2];
@@ -159,19 +158,37 @@ typedef struct tr_model_opts {
     int ckpt_every;    /* 0: keep every activation; N >= 1: keep only the inputs of
                           encoder blocks 0, N, 2N, ... and recompute the blocks of a
                           segment in the backward pass (bit-identical results) */
-    int ckpt_decoder;  /* 1: keep only the inputs of the decoder layers, recompute */
+    int ckpt_decoder;  /* 1: keep no decoder activation: each chunk of pairs is
+                          recomputed from the image embedding before its backward */
     int precision;     /* TR_PREC_FP32 (default), TR_PREC_BF16 or TR_PREC_FP16 */
 } tr_model_opts;
 
-/* Memory layout (tr_model_layout): an encoder block or decoder layer either
- * owns its activations, or computes in a reused fp32 "slot" (slot i % N
- * with checkpointing, slot 0 with 16-bit storage or when it runs without
+/* Memory layout (tr_model_layout): an encoder block either owns its
+ * activations, or computes in a reused fp32 "slot" (slot i % N with
+ * checkpointing, slot 0 with 16-bit storage or when it runs without
  * gradient below the lowest trainable part); a slotted block's activations
  * are then either recomputed from a saved input (checkpointing) or packed
  * into a 16-bit stash after its forward and unpacked before its backward.
- * LayerNorm statistics always stay per block in fp32.  Activation
- * gradients exist for one block and one layer at a time (shared), plus
- * two alternating buffers for the gradient flowing between blocks. */
+ * The decoder (prompt tokens, image keys, two-way transformer, tail,
+ * heads) runs per chunk of dec_chunk pairs, forward and backward, in every
+ * mode (so that results are bit-identical between modes); its activations
+ * are laid out for every pair (fp32), or for one chunk ("the chunk
+ * region"): recomputed from the image embedding (--checkpoint-decoder) or
+ * packed per chunk into a 16-bit stash.  LayerNorm statistics always stay
+ * fp32.  Activation gradients exist for one block, one layer, one chunk at
+ * a time (shared), plus two alternating buffers for the gradient flowing
+ * between blocks / layers. */
+#define TR_DEC_CHUNK 16 /* at most this many pairs per decoder chunk, at least 4 chunks
+                           when there are enough pairs */
+
+/* A decoder tensor whose rows move with the chunk (tr_model.dview). */
+typedef struct tr_dview {
+    size_t off;   /* byte offset of the field in tr_acts */
+    int grad;     /* 0: the field of m->a, 1: of m->da */
+    float *base;  /* the tensor as laid out (pair 0) */
+    size_t per;   /* floats per pair */
+} tr_dview;
+
 #define TR_NO_STASH ((size_t)-1)
 
 /* The model with its memory on a backend. */
@@ -202,12 +219,20 @@ typedef struct tr_model {
     float *wc_mem;              /* 16-bit precision: compute weights (master rounded), else NULL */
     uint16_t *stash_mem;        /* 16-bit stashes of slotted blocks/layers */
     size_t n_stash;
-    int enc_slot[TR_MAX_L], dec_slot[TR_MAX_D];     /* -1: own memory */
+    int enc_slot[TR_MAX_L];                         /* -1: own memory */
     size_t enc_slot_off[TR_MAX_L], enc_slot_n;      /* slot ranges in act_mem (floats) */
-    size_t dec_slot_off, dec_slot_n;
-    size_t enc_stash[TR_MAX_L], dec_stash[TR_MAX_D]; /* into stash_mem, TR_NO_STASH none */
+    size_t enc_stash[TR_MAX_L];                     /* into stash_mem, TR_NO_STASH none */
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
-    int enc_res, dec_res;       /* segment / block resident in the slots */
+    int enc_res;                /* segment / block resident in the slots */
+    /* decoder chunks */
+    int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
+    int dec_full;               /* 1: decoder activations for every pair */
+    size_t dchunk_off, dchunk_n; /* the chunk region in act_mem (floats) */
+    size_t ddec_off, ddec_n;    /* the decoder's chunk gradients in dact_mem (zeroed per chunk) */
+    size_t dec_stash_off, dec_stash_per; /* 16-bit stash of chunk c at dec_stash_off + c * per */
+    int dec_res;                /* chunk whose activations are in the chunk region, -1 none */
+    tr_dview *dview;            /* tensors that move with the chunk */
+    int n_dview;
 } tr_model;
 
 /* Lays out the parameters and activations for batches of B images, M masks,
