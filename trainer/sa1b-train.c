@@ -35,7 +35,7 @@ typedef struct options {
     tr_config cfg;
     long steps;
     int batch, masks, points;
-    double lr, weight_decay, clip;
+    double lr, weight_decay, clip, adam_eps;
     long warmup;
     uint64_t seed;
     int threads;
@@ -89,6 +89,7 @@ static void usage(void)
            "  --lr X                 peak learning rate (default 3e-4)\n"
            "  --warmup N             warmup steps (default min(100, steps/10))\n"
            "  --weight-decay X       AdamW decay of Linear/ConvTranspose weights (default 0.1)\n"
+           "  --adam-eps X           AdamW epsilon of the update m/(sqrt(v) + eps) (default 1e-8)\n"
            "  --clip X               clip the global gradient norm at X, 0 = off (default 1)\n"
            "  --seed N               initialisation seed (default 1)\n"
            "Run:\n"
@@ -134,7 +135,7 @@ static void usage(void)
 
 enum {
     O_CONFIG = 256, O_S, O_P, O_E, O_L, O_H, O_C, O_h, O_D, O_STEPS, O_BATCH, O_MASKS, O_POINTS, O_LR, O_WARMUP,
-    O_WD, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
+    O_WD, O_EPS, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB };
@@ -191,7 +192,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"config", 1, 0, O_CONFIG}, {"image-size", 1, 0, O_S}, {"patch", 1, 0, O_P}, {"enc-width", 1, 0, O_E},
         {"enc-depth", 1, 0, O_L}, {"enc-heads", 1, 0, O_H}, {"dec-width", 1, 0, O_C}, {"dec-heads", 1, 0, O_h},
         {"dec-depth", 1, 0, O_D}, {"steps", 1, 0, O_STEPS}, {"batch", 1, 0, O_BATCH}, {"masks", 1, 0, O_MASKS},
-        {"points", 1, 0, O_POINTS}, {"lr", 1, 0, O_LR}, {"warmup", 1, 0, O_WARMUP}, {"weight-decay", 1, 0, O_WD},
+        {"points", 1, 0, O_POINTS}, {"lr", 1, 0, O_LR}, {"warmup", 1, 0, O_WARMUP}, {"weight-decay", 1, 0, O_WD}, {"adam-eps", 1, 0, O_EPS},
         {"clip", 1, 0, O_CLIP}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"backend", 1, 0, O_BACKEND},
         {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
         {"eval-only", 1, 0, O_EVAL}, {"eval-batches", 1, 0, O_EVALB}, {"dump-step", 1, 0, O_DUMP},
@@ -205,7 +206,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
-    o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0;
+    o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0, o->adam_eps = 1e-8;
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
     o->eval_batches = 8, o->flip = 0.5;
     o->optim = "adamw", o->optim_block = 256;
@@ -231,6 +232,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_LR: o->lr = parse_dbl("--lr", optarg, 0, 10); break;
         case O_WARMUP: o->warmup = parse_long("--warmup", optarg, 0, 1000000000); break;
         case O_WD: o->weight_decay = parse_dbl("--weight-decay", optarg, 0, 10); break;
+        case O_EPS: o->adam_eps = parse_dbl("--adam-eps", optarg, 1e-30, 1); break;
         case O_CLIP: o->clip = parse_dbl("--clip", optarg, 0, 1e9); break;
         case O_SEED: o->seed = (uint64_t)parse_long("--seed", optarg, 0, 2147483647L); break;
         case O_THREADS: o->threads = (int)parse_long("--threads", optarg, 1, 256); break;
@@ -658,7 +660,7 @@ static int run(const options *op, tr_backend *be)
     oc.block = o.optim_block;
     oc.skip_frozen = 1; /* no state, not even for a moment, for a frozen encoder */
     if (o.warmup >= 0) oc.warmup = o.warmup;
-    oc.weight_decay = o.weight_decay, oc.clip = o.clip;
+    oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
     if (o.freeze) sync_trainable(&m, &opt); /* the model was created with the groups frozen */
