@@ -178,7 +178,7 @@ typedef struct tr_model_opts {
  * fp32.  Activation gradients exist for one block, one layer, one chunk at
  * a time (shared), plus two alternating buffers for the gradient flowing
  * between blocks / layers. */
-#define TR_DEC_CHUNK 16 /* at most this many pairs per decoder chunk, at least 4 chunks
+#define TR_DEC_CHUNK 4 /* at most this many pairs per decoder chunk, at least 4 chunks
                            when there are enough pairs */
 
 /* A decoder tensor whose rows move with the chunk (tr_model.dview). */
