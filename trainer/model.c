@@ -230,11 +230,12 @@ static void areg2(awalker *w, float **field, const char *name, size_t count, int
 
 /* Records that the field (of m->a, or of m->da when grad) holds every pair,
  * per floats each: tr_model.dview. */
-static void dview_add(awalker *w, float **field, int grad, size_t per)
+static void dview_add(awalker *w, float **field, int kind, int grad, size_t per)
 {
     tr_model *m = w->m;
     if (m->dview && w->nview < m->n_dview) {
         tr_dview *v = &m->dview[w->nview];
+        v->kind = kind;
         v->off = (size_t)((char *)field - (char *)&m->a);
         v->grad = grad;
         v->base = *(float **)((char *)(grad ? &m->da : &m->a) + v->off);
@@ -250,8 +251,17 @@ static void dreg(awalker *w, float **field, const char *name, size_t per, int in
     tr_model *m = w->m;
     size_t NP = (size_t)m->B * (size_t)m->M;
     areg3(w, field, name, per * w->pa, per * w->pd, in_a, in_d);
-    if (m->n_chunks > 1 && in_a && w->pa == NP) dview_add(w, field, 0, per);
-    if (m->n_chunks > 1 && in_d && w->pd == NP) dview_add(w, field, 1, per);
+    if (m->n_chunks > 1 && in_a && w->pa == NP) dview_add(w, field, 0, 0, per);
+    if (m->n_chunks > 1 && in_d && w->pd == NP) dview_add(w, field, 0, 1, per);
+}
+
+/* Registers an encoder block tensor of per floats per image: for every
+ * image (all 1) or one; its gradient (in_d) for one image. */
+static void ereg(awalker *w, float **field, const char *name, size_t per, int all, int in_a, int in_d)
+{
+    tr_model *m = w->m;
+    areg3(w, field, name, per * (all ? (size_t)m->B : 1), per, in_a, in_d);
+    if (m->B > 1 && in_a && all) dview_add(w, field, 1, 0, per);
 }
 
 /* Starts (on 1) or ends (0) a group of gradients that is live only while
@@ -333,18 +343,21 @@ static void walk_acts(awalker *w)
     areg2(w, &a->patches, "enc.patches", BT * PP3, 1, 0);
     areg(w, &a->x0, "enc.x0", BT * E);
     for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : (b16 || i < lo) ? 0 : -1;
+    m->dblk_n = 0;
+    size_t H = (size_t)c->H;
     for (int i = 0; i < L; i++) {
         tr_enc_block_a *b = &a->blk[i];
-        int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo;
-#define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg2(w, &b->f, nm, n, 1, 0))
-#define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), areg2(w, &b->f, nm, n, own, dsh))
-        AS(ln1_m, BT); AS(ln1_r, BT); AS(ln2_m, BT); AS(ln2_r, BT);
+        int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo, all = s < 0;
+#define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, 1, 0))
+#define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, all, own, dsh))
+        AS(ln1_m, GG); AS(ln1_r, GG); AS(ln2_m, GG); AS(ln2_r, GG);
         if (s >= 0 && own) m->enc_slot_off[s] = w->off;
         if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
-        AR(ln1, BT * E); AR(qkv, BT * 3 * E); (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i), areg2(w, &b->att, nm, B * (size_t)c->H * GG * GG, own, 0)); AR(ao, BT * E);
-        AR(xmid, BT * E); AR(ln2, BT * E); AR(fc1, BT * 4 * E); AR(gelu, BT * 4 * E);
+        AR(ln1, GG * E); AR(qkv, GG * 3 * E);
+        (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i), ereg(w, &b->att, nm, H * GG * GG, all, own, 0));
+        AR(ao, GG * E); AR(xmid, GG * E); AR(ln2, GG * E); AR(fc1, GG * 4 * E); AR(gelu, GG * 4 * E);
         snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
-        areg2(w, &b->xout, nm, BT * E, own, 0);
+        ereg(w, &b->xout, nm, GG * E, all, own, 0);
         if (s >= 0 && own) m->enc_slot_n = w->off - m->enc_slot_off[s];
         if (dsh) m->dblk_n = w->uoff, ugroup(w, 0);
 #undef AS
@@ -354,7 +367,8 @@ static void walk_acts(awalker *w)
         snprintf(nm, sizeof nm, "enc.blocks.%d.input", i);
         areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : m->enc_slot[i - 1] >= 0, 0);
     }
-    for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", BT * E, 0, lo < L);
+    if (L > 0) areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0, lo < L);
+    for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
     areg(w, &a->neck, "enc.neck", BT * C);
     areg(w, &a->emb, "enc.emb", BT * C);
     areg(w, &a->emb_m, "enc.emb_m", BT);
@@ -472,7 +486,7 @@ static void alias_acts(tr_model *m)
         }
         if (lo < L && i != lo) da->blk[i] = da->blk[lo];
         if (lo >= L) memset(&da->blk[i], 0, sizeof da->blk[i]);
-        da->blk[i].xout = da->pp_x[i % 2];
+        da->blk[i].xout = da->pp_x[i % 2]; /* the last block's: da->enc_out (every image) */
     }
     for (int l = 0; l < D; l++) {
         if (l) da->lay[l] = da->lay[0];
@@ -560,11 +574,12 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo, N = m->opt.ckpt_every;
     m->n_stash = 0;
-    for (int i = 0; i < cfg->L; i++) {
+    m->enc_stash_per = (m->enc_slot_n + 31) / 32 * 32;
+    for (int i = 0; i < cfg->L; i++) { /* per image; the last block's last image stays resident */
         m->enc_stash[i] = TR_NO_STASH;
-        if (b16 && !N && m->enc_slot[i] >= 0 && i >= lo && i < cfg->L - 1) {
+        if (b16 && !N && m->enc_slot[i] >= 0 && i >= lo) {
             m->enc_stash[i] = m->n_stash;
-            m->n_stash += (m->enc_slot_n + 31) / 32 * 32;
+            m->n_stash += (size_t)(i == cfg->L - 1 ? m->B - 1 : m->B) * m->enc_stash_per;
         }
     }
     m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
@@ -583,7 +598,7 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     awalker aw2 = {.m = m, .cap = m->n_acts, .ubase = aw.doff};
     walk_acts(&aw2);
     alias_acts(m);
-    m->enc_res = m->dec_res = -1;
+    m->enc_res = m->enc_res_img = m->dec_res = -1;
     return 0;
 }
 
@@ -832,18 +847,34 @@ static void mcopy(tr_backend *be, float *dst, const float *src, size_t n)
     }
 }
 
-static const float *enc_input(const tr_model *m, int i)
+/* Points the encoder tensors that hold every image at image b's rows. */
+static void enc_view(tr_model *m, int b)
 {
-    return i == 0 ? m->a.x0 : m->a.enc_in[i] ? m->a.enc_in[i] : m->a.blk[i - 1].xout;
+    for (int i = 0; i < m->n_dview; i++) {
+        const tr_dview *v = &m->dview[i];
+        if (v->kind != 1) continue;
+        *(float **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + (size_t)b * v->per;
+    }
 }
 
-/* Encoder block i (pre-norm attention + MLP) on input x. */
-static void enc_block_forward(tr_model *m, int i, const float *x)
+/* The input of encoder block i for image b (the view on image b). */
+static const float *enc_input(const tr_model *m, int i, int b)
+{
+    size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
+    return i == 0 ? m->a.x0 + (size_t)b * GE : m->a.enc_in[i] ? m->a.enc_in[i] + (size_t)b * GE
+                                                                 : m->a.blk[i - 1].xout;
+}
+
+/* Encoder block i (pre-norm attention + MLP) on input x: one image's G*G
+ * tokens (the view on that image).  out 0 (a recomputation whose output
+ * nothing reads: its backward needs only the gradient) skips the last
+ * linear layer and the residual. */
+static void enc_block_forward(tr_model *m, int i, const float *x, int out)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
     const tr_config *c = &m->cfg;
-    int GG = (c->S / c->P) * (c->S / c->P), E = c->E, B = m->B, BT = B * GG;
+    int GG = (c->S / c->P) * (c->S / c->P), E = c->E, B = 1, BT = B * GG;
     tr_enc_block_a *ab = &m->a.blk[i];
     const tr_enc_block_p *pb = &m->p.blk[i];
     o->layernorm_forward(be, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
@@ -857,6 +888,7 @@ static void enc_block_forward(tr_model *m, int i, const float *x)
     o->layernorm_forward(be, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
     o->linear_forward(be, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
     o->gelu_forward(be, ab->gelu, ab->fc1, (size_t)BT * 4 * E);
+    if (!out) return;
     o->linear_forward(be, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
     o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
 }
@@ -913,21 +945,25 @@ static void stash_unpack(tr_model *m, size_t stash_off, size_t act_off, size_t n
         be->ops->unpack16(be, m->act_mem + act_off, m->stash_mem + stash_off, n, m->opt.precision);
 }
 
-/* Before the backward of encoder block i: its activations back in place
- * (recomputed from the segment's saved input, or unpacked from the stash). */
-static void enc_restore(tr_model *m, int i)
+/* Before the backward of encoder block i on image b: the view on image b
+ * and the block's activations in place (recomputed from the segment's
+ * saved input, or unpacked from the stash). */
+static void enc_restore(tr_model *m, int i, int b)
 {
+    enc_view(m, b);
     if (m->enc_slot[i] < 0) return;
     int N = m->opt.ckpt_every;
     if (N) {
         int seg = i / N;
-        if (seg == m->enc_res) return;
-        for (int j = seg * N; j < seg * N + N && j < m->cfg.L; j++) enc_block_forward(m, j, enc_input(m, j));
-        m->enc_res = seg;
-    } else if (m->enc_res != i) {
+        if (seg == m->enc_res && b == m->enc_res_img) return;
+        int end = seg * N + N < m->cfg.L ? seg * N + N : m->cfg.L; /* the last output: saved, not read */
+        for (int j = seg * N; j < end; j++) enc_block_forward(m, j, enc_input(m, j, b), j < end - 1);
+        m->enc_res = seg, m->enc_res_img = b;
+    } else if (m->enc_res != i || m->enc_res_img != b) {
         if (m->enc_stash[i] != TR_NO_STASH)
-            stash_unpack(m, m->enc_stash[i], m->enc_slot_off[m->enc_slot[i]], m->enc_slot_n);
-        m->enc_res = i;
+            stash_unpack(m, m->enc_stash[i] + (size_t)b * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
+                         m->enc_slot_n);
+        m->enc_res = i, m->enc_res_img = b;
     }
 }
 
@@ -937,6 +973,7 @@ static void dec_view(tr_model *m, int c)
     size_t p0 = (size_t)c * (size_t)m->dec_chunk;
     for (int i = 0; i < m->n_dview; i++) {
         const tr_dview *v = &m->dview[i];
+        if (v->kind != 0) continue;
         *(float **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + p0 * v->per;
     }
     for (int l = 0; l < m->cfg.D; l++) m->a.lay[l].i2t.out = m->a.lay[l].k4pre; /* in place */
@@ -979,8 +1016,9 @@ static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
 
 /* The decoder forward of chunk c: prompt tokens, image keys, the two-way
  * transformer, the tail (final attention, upscaling), the heads; writes the
- * chunk's rows of out.logits and out.iou.  Leaves the view on chunk c. */
-static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci)
+ * chunk's rows of out.logits and out.iou unless out is 0 (a recomputation:
+ * the backward reads neither).  Leaves the view on chunk c. */
+static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -1023,13 +1061,13 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci)
     o->linear_forward(be, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
     o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
     o->linear_forward(be, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
-    o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
+    if (out) o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
     o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
     o->linear_forward(be, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
     o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
     o->linear_forward(be, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
     o->relu_forward(be, a->i1r, a->i1, (size_t)NP * C);
-    o->linear_forward(be, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
+    if (out) o->linear_forward(be, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
     if (!m->dec_full) m->dec_res = ci;
 }
 
@@ -1040,7 +1078,7 @@ static void dec_restore(tr_model *m, const tr_batch *b, int ci)
     if (m->dec_full || m->dec_res == ci) {
         dec_view(m, ci);
     } else if (m->opt.ckpt_decoder) {
-        dec_chunk_forward(m, b, ci);
+        dec_chunk_forward(m, b, ci, 0);
     } else {
         dec_view(m, ci);
         stash_unpack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
@@ -1078,14 +1116,22 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     o->patch_im2col(be, a->patches, b->image, b->content, B, S, P);
     o->linear_forward(be, a->x0, a->patches, p->patch_w, p->patch_b, BT, 3 * P * P, E);
     for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GG * E, p->pos, (size_t)GG * E);
-    for (int i = 0; i < c->L; i++) {
-        if (a->enc_in[i]) mcopy(be, a->enc_in[i], a->blk[i - 1].xout, (size_t)BT * E);
-        enc_block_forward(m, i, enc_input(m, i));
-        if (m->enc_stash[i] != TR_NO_STASH)
-            stash_pack(m, m->enc_stash[i], m->enc_slot_off[m->enc_slot[i]], m->enc_slot_n);
+    size_t GE = (size_t)GG * E;
+    for (int bi = 0; bi < B; bi++) { /* image by image */
+        enc_view(m, bi);
+        for (int i = 0; i < c->L; i++) {
+            if (a->enc_in[i]) mcopy(be, a->enc_in[i] + (size_t)bi * GE, a->blk[i - 1].xout, GE);
+            enc_block_forward(m, i, enc_input(m, i, bi), 1);
+            if (m->enc_stash[i] != TR_NO_STASH && !(i == c->L - 1 && bi == B - 1))
+                stash_pack(m, m->enc_stash[i] + (size_t)bi * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
+                           m->enc_slot_n);
+        }
+        if (c->L && a->enc_out) mcopy(be, a->enc_out + (size_t)bi * GE, a->blk[c->L - 1].xout, GE);
     }
+    enc_view(m, 0);
     m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
-    const float *x = c->L ? a->blk[c->L - 1].xout : a->x0;
+    m->enc_res_img = B - 1;
+    const float *x = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
     o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
     o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
 
@@ -1093,7 +1139,7 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
     m->dec_res = -1;
     for (int ci = 0; ci < m->n_chunks; ci++) {
-        dec_chunk_forward(m, b, ci);
+        dec_chunk_forward(m, b, ci, 1);
         if (m->dec_stash_per && ci < m->n_chunks - 1)
             stash_pack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
     }
@@ -1239,39 +1285,44 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     }
     dec_view(m, 0);
     if (lo > c->L) return loss;
-    /* neck and encoder */
-    const float *xl = c->L ? a->blk[c->L - 1].xout : a->x0;
-    float *dxl = lo == c->L ? NULL : c->L ? da->blk[c->L - 1].xout : da->x0;
+    /* neck (every image), then the encoder image by image */
+    const float *xl = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
+    float *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
     o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
                           a->emb_r, BT, C);
     o->linear_backward(be, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
-    for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
-        enc_restore(m, i);
-        const tr_enc_block_a *ab = &a->blk[i];
-        tr_enc_block_a *db = &da->blk[i];
-        const tr_enc_block_p *pb = &p->blk[i];
-        tr_enc_block_p *gb = &g->blk[i];
-        const float *xin = enc_input(m, i);
-        float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? da->x0 : NULL);
-        o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
-        if (dxin && i > 0) o->zero(be, dxin, (size_t)BT * E);
-        o->accumulate(be, db->xmid, db->xout, (size_t)BT * E);
-        o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, db->xout, ab->gelu, pb->fc2_w, BT, 4 * E, E);
-        o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, (size_t)BT * 4 * E);
-        o->linear_backward(be, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, BT, E, 4 * E);
-        o->layernorm_backward(be, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
-                              ab->ln2_r, BT, E);
-        if (dxin) o->accumulate(be, dxin, db->xmid, (size_t)BT * E);
-        o->linear_backward(be, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, BT, E, E);
-        tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
-                          .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
-                          .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
-        o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E,
-                              ab->qkv + 2 * E, ab->att, &d);
-        o->linear_backward(be, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, BT, E, 3 * E);
-        o->layernorm_backward(be, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, BT,
-                              E);
+    size_t GE = (size_t)GG * E;
+    for (int bi = B - 1; bi >= 0 && lo < c->L; bi--) {
+        for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
+            enc_restore(m, i, bi);
+            const tr_enc_block_a *ab = &a->blk[i];
+            tr_enc_block_a *db = &da->blk[i];
+            const tr_enc_block_p *pb = &p->blk[i];
+            tr_enc_block_p *gb = &g->blk[i];
+            const float *xin = enc_input(m, i, bi);
+            float *dxout = i == c->L - 1 ? da->enc_out + (size_t)bi * GE : db->xout;
+            float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? da->x0 + (size_t)bi * GE : NULL);
+            o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
+            if (dxin && i > 0) o->zero(be, dxin, GE);
+            o->accumulate(be, db->xmid, dxout, GE);
+            o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
+            o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
+            o->linear_backward(be, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
+            o->layernorm_backward(be, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
+                                  ab->ln2_r, GG, E);
+            if (dxin) o->accumulate(be, dxin, db->xmid, GE);
+            o->linear_backward(be, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
+            tr_attn_dims d = {.N = 1, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
+                              .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
+                              .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
+            o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E,
+                                  ab->qkv + 2 * E, ab->att, &d);
+            o->linear_backward(be, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
+            o->layernorm_backward(be, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG,
+                                  E);
+        }
     }
+    enc_view(m, 0);
     if (lo >= 0) return loss;
     if (g->pos) {
         be->prec = TR_PREC_FP32; /* a parameter gradient: accumulated in fp32 */

@@ -91,6 +91,9 @@ typedef struct tr_attn_a {
     float *out;         /* [N, Tq, C] */
 } tr_attn_a;
 
+/* An encoder block's tensors (shown for BT = B*G*G rows): the encoder runs
+ * image by image, so they hold either every image (own memory) or one
+ * image's G*G rows (a slot); m->a then points at the current image's rows. */
 typedef struct tr_enc_block_a {
     float *ln1, *ln1_m, *ln1_r;   /* [BT,E] [BT] [BT] (BT = B*G*G) */
     float *qkv, *att, *ao;        /* [BT,3E] [B,H,GG,GG] [BT,E] */
@@ -141,6 +144,8 @@ typedef struct tr_acts {
      * in a reused slot (checkpointing, 16-bit storage, frozen prefix);
      * NULL where the input is the predecessor's own output. */
     float *enc_in[TR_MAX_L];         /* [BT, E] */
+    float *enc_out;                  /* [BT, E] the last block's output (the neck's input) when the
+                                        block computes in a slot; its gradient (the neck's dx) always */
     /* Gradient table only: the gradients of block / layer outputs
      * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
     float *pp_x[2], *pp_t[2], *pp_k[2];
@@ -163,12 +168,15 @@ typedef struct tr_model_opts {
     int precision;     /* TR_PREC_FP32 (default), TR_PREC_BF16 or TR_PREC_FP16 */
 } tr_model_opts;
 
-/* Memory layout (tr_model_layout): an encoder block either owns its
- * activations, or computes in a reused fp32 "slot" (slot i % N with
+/* Memory layout (tr_model_layout): the encoder runs image by image
+ * (forward and backward, every mode); an encoder block either owns its
+ * activations (every image), or computes in a reused fp32 "slot" of one
+ * image's rows (slot i % N with
  * checkpointing, slot 0 with 16-bit storage or when it runs without
  * gradient below the lowest trainable part); a slotted block's activations
  * are then either recomputed from a saved input (checkpointing) or packed
- * into a 16-bit stash after its forward and unpacked before its backward.
+ * per image into a 16-bit stash after its forward and unpacked before its
+ * backward.
  * The decoder (prompt tokens, image keys, two-way transformer, tail,
  * heads) runs per chunk of dec_chunk pairs, forward and backward, in every
  * mode (so that results are bit-identical between modes); its activations
@@ -181,8 +189,10 @@ typedef struct tr_model_opts {
 #define TR_DEC_CHUNK 4 /* at most this many pairs per decoder chunk, at least 4 chunks
                            when there are enough pairs */
 
-/* A decoder tensor whose rows move with the chunk (tr_model.dview). */
+/* A tensor whose rows move with the decoder chunk or the encoder's image
+ * (tr_model.dview). */
 typedef struct tr_dview {
+    int kind;     /* 0: moves with the decoder chunk, 1: with the encoder's image */
     size_t off;   /* byte offset of the field in tr_acts */
     int grad;     /* 0: the field of m->a, 1: of m->da */
     float *base;  /* the tensor as laid out (pair 0) */
@@ -221,9 +231,11 @@ typedef struct tr_model {
     size_t n_stash;
     int enc_slot[TR_MAX_L];                         /* -1: own memory */
     size_t enc_slot_off[TR_MAX_L], enc_slot_n;      /* slot ranges in act_mem (floats) */
-    size_t enc_stash[TR_MAX_L];                     /* into stash_mem, TR_NO_STASH none */
+    size_t enc_stash[TR_MAX_L];                     /* into stash_mem (image b at + b * enc_stash_per),
+                                                       TR_NO_STASH none */
+    size_t enc_stash_per;
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
-    int enc_res;                /* segment / block resident in the slots */
+    int enc_res, enc_res_img;   /* segment / block and image resident in the slots */
     /* decoder chunks */
     int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
     int dec_full;               /* 1: decoder activations for every pair */
