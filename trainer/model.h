@@ -93,7 +93,8 @@ typedef struct tr_attn_a {
 
 /* An encoder block's tensors (shown for BT = B*G*G rows): the encoder runs
  * image by image, so they hold either every image (own memory) or one
- * image's G*G rows (a slot); m->a then points at the current image's rows. */
+ * image's G*G rows (a slot); m->a then points at the current image's rows
+ * (the LayerNorm statistics always hold every image). */
 typedef struct tr_enc_block_a {
     float *ln1, *ln1_m, *ln1_r;   /* [BT,E] [BT] [BT] (BT = B*G*G) */
     float *qkv, *att, *ao;        /* [BT,3E] [B,H,GG,GG] [BT,E] */
@@ -126,7 +127,9 @@ typedef struct tr_acts {
     /* The decoder (everything below) runs per chunk of nc pairs (decoder
      * chunks, see tr_model): its tensors are shown as [NP, ...] but hold
      * either every pair, or one chunk's pairs (checkpointing, 16-bit
-     * storage); m->a then points at the current chunk's rows. */
+     * storage; the LayerNorm statistics hold every pair unless recomputed);
+     * m->a then points at the current chunk's rows.  Their gradients hold
+     * one chunk. */
     float *T0;                       /* [NP, T, C] */
     float *Kimg;                     /* [NP, GG, C] */
     tr_dec_layer_a lay[TR_MAX_D];
@@ -146,8 +149,9 @@ typedef struct tr_acts {
     float *enc_in[TR_MAX_L];         /* [BT, E] */
     float *enc_out;                  /* [BT, E] the last block's output (the neck's input) when the
                                         block computes in a slot; its gradient (the neck's dx) always */
-    /* Gradient table only: the gradients of block / layer outputs
-     * alternate between two buffers (blk[i].xout is pp_x[i % 2], ...). */
+    /* Gradient table only: the gradients of block / layer outputs (one
+     * image / one chunk) alternate between two buffers (blk[i].xout is
+     * pp_x[i % 2], ...). */
     float *pp_x[2], *pp_t[2], *pp_k[2];
     float *pp_u[3];                  /* the decoder tail's gradients (model.c tail_grads), workspace */
 } tr_acts;
