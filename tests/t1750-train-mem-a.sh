@@ -1,7 +1,8 @@
 #!/bin/sh
 # t1750: the computation features of sa1b-train (issue 7 part A) from the
 # command line: usage errors; --checkpoint-every / --checkpoint-decoder give
-# bit-identical debug dumps (fp32 and bf16); bf16 and fp16 dumps against the
+# bit-identical debug dumps (fp32 and bf16, also with decoder chunks that
+# straddle images and end short); bf16 and fp16 dumps against the
 # PyTorch reference with precision-dependent tolerances (skipped without
 # python3-torch); fp16 loss scaling logged; a run with every feature
 # (fp16, accumulation, checkpointing, freezing, unfreezing, stage batch)
@@ -34,6 +35,16 @@ for p in fp32 bf16; do
     cmp -s "$TMP/d-$p.st" "$TMP/c-$p.st"
     ok $? "$p: --checkpoint-every 1 --checkpoint-decoder dump is bit-identical"
 done
+# a geometry whose decoder chunks (4 pairs) straddle images and end short
+# (3 images x 5 masks = 15 pairs): bit-identical too, and right (PyTorch below)
+odd="--config tiny --batch 3 --masks 5 --points 2 --synthetic-batch 6 --seed 3 --threads 2"
+for p in fp32 bf16; do
+    run_ok "$p dump, 3 x 5 pairs" sa1b-train $odd --precision $p --dump-step "$TMP/o-$p.st"
+    run_ok "$p dump, 3 x 5 pairs, checkpointed" sa1b-train $odd --precision $p --checkpoint-every 1 \
+        --checkpoint-decoder --dump-step "$TMP/oc-$p.st"
+    cmp -s "$TMP/o-$p.st" "$TMP/oc-$p.st"
+    ok $? "$p, 3 x 5 pairs: the checkpointed dump is bit-identical"
+done
 run_ok "fp16 dump" sa1b-train $tiny --precision fp16 --dump-step "$TMP/d-fp16.st"
 cmp -s "$TMP/d-fp32.st" "$TMP/d-bf16.st"
 ok $((! $?)) "the bf16 dump differs from the fp32 one"
@@ -50,8 +61,11 @@ if [ -x $PY ] && $PY -c 'import torch, numpy' 2>/dev/null; then
         >"$TMP/ref-fp16.out" 2>&1
     ok $? "fp16 dump agrees with PyTorch (loss 1e-3, outputs and gradients 2e-2 relative)"
     sed 's/^/# /' "$TMP/ref-fp16.out" | grep -v '^# ok'
+    $PY "$SRC/tests/reference/sam_ref.py" --threads 2 "$TMP/o-fp32.st" >"$TMP/ref-odd.out" 2>&1
+    ok $? "fp32 dump of 3 x 5 pairs agrees with PyTorch (t1700's tolerances)"
+    sed 's/^/# /' "$TMP/ref-odd.out" | grep -v '^# ok'
 else
-    skip 2 "python3-torch not installed"
+    skip 3 "python3-torch not installed"
 fi
 
 # fp16 loss scale: doubles after each window of clean steps, logged
