@@ -22,6 +22,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(LOADER_NO_SIMD)
+#define LD_HAVE_AVX2 1
+#include <immintrin.h>
+#endif
+
 #include "rng.h"
 #include "sa1b_image.h"
 #include "sa1b_loader.h"
@@ -80,6 +85,9 @@ struct sa1b_loader {
     size_t img_row; /* bytes of one image row */
     float lut[3][256];
     uint64_t unpack[256]; /* byte -> 8 bytes of 0/1 (bit j -> byte j, little-endian) */
+    int avx2;             /* the CPU has AVX2 and POPCNT: ld_mask_row_avx2 */
+    uint64_t advised_pos; /* rank slice at this position (+1; 0: none) was advised ahead */
+    uint64_t advised_epoch;
 
     pthread_mutex_t mu;
     pthread_cond_t work, ready;
@@ -279,7 +287,13 @@ static void ld_put_image(sa1b_loader *L, sa1b_batch *o, uint32_t b, const uint8_
     uint32_t S = L->S;
     if (!L->cfg.normalize) {
         uint8_t *out = (uint8_t *)o->images + (size_t)b * L->img_row;
-        for (uint32_t y = 0; y < h; y++) {
+        uint32_t y0 = 0;
+        if (!flip && w == S && sstride == (size_t)S * 3) {
+            /* full-width rows: one block */
+            memcpy(out, src, (size_t)h * S * 3);
+            y0 = h;
+        }
+        for (uint32_t y = y0; y < h; y++) {
             uint8_t *d = out + (size_t)y * S * 3;
             const uint8_t *s = src + (size_t)y * sstride;
             if (!flip) {
@@ -348,6 +362,41 @@ static void ld_reverse(uint8_t *dst, const uint8_t *src, size_t n)
     for (; i < n; i++) dst[i] = src[n - 1 - i];
 }
 
+#ifdef LD_HAVE_AVX2
+/* ld_mask_row's R % 8 == 0 case with AVX2 and POPCNT: the same bytes and
+ * count.  32 bits at a time become 32 bytes (each byte of the broadcast
+ * word shuffled to its 8 lanes, tested against its bit); only chunks that
+ * end within the row's R bytes of output (and so within its R / 8 bytes of
+ * input) take this way, the rest goes through the table. */
+__attribute__((target("avx2,popcnt"))) static uint32_t
+ld_unpack_row_avx2(const uint64_t *unpack, const uint8_t *rb, uint32_t R, uint32_t wR,
+                   uint8_t *dst)
+{
+    uint32_t nb = (wR + 7) / 8, full = wR / 8, i = 0, count = 0;
+    for (; i + 8 <= full; i += 8) {
+        uint64_t v;
+        memcpy(&v, rb + i, 8);
+        count += (uint32_t)__builtin_popcountll(v);
+    }
+    for (; i < full; i++) count += (uint32_t)__builtin_popcount(rb[i]);
+    if (wR % 8) count += (uint32_t)__builtin_popcount(rb[full] & ((1u << (wR % 8)) - 1u));
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                          2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)UINT64_C(0x8040201008040201));
+    const __m256i one = _mm256_set1_epi8(1);
+    i = 0;
+    for (; i + 4 <= nb && 8 * (size_t)i + 32 <= R; i += 4) {
+        int32_t w;
+        memcpy(&w, rb + i, 4);
+        __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(w), shuf);
+        v = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), one);
+        _mm256_storeu_si256((__m256i *)(void *)(dst + 8 * (size_t)i), v);
+    }
+    for (; i < nb; i++) memcpy(dst + 8 * (size_t)i, &unpack[rb[i]], 8);
+    return count;
+}
+#endif
+
 /* Row y of a mask: unpacks the LSB-first packed bits of columns < wR into
  * out[0..R) as 0/1 bytes (mirrored within wR when flip), zero from wR on;
  * returns the number of set cells.  tmp: R + 8 bytes of scratch. */
@@ -357,6 +406,11 @@ static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t 
     uint32_t R = L->R;
     uint8_t *dst = flip ? tmp : out;
     uint32_t count = 0;
+#ifdef LD_HAVE_AVX2
+    if (R % 8 == 0 && L->avx2) {
+        count = ld_unpack_row_avx2(L->unpack, bits + (size_t)y * (R / 8), R, wR, dst);
+    } else
+#endif
     if (R % 8 == 0) {
         const uint8_t *rb = bits + (size_t)y * (R / 8);
         uint32_t nb = (wR + 7) / 8, full = wR / 8, i = 0;
@@ -657,9 +711,12 @@ static int ld_create(sa1b_loader *L, ld_buf *buf)
     o->step = L->s_pos / ((uint64_t)L->B * L->world);
     o->next_position = L->s_pos + g;
     o->count = (uint32_t)(hi - lo);
+    /* the slice was advised with the previous batch, unless this batch
+     * starts the stream or follows a jump (epoch end, drop_last) */
+    int advised = L->advised_pos == L->s_pos + 1 && L->advised_epoch == L->s_epoch;
     for (uint64_t p = lo; p < hi; p++) {
         buf->gidx[p - lo] = L->perm[p];
-        ld_advise(L, L->perm[p]);
+        if (!advised) ld_advise(L, L->perm[p]);
     }
     uint64_t x = L->cfg.seed ^ ((L->s_epoch + 1) * UINT64_C(0x9E3779B97F4A7C15));
     buf->img_seed = rng_splitmix64(&x);
@@ -668,6 +725,8 @@ static int ld_create(sa1b_loader *L, ld_buf *buf)
         uint64_t g2, lo2, hi2;
         ld_slice(L, o->next_position, &g2, &lo2, &hi2);
         for (uint64_t p = lo2; p < hi2; p++) ld_advise(L, L->perm[p]);
+        L->advised_pos = o->next_position + 1;
+        L->advised_epoch = L->s_epoch;
     }
     for (uint32_t i = 0; i < L->B; i++) buf->row_err[i] = 0;
     buf->reported = -1;
@@ -974,6 +1033,10 @@ int sa1b_loader_open(sa1b_loader **out, const sa1b_loader_config *cfg, sa1b_erro
             if (v >> j & 1) x |= (uint64_t)1 << (8 * j);
         L->unpack[v] = x;
     }
+#ifdef LD_HAVE_AVX2
+    __builtin_cpu_init();
+    L->avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+#endif
     long pg = sysconf(_SC_PAGESIZE);
     L->page = pg > 0 && (pg & (pg - 1)) == 0 ? (uintptr_t)pg : 4096;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

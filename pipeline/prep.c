@@ -109,16 +109,19 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         return sa1b_error_set(err, SA1B_EMISMATCH, -1, "%s.jpg: size %ux%u != annotation %ux%u",
                               name, jw, jh, a->width, a->height);
 
-    /* 3. every mask's runs (validates the strings), area and box from runs */
+    /* 3. every mask's runs (validates the strings), area and box from runs;
+     * only kmeans looks at the boxes of masks it may drop, the other
+     * strategies get the boxes of the kept masks alone (after step 4) */
     if (reserve_masks(b, a->n_masks ? a->n_masks : 1))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    const int boxes_first = o->strategy == SA1B_STRATEGY_KMEANS;
     for (size_t i = 0; i < a->n_masks; i++) {
         const sa1b_mask_anno *m = &a->masks[i];
         if (sa1b_rle_from_string(&b->rles[i], m->h, m->w, m->counts, m->counts_len, &e))
             return sa1b_error_set(err, e.code, e.offset, "%s.json: mask %zu: %s", name, i, e.msg);
         sa1b_cand *c = &b->cands[i];
         c->area = sa1b_rle_area(&b->rles[i]);
-        sa1b_rle_bbox(&b->rles[i], c->bbox);
+        if (boxes_first) sa1b_rle_bbox(&b->rles[i], c->bbox);
         c->predicted_iou = m->predicted_iou;
         c->stability_score = m->stability_score;
     }
@@ -128,6 +131,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     if (sa1b_subsample(b->cands, a->n_masks, &o->filter, o->strategy, o->max_masks, o->seed,
                        a->image_id, a->width, a->height, b->kept, &n_kept, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
+    if (!boxes_first)
+        for (size_t k = 0; k < n_kept; k++) sa1b_rle_bbox(&b->rles[b->kept[k]], b->cands[b->kept[k]].bbox);
 
     /* 5. the image, letterboxed */
     sa1b_letterbox lb, mlb;
@@ -158,13 +163,19 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         const sa1b_rle *r = &b->rles[i];
         const sa1b_mask_anno *m = &a->masks[i];
         uint8_t *dst = b->bits + k * RR;
+        /* content as wide as the grid (landscape, square): straight into
+         * the mask, else through the content-sized grid */
+        uint8_t *grid = mlb.new_w == R ? dst : b->grid;
         int rc = o->mask_mode == SA1B_MASK_NEAREST
-                     ? sa1b_rle_resample_nearest(r, mlb.new_h, mlb.new_w, b->grid, &e)
-                     : sa1b_rle_resample_area(r, mlb.new_h, mlb.new_w, NULL, b->grid, &e);
+                     ? sa1b_rle_resample_nearest(r, mlb.new_h, mlb.new_w, grid, &e)
+                     : sa1b_rle_resample_area(r, mlb.new_h, mlb.new_w, NULL, grid, &e);
         if (rc) return sa1b_error_set(err, rc, -1, "%s.json: mask %zu: %s", name, i, e.msg);
-        memset(dst, 0, RR);
-        for (uint32_t y = 0; y < mlb.new_h; y++)
-            memcpy(dst + (size_t)y * R, b->grid + (size_t)y * mlb.new_w, mlb.new_w);
+        if (grid != dst)
+            for (uint32_t y = 0; y < mlb.new_h; y++) {
+                memcpy(dst + (size_t)y * R, grid + (size_t)y * mlb.new_w, mlb.new_w);
+                memset(dst + (size_t)y * R + mlb.new_w, 0, R - mlb.new_w);
+            }
+        memset(dst + (size_t)mlb.new_h * R, 0, (size_t)(R - mlb.new_h) * R);
 
         sa1b_shard_mask_in *mi = &b->masks[k];
         mi->id = m->id;

@@ -21,7 +21,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#if defined(__SSE2__)
+#define WR_HAVE_SSE2 1
+#include <emmintrin.h>
+#endif
+
 #define WBUF_CAP (1u << 20)
+/* Written data is handed to the kernel's writeback every WB_CHUNK bytes
+ * (sync_file_range, advice only), so the disk writes overlap the work and
+ * the fsync at finish has little left to wait for. */
+#define WB_CHUNK ((uint64_t)8 << 20)
 
 typedef struct wr_image {
     uint64_t image_offset, image_length, masks_offset, masks_length;
@@ -44,6 +53,7 @@ struct sa1b_shard_writer {
     char *prov;
     size_t prov_len;
     uint64_t pos; /* file offset of the next byte written */
+    uint64_t wb_from; /* bytes before this offset were handed to writeback */
     uint8_t *buf;
     size_t buf_len;
     wr_image *images;
@@ -54,6 +64,21 @@ struct sa1b_shard_writer {
     uint64_t names_len, names_cap;
     uint8_t *pack; /* one packed mask, mask_stride bytes */
 };
+
+/* Starts writeback of what reached the file since the last call, once
+ * that is at least WB_CHUNK bytes (errors ignored: fsync decides). */
+static void wr_writeback(sa1b_shard_writer *w)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+    uint64_t end = w->pos - w->buf_len; /* bytes in the file */
+    if (end - w->wb_from < WB_CHUNK) return;
+    (void)sync_file_range(w->fd, (off_t)w->wb_from, (off_t)(end - w->wb_from),
+                          SYNC_FILE_RANGE_WRITE);
+    w->wb_from = end;
+#else
+    (void)w;
+#endif
+}
 
 static int wr_flush(sa1b_shard_writer *w, sa1b_error *err)
 {
@@ -69,6 +94,7 @@ static int wr_flush(sa1b_shard_writer *w, sa1b_error *err)
         done += (size_t)n;
     }
     w->buf_len = 0;
+    wr_writeback(w);
     return SA1B_OK;
 }
 
@@ -90,6 +116,7 @@ static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_err
             len -= (size_t)n;
             w->pos += (uint64_t)n;
         }
+        wr_writeback(w);
     }
     memcpy(w->buf + w->buf_len, p, len);
     w->buf_len += len;
@@ -244,6 +271,16 @@ static void pack_mask(sa1b_shard_writer *w, const uint8_t *bits)
     uint64_t n = (uint64_t)w->R * w->R, k = 0;
     uint8_t *out = w->pack;
     memset(out, 0, (size_t)w->mask_stride);
+#ifdef WR_HAVE_SSE2
+    /* sixteen bytes at a time: bit i of the movemask is "byte i is zero" */
+    const __m128i zero = _mm_setzero_si128();
+    for (; k + 16 <= n; k += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(bits + k));
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)) ^ 0xFFFFu;
+        out[k >> 3] = (uint8_t)m;
+        out[(k >> 3) + 1] = (uint8_t)(m >> 8);
+    }
+#endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     const uint64_t lo7 = UINT64_C(0x7F7F7F7F7F7F7F7F), hi = UINT64_C(0x8080808080808080);
     for (; k + 8 <= n; k += 8) {

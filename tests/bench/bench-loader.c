@@ -17,8 +17,9 @@
  * The last column, "cpu ratio", compares images per CPU-second of the
  * loader with those of the bound (process CPU time, all threads): it does
  * not depend on other load on the machine, the wall-clock ratio does.
- * Usage: bench-loader [THREADS [CONFIG]]  (THREADS default 2: the 2 cores
- * of the target; CONFIG: the row number alone, from 0, for profiling;
+ * Usage: bench-loader [THREADS [CONFIG [SIDE]]]  (THREADS default 2: the 2
+ * cores of the target; CONFIG: the row number alone, from 0, for profiling;
+ * SIDE: "loader" or "bound" runs that side alone, 10 times, for profiling;
  * SA1B_BENCH_DIR=DIR keeps the shards in DIR and reuses them)
  */
 #include <math.h>
@@ -385,6 +386,7 @@ int main(int argc, char **argv)
            "K", "loader img/s", "bound", "bound img/s", "ratio", "wait", "target", "cpu ratio");
     int status = 0;
     int only = argc > 2 ? atoi(argv[2]) : -1; /* profiling: one configuration */
+    const char *side = argc > 3 ? argv[3] : NULL; /* profiling: "loader" or "bound" alone */
     for (size_t k = 0; k < sizeof cfgs / sizeof cfgs[0]; k++) {
         const cfg *c = &cfgs[k];
         if (only >= 0 && (size_t)only != k) continue;
@@ -396,6 +398,17 @@ int main(int argc, char **argv)
         }
         /* about 2 epochs per run */
         uint64_t nb = 2 * ((uint64_t)c->n + c->B - 1) / c->B;
+        if (side) {
+            /* profiling: one side alone, 10 runs */
+            for (int r = 0; r < 10; r++) {
+                double wt, pc;
+                double v = strcmp(side, "loader") == 0 ? run_loader(path, c, T, nb, &wt, &pc)
+                           : c->jpeg                  ? run_decode(path, c, &pc)
+                                                      : run_memcpy(path, c, T, nb * c->B, &pc);
+                printf("%s %s: %.1f img/s, %.1f img per cpu-s\n", c->name, side, v, pc);
+            }
+            continue;
+        }
         double l[3], b[3], w[3], lc[3], bc[3];
         for (int r = 0; r < 3; r++) {
             l[r] = run_loader(path, c, T, nb, &w[r], &lc[r]);

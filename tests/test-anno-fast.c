@@ -1,0 +1,461 @@
+/*
+ * test-anno-fast.c - the annotation parser's fast path against the jansson
+ * path (anno_internal.h): on the fuzz corpus, the real SA-1B file when
+ * present, generated SA-1B-like documents (number spellings, escapes,
+ * whitespace, key order, unknown keys) and thousands of random mutations
+ * of them, sa1b_anno_parse (fast path first) and the jansson path alone
+ * must give the same return code, the same error, and field for field the
+ * same annotation.  It also checks that the fast path really takes the
+ * well-formed documents.  FUZZ_CORPUS and the real data are optional.
+ */
+#include <dirent.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "anno_internal.h"
+#include "sa1b_anno.h"
+#include "tap.h"
+
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
+static uint32_t below(uint32_t n) { return n ? (uint32_t)(rnd() % n) : 0; }
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    size_t r;
+    while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) b = realloc(b, cap *= 2);
+    }
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* 1 when both parses agree completely. */
+static int agree(const char *doc, size_t len, int *fast_took, char *why, size_t why_cap)
+{
+    sa1b_anno a = SA1B_ANNO_INIT, b = SA1B_ANNO_INIT, c = SA1B_ANNO_INIT;
+    sa1b_error ea, eb, ec;
+    sa1b_error_clear(&ea);
+    sa1b_error_clear(&eb);
+    int ra = anno_parse_impl(&a, doc, len, ANNO_PARSE_AUTO, &ea);
+    int rb = anno_parse_impl(&b, doc, len, ANNO_PARSE_JANSSON, &eb);
+    int rc = anno_parse_impl(&c, doc, len, ANNO_PARSE_FAST, &ec);
+    *fast_took = rc == SA1B_OK;
+    int ok = 1;
+    why[0] = 0;
+    if (ra != rb) {
+        snprintf(why, why_cap, "rc %d != %d (%s / %s)", ra, rb, ea.msg, eb.msg);
+        ok = 0;
+    } else if (rc == SA1B_OK && rb != SA1B_OK) {
+        snprintf(why, why_cap, "fast path took a document jansson rejects: %s", eb.msg);
+        ok = 0;
+    } else if (ra != SA1B_OK) {
+        if (ea.code != eb.code || ea.offset != eb.offset || strcmp(ea.msg, eb.msg) != 0) {
+            snprintf(why, why_cap, "error '%s' != '%s'", ea.msg, eb.msg);
+            ok = 0;
+        }
+    } else {
+        const sa1b_anno *x = &a, *y = &b;
+        for (int pass = 0; pass < 2 && ok; pass++, x = &c) {
+            if (pass == 1 && rc != SA1B_OK) break;
+            if (x->image_id != y->image_id || x->width != y->width || x->height != y->height ||
+                strcmp(x->file_name, y->file_name) != 0 || x->n_masks != y->n_masks) {
+                snprintf(why, why_cap, "image fields differ");
+                ok = 0;
+                break;
+            }
+            for (size_t i = 0; i < x->n_masks && ok; i++) {
+                const sa1b_mask_anno *p = &x->masks[i], *q = &y->masks[i];
+                int same = p->id == q->id && p->h == q->h && p->w == q->w &&
+                           p->counts_len == q->counts_len &&
+                           memcmp(p->counts, q->counts, p->counts_len + 1) == 0 &&
+                           p->area == q->area && same_double(p->predicted_iou, q->predicted_iou) &&
+                           same_double(p->stability_score, q->stability_score) &&
+                           p->has_point == q->has_point && p->n_points == q->n_points &&
+                           same_double(p->point[0], q->point[0]) &&
+                           same_double(p->point[1], q->point[1]);
+                for (int k = 0; k < 4; k++)
+                    same = same && same_double(p->bbox[k], q->bbox[k]) &&
+                           same_double(p->crop_box[k], q->crop_box[k]);
+                if (!same) {
+                    snprintf(why, why_cap, "mask %zu differs", i);
+                    ok = 0;
+                }
+            }
+        }
+    }
+    sa1b_anno_free(&a);
+    sa1b_anno_free(&b);
+    sa1b_anno_free(&c);
+    return ok;
+}
+
+/* ---- generated documents ------------------------------------------------ */
+
+typedef struct sbuf { char *p; size_t n, cap; } sbuf;
+static void put(sbuf *s, const char *t, size_t n)
+{
+    if (s->n + n + 1 > s->cap) {
+        while (s->n + n + 1 > s->cap) s->cap = s->cap ? 2 * s->cap : 4096;
+        s->p = realloc(s->p, s->cap);
+    }
+    memcpy(s->p + s->n, t, n);
+    s->n += n;
+    s->p[s->n] = 0;
+}
+static void puts_(sbuf *s, const char *t) { put(s, t, strlen(t)); }
+static void ws(sbuf *s)
+{
+    static const char *w[] = {"", "", "", " ", "\n  ", "\t", "\r\n"};
+    puts_(s, w[below(7)]);
+}
+
+/* An integer value v spelled as JSON (sometimes as an integral real). */
+static void put_int(sbuf *s, long long v)
+{
+    char b[64];
+    switch (below(6)) {
+    case 0: snprintf(b, sizeof b, "%lld.0", v); break;
+    case 1: snprintf(b, sizeof b, "%lld.000", v); break;
+    case 2: if (v != 0) { snprintf(b, sizeof b, "%lldE0", v); break; } /* fall through */
+    default: snprintf(b, sizeof b, "%lld", v); break;
+    }
+    puts_(s, b);
+}
+
+static void put_real(sbuf *s)
+{
+    char b[64];
+    double d = (double)(rnd() % 2000000) / 1000.0 - 500.0;
+    switch (below(8)) {
+    case 0: snprintf(b, sizeof b, "%.17g", d); break;
+    case 1: snprintf(b, sizeof b, "%.3e", d); break;
+    case 2: snprintf(b, sizeof b, "%.1f", d); break;
+    case 3: snprintf(b, sizeof b, "%lld", (long long)d); break;
+    case 4: snprintf(b, sizeof b, "%.3E", d); break;
+    case 5: snprintf(b, sizeof b, "0.%llu", (unsigned long long)(rnd() % 100000000000ull)); break;
+    case 6: snprintf(b, sizeof b, "%.20f", d / 1000); break;
+    default: snprintf(b, sizeof b, "%.6f", d); break;
+    }
+    puts_(s, b);
+}
+
+static void put_key(sbuf *s, const char *k)
+{
+    ws(s);
+    puts_(s, "\"");
+    puts_(s, k);
+    puts_(s, "\"");
+    ws(s);
+    puts_(s, ":");
+    ws(s);
+}
+
+static void put_unknown(sbuf *s, int depth)
+{
+    switch (below(depth > 2 ? 4 : 6)) {
+    case 0: puts_(s, "null"); break;
+    case 1: puts_(s, below(2) ? "true" : "false"); break;
+    case 2: put_real(s); break;
+    case 3: puts_(s, "\"x\\ty\\/z\\\"\\\\\""); break;
+    case 4:
+        puts_(s, "[");
+        for (uint32_t i = 0, n = below(3); i < n; i++) {
+            if (i) puts_(s, ",");
+            ws(s);
+            put_unknown(s, depth + 1);
+        }
+        puts_(s, "]");
+        break;
+    default:
+        puts_(s, "{");
+        for (uint32_t i = 0, n = below(3); i < n; i++) {
+            char k[16];
+            snprintf(k, sizeof k, "k%u", i);
+            if (i) puts_(s, ",");
+            put_key(s, k);
+            put_unknown(s, depth + 1);
+        }
+        puts_(s, "}");
+    }
+}
+
+static void put_box(sbuf *s, int n)
+{
+    puts_(s, "[");
+    for (int i = 0; i < n; i++) {
+        if (i) puts_(s, ",");
+        ws(s);
+        put_real(s);
+    }
+    ws(s);
+    puts_(s, "]");
+}
+
+/* Shuffled order of n fields. */
+static void order(int *o, int n)
+{
+    for (int i = 0; i < n; i++) o[i] = i;
+    if (below(3) == 0) return;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)below((uint32_t)i + 1), t = o[i];
+        o[i] = o[j];
+        o[j] = t;
+    }
+}
+
+static char *gen_doc(size_t *len)
+{
+    sbuf s = {0};
+    uint32_t W = 1 + below(40), H = 1 + below(40), nm = below(6);
+    puts_(&s, "{");
+    int o[9];
+    order(o, 3);
+    for (int f = 0; f < 3; f++) {
+        if (f) puts_(&s, ",");
+        if (o[f] == 0) {
+            put_key(&s, "image");
+            puts_(&s, "{");
+            int oi[5];
+            order(oi, 5);
+            for (int g = 0; g < 5; g++) {
+                if (g) puts_(&s, ",");
+                char b[64];
+                switch (oi[g]) {
+                case 0: put_key(&s, "image_id"); put_int(&s, (long long)(rnd() % 10000000000ull)); break;
+                case 1: put_key(&s, "width"); put_int(&s, W); break;
+                case 2: put_key(&s, "height"); put_int(&s, H); break;
+                case 3:
+                    put_key(&s, "file_name");
+                    snprintf(b, sizeof b, "\"sa_%u%s.jpg\"", below(1000), below(4) ? "" : "\\n\\/");
+                    puts_(&s, b);
+                    break;
+                default: put_key(&s, "license"); put_unknown(&s, 1);
+                }
+            }
+            ws(&s);
+            puts_(&s, "}");
+        } else if (o[f] == 1) {
+            put_key(&s, "annotations");
+            puts_(&s, "[");
+            for (uint32_t m = 0; m < nm; m++) {
+                if (m) puts_(&s, ",");
+                ws(&s);
+                puts_(&s, "{");
+                int om[9];
+                order(om, 9);
+                for (int g = 0; g < 9; g++) {
+                    if (g) puts_(&s, ",");
+                    char b[128];
+                    switch (om[g]) {
+                    case 0: put_key(&s, "id"); put_int(&s, (long long)(rnd() % 5000000000ull) - 10); break;
+                    case 1:
+                        put_key(&s, "segmentation");
+                        if (below(2)) {
+                            snprintf(b, sizeof b, "{\"size\": [%u, %u], \"counts\": \"%s\"}", H, W,
+                                     below(2) ? "0\\\\1a\\\\" : "PPY`0\\\\l");
+                        } else {
+                            snprintf(b, sizeof b, "{\"counts\" :\"%s\",\"size\":[ %u ,%u.0 ]}",
+                                     below(2) ? "" : "?1O\\\\\\\"", H, W);
+                        }
+                        puts_(&s, b);
+                        break;
+                    case 2: put_key(&s, "bbox"); put_box(&s, 4); break;
+                    case 3: put_key(&s, "area"); put_int(&s, below(W * H + 1)); break;
+                    case 4: put_key(&s, "predicted_iou"); put_real(&s); break;
+                    case 5: put_key(&s, "stability_score"); put_real(&s); break;
+                    case 6: put_key(&s, "crop_box"); put_box(&s, 4); break;
+                    case 7:
+                        put_key(&s, "point_coords");
+                        puts_(&s, "[");
+                        for (uint32_t k = 0, n = below(3); k < n; k++) {
+                            if (k) puts_(&s, ",");
+                            put_box(&s, 2);
+                        }
+                        puts_(&s, "]");
+                        break;
+                    default: put_key(&s, "extra"); put_unknown(&s, 1);
+                    }
+                }
+                ws(&s);
+                puts_(&s, "}");
+            }
+            ws(&s);
+            puts_(&s, "]");
+        } else {
+            put_key(&s, "info");
+            put_unknown(&s, 1);
+        }
+    }
+    ws(&s);
+    puts_(&s, "}");
+    ws(&s);
+    *len = s.n;
+    return s.p;
+}
+
+/* A copy of doc with one to three random edits. */
+static char *mutate(const char *doc, size_t len, size_t *out_len)
+{
+    static const char pick[] = "\"\\,:{}[]0123456789-+.eEu \tnulltruefalse\x01\x7f\x80\xc3\xa9";
+    char *p = malloc(len + 64);
+    memcpy(p, doc, len);
+    size_t n = len;
+    for (uint32_t e = 0, ne = 1 + below(3); e < ne && n > 0; e++) {
+        size_t at = below((uint32_t)n);
+        switch (below(6)) {
+        case 0: p[at] = pick[below(sizeof pick - 1)]; break;
+        case 1: memmove(p + at, p + at + 1, n - at - 1); n--; break;
+        case 2:
+            memmove(p + at + 1, p + at, n - at);
+            p[at] = pick[below(sizeof pick - 1)];
+            n++;
+            break;
+        case 3: n = at; break;
+        case 4: p[at] = (char)rnd(); break;
+        default: {
+            /* duplicate a short span (keys twice, values twice) */
+            size_t l = 1 + below(20);
+            if (at + l > n) l = n - at;
+            if (n + l > len + 60) break;
+            memmove(p + at + l, p + at, n - at);
+            n += l;
+        }
+        }
+    }
+    *out_len = n;
+    return p;
+}
+
+int main(void)
+{
+    char why[600];
+    int took;
+    size_t nfiles = 0, fast_files = 0;
+    int all = 1;
+
+    /* the fuzz corpus and the real file, each with mutations */
+    const char *dirs[2] = {NULL, NULL};
+#ifdef FUZZ_CORPUS
+    dirs[0] = FUZZ_CORPUS;
+#endif
+    /* the real data: $SHARED_DATA, $top_srcdir/../shared/..., ../shared/... */
+    char real[PATH_MAX];
+    const char *sh = getenv("SHARED_DATA"), *top = getenv("top_srcdir");
+    const char *cands[4] = {sh, top, "..", "../.."};
+    const char *sufs[4] = {"", "/../shared/data/sa1b-real", "/shared/data/sa1b-real",
+                           "/shared/data/sa1b-real"};
+    for (int i = 0; i < 4 && !dirs[1]; i++) {
+        if (!cands[i] || !*cands[i]) continue;
+        snprintf(real, sizeof real, "%s%s", cands[i], sufs[i]);
+        DIR *probe = opendir(real);
+        if (probe) {
+            closedir(probe);
+            dirs[1] = real;
+        }
+    }
+    for (int d = 0; d < 2; d++) {
+        DIR *dp = dirs[d] ? opendir(dirs[d]) : NULL;
+        if (!dp) {
+            tap_diag("no %s", dirs[d] ? dirs[d] : "fuzz corpus");
+            continue;
+        }
+        struct dirent *de;
+        while ((de = readdir(dp))) {
+            if (de->d_name[0] == '.') continue;
+            size_t nl = strlen(de->d_name);
+            if (d == 1 && (nl < 5 || strcmp(de->d_name + nl - 5, ".json") != 0)) continue;
+            char path[PATH_MAX + 300];
+            snprintf(path, sizeof path, "%s/%s", dirs[d], de->d_name);
+            size_t len;
+            char *doc = slurp(path, &len);
+            if (!doc) continue;
+            nfiles++;
+            if (!agree(doc, len, &took, why, sizeof why)) {
+                tap_diag("%s: %s", de->d_name, why);
+                all = 0;
+            }
+            fast_files += took;
+            if (d == 1) tap_ok(took, "the fast path takes the real SA-1B file %s", de->d_name);
+            for (int m = 0; m < 300; m++) {
+                size_t ml;
+                char *mdoc = mutate(doc, len, &ml);
+                if (!agree(mdoc, ml, &took, why, sizeof why)) {
+                    tap_diag("%s mutation %d: %s", de->d_name, m, why);
+                    all = 0;
+                }
+                free(mdoc);
+            }
+            free(doc);
+        }
+        closedir(dp);
+    }
+    tap_ok(all, "%zu files and their mutations: both paths agree (fast path took %zu)", nfiles,
+           fast_files);
+
+    /* generated documents and their mutations */
+    int gen_ok = 1, gen_fast = 1, mut_ok = 1;
+    size_t n_mut_fast = 0, n_mut = 0;
+    for (int i = 0; i < 2000; i++) {
+        size_t len;
+        char *doc = gen_doc(&len);
+        if (!agree(doc, len, &took, why, sizeof why)) {
+            if (gen_ok) tap_diag("document %d: %s\n%s", i, why, doc);
+            gen_ok = 0;
+        }
+        if (!took && gen_fast) {
+            tap_diag("document %d not taken by the fast path:\n%s", i, doc);
+            gen_fast = 0;
+        }
+        for (int m = 0; m < 10; m++) {
+            size_t ml;
+            char *mdoc = mutate(doc, len, &ml);
+            n_mut++;
+            if (!agree(mdoc, ml, &took, why, sizeof why)) {
+                if (mut_ok) tap_diag("document %d mutation %d: %s\n%.*s", i, m, why, (int)ml, mdoc);
+                mut_ok = 0;
+            }
+            n_mut_fast += took;
+            free(mdoc);
+        }
+        free(doc);
+    }
+    tap_ok(gen_ok, "2000 generated documents: both paths agree");
+    tap_ok(gen_fast, "the fast path takes every generated document");
+    tap_ok(mut_ok, "%zu mutations: both paths agree (fast path took %zu)", n_mut, n_mut_fast);
+
+    /* reuse: a fast document, a jansson-only one, a fast one into one anno */
+    sa1b_anno a = SA1B_ANNO_INIT;
+    sa1b_error e;
+    static const char d1[] = "{\"image\":{\"image_id\":1,\"width\":2,\"height\":1,\"file_name\":\"a\"},"
+                             "\"annotations\":[{\"id\":3,\"segmentation\":{\"size\":[1,2],\"counts\":\"02\"},"
+                             "\"bbox\":[0,0,1,0],\"area\":2,\"predicted_iou\":1,\"stability_score\":1,"
+                             "\"crop_box\":[0,0,2,1],\"point_coords\":[[0.5,0.5]]}]}";
+    static const char d2[] = "{\"image\":{\"image_id\":1,\"width\":2,\"height\":1,\"file_name\":\"\\u0061\"},"
+                             "\"annotations\":[]}";
+    int r1 = sa1b_anno_parse(&a, d1, sizeof d1 - 1, &e);
+    tap_ok(r1 == 0 && a.n_masks == 1 && strcmp(a.masks[0].counts, "02") == 0, "fast document");
+    int r2 = sa1b_anno_parse(&a, d2, sizeof d2 - 1, &e);
+    tap_ok(r2 == 0 && a.n_masks == 0 && strcmp(a.file_name, "a") == 0, "\\u escape via jansson");
+    r1 = sa1b_anno_parse(&a, d1, sizeof d1 - 1, &e);
+    tap_ok(r1 == 0 && a.n_masks == 1 && a.masks[0].counts_len == 2, "fast again into the same anno");
+    sa1b_anno_free(&a);
+    return tap_done();
+}
