@@ -42,6 +42,7 @@ typedef struct options {
     uint32_t width, height, masks;
     int quality;
     synth_nesting nesting;
+    double size_min, size_max;
     const char *out; /* NULL or "-": standard output */
     int quiet;
 } options;
@@ -62,6 +63,8 @@ static void usage(void)
            "      --quality Q     JPEG quality 1..100 (default 90)\n"
            "      --nesting N     full: nested regions, objects, parts, unions (default);\n"
            "                      flat: only regions and objects, no two masks overlap\n"
+           "      --sizes MIN:MAX shape radii as fractions of the shorter side, small ones\n"
+           "                      more frequent (default 0.015:0.28)\n"
            "  -o, --output OUT    the tar to write; '-' or no -o: standard output\n"
            "      --quiet         no progress bar\n"
            "  -h, --help          show this help and exit\n"
@@ -324,14 +327,15 @@ int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o = {.images = 4, .seed = 1, .first_id = 1, .width = 2250, .height = 1500,
-                 .masks = 100, .quality = 90, .nesting = SYNTH_NESTING_FULL, .out = NULL, .quiet = 0};
-    enum { OPT_FIRST_ID = 256, OPT_QUALITY, OPT_QUIET, OPT_NESTING };
+                 .masks = 100, .quality = 90, .nesting = SYNTH_NESTING_FULL, .out = NULL, .quiet = 0,
+                 .size_min = SYNTH_SIZE_MIN, .size_max = SYNTH_SIZE_MAX};
+    enum { OPT_FIRST_ID = 256, OPT_QUALITY, OPT_QUIET, OPT_NESTING, OPT_SIZES };
     static const struct option longopts[] = {
         {"images", required_argument, NULL, 'n'},  {"width", required_argument, NULL, 'W'},
         {"height", required_argument, NULL, 'H'},  {"masks", required_argument, NULL, 'm'},
         {"seed", required_argument, NULL, 's'},    {"first-id", required_argument, NULL, OPT_FIRST_ID},
         {"quality", required_argument, NULL, OPT_QUALITY}, {"output", required_argument, NULL, 'o'},
-        {"nesting", required_argument, NULL, OPT_NESTING},
+        {"nesting", required_argument, NULL, OPT_NESTING}, {"sizes", required_argument, NULL, OPT_SIZES},
         {"quiet", no_argument, NULL, OPT_QUIET},   {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0}};
     int c;
@@ -375,6 +379,20 @@ int main(int argc, char **argv)
             else if (strcmp(optarg, "flat") == 0) o.nesting = SYNTH_NESTING_FLAT;
             else cli_usage_error("--nesting: '%s' is not full or flat", optarg);
             break;
+        case OPT_SIZES: {
+            char *end = NULL;
+            errno = 0;
+            double a = strtod(optarg, &end), b = -1;
+            if (end != optarg && *end == ':') {
+                const char *q = end + 1;
+                b = strtod(q, &end);
+                if (end == q) b = -1;
+            }
+            if (errno || !end || *end || !(a > 0) || !(b >= a) || !(b <= 1))
+                cli_usage_error("--sizes: '%s' is not MIN:MAX with 0 < MIN <= MAX <= 1", optarg);
+            o.size_min = a, o.size_max = b;
+            break;
+        }
         case 'o':
             o.out = optarg;
             break;
@@ -405,6 +423,7 @@ int main(int argc, char **argv)
     int fd = open_output(o.out, &what);
 
     synth_scene *sc = synth_scene_new(o.width, o.height);
+    if (sc) sc->size_min = o.size_min, sc->size_max = o.size_max;
     tjhandle tj = tjInitCompress();
     struct archive *a = archive_write_new();
     struct archive_entry *e = archive_entry_new();

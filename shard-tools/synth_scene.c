@@ -155,6 +155,8 @@ synth_scene *synth_scene_new(uint32_t width, uint32_t height)
     if (!s) return NULL;
     s->width = width;
     s->height = height;
+    s->size_min = SYNTH_SIZE_MIN;
+    s->size_max = SYNTH_SIZE_MAX;
     size_t np = (size_t)width * height;
     s->work = calloc(1, sizeof *s->work);
     if (!s->work) goto fail;
@@ -380,10 +382,10 @@ static void cos_sin(double t, double *c, double *s)
 
 /* ---- planning the scene ------------------------------------------------------ */
 
-static void make_shape(rng *r, shape *sh, uint32_t W, uint32_t H, double S)
+static void make_shape(rng *r, shape *sh, uint32_t W, uint32_t H, double S, double fmin, double fmax)
 {
     memset(sh, 0, sizeof *sh);
-    double rmin = 0.015 * S, rmax = 0.28 * S;
+    double rmin = fmin * S, rmax = fmax * S;
     if (rmin < 2.5) rmin = 2.5;
     if (rmax < rmin) rmax = rmin;
     double u = rng_unit(r);
@@ -708,7 +710,7 @@ static int plan_and_label(synth_scene *s, rng *r, int K, uint32_t n_obj, size_t 
         return -1;
     }
     for (uint32_t i = 0; i < n_obj; i++) {
-        make_shape(r, &tmp[i], W, H, S);
+        make_shape(r, &tmp[i], W, H, S, s->size_min, s->size_max);
         keys[2 * i] = tmp[i].r * rng_range(r, 0.7, 1.3);
         keys[2 * i + 1] = i;
     }

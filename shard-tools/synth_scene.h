@@ -39,6 +39,9 @@
 /* Largest accepted width or height, and pixel count. */
 #define SYNTH_MAX_SIDE 16384u
 #define SYNTH_MAX_PIXELS (UINT64_C(1) << 27)
+/* Default shape sizes (synth_scene.size_min, size_max). */
+#define SYNTH_SIZE_MIN 0.015
+#define SYNTH_SIZE_MAX 0.28
 /* Largest mask target (annotation ids reserve 1000 per image). */
 #define SYNTH_MAX_MASKS 999u
 
@@ -56,6 +59,10 @@ typedef struct synth_work synth_work;
 
 typedef struct synth_scene {
     uint32_t width, height;
+    double size_min, size_max; /* shape radii as fractions of the shorter side
+                                  (synth_scene_new: 0.015 and 0.28; a shape's
+                                  radius is min + (max - min) * u^3, u uniform,
+                                  and at least 2.5 pixels) */
     uint8_t *rgb;       /* [height][width][3], row-major, 8-bit RGB */
     size_t n_masks;
     synth_mask *masks;  /* [n_masks], kinds mixed in a shuffled order */

@@ -2,6 +2,6 @@
 # format in every detail (synth_check.py), output errors.
 SYNTH_TESTS = tests/t1200-synth-cli.sh tests/t1201-synth-determinism.sh tests/t1202-synth-format.sh \
 	tests/t1203-synth-output.sh tests/t1204-synth-fullsize.sh tests/t1205-synth-codec.sh \
-	tests/t1206-synth-nesting.sh
+	tests/t1206-synth-nesting.sh tests/t1207-synth-sizes.sh
 TESTS += $(SYNTH_TESTS)
 EXTRA_DIST += $(SYNTH_TESTS) tests/synth_check.py
