@@ -340,7 +340,12 @@ static void walk_acts(awalker *w)
     int L = c->L, D = c->D, N = m->opt.ckpt_every, b16 = m->opt.precision != TR_PREC_FP32;
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo; /* blocks lo.. have a backward */
     char nm[48];
-    areg2(w, &a->patches, "enc.patches", BT * PP3, 1, 0);
+    /* one image's patches, made again for the backward: a workspace in the
+     * union region (which holds no gradient during the encoder's forward
+     * nor after its blocks' backward) */
+    ugroup(w, 1);
+    areg2(w, &a->patches, "enc.patches", GG * PP3, 0, 1);
+    ugroup(w, 0);
     areg(w, &a->x0, "enc.x0", BT * E);
     for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : (b16 || i < lo) ? 0 : -1;
     m->dblk_n = 0;
@@ -495,7 +500,8 @@ static void alias_acts(tr_model *m)
     }
     size_t nx, ny;
     tail_grads(m, da, &nx, &ny);
-    a->up_scratch = da->up_scratch = da->pp_u[2]; /* a workspace (overwritten at every use) */
+    a->up_scratch = da->up_scratch = da->pp_u[2]; /* workspaces (overwritten at every use) */
+    a->patches = da->patches;
     for (int l = 0; l < D; l++) a->lay[l].i2t.out = a->lay[l].k4pre; /* k4pre = Kc + out, in place */
 }
 
@@ -1113,8 +1119,10 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     if (m->wc_mem && o->round_to) o->round_to(be, m->wc_mem, m->param_mem, m->n_param_floats, m->opt.precision);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
-    o->patch_im2col(be, a->patches, b->image, b->content, B, S, P);
-    o->linear_forward(be, a->x0, a->patches, p->patch_w, p->patch_b, BT, 3 * P * P, E);
+    for (int i = 0; i < B; i++) { /* image by image through one image's patches */
+        o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
+        o->linear_forward(be, a->x0 + (size_t)i * GG * E, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
+    }
     for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GG * E, p->pos, (size_t)GG * E);
     size_t GE = (size_t)GG * E;
     for (int bi = 0; bi < B; bi++) { /* image by image */
@@ -1329,7 +1337,11 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
         for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);
         be->prec = m->opt.precision;
     }
-    o->linear_backward(be, NULL, g->patch_w, g->patch_b, da->x0, a->patches, p->patch_w, BT, 3 * P * P, E);
+    for (int i = 0; i < B; i++) {
+        o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
+        o->linear_backward(be, NULL, g->patch_w, g->patch_b, da->x0 + (size_t)i * GG * E, a->patches, p->patch_w,
+                           GG, 3 * P * P, E);
+    }
     return loss;
 }
 

@@ -119,7 +119,7 @@ typedef struct tr_dec_layer_a {
 } tr_dec_layer_a;
 
 typedef struct tr_acts {
-    float *patches;                  /* [BT, 3PP] */
+    float *patches;                  /* [GG, 3PP] one image's (a workspace in the gradient union region) */
     float *x0;                       /* [BT, E] after pos */
     tr_enc_block_a blk[TR_MAX_L];
     float *neck, *emb, *emb_m, *emb_r; /* [BT,C] */
