@@ -74,6 +74,17 @@ run_ok "fp16 training" sa1b-train $tiny -q --steps 4 --log-every 1 --precision f
 is "$(grep -o '"scale": [0-9]*' "$TMP/f/log.jsonl" | sed 's/.*: //' | tr '\n' ' ')" "65536 131072 131072 262144 " \
     "scale doubles every 2 clean steps"
 
+# training with --checkpoint-decoder runs each decoder chunk's backward right
+# after its forward (tr_model_step): the same models as without checkpointing
+for p in fp32 bf16; do
+    run_ok "$p: 3 training steps" sa1b-train $odd -q --steps 3 --ckpt-every 3 --accum 2 --precision $p \
+        --out "$TMP/t-$p"
+    run_ok "$p: 3 training steps, checkpointed" sa1b-train $odd -q --steps 3 --ckpt-every 3 --accum 2 \
+        --precision $p --checkpoint-every 1 --checkpoint-decoder --out "$TMP/tc-$p"
+    cmp -s "$TMP/t-$p/model-3.safetensors" "$TMP/tc-$p/model-3.safetensors"
+    ok $? "$p: the checkpointed training ends with a bit-identical model"
+done
+
 # every feature at once, resumed at step 4 of 8 (stages at 3 and 5)
 all="$tiny -q --steps 8 --log-every 1 --ckpt-every 4 --precision fp16 --loss-scale-window 3 --accum 2
      --checkpoint-every 1 --checkpoint-decoder --freeze encoder --unfreeze 3:neck,5:all --stage-batch 3:1,5:4"

@@ -179,6 +179,12 @@ struct tr_backend {
     /* sam_loss writes the gradients of loss_scale * loss: fp16 loss scaling
      * and the pair-sum of gradient accumulation.  1 by default. */
     float loss_scale;
+    /* > 0: sam_loss's gradients are those of loss_scale * (sum of the pair
+     * losses) / loss_count instead of loss_scale * (their mean over the
+     * call's valid pairs): a batch's loss computed in chunks of pairs
+     * (loss_count = the batch's valid pairs).  The returned means stay the
+     * call's.  0 by default. */
+    int loss_count;
 };
 
 /* Creates a backend by name ("cpu"); n_threads >= 1 sets the thread pool and

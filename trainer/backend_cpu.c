@@ -922,7 +922,9 @@ static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const f
     double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double));
     if (!r) abort(); /* out of memory in the middle of a step */
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
-            .f0 = L.n_valid ? (float)((double)be->loss_scale / L.n_valid) : 0.0f, .dd = r};
+            .f0 = L.n_valid ? (float)((double)be->loss_scale / (be->loss_count > 0 ? be->loss_count : L.n_valid))
+                            : 0.0f,
+            .dd = r};
     par(be, (size_t)N, 16 * (size_t)RR, loss_w, &p);
     rnd(be, dlogits, (size_t)N * RR); /* the loss is fp32; its gradients are stored like activations */
     rnd(be, diou, (size_t)N);

@@ -1092,7 +1092,9 @@ static void dec_restore(tr_model *m, const tr_batch *b, int ci)
     }
 }
 
-int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
+/* The batch checked, the encoder (image by image), the neck and the dense
+ * PE: everything before the decoder. */
+static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err_len)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -1143,22 +1145,32 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
     o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
 
-    /* prompt encoder (dense PE), then the decoder chunk by chunk */
+    /* prompt encoder: the dense PE */
     o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
     m->dec_res = -1;
-    for (int ci = 0; ci < m->n_chunks; ci++) {
+    (void)NP, (void)T, (void)RR;
+    return 0;
+}
+
+int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
+{
+    if (forward_encoder(m, b, err, err_len) < 0) return -1;
+    for (int ci = 0; ci < m->n_chunks; ci++) { /* the decoder chunk by chunk */
         dec_chunk_forward(m, b, ci, 1);
         if (m->dec_stash_per && ci < m->n_chunks - 1)
             stash_pack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
     }
     dec_view(m, 0);
-    (void)M, (void)NP, (void)T, (void)RR, (void)K;
     return 0;
 }
 
 tr_loss tr_model_backward(tr_model *m, const tr_batch *b) { return tr_model_backward_acc(m, b, 1, 1.0f, 0); }
 
-tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
+/* The backward of decoder chunk ci (its activations in place, the view on
+ * it, its loss gradients written): heads, tail, layers, prompt tokens and
+ * image keys; parameter gradients and the image embedding's gradient
+ * accumulate. */
+static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -1167,132 +1179,179 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     tr_params *g = &m->g;
     const tr_acts *a = &m->a;
     tr_acts *da = &m->da;
-    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
-    int BT = B * GG, NPall = B * M, T = K + 2, R = 4 * G, RR = R * R;
-
-    be->prec = m->opt.precision;
-    if (zero_grads && m->grad_mem) o->zero(be, m->grad_mem, m->n_grad_floats);
-    o->zero(be, m->dact_mem, m->n_dact_floats);
-    int n_valid = 0;
-    for (int i = 0; i < NPall; i++) n_valid += b->valid[i] ? 1 : 0;
-    be->loss_scale = sum ? scale * (float)n_valid : scale;
-    tr_loss loss = o->sam_loss(be, da->logits, da->iou, a->logits, a->iou, b->masks, b->valid, NPall, RR);
-    be->loss_scale = 1.0f;
-    if (loss.n_valid == 0) return loss; /* every gradient 0 */
-
-    int lo = m->enc_lo; /* the encoder's backward stops at its lowest trainable part */
-    for (int ci = m->n_chunks - 1; ci >= 0; ci--) {
-        dec_restore(m, b, ci);
-        size_t p0;
-        int NP = chunk_pairs(m, ci, &p0);
-        size_t nc = (size_t)m->dec_chunk;
-        size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
-        o->zero(be, m->dact_mem + m->ddec_off, m->ddec_n); /* the chunk's gradients */
-        o->zero(be, da->U, nc * RR * (C / 8));            /* the tail's, in the union region */
-        o->zero(be, da->up2, nc * RR * (C / 8));
-        /* IoU head */
-        o->linear_backward(be, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
-        o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
-        o->linear_backward(be, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
-        o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
-        o->linear_backward(be, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
-        o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
-        /* mask logits and hypernetwork */
-        o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
-        o->linear_backward(be, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
-        o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
-        o->linear_backward(be, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
-        o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
-        o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
-        o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
-        /* upscaling */
-        const float *Kc = a->lay[c->D - 1].kout;
-        float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
-        o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
-        o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
-        o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
-                             2 * G, 2 * G, C / 4, C / 8);
-        o->zero(be, da->upln, nUp);
-        o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
-        o->zero(be, da->up1, nUp);
-        o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
-                              NP * 4 * GG, C / 4);
-        o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
-        /* final token-to-image attention */
-        o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
-        o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
-        o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
-                              NP * T, C);
-        o->accumulate(be, dTc, da->tfpre, nT);
-        o->accumulate(be, da->fin.out, da->tfpre, nT);
-        ablock_backward(be, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
-                        dKc, NP, T, GG, C, C / 2, c->h);
-        o->accumulate(be, dTc, da->fin_qin, nT);
-        o->accumulate(be, da->T0, da->fin_qin, nT);
-        o->accumulate(be, dKc, da->fin_kin, nK);
-        /* decoder layers in reverse; one shared gradient set, zeroed per layer */
-        for (int l = c->D - 1; l >= 0; l--) {
-            const tr_dec_layer_a *L = &a->lay[l];
-            tr_dec_layer_a *dL = &da->lay[l];
-            const tr_dec_layer_p *pl = &p->lay[l];
-            tr_dec_layer_p *gl = &g->lay[l];
-            const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
-            float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-            o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
-            if (l > 0) {
-                o->zero(be, dTin, nT);
-                o->zero(be, dKin, nK);
-            }
-            /* 4: image to tokens */
-            o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
-                                  NP * GG, C);
-            o->accumulate(be, dKin, dL->k4pre, nK);
-            o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
-            ablock_backward(be, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
-                            dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
-            o->accumulate(be, dL->t3, dL->i2t_kin, nT);
-            o->accumulate(be, da->T0, dL->i2t_kin, nT);
-            /* 3: MLP */
-            o->layernorm_backward(be, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
-                                  NP * T, C);
-            o->accumulate(be, dL->t2, dL->t3pre, nT);
-            o->linear_backward(be, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
-            o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
-            o->linear_backward(be, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
-            /* 2: tokens to image */
-            o->layernorm_backward(be, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
-                                  NP * T, C);
-            o->accumulate(be, dL->t1, dL->t2pre, nT);
-            o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
-            ablock_backward(be, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
-                            dKin, NP, T, GG, C, C / 2, c->h);
-            o->accumulate(be, dKin, dL->kpe, nK);
-            o->accumulate(be, dL->t1, dL->t2i_qin, nT);
-            o->accumulate(be, da->T0, dL->t2i_qin, nT);
-            /* 1: self attention */
-            if (l == 0) {
-                o->layernorm_backward(be, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
-                                      L->n1_r, NP * T, C);
-                ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
-                                C, c->h);
-            } else {
-                o->layernorm_backward(be, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
-                                      L->n1_r, NP * T, C);
-                o->accumulate(be, dTin, dL->t1pre, nT);
-                o->accumulate(be, dL->sa.out, dL->t1pre, nT);
-                ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
-                                dL->sa_qin, dTin, NP, T, T, C, C, c->h);
-                o->accumulate(be, dTin, dL->sa_qin, nT);
-                o->accumulate(be, da->T0, dL->sa_qin, nT);
-            }
+    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, K = m->K;
+    int BT = B * GG, T = K + 2, R = 4 * G, RR = R * R;
+    int lo = m->enc_lo;
+    size_t p0;
+    int NP = chunk_pairs(m, ci, &p0);
+    (void)S, (void)P, (void)E, (void)BT;
+    size_t nc = (size_t)m->dec_chunk;
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
+    o->zero(be, m->dact_mem + m->ddec_off, m->ddec_n); /* the chunk's gradients */
+    o->zero(be, da->U, nc * RR * (C / 8));            /* the tail's, in the union region */
+    o->zero(be, da->up2, nc * RR * (C / 8));
+    /* IoU head */
+    o->linear_backward(be, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
+    o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
+    o->linear_backward(be, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
+    o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
+    o->linear_backward(be, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
+    o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
+    /* mask logits and hypernetwork */
+    o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
+    o->linear_backward(be, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
+    o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
+    o->linear_backward(be, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
+    o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
+    o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
+    o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
+    /* upscaling */
+    const float *Kc = a->lay[c->D - 1].kout;
+    float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
+    o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
+    o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
+    o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
+                         2 * G, 2 * G, C / 4, C / 8);
+    o->zero(be, da->upln, nUp);
+    o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+    o->zero(be, da->up1, nUp);
+    o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
+                          NP * 4 * GG, C / 4);
+    o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
+    /* final token-to-image attention */
+    o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
+    o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
+    o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
+                          NP * T, C);
+    o->accumulate(be, dTc, da->tfpre, nT);
+    o->accumulate(be, da->fin.out, da->tfpre, nT);
+    ablock_backward(be, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
+                    dKc, NP, T, GG, C, C / 2, c->h);
+    o->accumulate(be, dTc, da->fin_qin, nT);
+    o->accumulate(be, da->T0, da->fin_qin, nT);
+    o->accumulate(be, dKc, da->fin_kin, nK);
+    /* decoder layers in reverse; one shared gradient set, zeroed per layer */
+    for (int l = c->D - 1; l >= 0; l--) {
+        const tr_dec_layer_a *L = &a->lay[l];
+        tr_dec_layer_a *dL = &da->lay[l];
+        const tr_dec_layer_p *pl = &p->lay[l];
+        tr_dec_layer_p *gl = &g->lay[l];
+        const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
+        float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
+        o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
+        if (l > 0) {
+            o->zero(be, dTin, nT);
+            o->zero(be, dKin, nK);
         }
-        /* prompt tokens and image keys of the chunk */
-        o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0,
-                                  b->labels + p0 * (size_t)K, NP, K, C);
-        keys_chunk_backward(m, p0, NP, lo <= c->L);
+        /* 4: image to tokens */
+        o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
+                              NP * GG, C);
+        o->accumulate(be, dKin, dL->k4pre, nK);
+        o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
+        ablock_backward(be, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
+                        dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
+        o->accumulate(be, dL->t3, dL->i2t_kin, nT);
+        o->accumulate(be, da->T0, dL->i2t_kin, nT);
+        /* 3: MLP */
+        o->layernorm_backward(be, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
+                              NP * T, C);
+        o->accumulate(be, dL->t2, dL->t3pre, nT);
+        o->linear_backward(be, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
+        o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
+        o->linear_backward(be, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
+        /* 2: tokens to image */
+        o->layernorm_backward(be, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
+                              NP * T, C);
+        o->accumulate(be, dL->t1, dL->t2pre, nT);
+        o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
+        ablock_backward(be, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
+                        dKin, NP, T, GG, C, C / 2, c->h);
+        o->accumulate(be, dKin, dL->kpe, nK);
+        o->accumulate(be, dL->t1, dL->t2i_qin, nT);
+        o->accumulate(be, da->T0, dL->t2i_qin, nT);
+        /* 1: self attention */
+        if (l == 0) {
+            o->layernorm_backward(be, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
+                                  L->n1_r, NP * T, C);
+            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
+                            C, c->h);
+        } else {
+            o->layernorm_backward(be, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
+                                  L->n1_r, NP * T, C);
+            o->accumulate(be, dTin, dL->t1pre, nT);
+            o->accumulate(be, dL->sa.out, dL->t1pre, nT);
+            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
+                            dL->sa_qin, dTin, NP, T, T, C, C, c->h);
+            o->accumulate(be, dTin, dL->sa_qin, nT);
+            o->accumulate(be, da->T0, dL->sa_qin, nT);
+        }
     }
-    dec_view(m, 0);
-    if (lo > c->L) return loss;
+    /* prompt tokens and image keys of the chunk */
+    o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0,
+                              b->labels + p0 * (size_t)K, NP, K, C);
+    keys_chunk_backward(m, p0, NP, lo <= c->L);
+}
+
+/* The loss of chunk ci (the view on it): its gradients those of the batch's
+ * loss (scale * the flat mean over n_valid pairs, or scale * the sum when
+ * sum), its means summed into acc weighted by its valid pairs.  Returns
+ * its count of valid pairs. */
+static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, int sum, int n_valid, tr_loss *acc)
+{
+    tr_backend *be = m->be;
+    int G = m->cfg.S / m->cfg.P, RR = 16 * G * G;
+    size_t p0;
+    int NP = chunk_pairs(m, ci, &p0);
+    be->loss_scale = sum ? scale * (float)n_valid : scale;
+    be->loss_count = n_valid;
+    tr_loss L = be->ops->sam_loss(be, m->da.logits, m->da.iou, m->a.logits, m->a.iou, b->masks + p0 * (size_t)RR,
+                                  b->valid + p0, NP, RR);
+    be->loss_scale = 1.0f;
+    be->loss_count = 0;
+    acc->focal += L.focal * L.n_valid, acc->dice += L.dice * L.n_valid, acc->iou_mse += L.iou_mse * L.n_valid;
+    acc->miou += L.miou * L.n_valid, acc->n_valid += L.n_valid;
+    return L.n_valid;
+}
+
+/* The batch's means from the sums of dec_chunk_loss. */
+static tr_loss loss_means(tr_loss acc)
+{
+    if (acc.n_valid) {
+        acc.focal /= acc.n_valid, acc.dice /= acc.n_valid, acc.iou_mse /= acc.n_valid, acc.miou /= acc.n_valid;
+        acc.loss = 20.0 * acc.focal + acc.dice + acc.iou_mse;
+    }
+    return acc;
+}
+
+/* Zeroes the gradients (parameters when zero_grads, activations) before a
+ * backward; returns the batch's count of valid pairs. */
+static int backward_begin(tr_model *m, const tr_batch *b, int zero_grads)
+{
+    tr_backend *be = m->be;
+    be->prec = m->opt.precision;
+    if (zero_grads && m->grad_mem) be->ops->zero(be, m->grad_mem, m->n_grad_floats);
+    be->ops->zero(be, m->dact_mem, m->n_dact_floats);
+    int n_valid = 0;
+    for (int i = 0; i < m->B * m->M; i++) n_valid += b->valid[i] ? 1 : 0;
+    return n_valid;
+}
+
+/* The backward below the image embedding: neck, encoder blocks image by
+ * image, patch embedding (as far down as something is trainable). */
+static void enc_backward(tr_model *m, const tr_batch *b)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->p;
+    tr_params *g = &m->g;
+    const tr_acts *a = &m->a;
+    tr_acts *da = &m->da;
+    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, K = m->K;
+    int BT = B * GG;
+    int lo = m->enc_lo;
+    (void)K;
+    if (lo > c->L) return;
     /* neck (every image), then the encoder image by image */
     const float *xl = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
     float *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
@@ -1331,7 +1390,7 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
         }
     }
     enc_view(m, 0);
-    if (lo >= 0) return loss;
+    if (lo >= 0) return;
     if (g->pos) {
         be->prec = TR_PREC_FP32; /* a parameter gradient: accumulated in fp32 */
         for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);
@@ -1342,7 +1401,45 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
         o->linear_backward(be, NULL, g->patch_w, g->patch_b, da->x0 + (size_t)i * GG * E, a->patches, p->patch_w,
                            GG, 3 * P * P, E);
     }
-    return loss;
+}
+
+tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
+{
+    tr_loss acc = {0};
+    int n_valid = backward_begin(m, b, zero_grads);
+    if (n_valid == 0) return acc; /* every gradient 0 */
+    for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the resident chunk first */
+        dec_view(m, ci);
+        if (!dec_chunk_loss(m, b, ci, scale, sum, n_valid, &acc)) continue; /* its gradients are 0 */
+        dec_restore(m, b, ci);
+        dec_chunk_backward(m, b, ci);
+    }
+    dec_view(m, 0);
+    enc_backward(m, b);
+    return loss_means(acc);
+}
+
+int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss, char *err,
+                  size_t err_len)
+{
+    if (!m->opt.ckpt_decoder) {
+        if (tr_model_forward(m, b, err, err_len) < 0) return -1;
+        *loss = tr_model_backward_acc(m, b, zero_grads, scale, sum);
+        return 0;
+    }
+    /* the decoder's forward and backward chunk by chunk (what
+     * tr_model_backward_acc does after recomputing each chunk) */
+    if (forward_encoder(m, b, err, err_len) < 0) return -1;
+    tr_loss acc = {0};
+    int n_valid = backward_begin(m, b, zero_grads);
+    for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the order of tr_model_backward_acc */
+        dec_chunk_forward(m, b, ci, 1);
+        if (n_valid && dec_chunk_loss(m, b, ci, scale, sum, n_valid, &acc)) dec_chunk_backward(m, b, ci);
+    }
+    dec_view(m, 0);
+    if (n_valid) enc_backward(m, b);
+    *loss = loss_means(acc);
+    return 0;
 }
 
 double tr_model_flops(const tr_model *m)

@@ -291,6 +291,15 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b);
  * The returned loss holds the batch's means as always. */
 tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum);
 
+/* One training micro-step: tr_model_forward then tr_model_backward_acc
+ * (same arguments, the loss into *loss), bit for bit; with
+ * --checkpoint-decoder each decoder chunk's backward follows its forward
+ * directly (the loss of a pair needs only the batch's count of valid
+ * pairs), so that nothing of the decoder is recomputed.  0, or -1 with err
+ * filled (a bad batch, as tr_model_forward). */
+int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss, char *err,
+                  size_t err_len);
+
 /* Multiplies every gradient by factor (skipped when 1: unscaling, the 1/N of
  * accumulation) and returns their sum of squares afterwards (non-finite
  * when a gradient overflowed: fp16 loss scaling skips the step then). */

@@ -732,8 +732,9 @@ static int run(const options *op, tr_backend *be)
             rc = src.next(src.ctx, &b, err, sizeof err);
             if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
             if (rc == 0) break;
-            if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-            tr_loss Lk = tr_model_backward_acc(&m, b, k == 0, lscale, cur_accum > 1);
+            tr_loss Lk; /* forward + backward (fused per decoder chunk with --checkpoint-decoder) */
+            if (tr_model_step(&m, b, k == 0, lscale, cur_accum > 1, &Lk, err, sizeof err) < 0)
+                cli_die(CLI_EXIT_FATAL, "%s", err);
             src.release(src.ctx, b);
             got++;
             if (cur_accum == 1) {
