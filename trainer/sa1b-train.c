@@ -120,7 +120,7 @@ static void usage(void)
            "Computation:\n"
            "  --accum K              micro-batches per optimizer step (gradient accumulation; default 1)\n"
            "  --checkpoint-every N   keep only every N-th encoder block's input, recompute (default 0 = off)\n"
-           "  --checkpoint-decoder   keep no decoder activation, recompute them per chunk of pairs\n"
+           "  --checkpoint-decoder   keep decoder activations for one chunk of pairs only\n"
            "  --precision P          fp32, bf16 or fp16 activations and compute weights (default fp32)\n"
            "  --loss-scale-window N  fp16: double the loss scale after N clean steps (default 1000)\n"
            "  --freeze GROUPS        comma list of frozen groups: encoder, embed, blocks, blocks.I[-J], neck,\n"
