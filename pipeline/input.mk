@@ -5,9 +5,3 @@ libsa1b_core_la_CPPFLAGS = $(AM_CPPFLAGS) $(ARCHIVE_CFLAGS) $(JANSSON_CFLAGS) $(
 sa1binclude_HEADERS += pipeline/sa1b_tar.h pipeline/sa1b_anno.h pipeline/sa1b_image.h
 libsa1b_core_la_SOURCES += pipeline/tar.c pipeline/anno.c pipeline/image.c
 noinst_HEADERS += pipeline/anno_internal.h
-# The fast annotation parser against the jansson path (differential test).
-check_PROGRAMS += tests/test-anno-fast
-TESTS += tests/test-anno-fast
-tests_test_anno_fast_SOURCES = tests/test-anno-fast.c
-tests_test_anno_fast_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/anno"'
-tests_test_anno_fast_LDADD = $(SA1B_LIBS)

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anno_agree.h"
 #include "anno_internal.h"
 #include "sa1b_anno.h"
 #include "tap.h"
@@ -43,68 +44,6 @@ static char *slurp(const char *path, size_t *len)
     fclose(f);
     *len = n;
     return b;
-}
-
-static int same_double(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
-
-/* 1 when both parses agree completely. */
-static int agree(const char *doc, size_t len, int *fast_took, char *why, size_t why_cap)
-{
-    sa1b_anno a = SA1B_ANNO_INIT, b = SA1B_ANNO_INIT, c = SA1B_ANNO_INIT;
-    sa1b_error ea, eb, ec;
-    sa1b_error_clear(&ea);
-    sa1b_error_clear(&eb);
-    int ra = anno_parse_impl(&a, doc, len, ANNO_PARSE_AUTO, &ea);
-    int rb = anno_parse_impl(&b, doc, len, ANNO_PARSE_JANSSON, &eb);
-    int rc = anno_parse_impl(&c, doc, len, ANNO_PARSE_FAST, &ec);
-    *fast_took = rc == SA1B_OK;
-    int ok = 1;
-    why[0] = 0;
-    if (ra != rb) {
-        snprintf(why, why_cap, "rc %d != %d (%s / %s)", ra, rb, ea.msg, eb.msg);
-        ok = 0;
-    } else if (rc == SA1B_OK && rb != SA1B_OK) {
-        snprintf(why, why_cap, "fast path took a document jansson rejects: %s", eb.msg);
-        ok = 0;
-    } else if (ra != SA1B_OK) {
-        if (ea.code != eb.code || ea.offset != eb.offset || strcmp(ea.msg, eb.msg) != 0) {
-            snprintf(why, why_cap, "error '%s' != '%s'", ea.msg, eb.msg);
-            ok = 0;
-        }
-    } else {
-        const sa1b_anno *x = &a, *y = &b;
-        for (int pass = 0; pass < 2 && ok; pass++, x = &c) {
-            if (pass == 1 && rc != SA1B_OK) break;
-            if (x->image_id != y->image_id || x->width != y->width || x->height != y->height ||
-                strcmp(x->file_name, y->file_name) != 0 || x->n_masks != y->n_masks) {
-                snprintf(why, why_cap, "image fields differ");
-                ok = 0;
-                break;
-            }
-            for (size_t i = 0; i < x->n_masks && ok; i++) {
-                const sa1b_mask_anno *p = &x->masks[i], *q = &y->masks[i];
-                int same = p->id == q->id && p->h == q->h && p->w == q->w &&
-                           p->counts_len == q->counts_len &&
-                           memcmp(p->counts, q->counts, p->counts_len + 1) == 0 &&
-                           p->area == q->area && same_double(p->predicted_iou, q->predicted_iou) &&
-                           same_double(p->stability_score, q->stability_score) &&
-                           p->has_point == q->has_point && p->n_points == q->n_points &&
-                           same_double(p->point[0], q->point[0]) &&
-                           same_double(p->point[1], q->point[1]);
-                for (int k = 0; k < 4; k++)
-                    same = same && same_double(p->bbox[k], q->bbox[k]) &&
-                           same_double(p->crop_box[k], q->crop_box[k]);
-                if (!same) {
-                    snprintf(why, why_cap, "mask %zu differs", i);
-                    ok = 0;
-                }
-            }
-        }
-    }
-    sa1b_anno_free(&a);
-    sa1b_anno_free(&b);
-    sa1b_anno_free(&c);
-    return ok;
 }
 
 /* ---- generated documents ------------------------------------------------ */
@@ -388,7 +327,7 @@ int main(void)
             char *doc = slurp(path, &len);
             if (!doc) continue;
             nfiles++;
-            if (!agree(doc, len, &took, why, sizeof why)) {
+            if (!anno_agree(doc, len, &took, why, sizeof why)) {
                 tap_diag("%s: %s", de->d_name, why);
                 all = 0;
             }
@@ -397,7 +336,7 @@ int main(void)
             for (int m = 0; m < 300; m++) {
                 size_t ml;
                 char *mdoc = mutate(doc, len, &ml);
-                if (!agree(mdoc, ml, &took, why, sizeof why)) {
+                if (!anno_agree(mdoc, ml, &took, why, sizeof why)) {
                     tap_diag("%s mutation %d: %s", de->d_name, m, why);
                     all = 0;
                 }
@@ -416,7 +355,7 @@ int main(void)
     for (int i = 0; i < 2000; i++) {
         size_t len;
         char *doc = gen_doc(&len);
-        if (!agree(doc, len, &took, why, sizeof why)) {
+        if (!anno_agree(doc, len, &took, why, sizeof why)) {
             if (gen_ok) tap_diag("document %d: %s\n%s", i, why, doc);
             gen_ok = 0;
         }
@@ -428,7 +367,7 @@ int main(void)
             size_t ml;
             char *mdoc = mutate(doc, len, &ml);
             n_mut++;
-            if (!agree(mdoc, ml, &took, why, sizeof why)) {
+            if (!anno_agree(mdoc, ml, &took, why, sizeof why)) {
                 if (mut_ok) tap_diag("document %d mutation %d: %s\n%.*s", i, m, why, (int)ml, mdoc);
                 mut_ok = 0;
             }

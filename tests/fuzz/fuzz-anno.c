@@ -1,11 +1,15 @@
 /*
  * fuzz-anno.c - libFuzzer target: any bytes as an SA-1B annotation JSON
  * through sa1b_anno_parse, twice into the same sa1b_anno (reuse path), then
- * free.  Touches every field of every mask so ASan sees bad pointers.
+ * free.  Touches every field of every mask so ASan sees bad pointers.  Then
+ * the differential check: the fast scanner and jansson must agree on every
+ * input (tests/anno_agree.h); a disagreement aborts.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "anno_agree.h"
 #include "sa1b_anno.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -27,5 +31,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         (void)sink;
     }
     sa1b_anno_free(&a);
+    int fast_took;
+    char why[256];
+    if (!anno_agree((const char *)data, size, &fast_took, why, sizeof why)) {
+        fprintf(stderr, "fuzz-anno: the parsers disagree: %s\n", why);
+        abort();
+    }
     return 0;
 }
