@@ -84,6 +84,10 @@ for p in fp32 bf16; do
     cmp -s "$TMP/t-$p/model-3.safetensors" "$TMP/tc-$p/model-3.safetensors"
     ok $? "$p: the checkpointed training ends with a bit-identical model"
 done
+run_ok "bf16: 3 training steps, checkpointed, 1 thread" sa1b-train $odd -q --steps 3 --ckpt-every 3 --accum 2 \
+    --precision bf16 --checkpoint-every 1 --checkpoint-decoder --threads 1 --out "$TMP/tc1"
+cmp -s "$TMP/tc-bf16/model-3.safetensors" "$TMP/tc1/model-3.safetensors"
+ok $? "bf16, checkpointed: 1 and 2 threads train the same model"
 
 # every feature at once, resumed at step 4 of 8 (stages at 3 and 5)
 all="$tiny -q --steps 8 --log-every 1 --ckpt-every 4 --precision fp16 --loss-scale-window 3 --accum 2
