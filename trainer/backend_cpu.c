@@ -8,6 +8,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,14 +25,33 @@
 
 /* ---- thread pool ---------------------------------------------------------- */
 
+/* A job is published under the mutex (fn, ctx, total, then gen + 1) and
+ * taken under it.  Training issues hundreds of small jobs per step back to
+ * back, so waking sleeping threads through the kernel for each one costs
+ * more than the work: workers and the caller first spin (POOL_SPIN pauses,
+ * tens of microseconds) on the atomic generation and pending count, and only
+ * then sleep on the condition variables; a sleeper is woken only when one is
+ * known to sleep. */
+#define POOL_SPIN 20000
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 struct tr_pool {
     int n;
     pthread_t *th;
     struct pool_arg *args;
     pthread_mutex_t mu;
     pthread_cond_t cv_start, cv_done;
-    uint64_t gen;
-    int pending, quit;
+    _Atomic uint64_t gen;
+    _Atomic int pending, quit;
+    int sleepers, caller_waits; /* under mu */
     void (*fn)(void *, size_t, size_t);
     void *ctx;
     size_t total;
@@ -47,13 +68,21 @@ static void *pool_worker(void *arg)
     tr_pool *p = a->p;
     uint64_t seen = 0;
     for (;;) {
+        for (int i = 0; i < POOL_SPIN && atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
+                        !atomic_load_explicit(&p->quit, memory_order_relaxed);
+             i++)
+            cpu_relax();
         pthread_mutex_lock(&p->mu);
-        while (p->gen == seen && !p->quit) pthread_cond_wait(&p->cv_start, &p->mu);
-        if (p->quit) {
+        while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) {
+            p->sleepers++;
+            pthread_cond_wait(&p->cv_start, &p->mu);
+            p->sleepers--;
+        }
+        if (atomic_load(&p->quit)) {
             pthread_mutex_unlock(&p->mu);
             break;
         }
-        seen = p->gen;
+        seen = atomic_load(&p->gen);
         void (*fn)(void *, size_t, size_t) = p->fn;
         void *ctx = p->ctx;
         size_t total = p->total;
@@ -61,9 +90,11 @@ static void *pool_worker(void *arg)
         pthread_mutex_unlock(&p->mu);
         size_t b = total * (size_t)a->idx / n, e = total * (size_t)(a->idx + 1) / n;
         if (e > b) fn(ctx, b, e);
-        pthread_mutex_lock(&p->mu);
-        if (--p->pending == 0) pthread_cond_signal(&p->cv_done);
-        pthread_mutex_unlock(&p->mu);
+        if (atomic_fetch_sub(&p->pending, 1) == 1) {
+            pthread_mutex_lock(&p->mu);
+            if (p->caller_waits) pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
     return NULL;
 }
@@ -73,6 +104,9 @@ static tr_pool *pool_create(int n)
     tr_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n = 1;
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->quit, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
@@ -94,7 +128,7 @@ static void pool_free(tr_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n; i++) pthread_join(p->th[i], NULL);
@@ -118,22 +152,27 @@ void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begi
     p->fn = fn;
     p->ctx = ctx;
     p->total = n;
-    p->pending = p->n - 1;
-    p->gen++;
-    pthread_cond_broadcast(&p->cv_start);
+    atomic_store(&p->pending, p->n - 1);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    if (p->sleepers) pthread_cond_broadcast(&p->cv_start);
     pthread_mutex_unlock(&p->mu);
     size_t e = n / (size_t)p->n;
     if (e > 0) fn(ctx, 0, e);
-    pthread_mutex_lock(&p->mu);
-    while (p->pending > 0) pthread_cond_wait(&p->cv_done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < POOL_SPIN && atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) cpu_relax();
+    if (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+        pthread_mutex_lock(&p->mu);
+        p->caller_waits = 1;
+        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        p->caller_waits = 0;
+        pthread_mutex_unlock(&p->mu);
+    }
 }
 
 /* tr_parallel_for unless the whole job (n items of about `work` floats
  * each) is too small to be worth waking the pool. */
 static void par(tr_backend *be, size_t n, size_t work, void (*fn)(void *, size_t, size_t), void *ctx)
 {
-    if (n * work < 32768) {
+    if (n * work < 16384) {
         if (n) fn(ctx, 0, n);
         return;
     }
@@ -270,7 +309,7 @@ static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float 
     int rows = M >= N;
     int dim = rows ? M : N;
     size_t nb = (size_t)(dim / 64 < TR_GEMM_BLOCKS ? dim / 64 : TR_GEMM_BLOCKS);
-    if (flops < 4e6 || nb < 2) {
+    if (flops < 1e6 || nb < 2) {
         gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
