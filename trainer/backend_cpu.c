@@ -28,11 +28,22 @@
 /* A job is published under the mutex (fn, ctx, total, then gen + 1) and
  * taken under it.  Training issues hundreds of small jobs per step back to
  * back, so waking sleeping threads through the kernel for each one costs
- * more than the work: workers and the caller first spin (POOL_SPIN pauses,
- * tens of microseconds) on the atomic generation and pending count, and only
- * then sleep on the condition variables; a sleeper is woken only when one is
- * known to sleep. */
-#define POOL_SPIN 20000
+ * more than the work: workers and the caller first spin on the atomic
+ * generation and pending count, and only then sleep on the condition
+ * variables; a sleeper is woken only when one is known to sleep.  The spin
+ * adapts: each waiter halves its limit when spinning did not pay (it had to
+ * sleep: the machine is oversubscribed, or the pool is idle between steps)
+ * and doubles it when it did, between POOL_SPIN_MIN and POOL_SPIN_MAX
+ * pauses, so a loaded machine loses little to spinning. */
+#define POOL_SPIN_MIN 32
+#define POOL_SPIN_MAX 16384
+
+/* the next spin limit after a wait that did (ok) or did not need to sleep */
+static inline int spin_next(int limit, int ok)
+{
+    if (ok) return limit < POOL_SPIN_MAX ? 2 * limit : POOL_SPIN_MAX;
+    return limit > POOL_SPIN_MIN ? limit / 2 : POOL_SPIN_MIN;
+}
 
 static inline void cpu_relax(void)
 {
@@ -52,6 +63,7 @@ struct tr_pool {
     _Atomic uint64_t gen;
     _Atomic int pending, quit;
     int sleepers, caller_waits; /* under mu */
+    int caller_spin;            /* the caller's spin limit (the caller is one thread) */
     void (*fn)(void *, size_t, size_t);
     void *ctx;
     size_t total;
@@ -67,11 +79,13 @@ static void *pool_worker(void *arg)
     pool_arg *a = arg;
     tr_pool *p = a->p;
     uint64_t seen = 0;
+    int spin = POOL_SPIN_MIN;
     for (;;) {
-        for (int i = 0; i < POOL_SPIN && atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
+        for (int i = 0; i < spin && atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
                         !atomic_load_explicit(&p->quit, memory_order_relaxed);
              i++)
             cpu_relax();
+        spin = spin_next(spin, atomic_load_explicit(&p->gen, memory_order_acquire) != seen);
         pthread_mutex_lock(&p->mu);
         while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) {
             p->sleepers++;
@@ -107,6 +121,7 @@ static tr_pool *pool_create(int n)
     atomic_init(&p->gen, 0);
     atomic_init(&p->pending, 0);
     atomic_init(&p->quit, 0);
+    p->caller_spin = POOL_SPIN_MIN;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_start, NULL);
     pthread_cond_init(&p->cv_done, NULL);
@@ -158,8 +173,11 @@ void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begi
     pthread_mutex_unlock(&p->mu);
     size_t e = n / (size_t)p->n;
     if (e > 0) fn(ctx, 0, e);
-    for (int i = 0; i < POOL_SPIN && atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++) cpu_relax();
-    if (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+    for (int i = 0; i < p->caller_spin && atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
+        cpu_relax();
+    int done = atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
+    p->caller_spin = spin_next(p->caller_spin, done);
+    if (!done) {
         pthread_mutex_lock(&p->mu);
         p->caller_waits = 1;
         while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
