@@ -380,15 +380,13 @@ int main(int argc, char **argv)
             else cli_usage_error("--nesting: '%s' is not full or flat", optarg);
             break;
         case OPT_SIZES: {
-            char *end = NULL;
-            errno = 0;
-            double a = strtod(optarg, &end), b = -1;
-            if (end != optarg && *end == ':') {
-                const char *q = end + 1;
-                b = strtod(q, &end);
-                if (end == q) b = -1;
-            }
-            if (errno || !end || *end || !(a > 0) || !(b >= a) || !(b <= 1))
+            char lo[64];
+            const char *colon = strchr(optarg, ':');
+            size_t n = colon ? (size_t)(colon - optarg) : 0;
+            double a = 0, b = 0;
+            if (colon && n < sizeof lo) memcpy(lo, optarg, n), lo[n] = 0;
+            if (!colon || n >= sizeof lo || cli_parse_double(lo, &a) || cli_parse_double(colon + 1, &b) ||
+                !(a > 0) || !(b >= a) || !(b <= 1))
                 cli_usage_error("--sizes: '%s' is not MIN:MAX with 0 < MIN <= MAX <= 1", optarg);
             o.size_min = a, o.size_max = b;
             break;
