@@ -98,6 +98,8 @@ struct synth_work {
     size_t *col_first;  /* [w+1] first run of each column */
     uint32_t *mruns;    /* scratch runs of one mask */
     size_t cap_mruns;
+    uint32_t *dist;     /* [bbox] chamfer distances of one mask */
+    size_t cap_dist;
     shape *shapes;
     size_t cap_shapes;
     atom *atoms;
@@ -195,6 +197,7 @@ void synth_scene_free(synth_scene *s)
         free(w->rl_len);
         free(w->col_first);
         free(w->mruns);
+        free(w->dist);
         free(w->shapes);
         free(w->atoms);
         free(w->specs);
@@ -558,7 +561,7 @@ static int build_mask(synth_scene *s, const spec *sp, rng *r, synth_mask *m, sa1
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
     size_t n = 0;
     int state = 0;
-    uint64_t cur = (uint64_t)sp->x0 * H, area = 0, cand = 0;
+    uint64_t cur = (uint64_t)sp->x0 * H, area = 0;
     uint32_t bx0 = UINT32_MAX, bx1 = 0, by0 = UINT32_MAX, by1 = 0;
     for (uint32_t x = sp->x0; x <= sp->x1; x++) {
         for (size_t i = w->col_first[x]; i < w->col_first[x + 1]; i++) {
@@ -572,7 +575,6 @@ static int build_mask(synth_scene *s, const spec *sp, rng *r, synth_mask *m, sa1
             cur += len;
             if (st) {
                 area += len;
-                cand += len - 2 * (len / 4);
                 if (x < bx0) bx0 = x;
                 bx1 = x;
                 if (w->rl_y[i] < by0) by0 = w->rl_y[i];
@@ -590,22 +592,65 @@ static int build_mask(synth_scene *s, const spec *sp, rng *r, synth_mask *m, sa1
     if (area != sp->area || area == 0)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "synthetic mask: area %llu != %llu",
                               (unsigned long long)area, (unsigned long long)sp->area);
-    /* a pixel in the middle half of a vertical foreground run */
-    uint64_t k = rng_below(r, cand);
-    m->px = m->py = 0;
-    for (uint32_t x = bx0; x <= bx1; x++) {
-        for (size_t i = w->col_first[x]; i < w->col_first[x + 1]; i++) {
-            if (!w->member[w->rl_label[i]]) continue;
-            uint32_t len = w->rl_len[i], e = len / 4, c = len - 2 * e;
-            if (k < c) {
-                m->px = x;
-                m->py = w->rl_y[i] + e + (uint32_t)k;
-                goto found;
+    /* the prompt point: a pixel deep inside the mask, drawn uniformly
+     * from those at least half as far from the border as the deepest one
+     * (SAM's single-point evaluation prompts at the centre of the mask);
+     * distances are 3-4 chamfer, outside the bounding box counts as border */
+    const uint32_t bw = bx1 - bx0 + 1, bh = by1 - by0 + 1;
+    if (grow(&w->dist, &w->cap_dist, (size_t)bw * bh, sizeof *w->dist))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    uint32_t *d = w->dist, dmax = 0;
+    for (uint32_t y = 0; y < bh; y++) {
+        const uint16_t *lab = w->lab + (size_t)(by0 + y) * W + bx0;
+        uint32_t *dr = d + (size_t)y * bw, *up = y ? dr - bw : NULL;
+        for (uint32_t x = 0; x < bw; x++) {
+            if (!w->member[lab[x]]) {
+                dr[x] = 0;
+                continue;
             }
-            k -= c;
+            uint32_t v = x ? dr[x - 1] + 3 : 3;
+            if (up) {
+                uint32_t ul = x ? up[x - 1] + 4 : 4, u = up[x] + 3, ur = x + 1 < bw ? up[x + 1] + 4 : 4;
+                if (ul < v) v = ul;
+                if (u < v) v = u;
+                if (ur < v) v = ur;
+            } else {
+                v = 3;
+            }
+            dr[x] = v;
         }
     }
-found:
+    for (uint32_t y = bh; y-- > 0;) {
+        uint32_t *dr = d + (size_t)y * bw, *dn = y + 1 < bh ? dr + bw : NULL;
+        for (uint32_t x = bw; x-- > 0;) {
+            uint32_t v = dr[x];
+            if (!v) continue;
+            uint32_t rt = x + 1 < bw ? dr[x + 1] + 3 : 3;
+            if (rt < v) v = rt;
+            if (dn) {
+                uint32_t dl = x ? dn[x - 1] + 4 : 4, dd = dn[x] + 3, dr2 = x + 1 < bw ? dn[x + 1] + 4 : 4;
+                if (dl < v) v = dl;
+                if (dd < v) v = dd;
+                if (dr2 < v) v = dr2;
+            } else {
+                v = 3;
+            }
+            dr[x] = v;
+            if (v > dmax) dmax = v;
+        }
+    }
+    const uint32_t thr = (dmax + 1) / 2;
+    uint64_t cand = 0;
+    for (size_t i = 0; i < (size_t)bw * bh; i++) cand += d[i] >= thr;
+    uint64_t k = rng_below(r, cand);
+    m->px = m->py = 0;
+    for (size_t i = 0; i < (size_t)bw * bh; i++) {
+        if (d[i] >= thr && k-- == 0) {
+            m->px = bx0 + (uint32_t)(i % bw);
+            m->py = by0 + (uint32_t)(i / bw);
+            break;
+        }
+    }
     m->kind = sp->kind;
     m->area = area;
     m->x0 = bx0;

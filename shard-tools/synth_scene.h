@@ -52,7 +52,7 @@ typedef struct synth_mask {
     sa1b_rle rle;            /* exact runs, height x width, column-major */
     uint64_t area;           /* foreground pixel count */
     uint32_t x0, y0, x1, y1; /* inclusive pixel bounds of the foreground */
-    uint32_t px, py;         /* a foreground pixel, away from vertical edges */
+    uint32_t px, py;         /* a pixel deep inside the mask (the prompt point) */
 } synth_mask;
 
 typedef struct synth_work synth_work;

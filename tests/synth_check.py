@@ -11,7 +11,11 @@ on any problem.  --quirks requires, over the whole tar, every quirk of the
 real files: int and float bboxes, ids above 2^31, an escaped backslash in a
 counts string, a predicted_iou above 1.  --pixels (needs PIL and numpy) also
 checks that each mask is visible in the picture: the mean colour inside the
-mask differs from the mean colour of the pixels just outside it.  --flat
+mask differs from the mean colour of the pixels just outside it, and that
+each point lies deep inside its mask: its 4-neighbour depth (erosions it
+survives, plus one) is at least half the mask's largest 8-neighbour depth,
+which sa1b-synth's rule (at least half the deepest 3-4 chamfer distance)
+implies.  --flat
 requires that no two masks of an image share a pixel (sa1b-synth --nesting
 flat).  --digest also prints "digest: SHA256" over every counts string in
 order, a fingerprint of the masks that does not depend on the JSON writer.
@@ -248,7 +252,7 @@ def check_json(name, raw, args, want_id, jpg_dims, quirks, pixels, digest):
                 quirks["id_over_2_32"] += 1
         ids.append(aid)
         if pixels is not None:
-            pixels.append((cnts, h, w))
+            pixels.append((cnts, h, w, pc[0]))
     if len(set(ids)) != len(ids):
         bad("%s: duplicate annotation ids" % name)
     if args.flat:
@@ -269,7 +273,14 @@ def check_pixels(jpg, masks, name):
     except ImportError:
         return
     img = np.asarray(Image.open(io.BytesIO(jpg)).convert("RGB")).astype(np.float64)
-    for k, (cnts, h, w) in enumerate(masks):
+    def erode(m, square):
+        p = np.pad(m, 1)
+        e = m & p[:-2, 1:-1] & p[2:, 1:-1] & p[1:-1, :-2] & p[1:-1, 2:]
+        if square:
+            e &= p[:-2, :-2] & p[:-2, 2:] & p[2:, :-2] & p[2:, 2:]
+        return e
+
+    for k, (cnts, h, w, pt) in enumerate(masks):
         flat = np.zeros(h * w, dtype=bool)
         pos = 0
         for i, c in enumerate(cnts):
@@ -284,6 +295,19 @@ def check_pixels(jpg, masks, name):
         ring[:, 1:] |= m[:, :-1]
         ring[:, :-1] |= m[:, 1:]
         ring &= ~m
+        # depth of the point: 4-neighbour erosions survived, plus one,
+        # against half the deepest 8-neighbour depth
+        d8max, cur = 0, m
+        while cur.any():
+            d8max += 1
+            cur = erode(cur, True)
+        ix, iy = int(pt[0]), int(pt[1])
+        d4, cur = 0, m
+        while cur[iy, ix]:
+            d4 += 1
+            cur = erode(cur, False)
+        if 2 * d4 < d8max:
+            bad("%s: mask %d: point %r at depth %d, the mask is %d deep" % (name, k, pt, d4, d8max))
         if not ring.any():
             continue  # the mask is the whole image
         inner = img[m].mean(axis=0)
