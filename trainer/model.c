@@ -329,6 +329,15 @@ static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
     *ny = o > up ? o : up;
 }
 
+/* 1 when encoder block i computes in a slot and keeps its activations in
+ * a 16-bit stash, image by image (16-bit storage without checkpointing, a
+ * block with a backward); needs m->enc_slot and m->enc_lo. */
+static int enc_stashed(const tr_model *m, int i)
+{
+    int lo = m->enc_lo < 0 ? 0 : m->enc_lo;
+    return m->opt.precision != TR_PREC_FP32 && !m->opt.ckpt_every && m->enc_slot[i] >= 0 && i >= lo;
+}
+
 static void walk_acts(awalker *w)
 {
     tr_model *m = w->m;
@@ -368,11 +377,20 @@ static void walk_acts(awalker *w)
 #undef AS
 #undef AR
     }
+    /* saved block inputs: the checkpoints, or the input of the lowest
+     * trainable block when its predecessor computes in a slot without a
+     * stash (frozen); a stashed predecessor's output is read from its stash
+     * (through enc.xin, one image), and blocks below lo need none */
+    int xin = 0;
     for (int i = 1; i < L; i++) {
         snprintf(nm, sizeof nm, "enc.blocks.%d.input", i);
-        areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : m->enc_slot[i - 1] >= 0, 0);
+        areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : i == lo && m->enc_slot[i - 1] >= 0, 0);
+        if (i >= lo && enc_stashed(m, i - 1)) xin = 1;
     }
-    if (L > 0) areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0, lo < L);
+    if (L > 0)
+        areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0 && !enc_stashed(m, L - 1),
+              lo < L);
+    areg2(w, &a->enc_xin, "enc.xin", GG * E, xin, 0);
     for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
     areg(w, &a->neck, "enc.neck", BT * C);
     areg(w, &a->emb, "enc.emb", BT * C);
@@ -578,12 +596,11 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     m->n_acts = aw.n;
     m->n_act_floats = aw.off;
     m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
-    int lo = m->enc_lo < 0 ? 0 : m->enc_lo, N = m->opt.ckpt_every;
     m->n_stash = 0;
     m->enc_stash_per = (m->enc_slot_n + 31) / 32 * 32;
     for (int i = 0; i < cfg->L; i++) { /* per image; the last block's last image stays resident */
         m->enc_stash[i] = TR_NO_STASH;
-        if (b16 && !N && m->enc_slot[i] >= 0 && i >= lo) {
+        if (enc_stashed(m, i)) {
             m->enc_stash[i] = m->n_stash;
             m->n_stash += (size_t)(i == cfg->L - 1 ? m->B - 1 : m->B) * m->enc_stash_per;
         }
@@ -951,6 +968,37 @@ static void stash_unpack(tr_model *m, size_t stash_off, size_t act_off, size_t n
         be->ops->unpack16(be, m->act_mem + act_off, m->stash_mem + stash_off, n, m->opt.precision);
 }
 
+/* Offset of block i's output in its slot (floats). */
+static size_t enc_xout_off(const tr_model *m, int i)
+{
+    return (size_t)(m->a.blk[i].xout - m->act_mem) - m->enc_slot_off[m->enc_slot[i]];
+}
+
+/* dst [GG, E] = the output of stashed encoder block i for image b: from the
+ * slot when it holds (i, b), else unpacked from the stash. */
+static void enc_xout_get(tr_model *m, int i, int b, float *dst)
+{
+    size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
+    tr_backend *be = m->be;
+    if (m->enc_res == i && m->enc_res_img == b)
+        mcopy(be, dst, m->a.blk[i].xout, GE);
+    else if (be->ops->unpack16)
+        be->ops->unpack16(be, dst, m->stash_mem + m->enc_stash[i] + (size_t)b * m->enc_stash_per + enc_xout_off(m, i),
+                          GE, m->opt.precision);
+}
+
+/* The neck's input [BT, E] (every image's last block output) when the last
+ * block is stashed: gathered into a workspace (fp32 for the neck's GEMM,
+ * live for that one op) the caller frees. */
+static float *enc_out_gather(tr_model *m)
+{
+    size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
+    float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, (size_t)m->B * GE * sizeof(float));
+    if (!x) abort(); /* out of memory in the middle of a step */
+    for (int b = 0; b < m->B; b++) enc_xout_get(m, m->cfg.L - 1, b, x + (size_t)b * GE);
+    return x;
+}
+
 /* Before the backward of encoder block i on image b: the view on image b
  * and the block's activations in place (recomputed from the segment's
  * saved input, or unpacked from the stash). */
@@ -1141,8 +1189,10 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     enc_view(m, 0);
     m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
     m->enc_res_img = B - 1;
-    const float *x = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
+    float *xw = c->L && enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
+    const float *x = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
     o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
+    tr_mem_free(&be->mem, xw);
     o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
 
     /* prompt encoder: the dense PE */
@@ -1353,11 +1403,13 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     (void)K;
     if (lo > c->L) return;
     /* neck (every image), then the encoder image by image */
-    const float *xl = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
     float *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
     o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
                           a->emb_r, BT, C);
+    float *xw = c->L && enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
+    const float *xl = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
     o->linear_backward(be, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
+    tr_mem_free(&be->mem, xw);
     size_t GE = (size_t)GG * E;
     for (int bi = B - 1; bi >= 0 && lo < c->L; bi--) {
         for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
@@ -1367,6 +1419,10 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             const tr_enc_block_p *pb = &p->blk[i];
             tr_enc_block_p *gb = &g->blk[i];
             const float *xin = enc_input(m, i, bi);
+            if (i > 0 && !a->enc_in[i] && enc_stashed(m, i - 1)) { /* the predecessor's output, from its stash */
+                enc_xout_get(m, i - 1, bi, a->enc_xin);
+                xin = a->enc_xin;
+            }
             float *dxout = i == c->L - 1 ? da->enc_out + (size_t)bi * GE : db->xout;
             float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? da->x0 + (size_t)bi * GE : NULL);
             o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */

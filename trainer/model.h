@@ -148,7 +148,10 @@ typedef struct tr_acts {
      * NULL where the input is the predecessor's own output. */
     float *enc_in[TR_MAX_L];         /* [BT, E] */
     float *enc_out;                  /* [BT, E] the last block's output (the neck's input) when the
-                                        block computes in a slot; its gradient (the neck's dx) always */
+                                        block computes in a slot without a 16-bit stash; its
+                                        gradient (the neck's dx) always */
+    float *enc_xin;                  /* [GG, E] one image's input of a block whose predecessor's
+                                        output is in a 16-bit stash (unpacked for the backward) */
     /* Gradient table only: the gradients of block / layer outputs (one
      * image / one chunk) alternate between two buffers (blk[i].xout is
      * pp_x[i % 2], ...). */
