@@ -355,7 +355,10 @@ static void walk_acts(awalker *w)
     ugroup(w, 1);
     areg2(w, &a->patches, "enc.patches", GG * PP3, 0, 1);
     ugroup(w, 0);
-    areg(w, &a->x0, "enc.x0", BT * E);
+    /* the patch embedding's output, 16-bit storage: in the stash (image by
+     * image), its gradient too */
+    int x016 = b16 && L > 0;
+    areg2(w, &a->x0, "enc.x0", BT * E, !x016, !x016);
     for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : (b16 || i < lo) ? 0 : -1;
     m->dblk_n = 0;
     size_t H = (size_t)c->H;
@@ -381,7 +384,7 @@ static void walk_acts(awalker *w)
      * trainable block when its predecessor computes in a slot without a
      * stash (frozen); a stashed predecessor's output is read from its stash
      * (through enc.xin, one image), and blocks below lo need none */
-    int xin = 0;
+    int xin = x016;
     for (int i = 1; i < L; i++) {
         snprintf(nm, sizeof nm, "enc.blocks.%d.input", i);
         areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : i == lo && m->enc_slot[i - 1] >= 0, 0);
@@ -486,8 +489,9 @@ static void walk_acts(awalker *w)
         areg2(w, &a->pp_u[2], "dec.up_scratch", 2 * nc * GG * C, 0, 1);
         ugroup(w, 0);
     }
-    /* the outputs: every pair (the loss) */
-    w->pa = w->pd = NP;
+    /* the outputs: every pair (the loss); their gradients, written by the
+     * loss of a chunk right before the chunk's backward, one chunk */
+    w->pa = NP, w->pd = nc;
     dreg(w, &a->iou, "dec.iou", 1, 1, 1);
     dreg(w, &a->logits, "dec.logits", RR, 1, 1);
 }
@@ -604,6 +608,12 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
             m->enc_stash[i] = m->n_stash;
             m->n_stash += (size_t)(i == cfg->L - 1 ? m->B - 1 : m->B) * m->enc_stash_per;
         }
+    }
+    m->x0_stash = m->dx0_stash = TR_NO_STASH;
+    if (b16 && cfg->L > 0) { /* x0 [BT, E] and its gradient (a trainable patch embedding) */
+        size_t bte = (size_t)m->B * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P) * (size_t)cfg->E;
+        m->x0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
+        if (m->enc_lo < 0) m->dx0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
     }
     m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
     if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward) */
@@ -880,10 +890,17 @@ static void enc_view(tr_model *m, int b)
     }
 }
 
-/* The input of encoder block i for image b (the view on image b). */
-static const float *enc_input(const tr_model *m, int i, int b)
+/* The input of encoder block i for image b (the view on image b); x0 in
+ * 16 bits is unpacked into enc_xin. */
+static const float *enc_input(tr_model *m, int i, int b)
 {
     size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
+    if (i == 0 && m->x0_stash != TR_NO_STASH) {
+        if (m->be->ops->unpack16)
+            m->be->ops->unpack16(m->be, m->a.enc_xin, m->stash_mem + m->x0_stash + (size_t)b * GE, GE,
+                                 m->opt.precision);
+        return m->a.enc_xin;
+    }
     return i == 0 ? m->a.x0 + (size_t)b * GE : m->a.enc_in[i] ? m->a.enc_in[i] + (size_t)b * GE
                                                                  : m->a.blk[i - 1].xout;
 }
@@ -1169,12 +1186,17 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     if (m->wc_mem && o->round_to) o->round_to(be, m->wc_mem, m->param_mem, m->n_param_floats, m->opt.precision);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
+    size_t GE = (size_t)GG * E;
     for (int i = 0; i < B; i++) { /* image by image through one image's patches */
         o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-        o->linear_forward(be, a->x0 + (size_t)i * GG * E, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
+        float *x0 = m->x0_stash != TR_NO_STASH ? a->enc_xin : a->x0 + (size_t)i * GE;
+        o->linear_forward(be, x0, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
+        if (m->x0_stash == TR_NO_STASH) continue;
+        o->accumulate(be, x0, p->pos, GE); /* 16-bit storage: image by image into the stash */
+        if (o->pack16) o->pack16(be, m->stash_mem + m->x0_stash + (size_t)i * GE, x0, GE, m->opt.precision);
     }
-    for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GG * E, p->pos, (size_t)GG * E);
-    size_t GE = (size_t)GG * E;
+    if (m->x0_stash == TR_NO_STASH)
+        for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GE, p->pos, GE);
     for (int bi = 0; bi < B; bi++) { /* image by image */
         enc_view(m, bi);
         for (int i = 0; i < c->L; i++) {
@@ -1424,9 +1446,13 @@ static void enc_backward(tr_model *m, const tr_batch *b)
                 xin = a->enc_xin;
             }
             float *dxout = i == c->L - 1 ? da->enc_out + (size_t)bi * GE : db->xout;
-            float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? da->x0 + (size_t)bi * GE : NULL);
+            /* x0's gradient: in the stash with 16-bit storage (through pp_x[1], free
+             * during block 0's backward) */
+            int dx16 = i == 0 && m->dx0_stash != TR_NO_STASH;
+            float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL)
+                                : (lo < 0 ? (dx16 ? da->pp_x[1] : da->x0 + (size_t)bi * GE) : NULL);
             o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
-            if (dxin && i > 0) o->zero(be, dxin, GE);
+            if (dxin && (i > 0 || dx16)) o->zero(be, dxin, GE);
             o->accumulate(be, db->xmid, dxout, GE);
             o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
             o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
@@ -1443,10 +1469,26 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             o->linear_backward(be, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
             o->layernorm_backward(be, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG,
                                   E);
+            if (dx16 && o->pack16)
+                o->pack16(be, m->stash_mem + m->dx0_stash + (size_t)bi * GE, dxin, GE, m->opt.precision);
         }
     }
     enc_view(m, 0);
     if (lo >= 0) return;
+    if (m->dx0_stash != TR_NO_STASH) { /* image by image from the stash, the same sums in the same order */
+        float *dx = da->pp_x[1];
+        for (int i = 0; i < B; i++) {
+            if (o->unpack16) o->unpack16(be, dx, m->stash_mem + m->dx0_stash + (size_t)i * GE, GE, m->opt.precision);
+            if (g->pos) {
+                be->prec = TR_PREC_FP32;
+                o->accumulate(be, g->pos, dx, GE);
+                be->prec = m->opt.precision;
+            }
+            o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
+            o->linear_backward(be, NULL, g->patch_w, g->patch_b, dx, a->patches, p->patch_w, GG, 3 * P * P, E);
+        }
+        return;
+    }
     if (g->pos) {
         be->prec = TR_PREC_FP32; /* a parameter gradient: accumulated in fp32 */
         for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);

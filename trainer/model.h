@@ -141,8 +141,8 @@ typedef struct tr_acts {
     float *up_scratch;               /* [NP*RR/4, C/2] convT workspace */
     float *tmask, *h0, *h0r, *h1, *h1r, *hyp;    /* [NP,C] ... [NP,C/8] */
     float *tiou, *i0, *i0r, *i1, *i1r;           /* [NP,C] */
-    float *iou;                      /* [NP] (every pair) */
-    float *logits;                   /* [NP, RR] (every pair) */
+    float *iou;                      /* [NP] (every pair; the gradient: one chunk) */
+    float *logits;                   /* [NP, RR] (every pair; the gradient: one chunk) */
     /* Saved inputs of encoder blocks whose predecessor's activations live
      * in a reused slot (checkpointing, 16-bit storage, frozen prefix);
      * NULL where the input is the predecessor's own output. */
@@ -241,6 +241,8 @@ typedef struct tr_model {
     size_t enc_stash[TR_MAX_L];                     /* into stash_mem (image b at + b * enc_stash_per),
                                                        TR_NO_STASH none */
     size_t enc_stash_per;
+    size_t x0_stash, dx0_stash;                     /* 16-bit storage: x0 [BT, E] and its gradient in
+                                                       stash_mem, else TR_NO_STASH */
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
     int enc_res, enc_res_img;   /* segment / block and image resident in the slots */
     /* decoder chunks */
