@@ -19,10 +19,12 @@ typedef struct prep_buf {
     size_t *kept;              /* [cap_masks] */
     size_t cap_masks;
     sa1b_shard_mask_in *masks; /* [cap_masks] */
-    uint8_t *bits;             /* [cap_masks * R * R] */
+    uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed */
     size_t cap_bits;
     uint8_t *grid;             /* [R * R] content-sized resample target */
     size_t cap_grid;
+    uint8_t *full;             /* [R * R] one mask, letterboxed, before packing */
+    size_t cap_full;
     uint8_t *image;            /* [S * S * 3] */
     size_t cap_image;
     uint8_t *jpeg;             /* re-encoded payload (malloc'ed by the encoder) */
@@ -48,7 +50,7 @@ void sa1b_prep_out_free(sa1b_prep_out *o)
     sa1b_anno_free(&b->anno);
     for (size_t i = 0; i < b->cap_masks; i++) sa1b_rle_free(&b->rles[i]);
     free(b->rles), free(b->cands), free(b->kept), free(b->masks);
-    free(b->bits), free(b->grid), free(b->image), free(b->jpeg);
+    free(b->bits), free(b->grid), free(b->full), free(b->image), free(b->jpeg);
     free(b);
     memset(o, 0, sizeof *o);
 }
@@ -178,30 +180,33 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         payload = b->jpeg;
     }
 
-    /* 6. the kept masks, straight from runs to the letterboxed R x R grid */
-    const size_t RR = (size_t)R * R;
-    if (reserve_big(&b->bits, &b->cap_bits, (n_kept ? n_kept : 1) * RR) ||
-        reserve(&b->grid, &b->cap_grid, RR))
+    /* 6. the kept masks, straight from runs to the letterboxed R x R grid,
+     * packed here (in the worker) one by one while the grid is in cache */
+    const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
+    if (reserve_big(&b->bits, &b->cap_bits, (n_kept ? n_kept : 1) * stride) ||
+        reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     const float scale = (float)lb.scale;
     for (size_t k = 0; k < n_kept; k++) {
         size_t i = b->kept[k];
         const sa1b_rle *r = &b->rles[i];
         const sa1b_mask_anno *m = &a->masks[i];
-        uint8_t *dst = b->bits + k * RR;
+        uint8_t *full = b->full;
         /* content as wide as the grid (landscape, square): straight into
-         * the mask, else through the content-sized grid */
-        uint8_t *grid = mlb.new_w == R ? dst : b->grid;
+         * the full mask, else through the content-sized grid */
+        uint8_t *grid = mlb.new_w == R ? full : b->grid;
         int rc = o->mask_mode == SA1B_MASK_NEAREST
                      ? sa1b_rle_resample_nearest(r, mlb.new_h, mlb.new_w, grid, &e)
                      : sa1b_rle_resample_area(r, mlb.new_h, mlb.new_w, NULL, grid, &e);
         if (rc) return sa1b_error_set(err, rc, -1, "%s.json: mask %zu: %s", name, i, e.msg);
-        if (grid != dst)
+        if (grid != full)
             for (uint32_t y = 0; y < mlb.new_h; y++) {
-                memcpy(dst + (size_t)y * R, grid + (size_t)y * mlb.new_w, mlb.new_w);
-                memset(dst + (size_t)y * R + mlb.new_w, 0, R - mlb.new_w);
+                memcpy(full + (size_t)y * R, grid + (size_t)y * mlb.new_w, mlb.new_w);
+                memset(full + (size_t)y * R + mlb.new_w, 0, R - mlb.new_w);
             }
-        memset(dst + (size_t)mlb.new_h * R, 0, (size_t)(R - mlb.new_h) * R);
+        memset(full + (size_t)mlb.new_h * R, 0, (size_t)(R - mlb.new_h) * R);
+        uint8_t *dst = b->bits + k * stride;
+        sa1b_shard_pack_mask(full, R, dst);
 
         sa1b_shard_mask_in *mi = &b->masks[k];
         mi->id = m->id;

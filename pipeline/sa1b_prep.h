@@ -48,7 +48,8 @@ void sa1b_prep_opts_default(sa1b_prep_opts *o);
 /* Buffers of one prepared sample, reused from call to call.  Start from
  * SA1B_PREP_OUT_INIT; sa1b_prep_out_free releases them. */
 typedef struct sa1b_prep_out {
-    sa1b_shard_sample_in sample;  /* what sa1b_shard_writer_add takes; points into the buffers */
+    sa1b_shard_sample_in sample;  /* what sa1b_shard_writer_add_packed takes (the masks
+                                     come packed); points into the buffers */
     uint32_t masks_in;            /* annotations in the JSON */
     uint32_t masks_kept;          /* = sample.n_masks */
     void *priv_;                  /* buffers */

@@ -95,6 +95,21 @@ int sa1b_shard_writer_open(sa1b_shard_writer **w, const char *path, const sa1b_s
  * (EINVAL: raw payload length != S*S*3, empty jpeg, bad scale or size). */
 int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err);
 
+/* The same with every mask's bits already in stored form: m->bits points
+ * to sa1b_shard_mask_stride(R) bytes made by sa1b_shard_pack_mask, which
+ * are written as they are.  Lets the threads that make the masks pack them
+ * (sa1b-shard's workers) instead of the one thread that writes. */
+int sa1b_shard_writer_add_packed(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
+                                 sa1b_error *err);
+
+/* Bytes between two stored masks of side R: ceil(R*R / 8) rounded up to 64. */
+uint64_t sa1b_shard_mask_stride(uint32_t R);
+
+/* Packs an R x R mask of bytes (0 or nonzero, row-major) into its stored
+ * form, out[sa1b_shard_mask_stride(R)]: bit k of the row-major mask in
+ * byte k/8 at bit k%8 (LSB first), the padding zero. */
+void sa1b_shard_pack_mask(const uint8_t *bytes, uint32_t R, uint8_t *out);
+
 /* Images and bytes written so far (for progress reports). */
 uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w);
 uint64_t sa1b_shard_writer_bytes(const sa1b_shard_writer *w);

@@ -332,15 +332,14 @@ static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *
     return SA1B_OK;
 }
 
-/* Packs R*R bytes into w->pack: bit k of the row-major mask goes to byte
- * k/8, bit k%8 (LSB first); padding stays zero.  Eight bytes at a time:
+/* Packs R*R bytes into out: bit k of the row-major mask goes to byte k/8,
+ * bit k%8 (LSB first); padding stays zero.  Eight bytes at a time:
  * the high bit of each byte of t says "nonzero", and the multiply gathers
  * those eight bits, byte i to bit 56 + i, without carries. */
-static void pack_mask(sa1b_shard_writer *w, const uint8_t *bits)
+void sa1b_shard_pack_mask(const uint8_t *bits, uint32_t R, uint8_t *out)
 {
-    uint64_t n = (uint64_t)w->R * w->R, k = 0;
-    uint8_t *out = w->pack;
-    memset(out, 0, (size_t)w->mask_stride);
+    uint64_t n = (uint64_t)R * R, k = 0;
+    memset(out, 0, (size_t)shard_mask_stride(R));
 #ifdef WR_HAVE_SSE2
     /* sixteen bytes at a time: bit i of the movemask is "byte i is zero" */
     const __m128i zero = _mm_setzero_si128();
@@ -364,7 +363,9 @@ static void pack_mask(sa1b_shard_writer *w, const uint8_t *bits)
         if (bits[k]) out[k >> 3] |= (uint8_t)(1u << (k & 7));
 }
 
-int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err)
+uint64_t sa1b_shard_mask_stride(uint32_t R) { return shard_mask_stride(R); }
+
+static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int packed, sa1b_error *err)
 {
     if (!w || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
     if (w->failed) return sa1b_error_set(err, SA1B_EIO, -1, "writer failed earlier");
@@ -400,8 +401,12 @@ int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, s
     uint32_t mcrc = 0;
     for (uint32_t j = 0; j < s->n_masks; j++) {
         const sa1b_shard_mask_in *m = &s->masks[j];
-        pack_mask(w, m->bits);
-        mcrc = sa1b_crc32c(mcrc, w->pack, (size_t)w->mask_stride);
+        const uint8_t *pk = m->bits;
+        if (!packed) {
+            sa1b_shard_pack_mask(m->bits, w->R, w->pack);
+            pk = w->pack;
+        }
+        mcrc = sa1b_crc32c(mcrc, pk, (size_t)w->mask_stride);
         uint8_t *row = w->mask_rows + (w->n_masks + j) * SA1B_SHARD_MASK_ROW_SIZE;
         memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
         shard_st64(row + MSK_ID, (uint64_t)m->id);
@@ -417,7 +422,7 @@ int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, s
         shard_stf(row + MSK_POINT, m->point[0]);
         shard_stf(row + MSK_POINT + 4, m->point[1]);
         shard_st32(row + MSK_IMAGE_INDEX, (uint32_t)w->n_images);
-        if ((rc = wr_bytes(w, w->pack, (size_t)w->mask_stride, err))) return rc;
+        if ((rc = wr_bytes(w, pk, (size_t)w->mask_stride, err))) return rc;
     }
     im->masks_crc = mcrc;
     memcpy(w->names + w->names_len, name, name_len + 1);
@@ -425,6 +430,17 @@ int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, s
     w->n_masks += s->n_masks;
     w->n_images++;
     return SA1B_OK;
+}
+
+int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err)
+{
+    return writer_add(w, s, 0, err);
+}
+
+int sa1b_shard_writer_add_packed(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
+                                 sa1b_error *err)
+{
+    return writer_add(w, s, 1, err);
 }
 
 uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w) { return w ? w->n_images : 0; }

@@ -304,6 +304,57 @@ static void bad_params(void)
     tap_is_int(sa1b_shard_open_memory(&sh, text, strlen(text), &err), SA1B_EFORMAT, "text: EFORMAT");
 }
 
+/* add_packed with masks packed by sa1b_shard_pack_mask writes the same
+ * bytes as add with the masks as bytes (sa1b-shard packs in its workers). */
+static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int n)
+{
+    sample *ss = calloc((size_t)n, sizeof *ss);
+    for (int i = 0; i < n; i++) make_sample(&ss[i], S, R, fmt, 1 + rnd() % 6, 5000 + i);
+    const size_t stride = (size_t)sa1b_shard_mask_stride(R);
+    tap_is_int((long long)stride, (long long)((((size_t)R * R + 7) / 8 + 63) / 64 * 64),
+               "%s: mask stride", label);
+    char path[2][512];
+    int ok = 1, pad_ok = 1;
+    for (int v = 0; v < 2; v++) {
+        snprintf(path[v], sizeof path[v], "%s/%s-%d.shard", tmpdir, label, v);
+        sa1b_shard_params p = {S, R, fmt, "{}"};
+        sa1b_shard_writer *w = NULL;
+        sa1b_error err;
+        if (sa1b_shard_writer_open(&w, path[v], &p, &err)) { ok = 0; break; }
+        for (int i = 0; i < n; i++) {
+            if (v == 0) {
+                ok &= sa1b_shard_writer_add(w, &ss[i].in, &err) == SA1B_OK;
+                continue;
+            }
+            sample *sm = &ss[i];
+            uint8_t *pk = malloc(stride * sm->in.n_masks);
+            memset(pk, 0xA5, stride * sm->in.n_masks); /* the packer must clear the padding */
+            sa1b_shard_mask_in *mm = malloc(sm->in.n_masks * sizeof *mm);
+            for (uint32_t j = 0; j < sm->in.n_masks; j++) {
+                mm[j] = sm->masks[j];
+                sa1b_shard_pack_mask(sm->bits[j], R, pk + j * stride);
+                mm[j].bits = pk + j * stride;
+                for (size_t k = (size_t)R * R; k < stride * 8; k++)
+                    pad_ok &= !((pk[j * stride + (k >> 3)] >> (k & 7)) & 1);
+            }
+            sa1b_shard_sample_in in = sm->in;
+            in.masks = mm;
+            ok &= sa1b_shard_writer_add_packed(w, &in, &err) == SA1B_OK;
+            free(mm);
+            free(pk);
+        }
+        ok &= sa1b_shard_writer_finish(w, &err) == SA1B_OK;
+    }
+    tap_ok(pad_ok, "%s: packed padding is zero", label);
+    size_t la = 0, lb = 0;
+    uint8_t *a = ok ? slurp(path[0], &la) : NULL, *b = ok ? slurp(path[1], &lb) : NULL;
+    tap_ok(ok && a && b && la == lb && memcmp(a, b, la) == 0, "%s: add_packed writes the same bytes as add", label);
+    free(a);
+    free(b);
+    for (int i = 0; i < n; i++) free_sample(&ss[i]);
+    free(ss);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/test-shard.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -314,6 +365,8 @@ int main(void)
     round_trip("jpeg", 64, 16, SA1B_SHARD_JPEG, 12, 5);
     round_trip("empty", 16, 4, SA1B_SHARD_RAW, 0, 0);
     round_trip("one-pixel-mask", 4, 1, SA1B_SHARD_JPEG, 3, 0);
+    packed_same("packed", 32, 13, SA1B_SHARD_RAW, 4);
+    packed_same("packed-jpeg", 64, 16, SA1B_SHARD_JPEG, 3);
     bad_params();
     damage();
     char cmd[600];
