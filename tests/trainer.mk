@@ -65,3 +65,5 @@ TESTS += tests/t1750-train-mem-a.sh
 EXTRA_DIST += tests/t1750-train-mem-a.sh
 TESTS += tests/t1790-train-learns.sh
 EXTRA_DIST += tests/t1790-train-learns.sh
+TESTS += tests/t1763-train-mem-bf16.sh
+EXTRA_DIST += tests/t1763-train-mem-bf16.sh

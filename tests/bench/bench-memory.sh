@@ -23,7 +23,9 @@
 # halves activation memory; all together cut peak memory >= 70%; final mIoU
 # within 2% of the baseline.
 # Environment: BENCH_MEM_BATCH, BENCH_MEM_MASKS, BENCH_MEM_STEPS (timed
-# steps), BENCH_MEM_MIOU_STEPS, BENCH_MEM_THREADS, BENCH_MEM_DIR (keep files).
+# steps), BENCH_MEM_MIOU_STEPS (0: no mIoU column, no shards), BENCH_MEM_ROWS
+# (names of the rows to run, e.g. "fp32 bf16"; default every row),
+# BENCH_MEM_THREADS, BENCH_MEM_DIR (keep files).
 set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
@@ -33,6 +35,7 @@ M=${BENCH_MEM_MASKS:-16}
 STEPS=${BENCH_MEM_STEPS:-3}
 MSTEPS=${BENCH_MEM_MIOU_STEPS:-2500}
 TH=${BENCH_MEM_THREADS:-2}
+ROWS=${BENCH_MEM_ROWS:-}
 if [ -n "${BENCH_MEM_DIR:-}" ]; then
     tmp=$BENCH_MEM_DIR
     mkdir -p "$tmp"
@@ -51,7 +54,7 @@ supported() {
 }
 
 # data for the mIoU column: the learning recipe (tiny configuration, S 128)
-if ! [ -s "$tmp/val.shard" ]; then
+if [ "$MSTEPS" -gt 0 ] && ! [ -s "$tmp/val.shard" ]; then
     sa1b-synth --quiet --images 1000 --width 480 --height 320 --masks 5 --nesting flat --seed 1 -o "$tmp/train.tar" &&
     sa1b-synth --quiet --images 100 --width 480 --height 320 --masks 5 --nesting flat --seed 2 --first-id 100000 -o "$tmp/val.tar" &&
     sa1b-shard --quiet --image-size 128 --min-area 5000 -o "$tmp/train.shard" "$tmp/train.tar" >/dev/null &&
@@ -73,6 +76,7 @@ all|--checkpoint-every 1 --checkpoint-decoder --precision bf16 --accum 2 --freez
 res="$tmp/results"
 : >"$res"
 echo "$rows" | while IFS='|' read -r name flags; do
+    case " ${ROWS:-$name} " in *" $name "*) ;; *) continue ;; esac
     if ! supported "$flags"; then
         printf '%-10s n/a (this build lacks %s)\n' "$name" "$flags"
         continue
@@ -87,8 +91,9 @@ echo "$rows" | while IFS='|' read -r name flags; do
     st=$(sed -n '2,$s/.*"step_s": \([0-9.e+-]*\).*/\1/p' "$tmp/m-$name/log.jsonl" | sort -g | head -1)
     # mIoU: tiny config on shards, the rows the targets name
     miou=-
-    case "$name" in
-    fp32 | adamw8bit | all)
+    case "$MSTEPS:$name" in
+    0:*) ;;
+    *:fp32 | *:adamw8bit | *:all)
         vflags=$(echo " $flags " | sed 's/ --freeze encoder / /')
         vb=8
         case "$vflags" in *"--accum 2"*) vb=4 ;; esac
@@ -112,7 +117,11 @@ echo "$rows" | while IFS='|' read -r name flags; do
 done
 echo
 echo "against the fp32 baseline (same run):"
-awk '{
+awk 'function dmiou(x) {
+    if (v[x, "miou"] == "-" || !(v["fp32", "miou"] > 0)) return "-"
+    return sprintf("%+.1f%%", 100 * (v[x, "miou"] - v["fp32", "miou"]) / v["fp32", "miou"])
+}
+{
     for (i = 2; i <= NF; i++) { split($i, kv, "="); v[$1, kv[1]] = kv[2] }
     names[++n] = $1
 } END {
@@ -133,10 +142,9 @@ awk '{
     if (("bf16", "total") in v)
         printf "target bf16: activations x%.3f (<= 0.5)\n", v["bf16", "activations"] / v["fp32", "activations"]
     if (("all", "total") in v)
-        printf "target all: peak -%.0f%% (>= 70%%), mIoU %+.1f%% (within 2%%)\n",
-            100 * (1 - v["all", "total"] / v["fp32", "total"]),
-            100 * (v["all", "miou"] - v["fp32", "miou"]) / v["fp32", "miou"]
+        printf "target all: peak -%.0f%% (>= 70%%), mIoU %s (within 2%%)\n",
+            100 * (1 - v["all", "total"] / v["fp32", "total"]), dmiou("all")
     if (("adamw8bit", "total") in v)
-        printf "adamw8bit: optimizer x%.3f, mIoU %+.1f%% (within 2%%)\n", v["adamw8bit", "optimizer"] / v["fp32", "optimizer"],
-            100 * (v["adamw8bit", "miou"] - v["fp32", "miou"]) / v["fp32", "miou"]
+        printf "adamw8bit: optimizer x%.3f, mIoU %s (within 2%%)\n", v["adamw8bit", "optimizer"] / v["fp32", "optimizer"],
+            dmiou("adamw8bit")
 }' "$res"

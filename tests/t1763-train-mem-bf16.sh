@@ -1,0 +1,32 @@
+#!/bin/sh
+# t1763: 16-bit storage (--precision bf16/fp16) halves the stored
+# activations except for what must stay fp32 (LayerNorm statistics) and the
+# fp32 compute buffers of one encoder block / one decoder chunk: no fp32 copy
+# of a stashed block's input or output, x0 and its gradient in the stash.
+# Regression bound on the small configuration at micro-batch 8 (the
+# bench-memory row), from the planner (the training path on the meta
+# backend), and the planner's activation peak equals a real CPU run's.
+. "$top_srcdir/tests/test-lib.sh"
+help=$(sa1b-train --help)
+case "$help" in *"--precision"*) ;; *) skip_all "no --precision" ;; esac
+acts() { sed -n 's/.*activations=\([0-9]*\).*/\1/p' "$1"; }
+cfg="--config small --batch 8 --masks 16 --points 2"
+for f in "" "--freeze embed,blocks.0-1"; do
+    for p in fp32 bf16 fp16; do
+        sa1b-train $cfg $f --precision $p --plan >"$TMP/plan-$p.out" 2>&1
+        ok $? "plan: $cfg $f --precision $p"
+    done
+    a32=$(acts "$TMP/plan-fp32.out") a16=$(acts "$TMP/plan-bf16.out") ah=$(acts "$TMP/plan-fp16.out")
+    awk -v a="$a32" -v b="$a16" 'BEGIN { exit !(a > 0 && b > 0 && b <= 0.53 * a) }'
+    ok $? "bf16 activations $a16 <= 0.53 x fp32 $a32 ($f)"
+    is "$ah" "$a16" "fp16 stores the same bytes as bf16 ($f)"
+done
+# the real CPU backend counts what the planner predicts
+cfg="--config small --batch 2 --masks 4 --points 1 --synthetic-batch 1 --threads 2"
+sa1b-train $cfg --precision bf16 --steps 2 --ckpt-every 1000 --memory-report -q --out "$TMP/r" >/dev/null 2>"$TMP/r.err"
+ok $? "bf16 run"
+sa1b-train $cfg --precision bf16 --plan >"$TMP/p.out" 2>&1
+ok $? "bf16 plan"
+is "$(sed -n 's/^peak bytes: .*activations=\([0-9]*\).*/\1/p' "$TMP/r.err")" "$(acts "$TMP/p.out")" \
+    "bf16: measured activation peak = planned"
+done_testing
