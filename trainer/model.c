@@ -395,8 +395,12 @@ static void walk_acts(awalker *w)
               lo < L);
     areg2(w, &a->enc_xin, "enc.xin", GG * E, xin, 0);
     for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
-    areg(w, &a->neck, "enc.neck", BT * C);
-    areg(w, &a->emb, "enc.emb", BT * C);
+    /* the neck's output and the image embedding: in the stash with 16-bit
+     * storage (their gradients too; the neck's lives for two ops in a
+     * workspace), read through one image's rows (enc.emb_rows) */
+    areg2(w, &a->neck, "enc.neck", BT * C, !b16, !b16);
+    areg2(w, &a->emb, "enc.emb", BT * C, !b16, !b16);
+    areg2(w, &a->emb_rows, "enc.emb_rows", GG * C, b16, 0);
     areg(w, &a->emb_m, "enc.emb_m", BT);
     areg(w, &a->emb_r, "enc.emb_r", BT);
     areg2(w, &a->dense_pe, "prompt.dense_pe", GG * C, 1, 0);
@@ -614,6 +618,13 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         size_t bte = (size_t)m->B * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P) * (size_t)cfg->E;
         m->x0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
         if (m->enc_lo < 0) m->dx0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
+    }
+    m->neck_stash = m->emb_stash = m->demb_stash = TR_NO_STASH;
+    if (b16) { /* neck, emb [BT, C]; emb's gradient when the backward reaches the neck */
+        size_t btc = (size_t)m->B * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P) * (size_t)cfg->C;
+        m->neck_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
+        m->emb_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
+        if (m->enc_lo <= cfg->L) m->demb_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
     }
     m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
     if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward) */
@@ -880,6 +891,25 @@ static void mcopy(tr_backend *be, float *dst, const float *src, size_t n)
     }
 }
 
+/* A workspace of n floats for the operands of one op (16-bit storage
+ * unpacked for fp32 arithmetic); the caller frees it right after. */
+static float *work_alloc(tr_model *m, size_t n)
+{
+    float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
+    if (!x) abort(); /* out of memory in the middle of a step */
+    return x;
+}
+
+static void st_pack(tr_model *m, size_t off, const float *src, size_t n)
+{
+    if (m->be->ops->pack16) m->be->ops->pack16(m->be, m->stash_mem + off, src, n, m->opt.precision);
+}
+
+static void st_unpack(tr_model *m, float *dst, size_t off, size_t n)
+{
+    if (m->be->ops->unpack16) m->be->ops->unpack16(m->be, dst, m->stash_mem + off, n, m->opt.precision);
+}
+
 /* Points the encoder tensors that hold every image at image b's rows. */
 static void enc_view(tr_model *m, int b)
 {
@@ -1066,8 +1096,10 @@ static void keys_chunk_forward(tr_model *m, size_t p0, int n)
     size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
-        be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, m->a.emb + img * GG * C, m->p.no_mask, 1,
-                              (int)(e - q), (int)GG, (int)C);
+        const float *emb = m->a.emb ? m->a.emb + img * GG * C : m->a.emb_rows;
+        if (!m->a.emb) st_unpack(m, m->a.emb_rows, m->emb_stash + img * GG * C, GG * C);
+        be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, emb, m->p.no_mask, 1, (int)(e - q), (int)GG,
+                              (int)C);
         q = e;
     }
 }
@@ -1079,8 +1111,11 @@ static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
     size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
-        be->ops->keys_backward(be, to_emb ? m->da.emb + img * GG * C : NULL, m->g.no_mask,
+        int d16 = to_emb && m->demb_stash != TR_NO_STASH; /* through emb_rows */
+        if (d16) st_unpack(m, m->a.emb_rows, m->demb_stash + img * GG * C, GG * C);
+        be->ops->keys_backward(be, d16 ? m->a.emb_rows : to_emb ? m->da.emb + img * GG * C : NULL, m->g.no_mask,
                                m->da.Kimg + (q - p0) * GG * C, 1, (int)(e - q), (int)GG, (int)C);
+        if (d16) st_pack(m, m->demb_stash + img * GG * C, m->a.emb_rows, GG * C);
         q = e;
     }
 }
@@ -1213,9 +1248,19 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     m->enc_res_img = B - 1;
     float *xw = c->L && enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
     const float *x = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
-    o->linear_forward(be, a->neck, x, p->neck_w, NULL, BT, E, C);
+    size_t btc = (size_t)BT * C;
+    int n16 = m->emb_stash != TR_NO_STASH; /* fp32 for these two ops, then stashed */
+    float *neck = n16 ? work_alloc(m, btc) : a->neck;
+    o->linear_forward(be, neck, x, p->neck_w, NULL, BT, E, C);
     tr_mem_free(&be->mem, xw);
-    o->layernorm_forward(be, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
+    float *emb = n16 ? work_alloc(m, btc) : a->emb;
+    o->layernorm_forward(be, emb, a->emb_m, a->emb_r, neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
+    if (n16) {
+        st_pack(m, m->neck_stash, neck, btc);
+        st_pack(m, m->emb_stash, emb, btc);
+        tr_mem_free(&be->mem, neck);
+        tr_mem_free(&be->mem, emb);
+    }
 
     /* prompt encoder: the dense PE */
     o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
@@ -1403,6 +1448,11 @@ static int backward_begin(tr_model *m, const tr_batch *b, int zero_grads)
     be->prec = m->opt.precision;
     if (zero_grads && m->grad_mem) be->ops->zero(be, m->grad_mem, m->n_grad_floats);
     be->ops->zero(be, m->dact_mem, m->n_dact_floats);
+    if (m->demb_stash != TR_NO_STASH) { /* emb's gradient, in the stash */
+        size_t GGC = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.C;
+        be->ops->zero(be, m->a.emb_rows, GGC);
+        for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
+    }
     int n_valid = 0;
     for (int i = 0; i < m->B * m->M; i++) n_valid += b->valid[i] ? 1 : 0;
     return n_valid;
@@ -1426,12 +1476,27 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     if (lo > c->L) return;
     /* neck (every image), then the encoder image by image */
     float *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
-    o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
-                          a->emb_r, BT, C);
+    size_t btc = (size_t)BT * C;
+    float *dneck = da->neck;
+    if (m->demb_stash != TR_NO_STASH) { /* 16-bit storage: the operands unpacked for this op */
+        float *demb = work_alloc(m, btc), *neck = work_alloc(m, btc);
+        dneck = work_alloc(m, btc);
+        st_unpack(m, demb, m->demb_stash, btc);
+        st_unpack(m, neck, m->neck_stash, btc);
+        o->zero(be, dneck, btc);
+        o->layernorm_backward(be, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, a->emb_m, a->emb_r,
+                              BT, C);
+        tr_mem_free(&be->mem, demb);
+        tr_mem_free(&be->mem, neck);
+    } else {
+        o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
+                              a->emb_r, BT, C);
+    }
     float *xw = c->L && enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
     const float *xl = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
-    o->linear_backward(be, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
+    o->linear_backward(be, dxl, g->neck_w, NULL, dneck, xl, p->neck_w, BT, E, C);
     tr_mem_free(&be->mem, xw);
+    if (dneck != da->neck) tr_mem_free(&be->mem, dneck);
     size_t GE = (size_t)GG * E;
     for (int bi = B - 1; bi >= 0 && lo < c->L; bi--) {
         for (int i = c->L - 1; i >= 0 && i >= lo; i--) {

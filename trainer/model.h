@@ -122,7 +122,10 @@ typedef struct tr_acts {
     float *patches;                  /* [GG, 3PP] one image's (a workspace in the gradient union region) */
     float *x0;                       /* [BT, E] after pos */
     tr_enc_block_a blk[TR_MAX_L];
-    float *neck, *emb, *emb_m, *emb_r; /* [BT,C] */
+    float *neck, *emb, *emb_m, *emb_r; /* [BT,C] (neck, emb and their gradients NULL with 16-bit
+                                          storage: in the stash) */
+    float *emb_rows;                 /* [GG, C] 16-bit storage: one image's rows of emb or of its
+                                        gradient, unpacked for the image keys */
     float *dense_pe;                 /* [GG, C] (constant) */
     /* The decoder (everything below) runs per chunk of nc pairs (decoder
      * chunks, see tr_model): its tensors are shown as [NP, ...] but hold
@@ -243,6 +246,8 @@ typedef struct tr_model {
     size_t enc_stash_per;
     size_t x0_stash, dx0_stash;                     /* 16-bit storage: x0 [BT, E] and its gradient in
                                                        stash_mem, else TR_NO_STASH */
+    size_t neck_stash, emb_stash, demb_stash;       /* 16-bit storage: neck, emb [BT, C] and emb's
+                                                       gradient in stash_mem, else TR_NO_STASH */
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
     int enc_res, enc_res_img;   /* segment / block and image resident in the slots */
     /* decoder chunks */
