@@ -186,7 +186,12 @@ typedef struct tr_model_opts {
  * gradient below the lowest trainable part); a slotted block's activations
  * are then either recomputed from a saved input (checkpointing) or packed
  * per image into a 16-bit stash after its forward and unpacked before its
- * backward.
+ * backward.  With 16-bit storage nothing between the blocks is kept in
+ * fp32: a block's input in the backward is its predecessor's output
+ * unpacked from the stash (enc_xin), the neck reads the last block's
+ * outputs gathered into a per-op workspace, and x0, the neck's output, the
+ * image embedding and the gradients of x0 and of the embedding live in the
+ * stash (one image's rows unpacked where an op needs them).
  * The decoder (prompt tokens, image keys, two-way transformer, tail,
  * heads) runs per chunk of dec_chunk pairs, forward and backward, in every
  * mode (so that results are bit-identical between modes); its activations
