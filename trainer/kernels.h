@@ -4,8 +4,10 @@
  * CUDA device code (SA1B_HD expands to __host__ __device__ under nvcc), so
  * the CPU tests exercise the exact arithmetic the GPU backend runs.
  *
- * Implements: exact GELU and its derivative, ReLU, LayerNorm of one row
- * (statistics in double, biased variance), scaled softmax of one row and its
+ * Implements: exact GELU and its derivative (through an erf and an exp
+ * of float precision made of plain arithmetic, which SIMD code mirrors bit
+ * for bit), ReLU, LayerNorm of one row (statistics in double, biased
+ * variance), scaled softmax of one row and its
  * backward, the per-pixel focal term of MODEL.md's loss with its derivative,
  * one AdamW element update, and the 16-bit storage formats (bf16 and IEEE
  * fp16) with round-to-nearest-even conversions.  Nothing here allocates or
@@ -27,17 +29,77 @@
 #define TR_SQRT1_2 0.70710678118654752440
 #define TR_INV_SQRT_2PI 0.39894228040143267794
 
+/* e^x for x <= 0, and 0 below -87 (where e^x leaves the normal floats)
+ * and for NaN; from plain float arithmetic: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts), e^r by
+ * its Taylor polynomial to r^7 (relative error < 2e-7), times 2^n made
+ * from its exponent bits. */
+static inline SA1B_HD float tr_exp_nonpos(float x)
+{
+    float xc = x >= -87.0f ? x : -87.0f; /* no undefined conversion below */
+    float n = rintf(xc * 1.44269504f);
+    float r = xc - n * 0.693145751953125f;
+    r = r - n * 1.428606765330187e-06f;
+    float p = 1.0f / 5040;
+    p = p * r + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float two_n;
+    memcpy(&two_n, &bits, sizeof two_n);
+    return x >= -87.0f ? p * two_n : 0.0f;
+}
+
+/* 1 + erf(z) = erfc(-z), what GELU needs, to float precision from plain
+ * float arithmetic (so that backend_cpu.c's SIMD loop computes the same
+ * bits operation by operation).  |z| <= 1: 1 + z P(z^2); else, with
+ * a = |z|, t = e^(-a^2) Q(1/a) = erfc(a) (0 above 9.3, where erfc(a) is
+ * below the smallest normal float), and the result is t for z < 0 (no
+ * cancellation: relative error < 4e-6 all the way down the negative tail,
+ * where 1 + erff(z) keeps no digit) and 2 - t above.  Absolute error
+ * < 1.6e-7 everywhere.  P and Q are our own least-squares fits (weighted
+ * for relative error) of erf(z)/z on [0, 1] and erfc(a) e^(a^2) on
+ * [1, 9.3]. */
+static inline SA1B_HD float tr_erf_plus_one(float z)
+{
+    float a = fabsf(z);
+    if (a <= 1.0f) {
+        float s = z * z, p = -5.625401973e-04f;
+        p = p * s + 4.916029982e-03f;
+        p = p * s + -2.670996077e-02f;
+        p = p * s + 1.128013134e-01f;
+        p = p * s + -3.761231899e-01f;
+        p = p * s + 1.128379107e+00f;
+        return 1.0f + z * p;
+    }
+    float t = 1.0f / a, q = 7.642709464e-02f;
+    q = q * t + -4.211116433e-01f;
+    q = q * t + 9.887555838e-01f;
+    q = q * t + -1.247151494e+00f;
+    q = q * t + 8.084734678e-01f;
+    q = q * t + -6.453348696e-02f;
+    q = q * t + -2.776449621e-01f;
+    q = q * t + 2.329441049e-04f;
+    q = q * t + 5.641337633e-01f;
+    q = q * t + 2.469921355e-06f;
+    float tail = a > 9.3f ? 0.0f : tr_exp_nonpos(-(a * a)) * q;
+    return z < 0.0f ? tail : 2.0f - tail;
+}
+
 /* Exact GELU: x/2 * (1 + erf(x/sqrt 2)). */
 static inline SA1B_HD float tr_gelu(float x)
 {
-    return 0.5f * x * (1.0f + erff(x * (float)TR_SQRT1_2));
+    return 0.5f * x * tr_erf_plus_one(x * (float)TR_SQRT1_2);
 }
 
 /* d gelu / dx = Phi(x) + x * phi(x). */
 static inline SA1B_HD float tr_gelu_grad(float x)
 {
-    float cdf = 0.5f * (1.0f + erff(x * (float)TR_SQRT1_2));
-    float pdf = (float)TR_INV_SQRT_2PI * expf(-0.5f * x * x);
+    float cdf = 0.5f * tr_erf_plus_one(x * (float)TR_SQRT1_2);
+    float pdf = (float)TR_INV_SQRT_2PI * tr_exp_nonpos(-0.5f * x * x);
     return cdf + x * pdf;
 }
 
