@@ -399,6 +399,11 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     im->masks_offset = w->pos;
     im->masks_length = (uint64_t)s->n_masks * w->mask_stride;
     uint32_t mcrc = 0;
+    /* packed masks side by side (sa1b-shard's): one checksum over them all */
+    int one_run = packed && s->n_masks > 0;
+    for (uint32_t j = 1; one_run && j < s->n_masks; j++)
+        one_run = s->masks[j].bits == s->masks[0].bits + (size_t)j * w->mask_stride;
+    if (one_run) mcrc = sa1b_crc32c(0, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride);
     for (uint32_t j = 0; j < s->n_masks; j++) {
         const sa1b_shard_mask_in *m = &s->masks[j];
         const uint8_t *pk = m->bits;
@@ -406,7 +411,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
             sa1b_shard_pack_mask(m->bits, w->R, w->pack);
             pk = w->pack;
         }
-        mcrc = sa1b_crc32c(mcrc, pk, (size_t)w->mask_stride);
+        if (!one_run) mcrc = sa1b_crc32c(mcrc, pk, (size_t)w->mask_stride);
         uint8_t *row = w->mask_rows + (w->n_masks + j) * SA1B_SHARD_MASK_ROW_SIZE;
         memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
         shard_st64(row + MSK_ID, (uint64_t)m->id);

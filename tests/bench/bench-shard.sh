@@ -8,11 +8,15 @@
 # processes hits all three alike.  "floor/py" is the multiple of the Python
 # pipeline that the decode floor itself reaches: sa1b-shard cannot beat the
 # floor, so a "vs python" target above it is out of reach on this machine.
+# 100 images by default: a run's one-time costs (process start, the first
+# touch of the work ring's buffers, which a VM pays dearly, the final fsync)
+# are a few percent of it, as of a real SA-1B tar (~11k images), instead of
+# a fifth of a 24-image run.
 # Usage: bench-shard.sh [IMAGES] [THREADS]
 set -eu
 : "${top_builddir:=.}" "${top_srcdir:=.}"
 B=$(cd "$top_builddir" && pwd); S_=$(cd "$top_srcdir" && pwd)
-N=${1:-24}; T=${2:-$(nproc)}
+N=${1:-100}; T=${2:-$(nproc)}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 PY=/usr/bin/python3
 "$B/shard-tools/sa1b-synth" --quiet --images "$N" --seed 7 -o "$tmp/a.tar"
