@@ -98,7 +98,7 @@ struct synth_work {
     size_t *col_first;  /* [w+1] first run of each column */
     uint32_t *mruns;    /* scratch runs of one mask */
     size_t cap_mruns;
-    uint32_t *dist;     /* [bbox] chamfer distances of one mask */
+    uint32_t *dist;     /* [bbox + a frame] chamfer distances of one mask */
     size_t cap_dist;
     shape *shapes;
     size_t cap_shapes;
@@ -595,59 +595,55 @@ static int build_mask(synth_scene *s, const spec *sp, rng *r, synth_mask *m, sa1
     /* the prompt point: a pixel deep inside the mask, drawn uniformly
      * from those at least half as far from the border as the deepest one
      * (SAM's single-point evaluation prompts at the centre of the mask);
-     * distances are 3-4 chamfer, outside the bounding box counts as border */
-    const uint32_t bw = bx1 - bx0 + 1, bh = by1 - by0 + 1;
-    if (grow(&w->dist, &w->cap_dist, (size_t)bw * bh, sizeof *w->dist))
+     * distances are 3-4 chamfer over the bounding box inside a frame of
+     * zeros (outside the box counts as border), so no pixel is a special case */
+    const size_t bw = bx1 - bx0 + 1, bh = by1 - by0 + 1, pw = bw + 2;
+    if (grow(&w->dist, &w->cap_dist, pw * (bh + 2), sizeof *w->dist))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
     uint32_t *d = w->dist, dmax = 0;
-    for (uint32_t y = 0; y < bh; y++) {
-        const uint16_t *lab = w->lab + (size_t)(by0 + y) * W + bx0;
-        uint32_t *dr = d + (size_t)y * bw, *up = y ? dr - bw : NULL;
-        for (uint32_t x = 0; x < bw; x++) {
-            if (!w->member[lab[x]]) {
+    memset(d, 0, pw * sizeof *d);
+    memset(d + (bh + 1) * pw, 0, pw * sizeof *d);
+    for (size_t y = 1; y <= bh; y++) {
+        const uint16_t *lab = w->lab + (by0 + y - 1) * (size_t)W + bx0;
+        uint32_t *dr = d + y * pw, *up = dr - pw;
+        dr[0] = dr[bw + 1] = 0;
+        for (size_t x = 1; x <= bw; x++) {
+            if (!w->member[lab[x - 1]]) {
                 dr[x] = 0;
                 continue;
             }
-            uint32_t v = x ? dr[x - 1] + 3 : 3;
-            if (up) {
-                uint32_t ul = x ? up[x - 1] + 4 : 4, u = up[x] + 3, ur = x + 1 < bw ? up[x + 1] + 4 : 4;
-                if (ul < v) v = ul;
-                if (u < v) v = u;
-                if (ur < v) v = ur;
-            } else {
-                v = 3;
-            }
+            uint32_t v = dr[x - 1] + 3, ul = up[x - 1] + 4, u = up[x] + 3, ur = up[x + 1] + 4;
+            if (ul < v) v = ul;
+            if (u < v) v = u;
+            if (ur < v) v = ur;
             dr[x] = v;
         }
     }
-    for (uint32_t y = bh; y-- > 0;) {
-        uint32_t *dr = d + (size_t)y * bw, *dn = y + 1 < bh ? dr + bw : NULL;
-        for (uint32_t x = bw; x-- > 0;) {
+    for (size_t y = bh; y >= 1; y--) {
+        uint32_t *dr = d + y * pw, *dn = dr + pw;
+        for (size_t x = bw; x >= 1; x--) {
             uint32_t v = dr[x];
             if (!v) continue;
-            uint32_t rt = x + 1 < bw ? dr[x + 1] + 3 : 3;
+            uint32_t rt = dr[x + 1] + 3, dl = dn[x - 1] + 4, dd = dn[x] + 3, dg = dn[x + 1] + 4;
             if (rt < v) v = rt;
-            if (dn) {
-                uint32_t dl = x ? dn[x - 1] + 4 : 4, dd = dn[x] + 3, dr2 = x + 1 < bw ? dn[x + 1] + 4 : 4;
-                if (dl < v) v = dl;
-                if (dd < v) v = dd;
-                if (dr2 < v) v = dr2;
-            } else {
-                v = 3;
-            }
+            if (dl < v) v = dl;
+            if (dd < v) v = dd;
+            if (dg < v) v = dg;
             dr[x] = v;
             if (v > dmax) dmax = v;
         }
     }
+    /* the frame is 0, below any threshold (thr >= 2) */
     const uint32_t thr = (dmax + 1) / 2;
+    const size_t nd = pw * (bh + 2);
     uint64_t cand = 0;
-    for (size_t i = 0; i < (size_t)bw * bh; i++) cand += d[i] >= thr;
+    for (size_t i = 0; i < nd; i++) cand += d[i] >= thr;
     uint64_t k = rng_below(r, cand);
     m->px = m->py = 0;
-    for (size_t i = 0; i < (size_t)bw * bh; i++) {
+    for (size_t i = 0; i < nd; i++) {
         if (d[i] >= thr && k-- == 0) {
-            m->px = bx0 + (uint32_t)(i % bw);
-            m->py = by0 + (uint32_t)(i / bw);
+            m->px = bx0 + (uint32_t)(i % pw) - 1;
+            m->py = by0 + (uint32_t)(i / pw) - 1;
             break;
         }
     }
