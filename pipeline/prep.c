@@ -10,6 +10,7 @@
 #include <sys/mman.h>
 
 #include "sa1b_anno.h"
+#include "rle_internal.h"
 #include "sa1b_rle.h"
 
 typedef struct prep_buf {
@@ -145,10 +146,11 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     const int boxes_first = o->strategy == SA1B_STRATEGY_KMEANS;
     for (size_t i = 0; i < a->n_masks; i++) {
         const sa1b_mask_anno *m = &a->masks[i];
-        if (sa1b_rle_from_string(&b->rles[i], m->h, m->w, m->counts, m->counts_len, &e))
-            return sa1b_error_set(err, e.code, e.offset, "%s.json: mask %zu: %s", name, i, e.msg);
         sa1b_cand *c = &b->cands[i];
-        c->area = sa1b_rle_area(&b->rles[i]);
+        uint64_t area;
+        if (rle_from_string_area(&b->rles[i], m->h, m->w, m->counts, m->counts_len, &area, &e))
+            return sa1b_error_set(err, e.code, e.offset, "%s.json: mask %zu: %s", name, i, e.msg);
+        c->area = area;
         if (boxes_first) sa1b_rle_bbox(&b->rles[i], c->bbox);
         c->predicted_iou = m->predicted_iou;
         c->stability_score = m->stability_score;
@@ -195,9 +197,11 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         /* content as wide as the grid (landscape, square): straight into
          * the full mask, else through the content-sized grid */
         uint8_t *grid = mlb.new_w == R ? full : b->grid;
+        /* the runs are as rle_from_string_area left them: valid, their sum
+         * is not checked again */
         int rc = o->mask_mode == SA1B_MASK_NEAREST
-                     ? sa1b_rle_resample_nearest(r, mlb.new_h, mlb.new_w, grid, &e)
-                     : sa1b_rle_resample_area(r, mlb.new_h, mlb.new_w, NULL, grid, &e);
+                     ? rle_resample_nearest_valid(r, mlb.new_h, mlb.new_w, grid, &e)
+                     : rle_resample_area_valid(r, mlb.new_h, mlb.new_w, NULL, grid, &e);
         if (rc) return sa1b_error_set(err, rc, -1, "%s.json: mask %zu: %s", name, i, e.msg);
         if (grid != full)
             for (uint32_t y = 0; y < mlb.new_h; y++) {

@@ -140,10 +140,12 @@ static int wr_flush(sa1b_shard_writer *w, sa1b_error *err)
     return wr_flush_part(w, w->direct ? w->buf_len / DIO_ALIGN * DIO_ALIGN : w->buf_len, err);
 }
 
-/* Writes out everything in the buffer, leaving direct mode first. */
+/* Writes out everything in the buffer, leaving direct mode first (always:
+ * the header is written after this from an unaligned buffer, which a
+ * direct write refuses, even when the buffer's tail is a whole block). */
 static int wr_flush_all(sa1b_shard_writer *w, sa1b_error *err)
 {
-    if (w->direct && w->buf_len % DIO_ALIGN && wr_buffered(w) != 0) {
+    if (w->direct && wr_buffered(w) != 0) {
         w->failed = 1;
         return sa1b_error_set(err, SA1B_EIO, (int64_t)w->pos, "fcntl '%s': %s", w->tmp_path,
                               strerror(errno));

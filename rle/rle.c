@@ -12,6 +12,7 @@
  * foreground pixels, resampling walks the runs of the sampled columns.
  */
 #include "sa1b_rle.h"
+#include "rle_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -92,24 +93,14 @@ int sa1b_rle_set_runs(sa1b_rle *r, uint32_t h, uint32_t w, const uint32_t *cnts,
 
 #define RLE_MAX_GROUPS 7 /* 35 bits: any delta of two 32-bit runs */
 
-int sa1b_rle_from_string(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
-                         sa1b_error *err)
+/* The careful decoder: every check at the run it concerns, the first
+ * problem reported.  It runs after from_string's fast loop gave up on a
+ * string (a problem somewhere, or a form the fast loop leaves alone), from
+ * the start again, on storage already reserved; on success it fills r. */
+static int from_string_slow(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
+                            sa1b_error *err)
 {
-    if (!r || (len && !s)) return sa1b_error_set(err, SA1B_EINVAL, -1, "rle: null argument");
-    r->h = r->w = 0;
-    r->n = 0;
-    SA1B_FORWARD(check_size(h, w, err));
     uint64_t hw = (uint64_t)h * w;
-
-    /* every run ends with a character without 0x20: at most len runs; for
-     * long strings count them first rather than reserve 4 bytes a char */
-    size_t nruns = len;
-    if (len > ((size_t)1 << 20)) {
-        nruns = 0;
-        for (size_t p = 0; p < len; p++) nruns += !(((unsigned char)s[p] - 48) & 0x20);
-    }
-    SA1B_FORWARD(rle_reserve(r, nruns, err));
-
     uint32_t *c = r->cnts;
     size_t m = 0, p = 0;
     uint64_t sum = 0;
@@ -170,6 +161,123 @@ int sa1b_rle_from_string(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, siz
     r->w = w;
     r->n = m;
     return SA1B_OK;
+}
+
+
+/* One value of the string at *pu (before *e), as a 64-bit signed number:
+ * one, two or up to RLE_MAX_GROUPS characters.  0 on success (*pu moves
+ * past it); 1 when the value is not well formed (a bad character, the end
+ * of the string inside it, too many groups): the caller hands the string
+ * to from_string_slow, which says what is wrong. */
+static inline int fast_value(const unsigned char **pu, const unsigned char *e, int64_t *v)
+{
+    const unsigned char *u = *pu;
+    unsigned g = (unsigned)u[0] - 48u;
+    if (g < 32) { /* the common case: one character, sign in bit 4 */
+        *v = (int64_t)(g ^ 0x10) - 0x10;
+        *pu = u + 1;
+        return 0;
+    }
+    if (g > 63 || e - u < 2) return 1;
+    unsigned g1 = (unsigned)u[1] - 48u;
+    if (g1 < 32) { /* two characters, sign in bit 9 */
+        int64_t x = (int64_t)((g & 0x1f) | (g1 << 5));
+        *v = (x ^ 0x200) - 0x200;
+        *pu = u + 2;
+        return 0;
+    }
+    uint64_t x = g & 0x1f;
+    int k = 1;
+    u++;
+    for (;;) {
+        if (u >= e) return 1;
+        g = (unsigned)*u++ - 48u;
+        if (g > 63) return 1;
+        x |= (uint64_t)(g & 0x1f) << (5 * k);
+        k++;
+        if (!(g & 0x20)) break;
+        if (k == RLE_MAX_GROUPS) return 1;
+    }
+    int64_t sb = (int64_t)1 << (5 * k - 1); /* the sign bit of k groups */
+    *v = ((int64_t)x ^ sb) - sb;
+    *pu = u;
+    return 0;
+}
+
+/* from_string with the foreground pixel count (*area, may be NULL) summed
+ * on the way.  The fast loop checks nothing per run but what keeps it in
+ * bounds and the values in range; when anything is off (a value not well
+ * formed, out of 0..2^32-1, or a run sum != h*w at the end) the careful
+ * decoder runs from the start and reports the first problem, so the
+ * errors are those it always gave.  A string the fast loop takes is one
+ * the careful decoder takes with the same runs. */
+static int from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
+                            uint64_t *area, sa1b_error *err)
+{
+    if (area) *area = 0;
+    if (!r || (len && !s)) return sa1b_error_set(err, SA1B_EINVAL, -1, "rle: null argument");
+    r->h = r->w = 0;
+    r->n = 0;
+    SA1B_FORWARD(check_size(h, w, err));
+    uint64_t hw = (uint64_t)h * w;
+
+    /* every run ends with a character without 0x20: at most len runs; for
+     * long strings count them first rather than reserve 4 bytes a char */
+    size_t nruns = len;
+    if (len > ((size_t)1 << 20)) {
+        nruns = 0;
+        for (size_t p = 0; p < len; p++) nruns += !(((unsigned char)s[p] - 48) & 0x20);
+    }
+    SA1B_FORWARD(rle_reserve(r, nruns, err));
+
+    /* the fast loop; it stores at most one run per character without
+     * 0x20, so within the nruns reserved */
+    uint32_t *c = r->cnts;
+    const unsigned char *u = (const unsigned char *)s, *e = u + len;
+    size_t m = 0;
+    uint64_t sum = 0, fg = 0;
+    int64_t x;
+    for (; m < 3 && u < e; m++) { /* the first three runs are stored as they are */
+        if (fast_value(&u, e, &x) || (uint64_t)x > UINT32_MAX) goto slow;
+        sum += (uint64_t)x;
+        if (m & 1) fg += (uint64_t)x;
+        c[m] = (uint32_t)x;
+    }
+    if (u < e) {
+        uint64_t a = c[m - 2], b = c[m - 1]; /* runs m - 2 and m - 1 */
+        while (u < e) { /* later ones as the difference to run m - 2 */
+            if (fast_value(&u, e, &x)) goto slow;
+            uint64_t v = (uint64_t)x + a; /* two's complement: x + a < 0 wraps high */
+            if (v > UINT32_MAX) goto slow;
+            sum += v;
+            fg += v & ((uint64_t)0 - (m & 1)); /* foreground: odd m */
+            c[m++] = (uint32_t)v;
+            a = b;
+            b = v;
+        }
+    }
+    if (sum != hw) goto slow;
+    r->h = h;
+    r->w = w;
+    r->n = m;
+    if (area) *area = fg;
+    return SA1B_OK;
+slow:
+    SA1B_FORWARD(from_string_slow(r, h, w, s, len, err));
+    if (area) *area = sa1b_rle_area(r);
+    return SA1B_OK;
+}
+
+int sa1b_rle_from_string(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
+                         sa1b_error *err)
+{
+    return from_string_area(r, h, w, s, len, NULL, err);
+}
+
+int rle_from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
+                         uint64_t *area, sa1b_error *err)
+{
+    return from_string_area(r, h, w, s, len, area, err);
 }
 
 size_t sa1b_rle_string_bound(size_t n)
@@ -474,21 +582,76 @@ uint64_t sa1b_rle_area(const sa1b_rle *r)
 
 /* pycocotools' rleToBbox, 32-bit unsigned arithmetic included (its quirks
  * on zero-length runs are kept); a 0-row mask gives zeros instead of a
- * division by zero. */
+ * division by zero.  Without a division per run: the running sum cc is
+ * kept as column cx and row cy (cc = cx h + cy, cy < h), stepped forward
+ * by each run (a run rarely crosses more than one column; one that does
+ * divides).  The point of run j is cc itself (j even) or cc - 1 (j odd);
+ * the uint32 wraps of the original (cc - 1 at cc = 0, a sum past 2^32 on
+ * runs that are not valid) divide as it does. */
 void sa1b_rle_bbox(const sa1b_rle *r, double bbox[4])
 {
     bbox[0] = bbox[1] = bbox[2] = bbox[3] = 0;
     if (!r || !r->cnts) return;
-    uint32_t h = r->h, w = r->w;
-    size_t m = (r->n / 2) * 2;
+    const uint32_t h = r->h, w = r->w;
+    const size_t m = (r->n / 2) * 2;
     if (m == 0 || h == 0) return;
-    uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0, xp = 0;
-    for (size_t j = 0; j < m; j++) {
-        cc += r->cnts[j];
-        uint32_t t = cc - (uint32_t)(j % 2);
-        uint32_t y = t % h, x = (t - y) / h;
-        if (j % 2 == 0) xp = x;
-        else if (xp < x) {
+    const uint32_t *cn = r->cnts;
+    uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0, cx = 0, cy = 0, xp = 0;
+    for (size_t j = 0; j < m; j += 2) {
+        /* even j: the point is cc after the run */
+        uint32_t c = cn[j], nc = cc + c;
+        if (nc < cc) { /* wrapped past 2^32 */
+            cx = nc / h;
+            cy = nc % h;
+        } else {
+            uint32_t y = cy + c; /* <= nc: no overflow */
+            if (y >= h) {
+                y -= h;
+                cx++;
+                if (y >= h) {
+                    cx += y / h;
+                    y %= h;
+                }
+            }
+            cy = y;
+        }
+        cc = nc;
+        xp = cx;
+        if (cx < xs) xs = cx;
+        if (cx > xe) xe = cx;
+        if (cy < ys) ys = cy;
+        if (cy > ye) ye = cy;
+        /* odd j: the point is cc - 1 after the run */
+        c = cn[j + 1];
+        nc = cc + c;
+        if (nc < cc) {
+            cx = nc / h;
+            cy = nc % h;
+        } else {
+            uint32_t y = cy + c;
+            if (y >= h) {
+                y -= h;
+                cx++;
+                if (y >= h) {
+                    cx += y / h;
+                    y %= h;
+                }
+            }
+            cy = y;
+        }
+        cc = nc;
+        uint32_t x, y;
+        if (cy) {
+            x = cx;
+            y = cy - 1;
+        } else if (cc) {
+            x = cx - 1;
+            y = h - 1;
+        } else { /* cc - 1 wraps to 2^32 - 1 */
+            x = UINT32_MAX / h;
+            y = UINT32_MAX % h;
+        }
+        if (xp < x) {
             ys = 0;
             ye = h - 1;
         }
@@ -660,12 +823,15 @@ int sa1b_rle_merge(sa1b_rle *out, const sa1b_rle *const *in, size_t n, int inter
 
 /* ---- resampling from runs ------------------------------------------------- */
 
-/* Validates a resampling call; 1 when there is nothing to do. */
-static int resample_check(const sa1b_rle *r, uint32_t rh, uint32_t rw, int *nothing,
+/* Validates a resampling call; 1 when there is nothing to do.  trusted:
+ * the runs are as rle_from_string_area left them on success (their sum
+ * is h*w), only the rest is checked. */
+static int resample_check(const sa1b_rle *r, uint32_t rh, uint32_t rw, int *nothing, int trusted,
                           sa1b_error *err)
 {
     *nothing = 0;
-    SA1B_FORWARD(check_rle(r, "resample", err));
+    if (!trusted) SA1B_FORWARD(check_rle(r, "resample", err));
+    else if (!r) return sa1b_error_set(err, SA1B_EINVAL, -1, "resample: null rle");
     if (rh == 0 || rw == 0) {
         *nothing = 1;
         return SA1B_OK;
@@ -701,11 +867,11 @@ static inline uint64_t nearest_first(uint64_t y, uint64_t h, uint64_t rh)
     return q / h + (2 * (q % h) > h);
 }
 
-int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
-                              sa1b_error *err)
+static int resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
+                            int trusted, sa1b_error *err)
 {
     int nothing;
-    SA1B_FORWARD(resample_check(r, rh, rw, &nothing, err));
+    SA1B_FORWARD(resample_check(r, rh, rw, &nothing, trusted, err));
     if (nothing) return SA1B_OK;
     if (!out) return sa1b_error_set(err, SA1B_EINVAL, -1, "resample: null output");
     const uint64_t h = r->h, w = r->w;
@@ -766,23 +932,31 @@ int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8
     return SA1B_OK;
 }
 
-int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
-                           uint8_t *mask01, sa1b_error *err)
+/* floor(n / d) by a multiply for n < 2^32 and 2 <= d < 2^32, with
+ * m = ceil(2^64 / d): n m / 2^64 = n / d + n e / 2^64 with 0 <= e < 1, so
+ * the excess is below 2^-32 < 1/d, which the fraction of n / d never
+ * comes within of 1; the floor is exact. */
+__extension__ typedef unsigned __int128 rle_u128;
+static inline uint64_t rdiv_m(uint64_t d) { return UINT64_MAX / d + 1; }
+static inline uint64_t rdiv(uint64_t n, uint64_t d, uint64_t m, int fast)
 {
-    int nothing;
-    SA1B_FORWARD(resample_check(r, rh, rw, &nothing, err));
-    if (nothing || (!coverage && !mask01)) return SA1B_OK;
-    const uint64_t h = r->h, w = r->w, hw = h * w;
-    if (coverage) memset(coverage, 0, (size_t)rh * rw);
-    if (mask01) memset(mask01, 0, (size_t)rh * rw);
-    /* per target column: acc[i] partial sums, dif[i] full-cell ranges */
-    if ((uint64_t)rh + 1 > SIZE_MAX / (2 * sizeof(uint64_t)))
-        return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: target %ux%u too large", rh, rw);
-    uint64_t *acc = calloc(2 * ((size_t)rh + 1), sizeof *acc);
-    if (!acc)
-        return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: cannot allocate %u rows", rh);
-    uint64_t *dif = acc + rh + 1; /* two's complement arithmetic on uint64 */
-    run_cursor cu = {0, 0};
+    return fast ? (uint64_t)(((rle_u128)n * m) >> 64) : n / d;
+}
+
+/* The work of sa1b_rle_resample_area on checked arguments; acc and dif
+ * hold rh + 1 zeros each and are left zero.  fast (a constant at each
+ * call, so each copy has its own code): every dividend below is < 2^32
+ * (h >= 2 and h rh <= 2^32; p < h w <= 2^32 - 1 always), so a division
+ * by h is a multiply by m = rdiv_m(h). */
+static inline __attribute__((always_inline)) void
+area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_t *mask01,
+          uint64_t *acc, uint64_t *dif, int fast)
+{
+    const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
+    const uint32_t *cn = r->cnts;
+    const size_t n = r->n;
+    size_t ck = 0;       /* run cursor: run ck starts at pixel cs */
+    uint64_t cs = 0;
     /* source columns overlapping target column j: [xs, xe] with
      * xs = floor(j w / rw), xe = floor(((j + 1) w - 1) / rw), stepped */
     const uint64_t sq = w / rw, sr = w % rw;
@@ -804,21 +978,20 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
         }
         uint64_t v0 = (uint64_t)j * w, v1 = v0 + w; /* scaled by rw */
         uint64_t p0 = xs * h, p1 = (xe + 1) * h;
-        cursor_seek(&cu, r, p0);
-        int touched = 0;
+        while (ck < n && cs + cn[ck] <= p0) cs += cn[ck++];
         uint64_t imin = UINT64_MAX, imax = 0; /* rows touched in this column */
-        uint64_t s = cu.start;
-        for (size_t k = cu.k; k < r->n && s < p1; k++) {
-            uint64_t e = s + r->cnts[k];
+        uint64_t s = cs;
+        for (size_t k = ck; k < n && s < p1; k++) {
+            uint64_t e = s + cn[k];
             if ((k & 1) && e > s) {
                 uint64_t p = s > p0 ? s : p0, q = e < p1 ? e : p1;
-                while (p < q) {
-                    uint64_t x = p / h, c0 = x * h;
-                    uint64_t qe = q < c0 + h ? q : c0 + h;
+                uint64_t x = rdiv(p, h, m, fast), c0 = x * h;
+                for (;;) { /* one source column at a time */
+                    uint64_t ce = c0 + h, qe = q < ce ? q : ce;
                     uint64_t u0 = (p - c0) * rh, u1 = (qe - c0) * rh; /* scaled rows */
                     uint64_t a0 = x * rw, a1 = a0 + rw;               /* scaled cols */
                     uint64_t oc = (a1 < v1 ? a1 : v1) - (a0 > v0 ? a0 : v0);
-                    uint64_t ia = u0 / h, ib = (u1 - 1) / h;
+                    uint64_t ia = rdiv(u0, h, m, fast), ib = rdiv(u1 - 1, h, m, fast);
                     if (ia < imin) imin = ia;
                     if (ib > imax) imax = ib;
                     if (ia == ib) acc[ia] += oc * (u1 - u0);
@@ -830,13 +1003,14 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
                             dif[ib] -= oc * h;
                         }
                     }
-                    touched = 1;
-                    p = qe;
+                    if (qe == q) break;
+                    p = c0 = ce;
+                    x++;
                 }
             }
             s = e;
         }
-        if (!touched) continue;
+        if (imin == UINT64_MAX) continue; /* no foreground in this column */
         uint64_t run = 0;
         for (uint64_t i = imin; i <= imax; i++) {
             run += dif[i];
@@ -855,6 +1029,59 @@ int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t 
         }
         dif[imax + 1] = 0;
     }
-    free(acc);
+}
+
+int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
+                              sa1b_error *err)
+{
+    return resample_nearest(r, rh, rw, out, 0, err);
+}
+
+int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
+                               sa1b_error *err)
+{
+    return resample_nearest(r, rh, rw, out, 1, err);
+}
+
+static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
+                         uint8_t *mask01, int trusted, sa1b_error *err)
+{
+    int nothing;
+    SA1B_FORWARD(resample_check(r, rh, rw, &nothing, trusted, err));
+    if (nothing || (!coverage && !mask01)) return SA1B_OK;
+    if (coverage) memset(coverage, 0, (size_t)rh * rw);
+    if (mask01) memset(mask01, 0, (size_t)rh * rw);
+    /* per target column: acc[i] partial sums, dif[i] full-cell ranges
+     * (two's complement arithmetic on uint64); on the stack up to 512
+     * target rows */
+    enum { STACK_ROWS = 512 };
+    uint64_t stack[2 * (STACK_ROWS + 1)], *acc = stack;
+    if (rh <= STACK_ROWS) memset(stack, 0, 2 * ((size_t)rh + 1) * sizeof *stack);
+    else {
+        if ((uint64_t)rh + 1 > SIZE_MAX / (2 * sizeof(uint64_t)))
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: target %ux%u too large", rh,
+                                  rw);
+        acc = calloc(2 * ((size_t)rh + 1), sizeof *acc);
+        if (!acc)
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: cannot allocate %u rows", rh);
+    }
+    uint64_t *dif = acc + rh + 1;
+    if (r->h >= 2 && (uint64_t)r->h * rh <= (UINT64_C(1) << 32))
+        area_core(r, rh, rw, coverage, mask01, acc, dif, 1);
+    else
+        area_core(r, rh, rw, coverage, mask01, acc, dif, 0);
+    if (acc != stack) free(acc);
     return SA1B_OK;
+}
+
+int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
+                           uint8_t *mask01, sa1b_error *err)
+{
+    return resample_area(r, rh, rw, coverage, mask01, 0, err);
+}
+
+int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
+                            uint8_t *mask01, sa1b_error *err)
+{
+    return resample_area(r, rh, rw, coverage, mask01, 1, err);
 }

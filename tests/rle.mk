@@ -43,3 +43,11 @@ tests_bench_bench_rle_SOURCES = tests/bench/bench-rle.c
 tests_bench_bench_rle_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) \
 	-DSA1B_SHARED_DIR='"$(abs_top_srcdir)/../shared"'
 tests_bench_bench_rle_LDADD = $(SA1B_LIBS)
+
+# the fast paths of rle.c against verbatim copies of the code they replaced
+check_PROGRAMS += tests/test-rle-fast
+TESTS += tests/test-rle-fast
+tests_test_rle_fast_SOURCES = tests/test-rle-fast.c
+tests_test_rle_fast_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_rle_fast_LDADD = $(SA1B_LIBS)
+noinst_HEADERS += rle/rle_internal.h

@@ -1,0 +1,26 @@
+/*
+ * rle_internal.h - library-internal entry points of rle.c for the pipeline
+ * (prep.c), not exported: the same work as the public functions of
+ * sa1b_rle.h without checks that the caller has already made.
+ */
+#ifndef SA1B_RLE_INTERNAL_H
+#define SA1B_RLE_INTERNAL_H
+
+#include "sa1b_rle.h"
+
+/* sa1b_rle_from_string (same validation, errors and runs) that also sets
+ * *area (may be NULL) to the foreground pixel count, sa1b_rle_area of the
+ * result, summed on the way; 0 on error. */
+int rle_from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
+                         uint64_t *area, sa1b_error *err);
+
+/* sa1b_rle_resample_nearest and sa1b_rle_resample_area for runs that are
+ * valid by construction (r as rle_from_string_area or another function of
+ * sa1b_rle.h left it on success): the run sum is not checked again (it is
+ * h*w), everything else is; the same output. */
+int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
+                               sa1b_error *err);
+int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
+                            uint8_t *mask01, sa1b_error *err);
+
+#endif
