@@ -1,9 +1,12 @@
 /*
  * shard_writer.c - streams samples into a shard file (sa1b-shard(5)).
  *
- * Payloads go to "<path>.tmp-XXXXXX" through a 1 MiB buffer as they arrive;
- * only the index and mask rows (and the file names) stay in memory.  At
- * finish the names, index and mask tables and the footer are appended, the
+ * Payloads go to "<path>.tmp-XXXXXX" through a 1 MiB buffer as they arrive.
+ * The three tables (file names, index rows, mask rows) grow with the shard:
+ * each keeps its last TABLE_MEM bytes in memory and the rest in an unlinked
+ * temporary file beside the output, so that the writer's memory stays the
+ * same whatever the number of samples.  At finish the tables are streamed
+ * into the shard after the payloads, then the footer is appended, the
  * header (zeros until then) is written last at offset 0, the file fsynced
  * and renamed, and the directory fsynced: a file that opens is complete.
  *
@@ -46,16 +49,18 @@
  * the fsync at finish has little left to wait for. */
 #define WB_CHUNK ((uint64_t)8 << 20)
 
-typedef struct wr_image {
-    uint64_t image_offset, image_length, masks_offset, masks_length;
-    uint64_t name_rel; /* offset in the names table */
-    uint32_t name_length, n_masks;
-    uint64_t first_mask;
-    int64_t image_id;
-    uint32_t orig_w, orig_h;
-    float scale;
-    uint32_t image_crc, masks_crc;
-} wr_image;
+/* Bytes of each table kept in memory; the rest spills to a file. */
+#define TABLE_MEM ((size_t)1 << 20)
+
+/* A table appended to as samples come: its first file_len bytes in the
+ * spill file fd (unlinked; -1 until the memory part first fills up), the
+ * next mem_len bytes in mem. */
+typedef struct wr_table {
+    uint8_t *mem; /* TABLE_MEM bytes, allocated at the first append */
+    size_t mem_len;
+    int fd;
+    uint64_t file_len;
+} wr_table;
 
 struct sa1b_shard_writer {
     int fd;
@@ -71,12 +76,11 @@ struct sa1b_shard_writer {
     uint64_t wb_from; /* bytes before this offset were handed to writeback */
     uint8_t *buf;
     size_t buf_len;
-    wr_image *images;
-    uint64_t n_images, cap_images;
-    uint8_t *mask_rows; /* n_masks * 80 bytes, serialised as they come */
-    uint64_t n_masks, cap_masks;
-    char *names;
-    uint64_t names_len, names_cap;
+    uint64_t n_images, n_masks;
+    /* names: NUL-terminated file names; index: 96-byte rows whose name
+     * offset is relative to the names table until finish; masks: 80-byte
+     * rows, final */
+    wr_table names, index, masks;
     uint8_t *pack; /* one packed mask, mask_stride bytes */
 };
 
@@ -197,17 +201,123 @@ static int wr_align(sa1b_shard_writer *w, sa1b_error *err)
     return pad ? wr_bytes(w, zeros, (size_t)pad, err) : SA1B_OK;
 }
 
-static int grow(void **p, uint64_t *cap, uint64_t need, size_t elem)
+/* Creates t's spill file: unlinked from the start where the file system
+ * has O_TMPFILE, else created beside the shard's temporary file and
+ * unlinked at once. */
+static int tab_open_spill(sa1b_shard_writer *w, wr_table *t, sa1b_error *err)
 {
-    if (need <= *cap) return 0;
-    uint64_t nc = *cap ? *cap : 64;
-    while (nc < need) nc *= 2;
-    if (nc > SIZE_MAX / elem) return -1;
-    void *np = realloc(*p, (size_t)(nc * elem));
-    if (!np) return -1;
-    *p = np;
-    *cap = nc;
-    return 0;
+    char *dir = strdup(w->tmp_path);
+    if (!dir) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+#ifdef O_TMPFILE
+    t->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+    free(dir);
+    if (t->fd < 0) {
+        char *tmpl = NULL;
+        if (asprintf(&tmpl, "%s.rows-XXXXXX", w->tmp_path) < 0)
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+        t->fd = mkostemp(tmpl, O_CLOEXEC);
+        if (t->fd >= 0) unlink(tmpl);
+        free(tmpl);
+    }
+    if (t->fd < 0)
+        return sa1b_error_set(err, SA1B_EIO, -1, "cannot create a table file beside '%s': %s",
+                              w->tmp_path, strerror(errno));
+    return SA1B_OK;
+}
+
+/* Appends len bytes to t, moving the memory part to the spill file when it
+ * is full. */
+static int tab_append(sa1b_shard_writer *w, wr_table *t, const void *data, size_t len,
+                      sa1b_error *err)
+{
+    const uint8_t *p = data;
+    if (len && !t->mem && !(t->mem = malloc(TABLE_MEM)))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    while (len) {
+        if (t->mem_len == TABLE_MEM) {
+            if (t->fd < 0) SA1B_FORWARD(tab_open_spill(w, t, err));
+            size_t done = 0;
+            while (done < TABLE_MEM) {
+                ssize_t n = pwrite(t->fd, t->mem + done, TABLE_MEM - done,
+                                   (off_t)(t->file_len + done));
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0)
+                    return sa1b_error_set(err, SA1B_EIO, -1, "write a table file beside '%s': %s",
+                                          w->tmp_path, n < 0 ? strerror(errno) : "no progress");
+                done += (size_t)n;
+            }
+            t->file_len += TABLE_MEM;
+            t->mem_len = 0;
+        }
+        size_t k = TABLE_MEM - t->mem_len < len ? TABLE_MEM - t->mem_len : len;
+        memcpy(t->mem + t->mem_len, p, k);
+        t->mem_len += k;
+        p += k;
+        len -= k;
+    }
+    return SA1B_OK;
+}
+
+static uint64_t tab_len(const wr_table *t) { return t->file_len + t->mem_len; }
+
+/* Copies bytes [at, at + n) of table t to buf: from the spill file, then
+ * from memory. */
+static int tab_read(const sa1b_shard_writer *w, const wr_table *t, uint64_t at, uint8_t *buf,
+                    size_t n, sa1b_error *err)
+{
+    while (n && at < t->file_len) {
+        size_t k = t->file_len - at < n ? (size_t)(t->file_len - at) : n;
+        ssize_t r = pread(t->fd, buf, k, (off_t)at);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return sa1b_error_set(err, SA1B_EIO, -1, "read back a table file beside '%s': %s",
+                                  w->tmp_path, r < 0 ? strerror(errno) : "shorter than written");
+        buf += r;
+        at += (uint64_t)r;
+        n -= (size_t)r;
+    }
+    if (n) memcpy(buf, t->mem + (at - t->file_len), n);
+    return SA1B_OK;
+}
+
+/* Writes table t into the shard in pieces of whole rows of row bytes, and
+ * its CRC32C to *crc; index rows get names_offset added to their name
+ * offset on the way. */
+static int tab_emit(sa1b_shard_writer *w, const wr_table *t, size_t row, int index_rows,
+                    uint64_t names_offset, uint32_t *crc, sa1b_error *err)
+{
+    *crc = 0;
+    const size_t cap = row * 4096;
+    uint8_t *piece = tab_len(t) ? malloc(cap) : NULL;
+    if (tab_len(t) && !piece) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    int rc = SA1B_OK;
+    for (uint64_t at = 0; !rc && at < tab_len(t);) {
+        size_t n = tab_len(t) - at < cap ? (size_t)(tab_len(t) - at) : cap;
+        if ((rc = tab_read(w, t, at, piece, n, err))) break;
+        if (index_rows)
+            for (size_t k = 0; k + row <= n; k += row) {
+                uint8_t *f = piece + k + IDX_NAME_OFFSET;
+                shard_st64(f, shard_ld64(f) + names_offset);
+            }
+        *crc = sa1b_crc32c(*crc, piece, n);
+        rc = wr_bytes(w, piece, n, err);
+        at += n;
+    }
+    free(piece);
+    return rc;
+}
+
+static void tab_free(wr_table *t)
+{
+    free(t->mem);
+    if (t->fd >= 0) close(t->fd);
+    memset(t, 0, sizeof *t);
+    t->fd = -1;
 }
 
 static void wr_free(sa1b_shard_writer *w)
@@ -218,9 +328,9 @@ static void wr_free(sa1b_shard_writer *w)
     free(w->tmp_path);
     free(w->prov);
     free(w->buf);
-    free(w->images);
-    free(w->mask_rows);
-    free(w->names);
+    tab_free(&w->names);
+    tab_free(&w->index);
+    tab_free(&w->masks);
     free(w->pack);
     free(w);
 }
@@ -274,7 +384,7 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image format %d unknown", p->image_format);
     sa1b_shard_writer *w = calloc(1, sizeof *w);
     if (!w) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
-    w->fd = -1;
+    w->fd = w->names.fd = w->index.fd = w->masks.fd = -1;
     w->S = p->image_size;
     w->R = p->mask_size;
     w->format = p->image_format;
@@ -376,36 +486,19 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
         return sa1b_error_set(err, SA1B_ERANGE, -1, "too many images in one shard");
     const char *name = s->file_name ? s->file_name : "";
     size_t name_len = strlen(name);
-    if (grow((void **)&w->images, &w->cap_images, w->n_images + 1, sizeof *w->images) ||
-        grow((void **)&w->mask_rows, &w->cap_masks, w->n_masks + s->n_masks,
-             SA1B_SHARD_MASK_ROW_SIZE) ||
-        grow((void **)&w->names, &w->names_cap, w->names_len + name_len + 1, 1))
-        return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
-
-    wr_image *im = &w->images[w->n_images];
-    memset(im, 0, sizeof *im);
-    im->image_id = s->image_id;
-    im->orig_w = s->orig_w;
-    im->orig_h = s->orig_h;
-    im->scale = s->scale;
-    im->n_masks = s->n_masks;
-    im->first_mask = w->n_masks;
-    im->name_rel = w->names_len;
-    im->name_length = (uint32_t)name_len;
 
     int rc;
-    im->image_offset = w->pos;
-    im->image_length = s->image_len;
-    im->image_crc = sa1b_crc32c(0, s->image, s->image_len);
+    const uint64_t image_offset = w->pos;
+    const uint32_t image_crc = sa1b_crc32c(0, s->image, s->image_len);
     if ((rc = wr_bytes(w, s->image, s->image_len, err)) || (rc = wr_align(w, err))) return rc;
-    im->masks_offset = w->pos;
-    im->masks_length = (uint64_t)s->n_masks * w->mask_stride;
+    const uint64_t masks_offset = w->pos;
     uint32_t mcrc = 0;
     /* packed masks side by side (sa1b-shard's): one checksum over them all */
     int one_run = packed && s->n_masks > 0;
     for (uint32_t j = 1; one_run && j < s->n_masks; j++)
         one_run = s->masks[j].bits == s->masks[0].bits + (size_t)j * w->mask_stride;
     if (one_run) mcrc = sa1b_crc32c(0, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride);
+    uint8_t row[SA1B_SHARD_INDEX_ROW_SIZE];
     for (uint32_t j = 0; j < s->n_masks; j++) {
         const sa1b_shard_mask_in *m = &s->masks[j];
         const uint8_t *pk = m->bits;
@@ -414,7 +507,6 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
             pk = w->pack;
         }
         if (!one_run) mcrc = sa1b_crc32c(mcrc, pk, (size_t)w->mask_stride);
-        uint8_t *row = w->mask_rows + (w->n_masks + j) * SA1B_SHARD_MASK_ROW_SIZE;
         memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
         shard_st64(row + MSK_ID, (uint64_t)m->id);
         shard_st64(row + MSK_DATA_OFFSET, w->pos);
@@ -429,14 +521,37 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
         shard_stf(row + MSK_POINT, m->point[0]);
         shard_stf(row + MSK_POINT + 4, m->point[1]);
         shard_st32(row + MSK_IMAGE_INDEX, (uint32_t)w->n_images);
-        if ((rc = wr_bytes(w, pk, (size_t)w->mask_stride, err))) return rc;
+        if ((rc = tab_append(w, &w->masks, row, SA1B_SHARD_MASK_ROW_SIZE, err)) ||
+            (rc = wr_bytes(w, pk, (size_t)w->mask_stride, err)))
+            goto failed;
     }
-    im->masks_crc = mcrc;
-    memcpy(w->names + w->names_len, name, name_len + 1);
-    w->names_len += name_len + 1;
+    /* the index row; its name offset is relative to the names table until
+     * finish knows where that lands */
+    memset(row, 0, sizeof row);
+    shard_st64(row + IDX_IMAGE_OFFSET, image_offset);
+    shard_st64(row + IDX_IMAGE_LENGTH, s->image_len);
+    shard_st64(row + IDX_MASKS_OFFSET, masks_offset);
+    shard_st64(row + IDX_MASKS_LENGTH, (uint64_t)s->n_masks * w->mask_stride);
+    shard_st64(row + IDX_NAME_OFFSET, tab_len(&w->names));
+    shard_st32(row + IDX_NAME_LENGTH, (uint32_t)name_len);
+    shard_st32(row + IDX_N_MASKS, s->n_masks);
+    shard_st64(row + IDX_FIRST_MASK, w->n_masks);
+    shard_st64(row + IDX_IMAGE_ID, (uint64_t)s->image_id);
+    shard_st32(row + IDX_ORIG_W, s->orig_w);
+    shard_st32(row + IDX_ORIG_H, s->orig_h);
+    shard_stf(row + IDX_SCALE, s->scale);
+    shard_st32(row + IDX_IMAGE_CRC, image_crc);
+    shard_st32(row + IDX_MASKS_CRC, mcrc);
+    if ((rc = tab_append(w, &w->index, row, sizeof row, err)) ||
+        (rc = tab_append(w, &w->names, name, name_len + 1, err)))
+        goto failed;
     w->n_masks += s->n_masks;
     w->n_images++;
     return SA1B_OK;
+failed:
+    /* rows of this sample may be in the tables: the shard cannot finish */
+    w->failed = 1;
+    return rc;
 }
 
 int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err)
@@ -483,37 +598,17 @@ static int fsync_dir(const char *path, sa1b_error *err)
 
 static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
 {
-    uint8_t hdr[SA1B_SHARD_HEADER_SIZE], ftr[SA1B_SHARD_FOOTER_SIZE], row[SA1B_SHARD_INDEX_ROW_SIZE];
+    uint8_t hdr[SA1B_SHARD_HEADER_SIZE], ftr[SA1B_SHARD_FOOTER_SIZE];
+    uint32_t names_crc, index_crc, masktab_crc;
     SA1B_FORWARD(wr_align(w, err));
     uint64_t names_offset = w->pos;
-    SA1B_FORWARD(wr_bytes(w, w->names, (size_t)w->names_len, err));
+    SA1B_FORWARD(tab_emit(w, &w->names, 1, 0, 0, &names_crc, err));
     SA1B_FORWARD(wr_align(w, err));
     uint64_t index_offset = w->pos;
-    uint32_t index_crc = 0;
-    for (uint64_t i = 0; i < w->n_images; i++) {
-        const wr_image *im = &w->images[i];
-        memset(row, 0, sizeof row);
-        shard_st64(row + IDX_IMAGE_OFFSET, im->image_offset);
-        shard_st64(row + IDX_IMAGE_LENGTH, im->image_length);
-        shard_st64(row + IDX_MASKS_OFFSET, im->masks_offset);
-        shard_st64(row + IDX_MASKS_LENGTH, im->masks_length);
-        shard_st64(row + IDX_NAME_OFFSET, names_offset + im->name_rel);
-        shard_st32(row + IDX_NAME_LENGTH, im->name_length);
-        shard_st32(row + IDX_N_MASKS, im->n_masks);
-        shard_st64(row + IDX_FIRST_MASK, im->first_mask);
-        shard_st64(row + IDX_IMAGE_ID, (uint64_t)im->image_id);
-        shard_st32(row + IDX_ORIG_W, im->orig_w);
-        shard_st32(row + IDX_ORIG_H, im->orig_h);
-        shard_stf(row + IDX_SCALE, im->scale);
-        shard_st32(row + IDX_IMAGE_CRC, im->image_crc);
-        shard_st32(row + IDX_MASKS_CRC, im->masks_crc);
-        index_crc = sa1b_crc32c(index_crc, row, sizeof row);
-        SA1B_FORWARD(wr_bytes(w, row, sizeof row, err));
-    }
+    SA1B_FORWARD(tab_emit(w, &w->index, SA1B_SHARD_INDEX_ROW_SIZE, 1, names_offset, &index_crc, err));
     SA1B_FORWARD(wr_align(w, err));
     uint64_t masktab_offset = w->pos;
-    size_t masktab_len = (size_t)(w->n_masks * SA1B_SHARD_MASK_ROW_SIZE);
-    SA1B_FORWARD(wr_bytes(w, w->mask_rows, masktab_len, err));
+    SA1B_FORWARD(tab_emit(w, &w->masks, SA1B_SHARD_MASK_ROW_SIZE, 0, 0, &masktab_crc, err));
     SA1B_FORWARD(wr_align(w, err));
     uint64_t file_size = w->pos + SA1B_SHARD_FOOTER_SIZE;
 
@@ -531,7 +626,7 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st64(hdr + HDR_PROV_OFFSET, SA1B_SHARD_HEADER_SIZE);
     shard_st64(hdr + HDR_PROV_LENGTH, w->prov_len);
     shard_st64(hdr + HDR_NAMES_OFFSET, names_offset);
-    shard_st64(hdr + HDR_NAMES_LENGTH, w->names_len);
+    shard_st64(hdr + HDR_NAMES_LENGTH, tab_len(&w->names));
     shard_st64(hdr + HDR_INDEX_OFFSET, index_offset);
     shard_st64(hdr + HDR_MASKTAB_OFFSET, masktab_offset);
     shard_st32(hdr + HDR_INDEX_ROW_SIZE, SA1B_SHARD_INDEX_ROW_SIZE);
@@ -539,9 +634,9 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st32(hdr + HDR_MASK_STRIDE, (uint32_t)w->mask_stride);
     shard_st32(hdr + HDR_FLAGS, 0);
     shard_st32(hdr + HDR_PROV_CRC, sa1b_crc32c(0, w->prov, w->prov_len));
-    shard_st32(hdr + HDR_NAMES_CRC, sa1b_crc32c(0, w->names, (size_t)w->names_len));
+    shard_st32(hdr + HDR_NAMES_CRC, names_crc);
     shard_st32(hdr + HDR_INDEX_CRC, index_crc);
-    shard_st32(hdr + HDR_MASKTAB_CRC, sa1b_crc32c(0, w->mask_rows, masktab_len));
+    shard_st32(hdr + HDR_MASKTAB_CRC, masktab_crc);
     uint32_t hcrc = sa1b_crc32c(0, hdr, HDR_CRC);
     shard_st32(hdr + HDR_CRC, hcrc);
 
