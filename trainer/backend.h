@@ -154,8 +154,10 @@ typedef struct tr_ops {
     /* Memory movement of the training features (issue 7); never rounded.
      * copy: dst[n] = src (bit exact); round_to: dst[n] = src rounded to
      * precision prec (TR_PREC_* of kernels.h) as fp32 values;
-     * pack16: dst16[n] = the 16-bit code of src (src already rounded to
-     * prec, so the pack is exact); unpack16: dst[n] = the value of src16. */
+     * pack16: dst16[n] = the 16-bit code of src rounded to nearest even
+     * (exact when src is already rounded to prec: stored activations;
+     * the compute weights are packed from the fp32 masters);
+     * unpack16: dst[n] = the value of src16. */
     void (*copy)(tr_backend *be, float *dst, const float *src, size_t n);
     void (*round_to)(tr_backend *be, float *dst, const float *src, size_t n, int prec);
     void (*pack16)(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec);

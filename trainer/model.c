@@ -69,7 +69,7 @@ static void reg(walker *w, float **field, const char *name, int decay, int init,
     w->init[w->n] = init;
     if (w->m->param_mem) {
         tr_model *m = w->m;
-        *field = (m->wc_mem ? m->wc_mem : m->param_mem) + w->off;
+        *field = m->param_mem + w->off;
         float **gf = (float **)((char *)&m->g + ((char *)field - (char *)&m->p));
         *gf = m->frozen[w->n] || !m->grad_mem ? NULL : m->grad_mem + (w->off - m->grad_lo);
     }
@@ -547,10 +547,10 @@ static void free_layout(tr_model *m)
     tr_mem_free(mem, m->act_mem);
     tr_mem_free(mem, m->dact_mem);
     tr_mem_free(mem, m->stash_mem);
-    tr_mem_free(mem, m->wc_mem);
+    tr_mem_free(mem, m->wc16);
     tr_mem_free(mem, m->grad_mem);
-    m->act_mem = m->dact_mem = m->wc_mem = m->grad_mem = NULL;
-    m->stash_mem = NULL;
+    m->act_mem = m->dact_mem = m->grad_mem = NULL;
+    m->stash_mem = m->wc16 = NULL;
     free(m->ainfo);
     m->ainfo = NULL;
     free(m->dview);
@@ -576,15 +576,15 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     m->n_grad_floats = m->n_param_floats - m->grad_lo;
     int b16 = m->opt.precision != TR_PREC_FP32;
     m->grad_mem = tr_mem_alloc(&be->mem, TR_MEM_GRADS, m->n_grad_floats * sizeof(float));
-    if (b16) m->wc_mem = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, m->n_param_floats * sizeof(float));
-    if ((!m->grad_mem && m->n_grad_floats) || (b16 && !m->wc_mem)) {
+    if (b16) m->wc16 = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, m->n_param_floats * sizeof(uint16_t));
+    if ((!m->grad_mem && m->n_grad_floats) || (b16 && !m->wc16)) {
         free_layout(m);
         return snprintf(err, err_len, "out of memory for gradients"), -1;
     }
     int *init = calloc((size_t)m->n_params + 1, sizeof(int));
     if (!init) return snprintf(err, err_len, "out of memory"), -1;
     walker w = {.m = m, .init = init};
-    walk_params(&w); /* p into param_mem (or wc_mem), g into grad_mem or NULL */
+    walk_params(&w); /* p into param_mem, g into grad_mem or NULL */
     free(init);
 
     memset(&m->a, 0, sizeof m->a);
@@ -842,6 +842,101 @@ void tr_model_init_params(tr_model *m, uint64_t seed)
     free(init);
 }
 
+/* A workspace of n floats for the operands of one op (16-bit storage
+ * unpacked for fp32 arithmetic); the caller frees it right after. */
+static float *work_alloc(tr_model *m, size_t n)
+{
+    float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
+    if (!x) abort(); /* out of memory in the middle of a step */
+    return x;
+}
+
+/* ---- compute weights ---------------------------------------------------------------- */
+
+/* With 16-bit storage the weights an op computes with are the 16-bit
+ * compute copies (m->wc16, the masters rounded at the start of the
+ * forward): the parameters w[0..k) of one op (n[i] floats each; NULL
+ * entries skipped) are widened into one workspace and w[i] pointed into it.
+ * Returns that workspace for the caller to free right after the op, or
+ * NULL (fp32: the parameters themselves, w unchanged). */
+static float *cw_widen(tr_model *m, const float **w, const size_t *n, int k)
+{
+    if (!m->wc16) return NULL;
+    size_t tot = 0;
+    for (int i = 0; i < k; i++)
+        if (w[i]) tot += r16(n[i]);
+    float *buf = work_alloc(m, tot), *x = buf;
+    for (int i = 0; i < k; i++) {
+        if (!w[i]) continue;
+        if (m->be->ops->unpack16)
+            m->be->ops->unpack16(m->be, x, m->wc16 + (w[i] - m->param_mem), n[i], m->opt.precision);
+        w[i] = x;
+        x += r16(n[i]);
+    }
+    return buf;
+}
+
+/* The ops that read parameters, on the compute weights (cw_widen). */
+static void lin_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, int N, int I, int O)
+{
+    const float *p[2] = {w, b};
+    size_t n[2] = {(size_t)O * (size_t)I, (size_t)O};
+    float *ws = cw_widen(m, p, n, 2);
+    m->be->ops->linear_forward(m->be, out, inp, p[0], p[1], N, I, O);
+    tr_mem_free(&m->be->mem, ws);
+}
+
+/* (w is read for dinp only) */
+static void lin_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                    const float *w, int N, int I, int O)
+{
+    const float *p[1] = {dinp ? w : NULL};
+    size_t n[1] = {(size_t)O * (size_t)I};
+    float *ws = cw_widen(m, p, n, 1);
+    m->be->ops->linear_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, N, I, O);
+    tr_mem_free(&m->be->mem, ws);
+}
+
+static void ln_fwd(tr_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+                   const float *b, int N, int C, float eps)
+{
+    const float *p[2] = {w, b};
+    size_t n[2] = {(size_t)C, (size_t)C};
+    float *ws = cw_widen(m, p, n, 2);
+    m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, p[0], p[1], N, C, eps);
+    tr_mem_free(&m->be->mem, ws);
+}
+
+static void ln_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                   const float *w, const float *mean, const float *rstd, int N, int C)
+{
+    const float *p[1] = {dinp ? w : NULL};
+    size_t n[1] = {(size_t)C};
+    float *ws = cw_widen(m, p, n, 1);
+    m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, mean, rstd, N, C);
+    tr_mem_free(&m->be->mem, ws);
+}
+
+static void convt_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, float *scratch,
+                      int N, int H, int W, int Ci, int Co)
+{
+    const float *p[2] = {w, b};
+    size_t n[2] = {(size_t)Ci * (size_t)Co * 4, (size_t)Co};
+    float *ws = cw_widen(m, p, n, 2);
+    m->be->ops->convt2x2_forward(m->be, out, inp, p[0], p[1], scratch, N, H, W, Ci, Co);
+    tr_mem_free(&m->be->mem, ws);
+}
+
+static void convt_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+                      const float *w, float *scratch, int N, int H, int W, int Ci, int Co)
+{
+    const float *p[1] = {dinp ? w : NULL};
+    size_t n[1] = {(size_t)Ci * (size_t)Co * 4};
+    float *ws = cw_widen(m, p, n, 1);
+    m->be->ops->convt2x2_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, scratch, N, H, W, Ci, Co);
+    tr_mem_free(&m->be->mem, ws);
+}
+
 /* ---- forward / backward ----------------------------------------------------------- */
 
 static tr_attn_dims attn_dims(int N, int Tq, int Tk, int Ci, int heads)
@@ -854,29 +949,31 @@ static tr_attn_dims attn_dims(int N, int Tq, int Tk, int Ci, int heads)
 }
 
 /* A(qin, kin, vin) of MODEL.md's decoder: projections, attention, out_proj. */
-static void ablock_forward(tr_backend *be, const tr_attn_p *p, tr_attn_a *a, const float *qin, const float *kin,
+static void ablock_forward(tr_model *m, const tr_attn_p *p, tr_attn_a *a, const float *qin, const float *kin,
                            const float *vin, int N, int Tq, int Tk, int C, int Ci, int heads)
 {
+    tr_backend *be = m->be;
     const tr_ops *o = be->ops;
-    o->linear_forward(be, a->q, qin, p->q_w, p->q_b, N * Tq, C, Ci);
-    o->linear_forward(be, a->k, kin, p->k_w, p->k_b, N * Tk, C, Ci);
-    o->linear_forward(be, a->v, vin, p->v_w, p->v_b, N * Tk, C, Ci);
+    lin_fwd(m, a->q, qin, p->q_w, p->q_b, N * Tq, C, Ci);
+    lin_fwd(m, a->k, kin, p->k_w, p->k_b, N * Tk, C, Ci);
+    lin_fwd(m, a->v, vin, p->v_w, p->v_b, N * Tk, C, Ci);
     tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
     o->attention_forward(be, a->ao, a->att, a->q, a->k, a->v, &d);
-    o->linear_forward(be, a->out, a->ao, p->o_w, p->o_b, N * Tq, Ci, C);
+    lin_fwd(m, a->out, a->ao, p->o_w, p->o_b, N * Tq, Ci, C);
 }
 
-static void ablock_backward(tr_backend *be, const tr_attn_p *p, tr_attn_p *g, const tr_attn_a *a, tr_attn_a *da,
+static void ablock_backward(tr_model *m, const tr_attn_p *p, tr_attn_p *g, const tr_attn_a *a, tr_attn_a *da,
                             const float *qin, const float *kin, const float *vin, float *dqin, float *dkin,
                             float *dvin, int N, int Tq, int Tk, int C, int Ci, int heads)
 {
+    tr_backend *be = m->be;
     const tr_ops *o = be->ops;
-    o->linear_backward(be, da->ao, g->o_w, g->o_b, da->out, a->ao, p->o_w, N * Tq, Ci, C);
+    lin_bwd(m, da->ao, g->o_w, g->o_b, da->out, a->ao, p->o_w, N * Tq, Ci, C);
     tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
     o->attention_backward(be, da->q, da->k, da->v, da->ao, a->q, a->k, a->v, a->att, &d);
-    o->linear_backward(be, dqin, g->q_w, g->q_b, da->q, qin, p->q_w, N * Tq, C, Ci);
-    o->linear_backward(be, dkin, g->k_w, g->k_b, da->k, kin, p->k_w, N * Tk, C, Ci);
-    o->linear_backward(be, dvin, g->v_w, g->v_b, da->v, vin, p->v_w, N * Tk, C, Ci);
+    lin_bwd(m, dqin, g->q_w, g->q_b, da->q, qin, p->q_w, N * Tq, C, Ci);
+    lin_bwd(m, dkin, g->k_w, g->k_b, da->k, kin, p->k_w, N * Tk, C, Ci);
+    lin_bwd(m, dvin, g->v_w, g->v_b, da->v, vin, p->v_w, N * Tk, C, Ci);
 }
 
 /* ---- blocks, layers, slots ----------------------------------------------------------- */
@@ -889,15 +986,6 @@ static void mcopy(tr_backend *be, float *dst, const float *src, size_t n)
         be->ops->zero(be, dst, n);
         be->ops->accumulate(be, dst, src, n);
     }
-}
-
-/* A workspace of n floats for the operands of one op (16-bit storage
- * unpacked for fp32 arithmetic); the caller frees it right after. */
-static float *work_alloc(tr_model *m, size_t n)
-{
-    float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
-    if (!x) abort(); /* out of memory in the middle of a step */
-    return x;
 }
 
 static void st_pack(tr_model *m, size_t off, const float *src, size_t n)
@@ -947,19 +1035,19 @@ static void enc_block_forward(tr_model *m, int i, const float *x, int out)
     int GG = (c->S / c->P) * (c->S / c->P), E = c->E, B = 1, BT = B * GG;
     tr_enc_block_a *ab = &m->a.blk[i];
     const tr_enc_block_p *pb = &m->p.blk[i];
-    o->layernorm_forward(be, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
-    o->linear_forward(be, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
+    ln_fwd(m, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
+    lin_fwd(m, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
     tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
                       .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
                       .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
     o->attention_forward(be, ab->ao, ab->att, ab->qkv, ab->qkv + E, ab->qkv + 2 * E, &d);
-    o->linear_forward(be, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
+    lin_fwd(m, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
     o->accumulate(be, ab->xmid, x, (size_t)BT * E);
-    o->layernorm_forward(be, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
-    o->linear_forward(be, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
+    ln_fwd(m, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
+    lin_fwd(m, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
     o->gelu_forward(be, ab->gelu, ab->fc1, (size_t)BT * 4 * E);
     if (!out) return;
-    o->linear_forward(be, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
+    lin_fwd(m, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
     o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
 }
 
@@ -977,29 +1065,29 @@ static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *
     const tr_dec_layer_p *pl = &m->p.lay[l];
     const float *t1in;
     if (l == 0) {
-        ablock_forward(be, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
+        ablock_forward(m, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
         t1in = L->sa.out;
     } else {
         o->add(be, L->sa_qin, Tc, a->T0, nT);
-        ablock_forward(be, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
+        ablock_forward(m, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
         o->add(be, L->t1pre, Tc, L->sa.out, nT);
         t1in = L->t1pre;
     }
-    o->layernorm_forward(be, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
+    ln_fwd(m, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
     o->add(be, L->t2i_qin, L->t1, a->T0, nT);
     o->add_bcast(be, L->kpe, Kc, a->dense_pe, (size_t)NP, (size_t)GG * C);
-    ablock_forward(be, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
+    ablock_forward(m, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
     o->add(be, L->t2pre, L->t1, L->t2i.out, nT);
-    o->layernorm_forward(be, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
-    o->linear_forward(be, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
+    ln_fwd(m, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
+    lin_fwd(m, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
     o->relu_forward(be, L->relu, L->fc1, (size_t)NP * T * 8 * C);
-    o->linear_forward(be, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
+    lin_fwd(m, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
     o->accumulate(be, L->t3pre, L->t2, nT);
-    o->layernorm_forward(be, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
+    ln_fwd(m, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
     o->add(be, L->i2t_kin, L->t3, a->T0, nT);
-    ablock_forward(be, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
+    ablock_forward(m, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
     o->add(be, L->k4pre, Kc, L->i2t.out, nK);
-    o->layernorm_forward(be, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
+    ln_fwd(m, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
 }
 
 static void stash_pack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
@@ -1094,14 +1182,16 @@ static void keys_chunk_forward(tr_model *m, size_t p0, int n)
     tr_backend *be = m->be;
     const tr_config *c = &m->cfg;
     size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
+    const float *no_mask = m->p.no_mask;
+    float *ws = cw_widen(m, &no_mask, &C, 1);
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
         const float *emb = m->a.emb ? m->a.emb + img * GG * C : m->a.emb_rows;
         if (!m->a.emb) st_unpack(m, m->a.emb_rows, m->emb_stash + img * GG * C, GG * C);
-        be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, emb, m->p.no_mask, 1, (int)(e - q), (int)GG,
-                              (int)C);
+        be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, emb, no_mask, 1, (int)(e - q), (int)GG, (int)C);
         q = e;
     }
+    tr_mem_free(&be->mem, ws);
 }
 
 static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
@@ -1136,9 +1226,12 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     int NP = chunk_pairs(m, ci, &p0);
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     dec_view(m, ci);
+    const float *tok[4] = {p->label_emb, p->not_a_point, p->iou_token, p->mask_token};
+    size_t ntok[4] = {2 * (size_t)C, (size_t)C, (size_t)C, (size_t)C};
+    float *tokw = cw_widen(m, tok, ntok, 4);
     o->prompt_tokens_forward(be, a->T0, b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
-                             m->pe_gaussian, p->label_emb, p->not_a_point, p->iou_token, p->mask_token, NP, K, C,
-                             S);
+                             m->pe_gaussian, tok[0], tok[1], tok[2], tok[3], NP, K, C, S);
+    tr_mem_free(&be->mem, tokw);
     keys_chunk_forward(m, p0, NP);
 
     /* two-way transformer */
@@ -1149,31 +1242,31 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     }
     o->add(be, a->fin_qin, Tc, a->T0, nT);
     o->add_bcast(be, a->fin_kin, Kc, a->dense_pe, (size_t)NP, (size_t)GG * C);
-    ablock_forward(be, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
+    ablock_forward(m, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
     o->add(be, a->tfpre, Tc, a->fin.out, nT);
-    o->layernorm_forward(be, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
+    ln_fwd(m, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
     (void)nK;
 
     /* upscaling, hypernetwork, mask logits, IoU head */
-    o->convt2x2_forward(be, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
-    o->layernorm_forward(be, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4,
+    convt_fwd(m, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
+    ln_fwd(m, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4,
                          1e-6f);
     o->gelu_forward(be, a->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
-    o->convt2x2_forward(be, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
+    convt_fwd(m, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
     o->gelu_forward(be, a->U, a->up2, (size_t)NP * RR * (C / 8));
     o->rows_gather(be, a->tmask, a->tf, NP, T, C, 1);
-    o->linear_forward(be, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
+    lin_fwd(m, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
     o->relu_forward(be, a->h0r, a->h0, (size_t)NP * C);
-    o->linear_forward(be, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
+    lin_fwd(m, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
     o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
-    o->linear_forward(be, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
+    lin_fwd(m, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
     if (out) o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
     o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
-    o->linear_forward(be, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
+    lin_fwd(m, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
     o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
-    o->linear_forward(be, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
+    lin_fwd(m, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
     o->relu_forward(be, a->i1r, a->i1, (size_t)NP * C);
-    if (out) o->linear_forward(be, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
+    if (out) lin_fwd(m, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
     if (!m->dec_full) m->dec_res = ci;
 }
 
@@ -1218,20 +1311,24 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
         if (b->content[2 * i] < 0 || b->content[2 * i + 1] < 0)
             return snprintf(err, err_len, "image %d: negative content size", i), -1;
     be->prec = m->opt.precision;
-    if (m->wc_mem && o->round_to) o->round_to(be, m->wc_mem, m->param_mem, m->n_param_floats, m->opt.precision);
+    if (m->wc16 && o->pack16) /* the compute weights: the masters rounded to nearest even */
+        o->pack16(be, m->wc16, m->param_mem, m->n_param_floats, m->opt.precision);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
     size_t GE = (size_t)GG * E;
+    const float *pos = p->pos;
+    float *posw = cw_widen(m, &pos, &GE, 1); /* the positions' compute values, every image */
     for (int i = 0; i < B; i++) { /* image by image through one image's patches */
         o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
         float *x0 = m->x0_stash != TR_NO_STASH ? a->enc_xin : a->x0 + (size_t)i * GE;
-        o->linear_forward(be, x0, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
+        lin_fwd(m, x0, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
         if (m->x0_stash == TR_NO_STASH) continue;
-        o->accumulate(be, x0, p->pos, GE); /* 16-bit storage: image by image into the stash */
+        o->accumulate(be, x0, pos, GE); /* 16-bit storage: image by image into the stash */
         if (o->pack16) o->pack16(be, m->stash_mem + m->x0_stash + (size_t)i * GE, x0, GE, m->opt.precision);
     }
     if (m->x0_stash == TR_NO_STASH)
-        for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GE, p->pos, GE);
+        for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GE, pos, GE);
+    tr_mem_free(&be->mem, posw);
     for (int bi = 0; bi < B; bi++) { /* image by image */
         enc_view(m, bi);
         for (int i = 0; i < c->L; i++) {
@@ -1251,10 +1348,10 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     size_t btc = (size_t)BT * C;
     int n16 = m->emb_stash != TR_NO_STASH; /* fp32 for these two ops, then stashed */
     float *neck = n16 ? work_alloc(m, btc) : a->neck;
-    o->linear_forward(be, neck, x, p->neck_w, NULL, BT, E, C);
+    lin_fwd(m, neck, x, p->neck_w, NULL, BT, E, C);
     tr_mem_free(&be->mem, xw);
     float *emb = n16 ? work_alloc(m, btc) : a->emb;
-    o->layernorm_forward(be, emb, a->emb_m, a->emb_r, neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
+    ln_fwd(m, emb, a->emb_m, a->emb_r, neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
     if (n16) {
         st_pack(m, m->neck_stash, neck, btc);
         st_pack(m, m->emb_stash, emb, btc);
@@ -1308,41 +1405,41 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     o->zero(be, da->U, nc * RR * (C / 8));            /* the tail's, in the union region */
     o->zero(be, da->up2, nc * RR * (C / 8));
     /* IoU head */
-    o->linear_backward(be, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
+    lin_bwd(m, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
     o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
-    o->linear_backward(be, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
+    lin_bwd(m, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
     o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
-    o->linear_backward(be, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
+    lin_bwd(m, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
     o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
     /* mask logits and hypernetwork */
     o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
-    o->linear_backward(be, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
+    lin_bwd(m, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
     o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
-    o->linear_backward(be, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
+    lin_bwd(m, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
     o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
-    o->linear_backward(be, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
+    lin_bwd(m, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
     o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
     /* upscaling */
     const float *Kc = a->lay[c->D - 1].kout;
     float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
     o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
     o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
-    o->convt2x2_backward(be, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
+    convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
                          2 * G, 2 * G, C / 4, C / 8);
     o->zero(be, da->upln, nUp);
     o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
     o->zero(be, da->up1, nUp);
-    o->layernorm_backward(be, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
+    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
                           NP * 4 * GG, C / 4);
-    o->convt2x2_backward(be, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
+    convt_bwd(m, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
     o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
     o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
-    o->layernorm_backward(be, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
+    ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
                           NP * T, C);
     o->accumulate(be, dTc, da->tfpre, nT);
     o->accumulate(be, da->fin.out, da->tfpre, nT);
-    ablock_backward(be, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
+    ablock_backward(m, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
                     dKc, NP, T, GG, C, C / 2, c->h);
     o->accumulate(be, dTc, da->fin_qin, nT);
     o->accumulate(be, da->T0, da->fin_qin, nT);
@@ -1361,43 +1458,43 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
             o->zero(be, dKin, nK);
         }
         /* 4: image to tokens */
-        o->layernorm_backward(be, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
+        ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
                               NP * GG, C);
         o->accumulate(be, dKin, dL->k4pre, nK);
         o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
-        ablock_backward(be, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
+        ablock_backward(m, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
                         dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
         o->accumulate(be, dL->t3, dL->i2t_kin, nT);
         o->accumulate(be, da->T0, dL->i2t_kin, nT);
         /* 3: MLP */
-        o->layernorm_backward(be, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
+        ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
                               NP * T, C);
         o->accumulate(be, dL->t2, dL->t3pre, nT);
-        o->linear_backward(be, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
+        lin_bwd(m, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
         o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
-        o->linear_backward(be, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
+        lin_bwd(m, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
         /* 2: tokens to image */
-        o->layernorm_backward(be, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
+        ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
                               NP * T, C);
         o->accumulate(be, dL->t1, dL->t2pre, nT);
         o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
-        ablock_backward(be, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
+        ablock_backward(m, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
                         dKin, NP, T, GG, C, C / 2, c->h);
         o->accumulate(be, dKin, dL->kpe, nK);
         o->accumulate(be, dL->t1, dL->t2i_qin, nT);
         o->accumulate(be, da->T0, dL->t2i_qin, nT);
         /* 1: self attention */
         if (l == 0) {
-            o->layernorm_backward(be, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
+            ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
                                   L->n1_r, NP * T, C);
-            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
+            ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
                             C, c->h);
         } else {
-            o->layernorm_backward(be, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
+            ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
                                   L->n1_r, NP * T, C);
             o->accumulate(be, dTin, dL->t1pre, nT);
             o->accumulate(be, dL->sa.out, dL->t1pre, nT);
-            ablock_backward(be, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
+            ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
                             dL->sa_qin, dTin, NP, T, T, C, C, c->h);
             o->accumulate(be, dTin, dL->sa_qin, nT);
             o->accumulate(be, da->T0, dL->sa_qin, nT);
@@ -1484,17 +1581,17 @@ static void enc_backward(tr_model *m, const tr_batch *b)
         st_unpack(m, demb, m->demb_stash, btc);
         st_unpack(m, neck, m->neck_stash, btc);
         o->zero(be, dneck, btc);
-        o->layernorm_backward(be, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, a->emb_m, a->emb_r,
+        ln_bwd(m, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, a->emb_m, a->emb_r,
                               BT, C);
         tr_mem_free(&be->mem, demb);
         tr_mem_free(&be->mem, neck);
     } else {
-        o->layernorm_backward(be, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
+        ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
                               a->emb_r, BT, C);
     }
     float *xw = c->L && enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
     const float *xl = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
-    o->linear_backward(be, dxl, g->neck_w, NULL, dneck, xl, p->neck_w, BT, E, C);
+    lin_bwd(m, dxl, g->neck_w, NULL, dneck, xl, p->neck_w, BT, E, C);
     tr_mem_free(&be->mem, xw);
     if (dneck != da->neck) tr_mem_free(&be->mem, dneck);
     size_t GE = (size_t)GG * E;
@@ -1519,20 +1616,20 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
             if (dxin && (i > 0 || dx16)) o->zero(be, dxin, GE);
             o->accumulate(be, db->xmid, dxout, GE);
-            o->linear_backward(be, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
+            lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
             o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
-            o->linear_backward(be, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
-            o->layernorm_backward(be, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
+            lin_bwd(m, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
+            ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
                                   ab->ln2_r, GG, E);
             if (dxin) o->accumulate(be, dxin, db->xmid, GE);
-            o->linear_backward(be, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
+            lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
             tr_attn_dims d = {.N = 1, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
                               .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
                               .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
             o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E,
                                   ab->qkv + 2 * E, ab->att, &d);
-            o->linear_backward(be, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
-            o->layernorm_backward(be, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG,
+            lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
+            ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG,
                                   E);
             if (dx16 && o->pack16)
                 o->pack16(be, m->stash_mem + m->dx0_stash + (size_t)bi * GE, dxin, GE, m->opt.precision);
@@ -1550,7 +1647,7 @@ static void enc_backward(tr_model *m, const tr_batch *b)
                 be->prec = m->opt.precision;
             }
             o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-            o->linear_backward(be, NULL, g->patch_w, g->patch_b, dx, a->patches, p->patch_w, GG, 3 * P * P, E);
+            lin_bwd(m, NULL, g->patch_w, g->patch_b, dx, a->patches, p->patch_w, GG, 3 * P * P, E);
         }
         return;
     }
@@ -1561,7 +1658,7 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     }
     for (int i = 0; i < B; i++) {
         o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-        o->linear_backward(be, NULL, g->patch_w, g->patch_b, da->x0 + (size_t)i * GG * E, a->patches, p->patch_w,
+        lin_bwd(m, NULL, g->patch_w, g->patch_b, da->x0 + (size_t)i * GG * E, a->patches, p->patch_w,
                            GG, 3 * P * P, E);
     }
 }

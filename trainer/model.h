@@ -241,7 +241,9 @@ typedef struct tr_model {
                                    (encoder frozen); the backward stops there */
     size_t grad_lo;             /* grad_mem holds floats [grad_lo, n_param_floats) of the layout */
     size_t n_grad_floats;       /* = n_param_floats - grad_lo */
-    float *wc_mem;              /* 16-bit precision: compute weights (master rounded), else NULL */
+    uint16_t *wc16;             /* 16-bit precision: the compute weights, the masters rounded to 16
+                                   bits, same layout as param_mem (widened per op into a workspace
+                                   where an op reads them), else NULL */
     uint16_t *stash_mem;        /* 16-bit stashes of slotted blocks/layers */
     size_t n_stash;
     int enc_slot[TR_MAX_L];                         /* -1: own memory */
