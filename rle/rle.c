@@ -165,7 +165,7 @@ static int from_string_slow(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, 
 
 
 /* One value of the string at *pu (before *e), as a 64-bit signed number:
- * one, two or up to RLE_MAX_GROUPS characters.  0 on success (*pu moves
+ * one, two, three or up to RLE_MAX_GROUPS characters.  0 on success (*pu moves
  * past it); 1 when the value is not well formed (a bad character, the end
  * of the string inside it, too many groups): the caller hands the string
  * to from_string_slow, which says what is wrong. */
@@ -185,6 +185,15 @@ static inline int fast_value(const unsigned char **pu, const unsigned char *e, i
         *v = (x ^ 0x200) - 0x200;
         *pu = u + 2;
         return 0;
+    }
+    if (g1 < 64 && e - u >= 3) {
+        unsigned g2 = (unsigned)u[2] - 48u;
+        if (g2 < 32) { /* three characters, sign in bit 14 */
+            int64_t x = (int64_t)((g & 0x1f) | ((g1 & 0x1f) << 5) | (g2 << 10));
+            *v = (x ^ 0x4000) - 0x4000;
+            *pu = u + 3;
+            return 0;
+        }
     }
     uint64_t x = g & 0x1f;
     int k = 1;

@@ -28,3 +28,10 @@ tests_fuzz_fuzz_shard_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_shard_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_shard_LDADD = $(SA1B_LIBS)
 endif
+
+# the writer on every length phase against its direct-write blocks
+check_PROGRAMS += tests/test-shard-writer-tail
+TESTS += tests/test-shard-writer-tail
+tests_test_shard_writer_tail_SOURCES = tests/test-shard-writer-tail.c
+tests_test_shard_writer_tail_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_shard_writer_tail_LDADD = $(SA1B_LIBS)
