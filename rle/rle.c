@@ -1001,8 +1001,8 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
                     uint64_t a0 = x * rw, a1 = a0 + rw;               /* scaled cols */
                     uint64_t oc = (a1 < v1 ? a1 : v1) - (a0 > v0 ? a0 : v0);
                     uint64_t ia = rdiv(u0, h, m, fast), ib = rdiv(u1 - 1, h, m, fast);
-                    if (ia < imin) imin = ia;
-                    if (ib > imax) imax = ib;
+                    imin = ia < imin ? ia : imin;
+                    imax = ib > imax ? ib : imax;
                     if (ia == ib) acc[ia] += oc * (u1 - u0);
                     else {
                         acc[ia] += oc * ((ia + 1) * h - u0);
@@ -1021,6 +1021,17 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
         }
         if (imin == UINT64_MAX) continue; /* no foreground in this column */
         uint64_t run = 0;
+        if (!coverage) { /* mask01 alone: 2S >= hw is 0 where S is */
+            for (uint64_t i = imin; i <= imax; i++) {
+                run += dif[i];
+                uint64_t S = acc[i] + run;
+                acc[i] = 0;
+                dif[i] = 0;
+                mask01[(size_t)i * rw + j] = 2 * S >= hw;
+            }
+            dif[imax + 1] = 0;
+            continue;
+        }
         for (uint64_t i = imin; i <= imax; i++) {
             run += dif[i];
             uint64_t S = acc[i] + run;
