@@ -35,3 +35,10 @@ TESTS += tests/test-shard-writer-tail
 tests_test_shard_writer_tail_SOURCES = tests/test-shard-writer-tail.c
 tests_test_shard_writer_tail_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_shard_writer_tail_LDADD = $(SA1B_LIBS)
+
+# the annotation fast path's block-wise string scanner against jansson
+check_PROGRAMS += tests/test-anno-scan
+TESTS += tests/test-anno-scan
+tests_test_anno_scan_SOURCES = tests/test-anno-scan.c tests/anno_agree.h
+tests_test_anno_scan_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(JANSSON_CFLAGS)
+tests_test_anno_scan_LDADD = $(SA1B_LIBS)
