@@ -42,6 +42,26 @@ static int rle_reserve(sa1b_rle *r, size_t n, sa1b_error *err)
     return SA1B_OK;
 }
 
+/* rle_reserve for storage whose contents need not survive (the string
+ * decoder overwrites it): no copy when it grows, and it grows by half
+ * again at least, so that a buffer reused for masks of varying sizes
+ * settles after a few calls instead of growing (and faulting in fresh
+ * pages) whenever a mask is larger than every one before. */
+static int rle_reserve_fresh(sa1b_rle *r, size_t n, sa1b_error *err)
+{
+    if (n <= r->cap && r->cnts) return SA1B_OK;
+    size_t cap = n ? n : 1;
+    if (r->cap <= SIZE_MAX / sizeof(uint32_t) / 2 && cap < r->cap + r->cap / 2)
+        cap = r->cap + r->cap / 2;
+    if (cap > SIZE_MAX / sizeof(uint32_t))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "rle: %zu runs do not fit in memory", n);
+    free(r->cnts);
+    r->cnts = malloc(cap * sizeof(uint32_t));
+    r->cap = r->cnts ? cap : 0;
+    if (!r->cnts) return sa1b_error_set(err, SA1B_ENOMEM, -1, "rle: cannot allocate %zu runs", n);
+    return SA1B_OK;
+}
+
 static int check_size(uint32_t h, uint32_t w, sa1b_error *err)
 {
     if ((uint64_t)h * w > SA1B_RLE_MAX_PIXELS)
@@ -237,7 +257,7 @@ static int from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, 
         nruns = 0;
         for (size_t p = 0; p < len; p++) nruns += !(((unsigned char)s[p] - 48) & 0x20);
     }
-    SA1B_FORWARD(rle_reserve(r, nruns, err));
+    SA1B_FORWARD(rle_reserve_fresh(r, nruns, err));
 
     /* the fast loop; it stores at most one run per character without
      * 0x20, so within the nruns reserved */
