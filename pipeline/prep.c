@@ -26,6 +26,8 @@ typedef struct prep_buf {
     size_t cap_grid;
     uint8_t *full;             /* [R * R] one mask, letterboxed, before packing */
     size_t cap_full;
+    uint32_t full_R;           /* the R that full_zero_from is about */
+    uint32_t full_zero_from;   /* rows of full from this one on are zero */
     uint8_t *image;            /* [S * S * 3] */
     size_t cap_image;
     uint8_t *jpeg;             /* re-encoded payload (malloc'ed by the encoder) */
@@ -185,9 +187,14 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     /* 6. the kept masks, straight from runs to the letterboxed R x R grid,
      * packed here (in the worker) one by one while the grid is in cache */
     const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
+    const uint8_t *old_full = b->full;
     if (reserve_big(&b->bits, &b->cap_bits, (n_kept ? n_kept : 1) * stride) ||
         reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    if (b->full != old_full || b->full_R != R) { /* nothing known about its rows */
+        b->full_R = R;
+        b->full_zero_from = R;
+    }
     const float scale = (float)lb.scale;
     for (size_t k = 0; k < n_kept; k++) {
         size_t i = b->kept[k];
@@ -197,6 +204,9 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         /* content as wide as the grid (landscape, square): straight into
          * the full mask, else through the content-sized grid */
         uint8_t *grid = mlb.new_w == R ? full : b->grid;
+        /* rows from new_h on stay as they are below; those from
+         * full_zero_from on are zero before and after */
+        if (b->full_zero_from < mlb.new_h) b->full_zero_from = mlb.new_h;
         /* the runs are as rle_from_string_area left them: valid, their sum
          * is not checked again */
         int rc = o->mask_mode == SA1B_MASK_NEAREST
@@ -208,7 +218,12 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
                 memcpy(full + (size_t)y * R, grid + (size_t)y * mlb.new_w, mlb.new_w);
                 memset(full + (size_t)y * R + mlb.new_w, 0, R - mlb.new_w);
             }
-        memset(full + (size_t)mlb.new_h * R, 0, (size_t)(R - mlb.new_h) * R);
+        /* the rows below the content: zero already from full_zero_from on
+         * (the previous masks of this geometry left them so) */
+        if (b->full_zero_from > mlb.new_h) {
+            memset(full + (size_t)mlb.new_h * R, 0, (size_t)(b->full_zero_from - mlb.new_h) * R);
+            b->full_zero_from = mlb.new_h;
+        }
         uint8_t *dst = b->bits + k * stride;
         sa1b_shard_pack_mask(full, R, dst);
 

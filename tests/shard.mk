@@ -42,3 +42,10 @@ TESTS += tests/test-anno-scan
 tests_test_anno_scan_SOURCES = tests/test-anno-scan.c tests/anno_agree.h
 tests_test_anno_scan_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(JANSSON_CFLAGS)
 tests_test_anno_scan_LDADD = $(SA1B_LIBS)
+
+# sa1b_prep_run with its buffers reused over changing geometry == fresh buffers
+check_PROGRAMS += tests/test-prep-reuse
+TESTS += tests/test-prep-reuse
+tests_test_prep_reuse_SOURCES = tests/test-prep-reuse.c
+tests_test_prep_reuse_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_prep_reuse_LDADD = $(SA1B_LIBS)

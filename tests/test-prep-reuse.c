@@ -1,0 +1,143 @@
+/*
+ * test-prep-reuse.c - sa1b_prep_run with one sa1b_prep_out reused over
+ * samples of changing geometry (landscape, portrait, square, thin; the
+ * mask grid's zero rows below the content are cleared only where an
+ * earlier sample may have left something) gives the very bytes of a fresh
+ * sa1b_prep_out per sample: image, every mask's packed bits and fields.
+ * Both mask modes, several S and R.  Samples are generated (a flat JPEG
+ * and random blob masks encoded as COCO RLE); deterministic.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sa1b_image.h"
+#include "sa1b_prep.h"
+#include "sa1b_rle.h"
+#include "tap.h"
+
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(uint32_t n)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return (uint32_t)(rs % n);
+}
+
+typedef struct gen {
+    uint8_t *jpg;
+    size_t jpg_len;
+    char *json;
+    size_t json_len;
+} gen;
+
+/* A w x h sample with nm blob masks. */
+static void make(sa1b_imgctx *ctx, gen *g, uint32_t w, uint32_t h, int nm, int id)
+{
+    uint8_t *rgb = malloc((size_t)w * h * 3), *m = malloc((size_t)w * h);
+    for (size_t i = 0; i < (size_t)w * h * 3; i++) rgb[i] = (uint8_t)(i * 7 + id);
+    sa1b_error e;
+    if (sa1b_jpeg_encode(ctx, rgb, w, h, 90, &g->jpg, &g->jpg_len, &e)) tap_diag("encode: %s", e.msg);
+    size_t cap = 4096 + (size_t)nm * ((size_t)w * h * 16 + 512);
+    g->json = malloc(cap);
+    size_t n = (size_t)snprintf(g->json, cap,
+                                "{\"image\": {\"image_id\": %d, \"width\": %u, \"height\": %u, "
+                                "\"file_name\": \"sa_%d.jpg\"}, \"annotations\": [",
+                                id, w, h, id);
+    sa1b_rle r = SA1B_RLE_INIT;
+    for (int k = 0; k < nm; k++) {
+        uint32_t cx = rnd(w), cy = rnd(h), rx = 1 + rnd(w / 2 + 1), ry = 1 + rnd(h / 2 + 1);
+        for (uint32_t y = 0; y < h; y++)
+            for (uint32_t x = 0; x < w; x++) {
+                double dx = ((double)x - cx) / rx, dy = ((double)y - cy) / ry;
+                m[(size_t)y * w + x] = dx * dx + dy * dy <= 1 || rnd(50) == 0;
+            }
+        char *s;
+        size_t sl;
+        sa1b_rle_encode(&r, m, h, w, 0, NULL);
+        sa1b_rle_to_string(&r, &s, &sl, NULL);
+        n += (size_t)snprintf(g->json + n, cap - n,
+                              "%s{\"id\": %d, \"segmentation\": {\"size\": [%u, %u], \"counts\": \"",
+                              k ? ", " : "", 1000 + k, h, w);
+        for (size_t i = 0; i < sl; i++) { /* JSON: the backslash escaped */
+            if (s[i] == '\\') g->json[n++] = '\\';
+            g->json[n++] = s[i];
+        }
+        n += (size_t)snprintf(g->json + n, cap - n,
+                              "\"}, \"bbox\": [0, 0, 1, 1], \"area\": %llu, \"predicted_iou\": 0.%d, "
+                              "\"stability_score\": 0.9, \"crop_box\": [0, 0, %u, %u], "
+                              "\"point_coords\": [[%u.5, %u.5]]}",
+                              (unsigned long long)sa1b_rle_area(&r), 10 + k, w, h, cx, cy);
+        free(s);
+    }
+    n += (size_t)snprintf(g->json + n, cap - n, "]}");
+    g->json_len = n;
+    sa1b_rle_free(&r);
+    free(rgb);
+    free(m);
+}
+
+/* 1 when the two prepared samples are the same bytes. */
+static int same(const sa1b_prep_out *a, const sa1b_prep_out *b, uint32_t R)
+{
+    const sa1b_shard_sample_in *x = &a->sample, *y = &b->sample;
+    if (x->image_len != y->image_len || memcmp(x->image, y->image, x->image_len) ||
+        x->n_masks != y->n_masks || x->scale != y->scale)
+        return 0;
+    size_t stride = (size_t)sa1b_shard_mask_stride(R);
+    for (uint32_t k = 0; k < x->n_masks; k++) {
+        const sa1b_shard_mask_in *p = &x->masks[k], *q = &y->masks[k];
+        if (memcmp(p->bits, q->bits, stride) || p->id != q->id || p->area != q->area ||
+            memcmp(p->bbox, q->bbox, sizeof p->bbox))
+            return 0;
+    }
+    return 1;
+}
+
+int main(void)
+{
+    sa1b_imgctx *ctx;
+    sa1b_error e;
+    if (sa1b_imgctx_new(&ctx, &e)) tap_skip_all("no TurboJPEG context");
+    static const uint32_t geo[][2] = {{48, 32}, {32, 48}, {40, 40}, {64, 9}, {9, 64}, {48, 33}, {50, 49}};
+    enum { NG = sizeof geo / sizeof geo[0], NS = 24 };
+    gen g[NS];
+    int order[NS];
+    for (int i = 0; i < NS; i++) {
+        order[i] = i % 3 == 0 ? i % NG : (int)rnd(NG);
+        make(ctx, &g[i], geo[order[i]][0], geo[order[i]][1], 1 + (int)rnd(6), 1 + i);
+    }
+    tap_plan(0);
+    static const uint32_t SR[][2] = {{32, 16}, {32, 8}, {48, 48}, {33, 13}, {16, 16}};
+    for (size_t c = 0; c < sizeof SR / sizeof SR[0]; c++)
+        for (int mode = 0; mode < 2; mode++) {
+            sa1b_prep_opts o;
+            sa1b_prep_opts_default(&o);
+            o.image_size = SR[c][0];
+            o.mask_size = SR[c][1];
+            o.mask_mode = mode ? SA1B_MASK_NEAREST : SA1B_MASK_AREA;
+            sa1b_prep_out reused = SA1B_PREP_OUT_INIT;
+            int bad = 0, ran = 0;
+            for (int i = 0; i < NS; i++) {
+                sa1b_prep_out fresh = SA1B_PREP_OUT_INIT;
+                int r1 = sa1b_prep_run(ctx, &o, "s", g[i].jpg, g[i].jpg_len,
+                                       (const uint8_t *)g[i].json, g[i].json_len, &reused, &e);
+                if (r1) tap_diag("sample %d: %s", i, e.msg);
+                int r2 = sa1b_prep_run(ctx, &o, "s", g[i].jpg, g[i].jpg_len,
+                                       (const uint8_t *)g[i].json, g[i].json_len, &fresh, &e);
+                bad += r1 != r2 || (!r1 && !same(&reused, &fresh, o.mask_size));
+                ran += !r1;
+                sa1b_prep_out_free(&fresh);
+            }
+            sa1b_prep_out_free(&reused);
+            tap_ok(bad == 0 && ran == NS, "S=%u R=%u %s: a reused output == a fresh one on %d samples",
+                   o.image_size, o.mask_size, mode ? "nearest" : "area", ran);
+        }
+    for (int i = 0; i < NS; i++) {
+        free(g[i].jpg);
+        free(g[i].json);
+    }
+    sa1b_imgctx_free(ctx);
+    return tap_done();
+}
