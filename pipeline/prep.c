@@ -15,7 +15,9 @@
 
 typedef struct prep_buf {
     sa1b_anno anno;
-    sa1b_rle *rles;            /* [cap_masks] parsed runs of every annotation */
+    sa1b_rle *rles;            /* [cap_masks] parsed runs of every annotation: views into runs */
+    uint32_t *runs;            /* the runs of all masks of the sample, side by side */
+    size_t cap_runs;           /* bytes */
     sa1b_cand *cands;          /* [cap_masks] */
     size_t *kept;              /* [cap_masks] */
     size_t cap_masks;
@@ -51,8 +53,7 @@ void sa1b_prep_out_free(sa1b_prep_out *o)
     if (!o || !o->priv_) return;
     prep_buf *b = o->priv_;
     sa1b_anno_free(&b->anno);
-    for (size_t i = 0; i < b->cap_masks; i++) sa1b_rle_free(&b->rles[i]);
-    free(b->rles), free(b->cands), free(b->kept), free(b->masks);
+    free(b->rles), free(b->runs), free(b->cands), free(b->kept), free(b->masks);
     free(b->bits), free(b->grid), free(b->full), free(b->image), free(b->jpeg);
     free(b);
     memset(o, 0, sizeof *o);
@@ -145,13 +146,30 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
      * strategies get the boxes of the kept masks alone (after step 4) */
     if (reserve_masks(b, a->n_masks ? a->n_masks : 1))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    /* The runs of all masks go side by side into one buffer that this
+     * sample's strings bound (a string of n characters holds at most n
+     * runs), so that what the slot keeps is the largest sample's, not the
+     * sum over mask positions of the longest mask ever seen there (which
+     * grew with the number of images of the tar).  Each rle is a view:
+     * with cap >= the string's length the parser never reallocates it. */
+    size_t total = 1;
+    for (size_t i = 0; i < a->n_masks; i++) total += a->masks[i].counts_len; /* <= json_len */
+    if (total > SIZE_MAX / sizeof *b->runs ||
+        reserve(&b->runs, &b->cap_runs, total * sizeof *b->runs))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     const int boxes_first = o->strategy == SA1B_STRATEGY_KMEANS;
+    size_t used = 0;
     for (size_t i = 0; i < a->n_masks; i++) {
         const sa1b_mask_anno *m = &a->masks[i];
         sa1b_cand *c = &b->cands[i];
         uint64_t area;
-        if (rle_from_string_area(&b->rles[i], m->h, m->w, m->counts, m->counts_len, &area, &e))
+        sa1b_rle *r = &b->rles[i];
+        r->cnts = b->runs + used;
+        r->cap = m->counts_len;
+        r->n = 0;
+        if (rle_from_string_area(r, m->h, m->w, m->counts, m->counts_len, &area, &e))
             return sa1b_error_set(err, e.code, e.offset, "%s.json: mask %zu: %s", name, i, e.msg);
+        used += r->n;
         c->area = area;
         if (boxes_first) sa1b_rle_bbox(&b->rles[i], c->bbox);
         c->predicted_iou = m->predicted_iou;

@@ -10,7 +10,10 @@
 
 /* sa1b_rle_from_string (same validation, errors and runs) that also sets
  * *area (may be NULL) to the foreground pixel count, sa1b_rle_area of the
- * result, summed on the way; 0 on error. */
+ * result, summed on the way; 0 on error.  A string of len characters holds
+ * at most len runs: when r->cnts is not NULL and r->cap >= len, the runs
+ * go into r->cnts as it is, never reallocated, so r may be a view into the
+ * caller's buffer (prep.c parses all masks of a sample into one). */
 int rle_from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, size_t len,
                          uint64_t *area, sa1b_error *err);
 
