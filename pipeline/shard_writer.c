@@ -475,14 +475,39 @@ static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *
     return SA1B_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define WR_HAVE_AVX2 1
+#include <immintrin.h>
+/* Thirty-two bytes at a time: bit i of the movemask is "byte i is zero";
+ * returns the bytes done (a multiple of 32). */
+__attribute__((target("avx2"))) static uint64_t pack_avx2(const uint8_t *bits, uint64_t n,
+                                                          uint8_t *out)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    uint64_t k = 0;
+    for (; k + 32 <= n; k += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(bits + k));
+        uint32_t m = ~(uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, zero));
+        memcpy(out + (k >> 3), &m, 4); /* little-endian: byte j holds mask bytes 8j.. */
+    }
+    return k;
+}
+
+#endif
+
 /* Packs R*R bytes into out: bit k of the row-major mask goes to byte k/8,
  * bit k%8 (LSB first); padding stays zero.  Eight bytes at a time:
  * the high bit of each byte of t says "nonzero", and the multiply gathers
- * those eight bits, byte i to bit 56 + i, without carries. */
+ * those eight bits, byte i to bit 56 + i, without carries.  With AVX2 (at
+ * run time) 32 bytes at a time, else 16 with SSE2, the rest as above. */
 void sa1b_shard_pack_mask(const uint8_t *bits, uint32_t R, uint8_t *out)
 {
     uint64_t n = (uint64_t)R * R, k = 0;
     memset(out, 0, (size_t)shard_mask_stride(R));
+#ifdef WR_HAVE_AVX2
+    /* __builtin_cpu_supports reads a constant the runtime fills before main */
+    if (__builtin_cpu_supports("avx2")) k = pack_avx2(bits, n, out);
+#endif
 #ifdef WR_HAVE_SSE2
     /* sixteen bytes at a time: bit i of the movemask is "byte i is zero" */
     const __m128i zero = _mm_setzero_si128();

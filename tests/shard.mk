@@ -49,3 +49,10 @@ TESTS += tests/test-prep-reuse
 tests_test_prep_reuse_SOURCES = tests/test-prep-reuse.c
 tests_test_prep_reuse_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_prep_reuse_LDADD = $(SA1B_LIBS)
+
+# the mask packer (its SIMD paths) against the documented bit order
+check_PROGRAMS += tests/test-shard-pack
+TESTS += tests/test-shard-pack
+tests_test_shard_pack_SOURCES = tests/test-shard-pack.c
+tests_test_shard_pack_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_shard_pack_LDADD = $(SA1B_LIBS)
