@@ -720,6 +720,13 @@ static void ld_advise(sa1b_loader *L, uint64_t gidx)
     size_t lo = ld_find_shard(L, gidx);
     sa1b_shard_image_view v;
     if (sa1b_shard_image(L->shards[lo].sh, gidx - L->shards[lo].first, &v, NULL)) return;
+    /* the writer puts the masks block right after the payload (64-byte
+     * aligned): one call covers both when they lie that close */
+    if (v.payload && v.mask_data && v.masks_len && v.mask_data >= v.payload + v.payload_len &&
+        (uint64_t)(v.mask_data - (v.payload + v.payload_len)) < 4096) {
+        ld_advise_range(L, v.payload, (uint64_t)(v.mask_data - v.payload) + v.masks_len);
+        return;
+    }
     ld_advise_range(L, v.payload, v.payload_len);
     ld_advise_range(L, v.mask_data, v.masks_len);
 }
