@@ -13,10 +13,12 @@
  * removed at the end.  Every figure is the median of 5 runs of each side,
  * interleaved and alternating which side goes first (so that load from
  * other processes hits both alike), each run a few tenths of a second; a
- * loader run is timed in steady state, after its first `depth` batches
- * (which fault the fresh batch buffers in, as the memcpy bound's buffers
- * are before its timing), and the decode bound after one untimed pass
- * (the same sa1b_jpeg_decode, flags and handle reuse as the loader).
+ * loader run is timed in steady state, after one untimed epoch (which
+ * faults the fresh batch buffers in, as the memcpy bound's buffers are
+ * before its timing, and the pages of the newly mapped shard, as the
+ * decode bound's untimed pass does: a training run maps its shards once
+ * and pays that once), and the decode bound after one untimed pass (the
+ * same sa1b_jpeg_decode, flags and handle reuse as the loader).
  * The last column, "cpu ratio", compares images per CPU-second of the
  * loader with those of the bound (process CPU time, all threads): it does
  * not depend on other load on the machine, the wall-clock ratio does.
@@ -225,11 +227,14 @@ static double run_loader(const char *path, const cfg *c, uint32_t T, uint64_t nb
         fprintf(stderr, "bench-loader: %s\n", e.msg);
         return 0;
     }
-    /* warm-up: the first depth batches fault the buffers in; then steady state */
+    /* warm-up: one epoch (at least depth batches) faults the batch buffers
+     * and the mapping in; then steady state */
+    uint64_t warm = ((uint64_t)c->n + c->B - 1) / c->B;
+    if (warm < lc.depth) warm = lc.depth;
     uint64_t images = 0;
-    for (uint64_t i = 0; i < nbatches + lc.depth; i++) {
+    for (uint64_t i = 0; i < nbatches + warm; i++) {
         sa1b_batch *b;
-        if (i == lc.depth) {
+        if (i == warm) {
             t0 = now();
             c0 = cpu();
             sa1b_loader_stats_get(L, &st0);
@@ -238,7 +243,7 @@ static double run_loader(const char *path, const cfg *c, uint32_t T, uint64_t nb
             fprintf(stderr, "bench-loader: %s\n", e.msg);
             break;
         }
-        if (i >= lc.depth) images += b->count;
+        if (i >= warm) images += b->count;
         sa1b_loader_release(L, b);
     }
     double dt = now() - t0;
