@@ -71,7 +71,7 @@ static int do_run(run *r, const tr_model_opts *opt, const char *const *freeze, i
     }
     size_t nl = (size_t)BB * MM * R * R;
     r->logits = malloc(nl * sizeof(float));
-    memcpy(r->logits, r->m.a.logits, nl * sizeof(float));
+    tr_model_get_logits(&r->m, r->logits);
     return 0;
 }
 

@@ -212,12 +212,19 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
     tr_backend *be = m->be;
     if (m->grad_lo != 0) return snprintf(err, err_len, "the debug dump needs every parameter's gradient (nothing frozen)"), -1;
     float *img = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)B * 3 * S * S * sizeof(float));
-    if (!img) return snprintf(err, err_len, "out of memory"), -1;
+    float *logits = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)B * M * R * R * sizeof(float));
+    if (!img || !logits) {
+        tr_mem_free(&be->mem, img);
+        tr_mem_free(&be->mem, logits);
+        return snprintf(err, err_len, "out of memory"), -1;
+    }
+    tr_model_get_logits(m, logits);
     be->ops->image_normalize(be, img, b->image, b->content, B, S);
     float sc[4] = {(float)loss->loss, (float)loss->focal, (float)loss->dice, (float)loss->iou_mse};
     tr_st_writer *w = tr_st_writer_new();
     if (!w) {
         tr_mem_free(&be->mem, img);
+        tr_mem_free(&be->mem, logits);
         return snprintf(err, err_len, "out of memory"), -1;
     }
     add_meta_config(w, c);
@@ -230,7 +237,7 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
     rc |= tr_st_writer_add(w, "in.labels", TR_ST_I32, 3, sl, b->labels);
     rc |= tr_st_writer_add(w, "in.masks", TR_ST_U8, 4, sm, b->masks);
     rc |= tr_st_writer_add(w, "in.valid", TR_ST_U8, 2, sv, b->valid);
-    rc |= tr_st_writer_add(w, "out.logits", TR_ST_F32, 4, sm, m->a.logits);
+    rc |= tr_st_writer_add(w, "out.logits", TR_ST_F32, 4, sm, logits);
     rc |= tr_st_writer_add(w, "out.iou", TR_ST_F32, 2, sv, m->a.iou);
     rc |= tr_st_writer_add(w, "out.loss", TR_ST_F32, 0, NULL, &sc[0]);
     rc |= tr_st_writer_add(w, "out.focal", TR_ST_F32, 0, NULL, &sc[1]);
@@ -243,5 +250,6 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
         rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);
     tr_mem_free(&be->mem, img);
+    tr_mem_free(&be->mem, logits);
     return rc ? -1 : 0;
 }

@@ -189,6 +189,8 @@ typedef struct awalker {
     size_t ubase, uoff, umax; /* union region: start in dact_mem, group offset, size */
     size_t pa, pd;           /* decoder tensors: pairs laid out in act_mem / dact_mem */
     int nview;               /* decoder tensors that move with the chunk so far */
+    int auni;                /* 1: in_a tensors go to the activation union region (tr_model.act_union) */
+    size_t abase, aoff, amax; /* that region: start in act_mem, group offset, size */
 } awalker;
 
 /* Registers an activation: its forward tensor of count_a floats in act_mem
@@ -205,8 +207,15 @@ static void areg3(awalker *w, float **field, const char *name, size_t count_a, s
             ai->ptr = field;
             ai->count = count_a;
         }
-        if (m->act_mem) *field = m->act_mem + w->off;
-        w->off += (count_a + 15) / 16 * 16;
+        size_t r = (count_a + 15) / 16 * 16;
+        if (w->auni) { /* the fp32 compute area of the encoder slot or of the decoder chunk */
+            if (m->act_mem) *field = m->act_mem + w->abase + w->aoff;
+            w->aoff += r;
+            if (w->aoff > w->amax) w->amax = w->aoff;
+        } else {
+            if (m->act_mem) *field = m->act_mem + w->off;
+            w->off += r;
+        }
         w->n++;
     }
     if (in_d) {
@@ -274,6 +283,18 @@ static void ugroup(awalker *w, int on)
     w->uoff = 0;
 }
 
+/* Starts (on 1) or ends (0) one of the two groups of the activation union
+ * region (tr_model.act_union); returns the group's offset in act_mem. */
+static size_t agroup(awalker *w, int on)
+{
+    w->auni = on;
+    w->aoff = 0;
+    return w->abase;
+}
+
+/* Offset in act_mem where the next forward tensor is laid out. */
+static size_t apos(const awalker *w) { return w->auni ? w->abase + w->aoff : w->off; }
+
 static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
 
 /* The tensors of one decoder attention block, per pair. */
@@ -296,6 +317,14 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, siz
 }
 
 static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* Floats per pair of the upscaling's tensor k: up1, upln, upgelu [4GG, C/4],
+ * up2, U [RR, C/8]. */
+static size_t tail_per(const tr_model *m, int k)
+{
+    size_t G = (size_t)(m->cfg.S / m->cfg.P), C = (size_t)m->cfg.C;
+    return k < 3 ? 4 * G * G * (C / 4) : 16 * G * G * (C / 8);
+}
 
 /* Gradients of the decoder tail (final attention, upscaling) in two
  * buffers X, Y used alternately: U X, up2 Y, upgelu X, upln Y, up1 X, then
@@ -349,6 +378,10 @@ static void walk_acts(awalker *w)
     int L = c->L, D = c->D, N = m->opt.ckpt_every, b16 = m->opt.precision != TR_PREC_FP32;
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo; /* blocks lo.. have a backward */
     char nm[48];
+    /* 16-bit storage keeps every block's activations and every chunk's in
+     * the stash: the fp32 slot and the fp32 chunk region are compute areas
+     * of different phases and share one region */
+    m->act_union = b16 && !N && !m->opt.ckpt_decoder;
     /* one image's patches, made again for the backward: a workspace in the
      * union region (which holds no gradient during the encoder's forward
      * nor after its blocks' backward) */
@@ -368,14 +401,16 @@ static void walk_acts(awalker *w)
 #define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, 1, 0))
 #define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, all, own, dsh))
         AS(ln1_m, GG); AS(ln1_r, GG); AS(ln2_m, GG); AS(ln2_r, GG);
-        if (s >= 0 && own) m->enc_slot_off[s] = w->off;
+        if (s >= 0 && own && m->act_union) agroup(w, 1);
+        if (s >= 0 && own) m->enc_slot_off[s] = apos(w);
         if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
         AR(ln1, GG * E); AR(qkv, GG * 3 * E);
         (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i), ereg(w, &b->att, nm, H * GG * GG, all, own, 0));
         AR(ao, GG * E); AR(xmid, GG * E); AR(ln2, GG * E); AR(fc1, GG * 4 * E); AR(gelu, GG * 4 * E);
         snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
         ereg(w, &b->xout, nm, GG * E, all, own, 0);
-        if (s >= 0 && own) m->enc_slot_n = w->off - m->enc_slot_off[s];
+        if (s >= 0 && own) m->enc_slot_n = apos(w) - m->enc_slot_off[s];
+        if (s >= 0 && own && m->act_union) agroup(w, 0);
         if (dsh) m->dblk_n = w->uoff, ugroup(w, 0);
 #undef AS
 #undef AR
@@ -390,9 +425,9 @@ static void walk_acts(awalker *w)
         areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : i == lo && m->enc_slot[i - 1] >= 0, 0);
         if (i >= lo && enc_stashed(m, i - 1)) xin = 1;
     }
-    if (L > 0)
+    if (L > 0) /* its gradient: in the stash with 16-bit storage */
         areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0 && !enc_stashed(m, L - 1),
-              lo < L);
+              lo < L && !b16);
     areg2(w, &a->enc_xin, "enc.xin", GG * E, xin, 0);
     for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
     /* the neck's output and the image embedding: in the stash with 16-bit
@@ -424,7 +459,8 @@ static void walk_acts(awalker *w)
      * persistent ones [ddec_off, +ddec_n) zeroed per chunk, each layer's in
      * the union region */
     w->pa = m->dec_full ? NP : nc;
-    m->dchunk_off = w->off;
+    if (m->act_union) agroup(w, 1);
+    m->dchunk_off = apos(w);
     m->ddec_off = w->doff;
     dreg(w, &a->T0, "dec.T0", T * C, 1, 1);
     dreg(w, &a->Kimg, "dec.Kimg", GG * C, 1, 1);
@@ -459,11 +495,14 @@ static void walk_acts(awalker *w)
     areg_attn(w, &a->fin, "dec.final_t2i", T, GG, C, C / 2, h, 1, 0, 1);
     dreg(w, &a->tfpre, "dec.tfpre", T * C, 1, 1);
     dreg(w, &a->tf, "dec.tf", T * C, 1, 1);
-    dreg(w, &a->up1, "dec.up1", 4 * GG * (C / 4), 1, 0);
-    dreg(w, &a->upln, "dec.upln", 4 * GG * (C / 4), 1, 0);
-    dreg(w, &a->upgelu, "dec.upgelu", 4 * GG * (C / 4), 1, 0);
-    dreg(w, &a->up2, "dec.up2", RR * (C / 8), 1, 0);
-    dreg(w, &a->U, "dec.U", RR * (C / 8), 1, 0);
+    /* the upscaling's tensors: with act_union in the stash for every pair
+     * (m->tail_stash), each op's operands in workspaces */
+    int up = !m->act_union;
+    dreg(w, &a->up1, "dec.up1", 4 * GG * (C / 4), up, 0);
+    dreg(w, &a->upln, "dec.upln", 4 * GG * (C / 4), up, 0);
+    dreg(w, &a->upgelu, "dec.upgelu", 4 * GG * (C / 4), up, 0);
+    dreg(w, &a->up2, "dec.up2", RR * (C / 8), up, 0);
+    dreg(w, &a->U, "dec.U", RR * (C / 8), up, 0);
     dreg(w, &a->tmask, "dec.tmask", C, 1, 1);
     dreg(w, &a->h0, "dec.hyper.h0", C, 1, 1);
     dreg(w, &a->h0r, "dec.hyper.h0r", C, 1, 1);
@@ -475,7 +514,8 @@ static void walk_acts(awalker *w)
     dreg(w, &a->i0r, "dec.iou_head.i0r", C, 1, 1);
     dreg(w, &a->i1, "dec.iou_head.i1", C, 1, 1);
     dreg(w, &a->i1r, "dec.iou_head.i1r", C, 1, 1);
-    m->dchunk_n = w->off - m->dchunk_off;
+    m->dchunk_n = apos(w) - m->dchunk_off;
+    if (m->act_union) agroup(w, 0);
     for (int k = 0; k < 2; k++) {
         areg2(w, &a->pp_t[k], "dec.grad_t", nc * T * C, 0, 1);
         areg2(w, &a->pp_k[k], "dec.grad_k", nc * GG * C, 0, 1);
@@ -494,9 +534,12 @@ static void walk_acts(awalker *w)
         ugroup(w, 0);
     }
     /* the outputs: every pair (the loss); their gradients, written by the
-     * loss of a chunk right before the chunk's backward, one chunk */
+     * loss of a chunk right before the chunk's backward, one chunk; the
+     * logits with 16-bit storage: in the stash, one chunk's unpacked for
+     * the loss */
     w->pa = NP, w->pd = nc;
     dreg(w, &a->iou, "dec.iou", 1, 1, 1);
+    w->pa = b16 ? nc : NP;
     dreg(w, &a->logits, "dec.logits", RR, 1, 1);
 }
 
@@ -602,15 +645,16 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         return snprintf(err, err_len, "out of memory"), -1;
     }
     m->n_acts = aw.n;
-    m->n_act_floats = aw.off;
+    m->n_act_floats = aw.off + aw.amax; /* persistent activations, then the union region */
     m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
     m->n_stash = 0;
     m->enc_stash_per = (m->enc_slot_n + 31) / 32 * 32;
-    for (int i = 0; i < cfg->L; i++) { /* per image; the last block's last image stays resident */
+    for (int i = 0; i < cfg->L; i++) { /* per image; the last block's last image stays resident
+                                          unless the slot shares the union region */
         m->enc_stash[i] = TR_NO_STASH;
         if (enc_stashed(m, i)) {
             m->enc_stash[i] = m->n_stash;
-            m->n_stash += (size_t)(i == cfg->L - 1 ? m->B - 1 : m->B) * m->enc_stash_per;
+            m->n_stash += (size_t)(i == cfg->L - 1 && !m->act_union ? m->B - 1 : m->B) * m->enc_stash_per;
         }
     }
     m->x0_stash = m->dx0_stash = TR_NO_STASH;
@@ -619,27 +663,43 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         m->x0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
         if (m->enc_lo < 0) m->dx0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
     }
-    m->neck_stash = m->emb_stash = m->demb_stash = TR_NO_STASH;
+    m->neck_stash = m->emb_stash = m->demb_stash = m->dxl_stash = TR_NO_STASH;
     if (b16) { /* neck, emb [BT, C]; emb's gradient when the backward reaches the neck */
         size_t btc = (size_t)m->B * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P) * (size_t)cfg->C;
         m->neck_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
         m->emb_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
         if (m->enc_lo <= cfg->L) m->demb_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
+        if (cfg->L > 0 && m->enc_lo < cfg->L) { /* the neck's dx [BT, E] */
+            size_t bte = btc / (size_t)cfg->C * (size_t)cfg->E;
+            m->dxl_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
+        }
+    }
+    for (int k = 0; k < 5; k++) m->tail_stash[k] = TR_NO_STASH;
+    if (m->act_union) { /* the upscaling's up1, upln, upgelu [NP, 4GG, C/4], up2, U [NP, RR, C/8] */
+        for (int k = 0; k < 5; k++) {
+            size_t n = (size_t)m->B * (size_t)m->M * tail_per(m, k);
+            m->tail_stash[k] = m->n_stash, m->n_stash += (n + 31) / 32 * 32;
+        }
+    }
+    m->logits_stash = TR_NO_STASH;
+    if (b16) { /* the logits [NP, RR] */
+        size_t nl = (size_t)m->B * (size_t)m->M * 16 * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P);
+        m->logits_stash = m->n_stash, m->n_stash += (nl + 31) / 32 * 32;
     }
     m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
     if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward) */
         m->dec_stash_per = (m->dchunk_n + 31) / 32 * 32;
         m->n_stash += (size_t)(m->n_chunks - 1) * m->dec_stash_per;
     }
-    m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, aw.off * sizeof(float));
+    m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_act_floats * sizeof(float));
     m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
     if (m->n_stash) m->stash_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_stash * sizeof(uint16_t));
     if (!m->act_mem || !m->dact_mem || (m->n_stash && !m->stash_mem)) {
-        size_t mb = (aw.off + m->n_dact_floats) * sizeof(float) >> 20;
+        size_t mb = (m->n_act_floats + m->n_dact_floats) * sizeof(float) >> 20;
         free_layout(m);
         return snprintf(err, err_len, "out of memory for activations (%zu MiB)", mb), -1;
     }
-    awalker aw2 = {.m = m, .cap = m->n_acts, .ubase = aw.doff};
+    awalker aw2 = {.m = m, .cap = m->n_acts, .ubase = aw.doff, .abase = aw.off};
     walk_acts(&aw2);
     alias_acts(m);
     m->enc_res = m->enc_res_img = m->dec_res = -1;
@@ -1153,6 +1213,7 @@ static void enc_restore(tr_model *m, int i, int b)
             stash_unpack(m, m->enc_stash[i] + (size_t)b * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
                          m->enc_slot_n);
         m->enc_res = i, m->enc_res_img = b;
+        if (m->act_union) m->dec_res = -1; /* the slot overwrites the chunk region */
     }
 }
 
@@ -1166,6 +1227,22 @@ static void dec_view(tr_model *m, int c)
         *(float **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + p0 * v->per;
     }
     for (int l = 0; l < m->cfg.D; l++) m->a.lay[l].i2t.out = m->a.lay[l].k4pre; /* in place */
+}
+
+/* The upscaling's tensor k (up1, upln, upgelu, up2, U) of chunk ci's NP
+ * pairs from p0 in a new workspace (unpacked from the stash when get). */
+static float *tail_ws(tr_model *m, int k, size_t p0, int NP, int get)
+{
+    size_t per = tail_per(m, k);
+    float *x = work_alloc(m, (size_t)NP * per);
+    if (get) st_unpack(m, x, m->tail_stash[k] + p0 * per, (size_t)NP * per);
+    return x;
+}
+
+static void tail_put(tr_model *m, int k, size_t p0, int NP, const float *x)
+{
+    size_t per = tail_per(m, k);
+    st_pack(m, m->tail_stash[k] + p0 * per, x, (size_t)NP * per);
 }
 
 /* Pairs [p0, p0 + n) of chunk c. */
@@ -1247,20 +1324,35 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     ln_fwd(m, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
     (void)nK;
 
-    /* upscaling, hypernetwork, mask logits, IoU head */
-    convt_fwd(m, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
-    ln_fwd(m, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4,
-                         1e-6f);
-    o->gelu_forward(be, a->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
-    convt_fwd(m, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
-    o->gelu_forward(be, a->U, a->up2, (size_t)NP * RR * (C / 8));
+    /* upscaling, hypernetwork, mask logits, IoU head; with act_union each
+     * upscaling tensor is made in a workspace and packed into the stash
+     * (live until its successor is made; U until the mask logits) */
+    int t16 = m->act_union;
+    float *up1 = t16 ? tail_ws(m, 0, p0, NP, 0) : a->up1;
+    convt_fwd(m, up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
+    float *upln = t16 ? tail_ws(m, 1, p0, NP, 0) : a->upln;
+    ln_fwd(m, upln, a->upln_m, a->upln_r, up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4, 1e-6f);
+    if (t16) tail_put(m, 0, p0, NP, up1), tr_mem_free(&be->mem, up1);
+    float *upgelu = t16 ? tail_ws(m, 2, p0, NP, 0) : a->upgelu;
+    o->gelu_forward(be, upgelu, upln, (size_t)NP * 4 * GG * (C / 4));
+    if (t16) tail_put(m, 1, p0, NP, upln), tr_mem_free(&be->mem, upln);
+    float *up2 = t16 ? tail_ws(m, 3, p0, NP, 0) : a->up2;
+    convt_fwd(m, up2, upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
+    if (t16) tail_put(m, 2, p0, NP, upgelu), tr_mem_free(&be->mem, upgelu);
+    float *U = t16 ? tail_ws(m, 4, p0, NP, 0) : a->U;
+    o->gelu_forward(be, U, up2, (size_t)NP * RR * (C / 8));
+    if (t16) tail_put(m, 3, p0, NP, up2), tr_mem_free(&be->mem, up2);
+    if (t16) tail_put(m, 4, p0, NP, U);
     o->rows_gather(be, a->tmask, a->tf, NP, T, C, 1);
     lin_fwd(m, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
     o->relu_forward(be, a->h0r, a->h0, (size_t)NP * C);
     lin_fwd(m, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
     o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
     lin_fwd(m, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
-    if (out) o->mask_dot_forward(be, a->logits, a->U, a->hyp, NP, RR, C / 8);
+    if (out) o->mask_dot_forward(be, a->logits, U, a->hyp, NP, RR, C / 8);
+    if (t16) tr_mem_free(&be->mem, U);
+    if (out && m->logits_stash != TR_NO_STASH)
+        st_pack(m, m->logits_stash + p0 * (size_t)RR, a->logits, (size_t)NP * RR);
     o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
     lin_fwd(m, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
     o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
@@ -1334,7 +1426,7 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
         for (int i = 0; i < c->L; i++) {
             if (a->enc_in[i]) mcopy(be, a->enc_in[i] + (size_t)bi * GE, a->blk[i - 1].xout, GE);
             enc_block_forward(m, i, enc_input(m, i, bi), 1);
-            if (m->enc_stash[i] != TR_NO_STASH && !(i == c->L - 1 && bi == B - 1))
+            if (m->enc_stash[i] != TR_NO_STASH && (m->act_union || !(i == c->L - 1 && bi == B - 1)))
                 stash_pack(m, m->enc_stash[i] + (size_t)bi * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
                            m->enc_slot_n);
         }
@@ -1362,6 +1454,7 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     /* prompt encoder: the dense PE */
     o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
     m->dec_res = -1;
+    if (m->act_union) m->enc_res = -1; /* the decoder's chunks overwrite the slot */
     (void)NP, (void)T, (void)RR;
     return 0;
 }
@@ -1411,8 +1504,12 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
     lin_bwd(m, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
     o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
-    /* mask logits and hypernetwork */
-    o->mask_dot_backward(be, da->U, da->hyp, da->logits, a->U, a->hyp, NP, RR, C / 8);
+    /* mask logits and hypernetwork; with act_union each upscaling tensor
+     * is unpacked from the stash into a workspace for the op that reads it */
+    int t16 = m->act_union;
+    float *x = t16 ? tail_ws(m, 4, p0, NP, 1) : NULL;
+    o->mask_dot_backward(be, da->U, da->hyp, da->logits, t16 ? x : a->U, a->hyp, NP, RR, C / 8);
+    tr_mem_free(&be->mem, x);
     lin_bwd(m, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
     o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
     lin_bwd(m, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
@@ -1422,15 +1519,23 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     /* upscaling */
     const float *Kc = a->lay[c->D - 1].kout;
     float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
-    o->gelu_backward(be, da->up2, da->U, a->up2, (size_t)NP * RR * (C / 8));
+    x = t16 ? tail_ws(m, 3, p0, NP, 1) : NULL;
+    o->gelu_backward(be, da->up2, da->U, t16 ? x : a->up2, (size_t)NP * RR * (C / 8));
+    tr_mem_free(&be->mem, x);
     o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
-    convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP,
-                         2 * G, 2 * G, C / 4, C / 8);
+    x = t16 ? tail_ws(m, 2, p0, NP, 1) : NULL;
+    convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, t16 ? x : a->upgelu, p->up2_w, da->up_scratch, NP, 2 * G,
+              2 * G, C / 4, C / 8);
+    tr_mem_free(&be->mem, x);
     o->zero(be, da->upln, nUp);
-    o->gelu_backward(be, da->upln, da->upgelu, a->upln, (size_t)NP * 4 * GG * (C / 4));
+    x = t16 ? tail_ws(m, 1, p0, NP, 1) : NULL;
+    o->gelu_backward(be, da->upln, da->upgelu, t16 ? x : a->upln, (size_t)NP * 4 * GG * (C / 4));
+    tr_mem_free(&be->mem, x);
     o->zero(be, da->up1, nUp);
-    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r,
-                          NP * 4 * GG, C / 4);
+    x = t16 ? tail_ws(m, 0, p0, NP, 1) : NULL;
+    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, t16 ? x : a->up1, p->upln_w, a->upln_m, a->upln_r,
+           NP * 4 * GG, C / 4);
+    tr_mem_free(&be->mem, x);
     convt_bwd(m, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
     o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
@@ -1516,6 +1621,8 @@ static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, i
     int G = m->cfg.S / m->cfg.P, RR = 16 * G * G;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
+    if (m->logits_stash != TR_NO_STASH) /* 16-bit storage: the chunk's logits unpacked */
+        st_unpack(m, m->a.logits, m->logits_stash + p0 * (size_t)RR, (size_t)NP * RR);
     be->loss_scale = sum ? scale * (float)n_valid : scale;
     be->loss_count = n_valid;
     tr_loss L = be->ops->sam_loss(be, m->da.logits, m->da.iou, m->a.logits, m->a.iou, b->masks + p0 * (size_t)RR,
@@ -1589,6 +1696,15 @@ static void enc_backward(tr_model *m, const tr_batch *b)
         ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
                               a->emb_r, BT, C);
     }
+    if (m->dxl_stash != TR_NO_STASH) { /* 16-bit storage: dx through a workspace into the stash, then dw */
+        size_t bte = (size_t)BT * E;
+        float *dx = work_alloc(m, bte);
+        o->zero(be, dx, bte);
+        lin_bwd(m, dx, NULL, NULL, dneck, NULL, p->neck_w, BT, E, C);
+        st_pack(m, m->dxl_stash, dx, bte);
+        tr_mem_free(&be->mem, dx);
+        dxl = NULL;
+    }
     float *xw = c->L && enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
     const float *xl = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
     lin_bwd(m, dxl, g->neck_w, NULL, dneck, xl, p->neck_w, BT, E, C);
@@ -1607,7 +1723,9 @@ static void enc_backward(tr_model *m, const tr_batch *b)
                 enc_xout_get(m, i - 1, bi, a->enc_xin);
                 xin = a->enc_xin;
             }
-            float *dxout = i == c->L - 1 ? da->enc_out + (size_t)bi * GE : db->xout;
+            float *dxout = i < c->L - 1 ? db->xout : da->enc_out ? da->enc_out + (size_t)bi * GE : da->pp_x[i % 2];
+            if (i == c->L - 1 && m->dxl_stash != TR_NO_STASH) /* (pp_x[i % 2] is free: the last block's) */
+                st_unpack(m, dxout, m->dxl_stash + (size_t)bi * GE, GE);
             /* x0's gradient: in the stash with 16-bit storage (through pp_x[1], free
              * during block 0's backward) */
             int dx16 = i == 0 && m->dx0_stash != TR_NO_STASH;
@@ -1700,6 +1818,16 @@ int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, i
     if (n_valid) enc_backward(m, b);
     *loss = loss_means(acc);
     return 0;
+}
+
+void tr_model_get_logits(const tr_model *m, float *dst)
+{
+    tr_backend *be = m->be;
+    size_t nl = (size_t)m->B * (size_t)m->M * 16 * (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P);
+    if (m->logits_stash == TR_NO_STASH)
+        mcopy(be, dst, m->a.logits, nl);
+    else if (be->ops->unpack16)
+        be->ops->unpack16(be, dst, m->stash_mem + m->logits_stash, nl, m->opt.precision);
 }
 
 double tr_model_flops(const tr_model *m)

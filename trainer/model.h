@@ -139,20 +139,23 @@ typedef struct tr_acts {
     float *fin_qin, *fin_kin;        /* [NP,T,C] [NP,GG,C] */
     tr_attn_a fin;
     float *tfpre, *tf, *fin_m, *fin_r; /* [NP,T,C] */
-    float *up1, *upln, *upln_m, *upln_r, *upgelu; /* [NP,4GG,C/4] */
-    float *up2, *U;                  /* [NP,RR,C/8] */
+    float *up1, *upln, *upln_m, *upln_r, *upgelu; /* [NP,4GG,C/4] (NULL with act_union: in the stash) */
+    float *up2, *U;                  /* [NP,RR,C/8] (likewise) */
     float *up_scratch;               /* [NP*RR/4, C/2] convT workspace */
     float *tmask, *h0, *h0r, *h1, *h1r, *hyp;    /* [NP,C] ... [NP,C/8] */
     float *tiou, *i0, *i0r, *i1, *i1r;           /* [NP,C] */
     float *iou;                      /* [NP] (every pair; the gradient: one chunk) */
-    float *logits;                   /* [NP, RR] (every pair; the gradient: one chunk) */
+    float *logits;                   /* [NP, RR] (every pair, or one chunk's with 16-bit storage:
+                                        tr_model_get_logits; the gradient: one chunk) */
     /* Saved inputs of encoder blocks whose predecessor's activations live
      * in a reused slot (checkpointing, 16-bit storage, frozen prefix);
      * NULL where the input is the predecessor's own output. */
     float *enc_in[TR_MAX_L];         /* [BT, E] */
     float *enc_out;                  /* [BT, E] the last block's output (the neck's input) when the
                                         block computes in a slot without a 16-bit stash; its
-                                        gradient (the neck's dx) always */
+                                        gradient (the neck's dx) unless 16-bit storage keeps it in
+                                        the stash (then the last block's backward reads one image's
+                                        rows unpacked into a pp_x buffer) */
     float *enc_xin;                  /* [GG, E] one image's input of a block whose predecessor's
                                         output is in a 16-bit stash (unpacked for the backward) */
     /* Gradient table only: the gradients of block / layer outputs (one
@@ -190,15 +193,21 @@ typedef struct tr_model_opts {
  * fp32: a block's input in the backward is its predecessor's output
  * unpacked from the stash (enc_xin), the neck reads the last block's
  * outputs gathered into a per-op workspace, and x0, the neck's output, the
- * image embedding and the gradients of x0 and of the embedding live in the
- * stash (one image's rows unpacked where an op needs them).
+ * image embedding, the gradients of x0, of the embedding and of the last
+ * block's output (the neck's dx) live in the stash (one image's rows
+ * unpacked where an op needs them).
  * The decoder (prompt tokens, image keys, two-way transformer, tail,
  * heads) runs per chunk of dec_chunk pairs, forward and backward, in every
  * mode (so that results are bit-identical between modes); its activations
  * are laid out for every pair (fp32), or for one chunk ("the chunk
  * region"): recomputed from the image embedding (--checkpoint-decoder) or
- * packed per chunk into a 16-bit stash.  LayerNorm statistics always stay
- * fp32.  Activation gradients exist for one block, one layer, one chunk at
+ * packed per chunk into a 16-bit stash.  16-bit storage without
+ * checkpointing stashes every block's every image, so the encoder's slot
+ * and the decoder's chunk region (the fp32 compute areas of two phases)
+ * share one region (act_union); it keeps the logits in the stash too.
+ * The weights ops compute with are 16-bit copies of the fp32 masters
+ * (wc16), widened per op into a workspace.  LayerNorm statistics always
+ * stay fp32.  Activation gradients exist for one block, one layer, one chunk at
  * a time (shared), plus two alternating buffers for the gradient flowing
  * between blocks / layers. */
 #define TR_DEC_CHUNK 4 /* at most this many pairs per decoder chunk, at least 4 chunks
@@ -255,12 +264,26 @@ typedef struct tr_model {
                                                        stash_mem, else TR_NO_STASH */
     size_t neck_stash, emb_stash, demb_stash;       /* 16-bit storage: neck, emb [BT, C] and emb's
                                                        gradient in stash_mem, else TR_NO_STASH */
+    size_t tail_stash[5];                           /* act_union: the upscaling's up1, upln, upgelu
+                                                       [NP, 4GG, C/4], up2, U [NP, RR, C/8] in
+                                                       stash_mem (each op's operands unpacked into
+                                                       workspaces), else TR_NO_STASH */
+    size_t logits_stash;                            /* 16-bit storage: the logits [NP, RR] in
+                                                       stash_mem (a.logits: one chunk's), else
+                                                       TR_NO_STASH */
+    size_t dxl_stash;                               /* 16-bit storage: the gradient of the last
+                                                       block's output [BT, E] (the neck's dx) in
+                                                       stash_mem, else TR_NO_STASH */
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
     int enc_res, enc_res_img;   /* segment / block and image resident in the slots */
     /* decoder chunks */
     int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
     int dec_full;               /* 1: decoder activations for every pair */
     size_t dchunk_off, dchunk_n; /* the chunk region in act_mem (floats) */
+    int act_union;              /* 1 (16-bit storage without checkpointing): every encoder block
+                                   image and every chunk but the last is in the stash, and the
+                                   encoder's slot and the chunk region share one region of act_mem
+                                   (the encoder's and the decoder's compute areas) */
     size_t ddec_off, ddec_n;    /* the decoder's chunk gradients in dact_mem (zeroed per chunk) */
     size_t dec_stash_off, dec_stash_per; /* 16-bit stash of chunk c at dec_stash_off + c * per */
     int dec_res;                /* chunk whose activations are in the chunk region, -1 none */
@@ -292,9 +315,13 @@ void tr_model_init_params(tr_model *m, uint64_t seed);
 int tr_model_find_param(const tr_model *m, const char *name);
 
 /* Forward on a batch (its B, M, K must equal the model's): fills the
- * activations, out.logits (m->a.logits) and out.iou (m->a.iou).  Returns -1
- * with err filled for a bad label. */
+ * activations, the logits (tr_model_get_logits) and out.iou (m->a.iou).
+ * Returns -1 with err filled for a bad label. */
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len);
+
+/* dst [NP, RR] = the logits of the last forward (m->a.logits in fp32;
+ * 16-bit storage keeps them in the stash). */
+void tr_model_get_logits(const tr_model *m, float *dst);
 
 /* Loss of the last forward plus the full backward: zeroes and fills m->g
  * with the gradient of the batch's mean loss. */

@@ -483,26 +483,34 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
     double sum = 0;
     long n = 0;
     int R = 4 * (m->cfg.S / m->cfg.P), RR = R * R;
+    /* the logits: the model's (fp32) or unpacked from its 16-bit stash */
+    float *buf = NULL;
+    if (m->logits_stash != TR_NO_STASH &&
+        !(buf = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, (size_t)m->B * m->M * RR * sizeof(float))))
+        cli_die(CLI_EXIT_FATAL, "out of memory");
+    const float *logits = buf ? buf : m->a.logits;
     for (long i = 0; whole || i < o->eval_batches; i++) {
         tr_batch *b;
         int rc = src->next(src->ctx, &b, err, sizeof err);
         if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (rc == 0) break;
         if (tr_model_forward(m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (buf) tr_model_get_logits(m, buf);
         for (int p = 0; p < m->B * m->M; p++) {
             if (!b->valid[p]) continue;
             long in = 0, un = 0;
             for (int j = 0; j < RR; j++) {
-                int x = m->a.logits[(size_t)p * RR + j] > 0, y = b->masks[(size_t)p * RR + j] != 0;
+                int x = logits[(size_t)p * RR + j] > 0, y = b->masks[(size_t)p * RR + j] != 0;
                 in += x && y, un += x || y;
             }
             double iou = un ? (double)in / un : 1.0;
-            if (exported < o->export_n) export_png(exdir, exported++, b, p / m->M, p, m->a.logits, iou);
+            if (exported < o->export_n) export_png(exdir, exported++, b, p / m->M, p, logits, iou);
             sum += iou, n++;
             hist[iou >= 1.0 ? 9 : (int)(iou * 10)]++;
         }
         src->release(src->ctx, b);
     }
+    tr_mem_free(&m->be->mem, buf);
     printf("{\"miou\": %.6f, \"masks\": %ld, \"histogram\": [", n ? sum / n : 0.0, n);
     for (int i = 0; i < 10; i++) printf("%s%d", i ? ", " : "", hist[i]);
     printf("]}\n");
