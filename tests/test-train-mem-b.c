@@ -265,6 +265,45 @@ static void test_steady_state(tr_backend *be)
     tap_ok(be->mem.total == 0, "every tensor given back (%llu bytes left)", (unsigned long long)be->mem.total);
 }
 
+/* The second moment's zero point: an element whose v is tiny against its
+ * block's absmax must not store v = 0 while its m is not 0, or the next
+ * step with a zero gradient divides m by eps alone. */
+static void test_v_zero_point(void)
+{
+    float qs[256], qu[256];
+    tr_q8_map(qs, 1);
+    tr_q8_map(qu, 0);
+    int bad = 0;
+    for (int k = 0; k < 40; k++) {
+        float x = powf(10.0f, -(float)k * 0.5f); /* 1 .. 1e-19.5 */
+        uint8_t c = tr_q8_encode_v(qu, x), c0 = tr_q8_encode(qu, x);
+        if (c == 0 || (c0 != 0 && c != c0)) bad++;
+    }
+    tap_ok(bad == 0 && tr_q8_encode_v(qu, 0.0f) == tr_q8_encode(qu, 0.0f) && qu[tr_q8_encode_v(qu, 0.0f)] == 0.0f,
+           "v encoding: a positive v never gets the zero code, 0 stays 0, else nearest (%d bad)", bad);
+    /* a block: element 0 with a large gradient, element 1 with a tiny one,
+     * then element 1 gets no gradient for a few steps */
+    enum { N = 256 };
+    float w[N], g[N], ma = 0, va = 0;
+    uint8_t mq[N], vq[N];
+    memset(w, 0, sizeof w);
+    memset(mq, tr_q8_encode(qs, 0.0f), sizeof mq);
+    memset(vq, tr_q8_encode(qu, 0.0f), sizeof vq);
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-12f;
+    float worst = 0;
+    for (int s = 1; s <= 6; s++) {
+        for (int i = 0; i < N; i++) g[i] = i == 0 ? 100.0f : 0.0f;
+        if (s == 1) g[1] = 1e-4f;
+        float w1 = w[1];
+        tr_adamw8bit_block(w, mq, vq, &ma, &va, qs, qu, g, N, lr, b1, b2, eps, 0.0f,
+                           (float)(1 - pow(b1, s)), (float)(1 - pow(b2, s)));
+        float d = fabsf(w[1] - w1);
+        worst = d > worst ? d : worst;
+    }
+    tap_ok(worst <= 10 * lr, "a tiny v beside a large one: element steps stay within 10 lr (largest %.3g)",
+           (double)worst);
+}
+
 int main(void)
 {
     char err[256];
@@ -276,6 +315,7 @@ int main(void)
     test_allocator();
     test_maps();
     test_adamw8bit(be);
+    test_v_zero_point();
     test_meta_ops();
     test_steady_state(be);
     tr_backend_free(be);

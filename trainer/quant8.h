@@ -15,7 +15,8 @@
  *
  * The update (tr_adamw8bit_block) dequantises a block's m and v, runs the
  * fp32 AdamW element update of kernels.h on them, and requantises with the
- * block's new absmax: the math is fp32, only the storage is 8-bit.
+ * block's new absmax: the math is fp32, only the storage is 8-bit.  A
+ * positive v is never stored as zero (tr_q8_encode_v).
  */
 #ifndef SA1B_TRAINER_QUANT8_H
 #define SA1B_TRAINER_QUANT8_H
@@ -66,6 +67,19 @@ static inline SA1B_HD uint8_t tr_q8_encode(const float *map, float x)
     return (uint8_t)(x - map[lo - 1] <= map[lo] - x ? lo - 1 : lo);
 }
 
+/* tr_q8_encode for the second moment (unsigned map): a positive x never
+ * gets code 0, it gets at least the smallest positive code.  A v that
+ * rounds to zero while its m does not makes the update m / (sqrt(v) + eps)
+ * huge for small eps: the zero-point problem of low-bit second moments
+ * (Li et al., "Memory Efficient Optimizers with 4-bit States", 2023),
+ * which bitsandbytes' map leaves open.  Overstating a tiny v instead only
+ * shortens that element's step. */
+static inline SA1B_HD uint8_t tr_q8_encode_v(const float *map, float x)
+{
+    uint8_t c = tr_q8_encode(map, x);
+    return c == 0 && x > 0.0f ? (uint8_t)1 : c;
+}
+
 /* Quantises x[n] (n <= TR_Q8_MAX_BLOCK): codes q[n], returns the absmax. */
 static inline SA1B_HD float tr_q8_quantize_block(const float *map, const float *x, uint8_t *q, size_t n)
 {
@@ -103,10 +117,10 @@ static inline SA1B_HD void tr_adamw8bit_block(float *w, uint8_t *mq, uint8_t *vq
     size_t i = 0;
     for (; i + 2 <= n; i += 2) {
         uint8_t a0 = tr_q8_encode(qm, m[i] * im), a1 = tr_q8_encode(qm, m[i + 1] * im);
-        uint8_t b0 = tr_q8_encode(qv, v[i] * iv), b1 = tr_q8_encode(qv, v[i + 1] * iv);
+        uint8_t b0 = tr_q8_encode_v(qv, v[i] * iv), b1 = tr_q8_encode_v(qv, v[i + 1] * iv);
         mq[i] = a0, mq[i + 1] = a1, vq[i] = b0, vq[i + 1] = b1;
     }
-    for (; i < n; i++) mq[i] = tr_q8_encode(qm, m[i] * im), vq[i] = tr_q8_encode(qv, v[i] * iv);
+    for (; i < n; i++) mq[i] = tr_q8_encode(qm, m[i] * im), vq[i] = tr_q8_encode_v(qv, v[i] * iv);
     *ma = am;
     *va = av;
 }
