@@ -609,6 +609,30 @@ uint64_t sa1b_rle_area(const sa1b_rle *r)
     return a;
 }
 
+/* Moves the bbox walk's position cc (uint32, wrapping as pycocotools'
+ * does) on by c pixels, keeping its column *cx = cc / h and row
+ * *cy = cc % h without a division per run. */
+static inline void bbox_step(uint32_t *cc, uint32_t *cx, uint32_t *cy, uint32_t c, uint32_t h)
+{
+    uint32_t nc = *cc + c;
+    if (nc < *cc) { /* wrapped past 2^32 */
+        *cx = nc / h;
+        *cy = nc % h;
+    } else {
+        uint32_t y = *cy + c; /* <= nc: no overflow */
+        if (y >= h) {
+            y -= h;
+            (*cx)++;
+            if (y >= h) {
+                *cx += y / h;
+                y %= h;
+            }
+        }
+        *cy = y;
+    }
+    *cc = nc;
+}
+
 /* pycocotools' rleToBbox, 32-bit unsigned arithmetic included (its quirks
  * on zero-length runs are kept); a 0-row mask gives zeros instead of a
  * division by zero.  Without a division per run: the running sum cc is
@@ -628,47 +652,14 @@ void sa1b_rle_bbox(const sa1b_rle *r, double bbox[4])
     uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0, cx = 0, cy = 0, xp = 0;
     for (size_t j = 0; j < m; j += 2) {
         /* even j: the point is cc after the run */
-        uint32_t c = cn[j], nc = cc + c;
-        if (nc < cc) { /* wrapped past 2^32 */
-            cx = nc / h;
-            cy = nc % h;
-        } else {
-            uint32_t y = cy + c; /* <= nc: no overflow */
-            if (y >= h) {
-                y -= h;
-                cx++;
-                if (y >= h) {
-                    cx += y / h;
-                    y %= h;
-                }
-            }
-            cy = y;
-        }
-        cc = nc;
+        bbox_step(&cc, &cx, &cy, cn[j], h);
         xp = cx;
         if (cx < xs) xs = cx;
         if (cx > xe) xe = cx;
         if (cy < ys) ys = cy;
         if (cy > ye) ye = cy;
         /* odd j: the point is cc - 1 after the run */
-        c = cn[j + 1];
-        nc = cc + c;
-        if (nc < cc) {
-            cx = nc / h;
-            cy = nc % h;
-        } else {
-            uint32_t y = cy + c;
-            if (y >= h) {
-                y -= h;
-                cx++;
-                if (y >= h) {
-                    cx += y / h;
-                    y %= h;
-                }
-            }
-            cy = y;
-        }
-        cc = nc;
+        bbox_step(&cc, &cx, &cy, cn[j + 1], h);
         uint32_t x, y;
         if (cy) {
             x = cx;
