@@ -975,8 +975,7 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
     const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
     const uint32_t *cn = r->cnts;
     const size_t n = r->n;
-    size_t ck = 0;       /* run cursor: run ck starts at pixel cs */
-    uint64_t cs = 0;
+    run_cursor cu = {0, 0};
     /* source columns overlapping target column j: [xs, xe] with
      * xs = floor(j w / rw), xe = floor(((j + 1) w - 1) / rw), stepped */
     const uint64_t sq = w / rw, sr = w % rw;
@@ -998,10 +997,10 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
         }
         uint64_t v0 = (uint64_t)j * w, v1 = v0 + w; /* scaled by rw */
         uint64_t p0 = xs * h, p1 = (xe + 1) * h;
-        while (ck < n && cs + cn[ck] <= p0) cs += cn[ck++];
+        cursor_seek(&cu, r, p0);
         uint64_t imin = UINT64_MAX, imax = 0; /* rows touched in this column */
-        uint64_t s = cs;
-        for (size_t k = ck; k < n && s < p1; k++) {
+        uint64_t s = cu.start;
+        for (size_t k = cu.k; k < n && s < p1; k++) {
             uint64_t e = s + cn[k];
             if ((k & 1) && e > s) {
                 uint64_t p = s > p0 ? s : p0, q = e < p1 ? e : p1;
@@ -1049,13 +1048,13 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
             acc[i] = 0;
             dif[i] = 0;
             if (S == 0) continue;
-            size_t o = (size_t)i * rw + j;
+            size_t o = (size_t)i * rw + j; /* coverage is set here */
             if (S >= hw) {
-                if (coverage) coverage[o] = 255;
+                coverage[o] = 255;
                 if (mask01) mask01[o] = 1;
                 continue;
             }
-            if (coverage) coverage[o] = (uint8_t)((510 * S + hw) / (2 * hw));
+            coverage[o] = (uint8_t)((510 * S + hw) / (2 * hw));
             if (mask01) mask01[o] = 2 * S >= hw;
         }
         dif[imax + 1] = 0;
