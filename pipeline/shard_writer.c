@@ -232,17 +232,28 @@ static int wr_align(sa1b_shard_writer *w, sa1b_error *err)
     return pad ? wr_bytes(w, zeros, (size_t)pad, err) : SA1B_OK;
 }
 
+/* The directory of path, malloc'ed ("." for a bare name, "/" at the
+ * root), or NULL when out of memory. */
+static char *dir_of(const char *path)
+{
+    size_t n = strlen(path);
+    char *dir = malloc(n + 2);
+    if (!dir) return NULL;
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash) strcpy(dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    return dir;
+}
+
 /* Creates t's spill file: unlinked from the start where the file system
  * has O_TMPFILE, else created beside the shard's temporary file and
  * unlinked at once. */
 static int tab_open_spill(sa1b_shard_writer *w, wr_table *t, sa1b_error *err)
 {
-    char *dir = strdup(w->tmp_path);
+    char *dir = dir_of(w->tmp_path);
     if (!dir) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
 #ifdef O_TMPFILE
     t->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 #endif
@@ -637,12 +648,8 @@ void sa1b_shard_writer_abort(sa1b_shard_writer *w)
 
 static int fsync_dir(const char *path, sa1b_error *err)
 {
-    char *dir = strdup(path);
+    char *dir = dir_of(path);
     if (!dir) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
-    char *slash = strrchr(dir, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == dir) dir[1] = 0;
-    else *slash = 0;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     int rc = SA1B_OK;
     if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
