@@ -187,6 +187,13 @@ struct tr_backend {
      * (loss_count = the batch's valid pairs).  The returned means stay the
      * call's.  0 by default. */
     int loss_count;
+    /* Per-op staging (model.c): while a model whose 16-bit activations and
+     * activation gradients live only in its stash runs, ops is model.c's
+     * staging table and stage_ops the backend's own: each op's operands are
+     * unpacked into a workspace for that op alone and its results packed
+     * back.  stage is that model; NULL (and stage_ops NULL) otherwise. */
+    const tr_ops *stage_ops;
+    void *stage;
 };
 
 /* Creates a backend by name ("cpu"); n_threads >= 1 sets the thread pool and

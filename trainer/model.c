@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "tr_rng.h"
 
@@ -191,6 +192,11 @@ typedef struct awalker {
     int nview;               /* decoder tensors that move with the chunk so far */
     int auni;                /* 1: in_a tensors go to the activation union region (tr_model.act_union) */
     size_t abase, aoff, amax; /* that region: start in act_mem, group offset, size */
+    int vir;                 /* 1: in_a tensors go to vmem's own windows (tr_model.vmem) */
+    size_t voff;             /* floats laid out there so far */
+    int vid;                 /* 1: in_a tensors go to vmem's identity part (16-bit storage) */
+    int real;                /* 1: in_a tensors stay fp32 in act_mem all the same (statistics, outputs) */
+    size_t ioff;             /* floats laid out in the identity part so far */
 } awalker;
 
 /* Registers an activation: its forward tensor of count_a floats in act_mem
@@ -208,8 +214,15 @@ static void areg3(awalker *w, float **field, const char *name, size_t count_a, s
             ai->count = count_a;
         }
         size_t r = (count_a + 15) / 16 * 16;
-        if (w->auni) { /* the fp32 compute area of the encoder slot or of the decoder chunk */
-            if (m->act_mem) *field = m->act_mem + w->abase + w->aoff;
+        if (w->vir) { /* per-op storage: an address in vmem, the values in the stash */
+            if (m->act_mem) *field = m->vmem + w->voff;
+            w->voff += r;
+        } else if (w->vid && !w->real && !w->auni) { /* 16-bit storage: the values in the shadow */
+            if (m->act_mem) *field = m->vmem + m->v_id + w->ioff;
+            w->ioff += r;
+        } else if (w->auni) { /* the fp32 compute area of the encoder slot or of the decoder chunk
+                                 (per-op storage: in vmem) */
+            if (m->act_mem) *field = (m->vmem ? m->vmem + m->v_uni : m->act_mem + w->abase) + w->aoff;
             w->aoff += r;
             if (w->aoff > w->amax) w->amax = w->aoff;
         } else {
@@ -293,7 +306,7 @@ static size_t agroup(awalker *w, int on)
 }
 
 /* Offset in act_mem where the next forward tensor is laid out. */
-static size_t apos(const awalker *w) { return w->auni ? w->abase + w->aoff : w->off; }
+static size_t apos(const awalker *w) { return w->auni ? w->abase + w->aoff : w->vid ? w->ioff : w->off; }
 
 static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
 
@@ -367,6 +380,14 @@ static int enc_stashed(const tr_model *m, int i)
     return m->opt.precision != TR_PREC_FP32 && !m->opt.ckpt_every && m->enc_slot[i] >= 0 && i >= lo;
 }
 
+/* 1 when the layout keeps its activations in 16 bits only (tr_model.vmem):
+ * 16-bit storage on a backend that packs. */
+static int vid16(const tr_model *m)
+{
+    const tr_ops *o = m->be->stage_ops ? m->be->stage_ops : m->be->ops;
+    return m->opt.precision != TR_PREC_FP32 && o->pack16 && o->unpack16 && o->copy;
+}
+
 static void walk_acts(awalker *w)
 {
     tr_model *m = w->m;
@@ -381,7 +402,11 @@ static void walk_acts(awalker *w)
     /* 16-bit storage keeps every block's activations and every chunk's in
      * the stash: the fp32 slot and the fp32 chunk region are compute areas
      * of different phases and share one region */
-    m->act_union = b16 && !N && !m->opt.ckpt_decoder;
+    int vid = vid16(m);
+    m->act_union = b16 && !N && !m->opt.ckpt_decoder && (!vid || m->enc_lo <= 0);
+    int pop = vid && m->act_union; /* tr_model.pop */
+    m->pop = pop;
+    w->vid = vid;
     /* one image's patches, made again for the backward: a workspace in the
      * union region (which holds no gradient during the encoder's forward
      * nor after its blocks' backward) */
@@ -400,7 +425,9 @@ static void walk_acts(awalker *w)
         int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo, all = s < 0;
 #define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, 1, 0))
 #define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, all, own, dsh))
+        w->real = 1;
         AS(ln1_m, GG); AS(ln1_r, GG); AS(ln2_m, GG); AS(ln2_r, GG);
+        w->real = 0;
         if (s >= 0 && own && m->act_union) agroup(w, 1);
         if (s >= 0 && own) m->enc_slot_off[s] = apos(w);
         if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
@@ -428,22 +455,29 @@ static void walk_acts(awalker *w)
     if (L > 0) /* its gradient: in the stash with 16-bit storage */
         areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0 && !enc_stashed(m, L - 1),
               lo < L && !b16);
+    w->vir = pop, m->v_xin = w->voff;
     areg2(w, &a->enc_xin, "enc.xin", GG * E, xin, 0);
+    m->n_xin = w->voff - m->v_xin, w->vir = 0;
     for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
     /* the neck's output and the image embedding: in the stash with 16-bit
      * storage (their gradients too; the neck's lives for two ops in a
      * workspace), read through one image's rows (enc.emb_rows) */
     areg2(w, &a->neck, "enc.neck", BT * C, !b16, !b16);
     areg2(w, &a->emb, "enc.emb", BT * C, !b16, !b16);
+    w->vir = pop, m->v_emb = w->voff;
     areg2(w, &a->emb_rows, "enc.emb_rows", GG * C, b16, 0);
+    m->n_emb = w->voff - m->v_emb, w->vir = 0;
+    w->real = 1;
     areg(w, &a->emb_m, "enc.emb_m", BT);
     areg(w, &a->emb_r, "enc.emb_r", BT);
+    w->real = 0;
     areg2(w, &a->dense_pe, "prompt.dense_pe", GG * C, 1, 0);
     /* the decoder, per chunk of nc pairs; LayerNorm statistics first (fp32,
      * for every pair unless recomputed) */
     size_t nc = (size_t)m->dec_chunk;
     m->dec_full = !m->opt.ckpt_decoder && !b16;
     w->pa = m->opt.ckpt_decoder ? nc : NP, w->pd = nc;
+    w->real = 1;
     for (int l = 0; l < D; l++) {
         tr_dec_layer_a *L_ = &a->lay[l];
 #define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, 1, 0))
@@ -455,6 +489,7 @@ static void walk_acts(awalker *w)
     dreg(w, &a->fin_r, "dec.fin_r", T, 1, 0);
     dreg(w, &a->upln_m, "dec.upln_m", 4 * GG, 1, 0);
     dreg(w, &a->upln_r, "dec.upln_r", 4 * GG, 1, 0);
+    w->real = 0;
     /* the chunk region (every pair when dec_full); gradients for one chunk:
      * persistent ones [ddec_off, +ddec_n) zeroed per chunk, each layer's in
      * the union region */
@@ -538,9 +573,11 @@ static void walk_acts(awalker *w)
      * logits with 16-bit storage: in the stash, one chunk's unpacked for
      * the loss */
     w->pa = NP, w->pd = nc;
+    w->real = 1; /* read by the loss, the checkpoint writer and tests: fp32 */
     dreg(w, &a->iou, "dec.iou", 1, 1, 1);
     w->pa = b16 ? nc : NP;
     dreg(w, &a->logits, "dec.logits", RR, 1, 1);
+    w->real = 0;
 }
 
 /* After the assigning walk: slotted blocks share their slot's tensors
@@ -588,7 +625,10 @@ static void free_layout(tr_model *m)
 {
     tr_mem *mem = &m->be->mem;
     tr_mem_free(mem, m->act_mem);
-    tr_mem_free(mem, m->dact_mem);
+    if (m->vmem) munmap(m->vmem, m->vmem_n * sizeof(float)); /* dact_mem lies in it */
+    else tr_mem_free(mem, m->dact_mem);
+    m->vmem = NULL;
+    m->vmem_n = 0;
     tr_mem_free(mem, m->stash_mem);
     tr_mem_free(mem, m->wc16);
     tr_mem_free(mem, m->grad_mem);
@@ -645,7 +685,9 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         return snprintf(err, err_len, "out of memory"), -1;
     }
     m->n_acts = aw.n;
-    m->n_act_floats = aw.off + aw.amax; /* persistent activations, then the union region */
+    m->abase = aw.off;
+    int pop = m->pop, vid = aw.vid;
+    m->n_act_floats = aw.off + (vid ? 0 : aw.amax); /* persistent activations, then the union region */
     m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
     m->n_stash = 0;
     m->enc_stash_per = (m->enc_slot_n + 31) / 32 * 32;
@@ -687,12 +729,32 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         m->logits_stash = m->n_stash, m->n_stash += (nl + 31) / 32 * 32;
     }
     m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
-    if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward) */
+    if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward; per-op
+                                          storage: every chunk) */
         m->dec_stash_per = (m->dchunk_n + 31) / 32 * 32;
-        m->n_stash += (size_t)(m->n_chunks - 1) * m->dec_stash_per;
+        m->n_stash += (size_t)(m->n_chunks - (pop ? 0 : 1)) * m->dec_stash_per;
+    }
+    m->gst = m->sh = TR_NO_STASH;
+    if (vid) { /* the activation gradients and the shadow of what no stash holds: 16 bits only */
+        m->gst = m->n_stash, m->n_stash += (m->n_dact_floats + 31) / 32 * 32;
+        m->sh = m->n_stash, m->n_stash += (aw.ioff + 31) / 32 * 32;
+        m->n_uni = aw.amax;
+        m->v_uni = (aw.voff + 15) / 16 * 16;
+        m->v_dact = m->v_uni + (aw.amax + 15) / 16 * 16;
+        m->v_id = m->v_dact + (m->n_dact_floats + 15) / 16 * 16;
+        m->n_id = aw.ioff;
+        m->vmem_n = m->v_id + m->n_id + 16;
+        m->st_xin = m->st_emb = m->st_uni = TR_NO_STASH;
+        void *v = mmap(NULL, m->vmem_n * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (v == MAP_FAILED) {
+            free_layout(m);
+            return snprintf(err, err_len, "out of address space"), -1;
+        }
+        m->vmem = v;
     }
     m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_act_floats * sizeof(float));
-    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
+    m->dact_mem = m->vmem ? m->vmem + m->v_dact
+                          : tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
     if (m->n_stash) m->stash_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_stash * sizeof(uint16_t));
     if (!m->act_mem || !m->dact_mem || (m->n_stash && !m->stash_mem)) {
         size_t mb = (m->n_act_floats + m->n_dact_floats) * sizeof(float) >> 20;
@@ -911,6 +973,498 @@ static float *work_alloc(tr_model *m, size_t n)
     return x;
 }
 
+/* ---- per-op storage: the staging ops (tr_model.vmem) ------------------------------- */
+
+/* The stash offset of the n floats at vmem offset v (inside one window). */
+static size_t vmap(const tr_model *m, size_t v, size_t n)
+{
+    const size_t lo[5] = {m->v_xin, m->v_emb, m->v_uni, m->v_dact, m->v_id};
+    const size_t len[5] = {m->n_xin, m->n_emb, m->n_uni, m->n_dact_floats, m->n_id};
+    const size_t st[5] = {m->st_xin, m->st_emb, m->st_uni, m->gst, m->sh};
+    for (int i = 0; i < 5; i++)
+        if (v >= lo[i] && v - lo[i] + n <= len[i]) {
+            if (st[i] == TR_NO_STASH) abort(); /* a window read before it was mapped: a bug */
+            return st[i] + (v - lo[i]);
+        }
+    abort(); /* an operand across windows: a layout bug */
+}
+
+enum { SR = 1, SW = 2, SS = 4 }; /* operand read; written whole (=); scratch (neither) */
+
+/* One operand of an op: its pointer (replaced by its workspace copy when it
+ * lies in vmem), its extent in floats and how the op uses it. */
+typedef struct sarg {
+    float *p;
+    size_t n;
+    int mode;
+} sarg;
+
+typedef struct stage {
+    float *ws;
+    int ng;
+    size_t lo[8], hi[8], off[8];
+    int mode[8];
+} stage;
+
+static int in_vmem(const tr_model *m, const float *p)
+{
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)m->vmem;
+    return p && a >= b && a < b + m->vmem_n * sizeof(float);
+}
+
+/* Before an op: the operands in vmem, overlapping ones merged into one range,
+ * get one workspace; ranges the op reads (or writes only in part) are
+ * unpacked from the stash into it. */
+static void stage_in(tr_model *m, stage *s, sarg *a, int k)
+{
+    tr_backend *be = m->be;
+    int grp[8], cnt[8] = {0};
+    s->ng = 0, s->ws = NULL;
+    for (int i = 0; i < k; i++) {
+        grp[i] = -1;
+        if (!a[i].n || !in_vmem(m, a[i].p)) continue;
+        size_t lo = (size_t)(a[i].p - m->vmem), hi = lo + a[i].n;
+        int g = s->ng++;
+        s->lo[g] = lo, s->hi[g] = hi, s->mode[g] = a[i].mode, cnt[g] = 1;
+        grp[i] = g;
+    }
+    for (int changed = 1; changed;) { /* merge overlapping ranges */
+        changed = 0;
+        for (int g = 0; g < s->ng && !changed; g++)
+            for (int h = g + 1; h < s->ng && !changed; h++) {
+                if (s->lo[h] >= s->hi[g] || s->lo[g] >= s->hi[h]) continue;
+                s->lo[g] = s->lo[h] < s->lo[g] ? s->lo[h] : s->lo[g];
+                s->hi[g] = s->hi[h] > s->hi[g] ? s->hi[h] : s->hi[g];
+                s->mode[g] |= s->mode[h], cnt[g] += cnt[h];
+                for (int i = 0; i < k; i++)
+                    if (grp[i] == h) grp[i] = g;
+                    else if (grp[i] == s->ng - 1) grp[i] = h;
+                s->lo[h] = s->lo[s->ng - 1], s->hi[h] = s->hi[s->ng - 1];
+                s->mode[h] = s->mode[s->ng - 1], cnt[h] = cnt[s->ng - 1];
+                s->ng--;
+                changed = 1;
+            }
+    }
+    if (!s->ng) return;
+    size_t tot = 0;
+    for (int g = 0; g < s->ng; g++) s->off[g] = tot, tot += r16(s->hi[g] - s->lo[g]);
+    s->ws = work_alloc(m, tot);
+    for (int g = 0; g < s->ng; g++)
+        if ((s->mode[g] & SR) || (cnt[g] > 1 && (s->mode[g] & SW)))
+            be->stage_ops->unpack16(be, s->ws + s->off[g], m->stash_mem + vmap(m, s->lo[g], s->hi[g] - s->lo[g]),
+                                    s->hi[g] - s->lo[g], m->opt.precision);
+    for (int i = 0; i < k; i++)
+        if (grp[i] >= 0) a[i].p = s->ws + s->off[grp[i]] + ((size_t)(a[i].p - m->vmem) - s->lo[grp[i]]);
+}
+
+/* After the op: what it wrote packed back into the stash; the workspace freed. */
+static void stage_out(tr_model *m, stage *s)
+{
+    tr_backend *be = m->be;
+    for (int g = 0; g < s->ng; g++)
+        if (s->mode[g] & SW)
+            be->stage_ops->pack16(be, m->stash_mem + vmap(m, s->lo[g], s->hi[g] - s->lo[g]), s->ws + s->off[g],
+                                  s->hi[g] - s->lo[g], m->opt.precision);
+    tr_mem_free(&be->mem, s->ws);
+    s->ws = NULL;
+}
+
+#define SM tr_model *m = be->stage; stage st_
+#define SIN(...) sarg a_[] = {__VA_ARGS__}; stage_in(m, &st_, a_, (int)(sizeof a_ / sizeof a_[0]))
+#define SOUT() stage_out(m, &st_)
+#define IN(x) a_[x].p
+#define SO be->stage_ops
+
+/* The operands of ops that never see activations must not lie in vmem. */
+static void s_none(tr_backend *be, const void *p0, const void *p1, const void *p2)
+{
+    tr_model *m = be->stage;
+    if (in_vmem(m, p0) || in_vmem(m, p1) || in_vmem(m, p2)) abort();
+}
+
+static void s_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+    s_none(be, A, B, C);
+    SO->gemm(be, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void s_linear_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b, int N,
+                             int I, int O)
+{
+    SM;
+    SIN({out, (size_t)N * O, SW}, {(float *)inp, (size_t)N * I, SR});
+    SO->linear_forward(be, IN(0), IN(1), w, b, N, I, O);
+    SOUT();
+}
+
+static void s_linear_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                              const float *inp, const float *w, int N, int I, int O)
+{
+    SM;
+    SIN({dinp, (size_t)N * I, SR | SW}, {(float *)dout, (size_t)N * O, SR}, {(float *)inp, (size_t)N * I, SR});
+    SO->linear_backward(be, IN(0), dw, db, IN(1), IN(2), w, N, I, O);
+    SOUT();
+}
+
+static void s_layernorm_forward(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
+                                const float *w, const float *b, int N, int C, float eps)
+{
+    SM;
+    SIN({out, (size_t)N * C, SW}, {mean, (size_t)N, SW}, {rstd, (size_t)N, SW}, {(float *)inp, (size_t)N * C, SR});
+    SO->layernorm_forward(be, IN(0), IN(1), IN(2), IN(3), w, b, N, C, eps);
+    SOUT();
+}
+
+static void s_layernorm_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                 const float *inp, const float *w, const float *mean, const float *rstd, int N,
+                                 int C)
+{
+    SM;
+    SIN({dinp, (size_t)N * C, SR | SW}, {(float *)dout, (size_t)N * C, SR}, {(float *)inp, (size_t)N * C, SR},
+        {(float *)mean, (size_t)N, SR}, {(float *)rstd, (size_t)N, SR});
+    SO->layernorm_backward(be, IN(0), dw, db, IN(1), IN(2), w, IN(3), IN(4), N, C);
+    SOUT();
+}
+
+static void s_gelu_forward(tr_backend *be, float *out, const float *inp, size_t n)
+{
+    SM;
+    SIN({out, n, SW}, {(float *)inp, n, SR});
+    SO->gelu_forward(be, IN(0), IN(1), n);
+    SOUT();
+}
+
+static void s_gelu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
+{
+    SM;
+    SIN({dinp, n, SR | SW}, {(float *)dout, n, SR}, {(float *)inp, n, SR});
+    SO->gelu_backward(be, IN(0), IN(1), IN(2), n);
+    SOUT();
+}
+
+static void s_relu_forward(tr_backend *be, float *out, const float *inp, size_t n)
+{
+    SM;
+    SIN({out, n, SW}, {(float *)inp, n, SR});
+    SO->relu_forward(be, IN(0), IN(1), n);
+    SOUT();
+}
+
+static void s_relu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
+{
+    SM;
+    SIN({dinp, n, SR | SW}, {(float *)dout, n, SR}, {(float *)inp, n, SR});
+    SO->relu_backward(be, IN(0), IN(1), IN(2), n);
+    SOUT();
+}
+
+static void s_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
+{
+    SM;
+    SIN({out, n, SW}, {(float *)a, n, SR}, {(float *)b, n, SR});
+    SO->add(be, IN(0), IN(1), IN(2), n);
+    SOUT();
+}
+
+static void s_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
+{
+    SM;
+    SIN({dst, n, SR | SW}, {(float *)src, n, SR});
+    SO->accumulate(be, IN(0), IN(1), n);
+    SOUT();
+}
+
+/* zero: in pieces through one small workspace of zeros (backward_begin
+ * zeroes every gradient at once) */
+static void s_zero(tr_backend *be, float *dst, size_t n)
+{
+    tr_model *m = be->stage;
+    if (!in_vmem(m, dst)) {
+        SO->zero(be, dst, n);
+        return;
+    }
+    size_t piece = n < 65536 ? n : 65536, v = (size_t)(dst - m->vmem);
+    float *z = work_alloc(m, piece);
+    SO->zero(be, z, piece);
+    for (size_t i = 0; i < n; i += piece) {
+        size_t k = n - i < piece ? n - i : piece;
+        SO->pack16(be, m->stash_mem + vmap(m, v + i, k), z, k, m->opt.precision);
+    }
+    tr_mem_free(&be->mem, z);
+}
+
+static void s_add_bcast(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n)
+{
+    SM;
+    SIN({out, N * n, SW}, {(float *)a, N * n, SR}, {(float *)b, n, SR});
+    SO->add_bcast(be, IN(0), IN(1), IN(2), N, n);
+    SOUT();
+}
+
+/* floats from the first to the last element of a strided attention operand */
+static size_t att_ext(int N, int T, int ld, size_t bs, int cols)
+{
+    return (size_t)(N - 1) * bs + (size_t)(T - 1) * (size_t)ld + (size_t)cols;
+}
+
+static void s_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
+                                const float *v, const tr_attn_dims *d)
+{
+    SM;
+    int c = d->heads * d->dh, dense = d->ldo == c && d->so == (size_t)d->Tq * (size_t)c;
+    SIN({out, att_ext(d->N, d->Tq, d->ldo, d->so, c), dense ? SW : SR | SW},
+        {att, (size_t)d->N * d->heads * d->Tq * d->Tk, SW}, {(float *)q, att_ext(d->N, d->Tq, d->ldq, d->sq, c), SR},
+        {(float *)k, att_ext(d->N, d->Tk, d->ldk, d->sk, c), SR}, {(float *)v, att_ext(d->N, d->Tk, d->ldv, d->sv, c), SR});
+    SO->attention_forward(be, IN(0), IN(1), IN(2), IN(3), IN(4), d);
+    SOUT();
+}
+
+static void s_attention_backward(tr_backend *be, float *dq, float *dk, float *dv, const float *dout, const float *q,
+                                 const float *k, const float *v, const float *att, const tr_attn_dims *d)
+{
+    SM;
+    int c = d->heads * d->dh;
+    size_t eq = att_ext(d->N, d->Tq, d->ldq, d->sq, c), ek = att_ext(d->N, d->Tk, d->ldk, d->sk, c);
+    size_t ev = att_ext(d->N, d->Tk, d->ldv, d->sv, c);
+    SIN({dq, eq, SR | SW}, {dk, ek, SR | SW}, {dv, ev, SR | SW}, {(float *)dout, att_ext(d->N, d->Tq, d->ldo, d->so, c), SR},
+        {(float *)q, eq, SR}, {(float *)k, ek, SR}, {(float *)v, ev, SR},
+        {(float *)att, (size_t)d->N * d->heads * d->Tq * d->Tk, SR});
+    SO->attention_backward(be, IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), IN(7), d);
+    SOUT();
+}
+
+static void s_convt2x2_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
+                               float *scratch, int N, int H, int W, int Ci, int Co)
+{
+    SM;
+    size_t px = (size_t)N * H * W;
+    SIN({out, px * 4 * Co, SW}, {(float *)inp, px * Ci, SR}, {scratch, px * 4 * Co, SS});
+    SO->convt2x2_forward(be, IN(0), IN(1), w, b, IN(2), N, H, W, Ci, Co);
+    SOUT();
+}
+
+static void s_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, float *scratch, int N, int H, int W, int Ci, int Co)
+{
+    SM;
+    size_t px = (size_t)N * H * W;
+    SIN({dinp, px * Ci, SR | SW}, {(float *)dout, px * 4 * Co, SR}, {(float *)inp, px * Ci, SR},
+        {scratch, px * 4 * Co, SS});
+    SO->convt2x2_backward(be, IN(0), dw, db, IN(1), IN(2), w, IN(3), N, H, W, Ci, Co);
+    SOUT();
+}
+
+static void s_patch_im2col(tr_backend *be, float *patches, const uint8_t *image, const int32_t *content, int B,
+                           int S, int P)
+{
+    SM;
+    SIN({patches, (size_t)B * (size_t)(S / P) * (size_t)(S / P) * 3 * (size_t)P * P, SW});
+    SO->patch_im2col(be, IN(0), image, content, B, S, P);
+    SOUT();
+}
+
+static void s_image_normalize(tr_backend *be, float *out, const uint8_t *image, const int32_t *content, int B, int S)
+{
+    SM;
+    SIN({out, (size_t)B * 3 * S * S, SW});
+    SO->image_normalize(be, IN(0), image, content, B, S);
+    SOUT();
+}
+
+static void s_pe_dense(tr_backend *be, float *out, const float *gauss, int G, int C)
+{
+    SM;
+    SIN({out, (size_t)G * G * C, SW});
+    SO->pe_dense(be, IN(0), gauss, G, C);
+    SOUT();
+}
+
+static void s_prompt_tokens_forward(tr_backend *be, float *T0, const float *points, const int32_t *labels,
+                                    const float *gauss, const float *label_emb, const float *not_a_point,
+                                    const float *iou_tok, const float *mask_tok, int NP, int K, int C, int S)
+{
+    SM;
+    SIN({T0, (size_t)NP * (K + 2) * C, SW});
+    SO->prompt_tokens_forward(be, IN(0), points, labels, gauss, label_emb, not_a_point, iou_tok, mask_tok, NP, K, C, S);
+    SOUT();
+}
+
+static void s_prompt_tokens_backward(tr_backend *be, float *dlabel_emb, float *dnot_a_point, float *diou_tok,
+                                     float *dmask_tok, const float *dT0, const int32_t *labels, int NP, int K, int C)
+{
+    SM;
+    SIN({(float *)dT0, (size_t)NP * (K + 2) * C, SR});
+    SO->prompt_tokens_backward(be, dlabel_emb, dnot_a_point, diou_tok, dmask_tok, IN(0), labels, NP, K, C);
+    SOUT();
+}
+
+static void s_keys_forward(tr_backend *be, float *Kimg, const float *emb, const float *no_mask, int B, int M, int GG,
+                           int C)
+{
+    SM;
+    SIN({Kimg, (size_t)B * M * GG * C, SW}, {(float *)emb, (size_t)B * GG * C, SR});
+    SO->keys_forward(be, IN(0), IN(1), no_mask, B, M, GG, C);
+    SOUT();
+}
+
+static void s_keys_backward(tr_backend *be, float *demb, float *dno_mask, const float *dKimg, int B, int M, int GG,
+                            int C)
+{
+    SM;
+    SIN({demb, (size_t)B * GG * C, SR | SW}, {(float *)dKimg, (size_t)B * M * GG * C, SR});
+    SO->keys_backward(be, IN(0), dno_mask, IN(1), B, M, GG, C);
+    SOUT();
+}
+
+static void s_rows_gather(tr_backend *be, float *out, const float *inp, int N, int T, int C, int t)
+{
+    SM;
+    SIN({out, (size_t)N * C, SW}, {(float *)inp, (size_t)N * T * C, SR});
+    SO->rows_gather(be, IN(0), IN(1), N, T, C, t);
+    SOUT();
+}
+
+static void s_rows_scatter_add(tr_backend *be, float *dinp, const float *dout, int N, int T, int C, int t)
+{
+    SM;
+    SIN({dinp, (size_t)N * T * C, SR | SW}, {(float *)dout, (size_t)N * C, SR});
+    SO->rows_scatter_add(be, IN(0), IN(1), N, T, C, t);
+    SOUT();
+}
+
+static void s_mask_dot_forward(tr_backend *be, float *logits, const float *U, const float *hyp, int N, int RR, int c)
+{
+    SM;
+    SIN({logits, (size_t)N * RR, SW}, {(float *)U, (size_t)N * RR * c, SR}, {(float *)hyp, (size_t)N * c, SR});
+    SO->mask_dot_forward(be, IN(0), IN(1), IN(2), N, RR, c);
+    SOUT();
+}
+
+static void s_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const float *dlogits, const float *U,
+                                const float *hyp, int N, int RR, int c)
+{
+    SM;
+    SIN({dU, (size_t)N * RR * c, SR | SW}, {dhyp, (size_t)N * c, SR | SW}, {(float *)dlogits, (size_t)N * RR, SR},
+        {(float *)U, (size_t)N * RR * c, SR}, {(float *)hyp, (size_t)N * c, SR});
+    SO->mask_dot_backward(be, IN(0), IN(1), IN(2), IN(3), IN(4), N, RR, c);
+    SOUT();
+}
+
+static tr_loss s_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                          const uint8_t *masks, const uint8_t *valid, int N, int RR)
+{
+    SM;
+    SIN({dlogits, (size_t)N * RR, SW}, {diou, (size_t)N, SW}, {(float *)logits, (size_t)N * RR, SR},
+        {(float *)iou, (size_t)N, SR});
+    tr_loss L = SO->sam_loss(be, IN(0), IN(1), IN(2), IN(3), masks, valid, N, RR);
+    SOUT();
+    return L;
+}
+
+static double s_sumsq(tr_backend *be, const float *g, size_t n)
+{
+    s_none(be, g, NULL, NULL);
+    return SO->sumsq(be, g, n);
+}
+
+static void s_scale(tr_backend *be, float *g, size_t n, float sc)
+{
+    s_none(be, g, NULL, NULL);
+    SO->scale(be, g, n, sc);
+}
+
+static void s_adamw(tr_backend *be, float *w, float *mm, float *v, const float *g, size_t n, float lr, float beta1,
+                    float beta2, float eps, float wd, float bc1, float bc2)
+{
+    s_none(be, w, mm, g);
+    SO->adamw(be, w, mm, v, g, n, lr, beta1, beta2, eps, wd, bc1, bc2);
+}
+
+static void s_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
+                        const float *qm, const float *qv, const float *g, size_t n, int block, float lr, float beta1,
+                        float beta2, float eps, float wd, float bc1, float bc2)
+{
+    s_none(be, w, g, NULL);
+    SO->adamw8bit(be, w, mq, vq, mabs, vabs, qm, qv, g, n, block, lr, beta1, beta2, eps, wd, bc1, bc2);
+}
+
+static void s_copy(tr_backend *be, float *dst, const float *src, size_t n)
+{
+    SM;
+    SIN({dst, n, SW}, {(float *)src, n, SR});
+    SO->copy(be, IN(0), IN(1), n);
+    SOUT();
+}
+
+static void s_round_to(tr_backend *be, float *dst, const float *src, size_t n, int prec)
+{
+    SM;
+    SIN({dst, n, SW}, {(float *)src, n, SR});
+    SO->round_to(be, IN(0), IN(1), n, prec);
+    SOUT();
+}
+
+static void s_pack16(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
+{
+    SM;
+    SIN({(float *)src, n, SR});
+    SO->pack16(be, dst, IN(0), n, prec);
+    SOUT();
+}
+
+static void s_unpack16(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
+{
+    SM;
+    SIN({dst, n, SW});
+    SO->unpack16(be, IN(0), src, n, prec);
+    SOUT();
+}
+
+#undef SM
+#undef SIN
+#undef SOUT
+#undef IN
+#undef SO
+
+static const tr_ops stage_table = {
+    .gemm = s_gemm, .linear_forward = s_linear_forward, .linear_backward = s_linear_backward,
+    .layernorm_forward = s_layernorm_forward, .layernorm_backward = s_layernorm_backward,
+    .gelu_forward = s_gelu_forward, .gelu_backward = s_gelu_backward, .relu_forward = s_relu_forward,
+    .relu_backward = s_relu_backward, .add = s_add, .accumulate = s_accumulate, .zero = s_zero,
+    .add_bcast = s_add_bcast, .attention_forward = s_attention_forward, .attention_backward = s_attention_backward,
+    .convt2x2_forward = s_convt2x2_forward, .convt2x2_backward = s_convt2x2_backward,
+    .patch_im2col = s_patch_im2col, .image_normalize = s_image_normalize, .pe_dense = s_pe_dense,
+    .prompt_tokens_forward = s_prompt_tokens_forward, .prompt_tokens_backward = s_prompt_tokens_backward,
+    .keys_forward = s_keys_forward, .keys_backward = s_keys_backward, .rows_gather = s_rows_gather,
+    .rows_scatter_add = s_rows_scatter_add, .mask_dot_forward = s_mask_dot_forward,
+    .mask_dot_backward = s_mask_dot_backward, .sam_loss = s_sam_loss, .sumsq = s_sumsq, .scale = s_scale,
+    .adamw = s_adamw, .adamw8bit = s_adamw8bit, .copy = s_copy, .round_to = s_round_to, .pack16 = s_pack16,
+    .unpack16 = s_unpack16,
+};
+
+/* Puts the staging ops in front of the backend's while the model runs (per-op
+ * storage); returns 1 when it did (stage_end undoes it), 0 when there is
+ * nothing to do or they are in place already. */
+static int stage_begin(tr_model *m)
+{
+    tr_backend *be = m->be;
+    if (!m->vmem || be->stage == m) return 0;
+    be->stage_ops = be->ops;
+    be->ops = &stage_table;
+    be->stage = m;
+    return 1;
+}
+
+static void stage_end(tr_model *m, int on)
+{
+    tr_backend *be = m->be;
+    if (!on) return;
+    be->ops = be->stage_ops;
+    be->stage_ops = NULL;
+    be->stage = NULL;
+}
+
 /* ---- compute weights ---------------------------------------------------------------- */
 
 /* With 16-bit storage the weights an op computes with are the 16-bit
@@ -1068,11 +1622,19 @@ static void enc_view(tr_model *m, int b)
     }
 }
 
+static size_t enc_xout_off(const tr_model *m, int i);
+
 /* The input of encoder block i for image b (the view on image b); x0 in
- * 16 bits is unpacked into enc_xin. */
+ * 16 bits is unpacked into enc_xin (per-op storage: enc_xin's window mapped
+ * onto x0's or the predecessor's output in the stash). */
 static const float *enc_input(tr_model *m, int i, int b)
 {
     size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
+    if (m->pop && m->a.enc_xin) { /* per-op storage: enc.xin's window on the input in the stash */
+        m->st_xin = i == 0 ? m->x0_stash + (size_t)b * GE
+                           : m->enc_stash[i - 1] + (size_t)b * m->enc_stash_per + enc_xout_off(m, i - 1);
+        return m->a.enc_xin;
+    }
     if (i == 0 && m->x0_stash != TR_NO_STASH) {
         if (m->be->ops->unpack16)
             m->be->ops->unpack16(m->be, m->a.enc_xin, m->stash_mem + m->x0_stash + (size_t)b * GE, GE,
@@ -1150,22 +1712,45 @@ static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *
     ln_fwd(m, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
 }
 
+/* stash_mem [dst, +n) = [src, +n) (16-bit codes moved through a small
+ * workspace, piece by piece: both lie in the stash) */
+static void st_move(tr_model *m, size_t dst, size_t src, size_t n)
+{
+    tr_backend *be = m->be;
+    size_t piece = n < 65536 ? n : 65536;
+    float *x = work_alloc(m, piece);
+    for (size_t i = 0; i < n; i += piece) {
+        size_t k = n - i < piece ? n - i : piece;
+        be->ops->unpack16(be, x, m->stash_mem + src + i, k, m->opt.precision);
+        be->ops->pack16(be, m->stash_mem + dst + i, x, k, m->opt.precision);
+    }
+    tr_mem_free(&be->mem, x);
+}
+
+/* A region of the activation layout at offset off (apos): in act_mem, or
+ * with 16-bit storage in vmem's identity part (its values in the shadow). */
+static size_t shadow_off(const tr_model *m, size_t off) { return m->sh + off; }
+
 static void stash_pack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
 {
     tr_backend *be = m->be;
-    if (be->ops->pack16) be->ops->pack16(be, m->stash_mem + stash_off, m->act_mem + act_off, n, m->opt.precision);
+    if (m->vmem) st_move(m, stash_off, shadow_off(m, act_off), n);
+    else if (be->ops->pack16) be->ops->pack16(be, m->stash_mem + stash_off, m->act_mem + act_off, n, m->opt.precision);
 }
 
 static void stash_unpack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
 {
     tr_backend *be = m->be;
-    if (be->ops->unpack16)
+    if (m->vmem) st_move(m, shadow_off(m, act_off), stash_off, n);
+    else if (be->ops->unpack16)
         be->ops->unpack16(be, m->act_mem + act_off, m->stash_mem + stash_off, n, m->opt.precision);
 }
 
 /* Offset of block i's output in its slot (floats). */
 static size_t enc_xout_off(const tr_model *m, int i)
 {
+    if (m->pop) return (size_t)(m->a.blk[i].xout - (m->vmem + m->v_uni));
+    if (m->vmem) return (size_t)(m->a.blk[i].xout - (m->vmem + m->v_id)) - m->enc_slot_off[m->enc_slot[i]];
     return (size_t)(m->a.blk[i].xout - m->act_mem) - m->enc_slot_off[m->enc_slot[i]];
 }
 
@@ -1201,6 +1786,10 @@ static void enc_restore(tr_model *m, int i, int b)
 {
     enc_view(m, b);
     if (m->enc_slot[i] < 0) return;
+    if (m->pop) { /* per-op storage: the slot's window on the block image's stash */
+        m->st_uni = m->enc_stash[i] + (size_t)b * m->enc_stash_per;
+        return;
+    }
     int N = m->opt.ckpt_every;
     if (N) {
         int seg = i / N;
@@ -1264,7 +1853,8 @@ static void keys_chunk_forward(tr_model *m, size_t p0, int n)
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
         const float *emb = m->a.emb ? m->a.emb + img * GG * C : m->a.emb_rows;
-        if (!m->a.emb) st_unpack(m, m->a.emb_rows, m->emb_stash + img * GG * C, GG * C);
+        if (m->pop) m->st_emb = m->emb_stash + img * GG * C; /* per-op storage: the window on it */
+        else if (!m->a.emb) st_unpack(m, m->a.emb_rows, m->emb_stash + img * GG * C, GG * C);
         be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, emb, no_mask, 1, (int)(e - q), (int)GG, (int)C);
         q = e;
     }
@@ -1279,10 +1869,11 @@ static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
         int d16 = to_emb && m->demb_stash != TR_NO_STASH; /* through emb_rows */
-        if (d16) st_unpack(m, m->a.emb_rows, m->demb_stash + img * GG * C, GG * C);
+        if (d16 && m->pop) m->st_emb = m->demb_stash + img * GG * C; /* per-op storage: the window on it */
+        else if (d16) st_unpack(m, m->a.emb_rows, m->demb_stash + img * GG * C, GG * C);
         be->ops->keys_backward(be, d16 ? m->a.emb_rows : to_emb ? m->da.emb + img * GG * C : NULL, m->g.no_mask,
                                m->da.Kimg + (q - p0) * GG * C, 1, (int)(e - q), (int)GG, (int)C);
-        if (d16) st_pack(m, m->demb_stash + img * GG * C, m->a.emb_rows, GG * C);
+        if (d16 && !m->pop) st_pack(m, m->demb_stash + img * GG * C, m->a.emb_rows, GG * C);
         q = e;
     }
 }
@@ -1303,6 +1894,7 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     int NP = chunk_pairs(m, ci, &p0);
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     dec_view(m, ci);
+    if (m->pop) m->st_uni = m->dec_stash_off + (size_t)ci * m->dec_stash_per; /* straight into it */
     const float *tok[4] = {p->label_emb, p->not_a_point, p->iou_token, p->mask_token};
     size_t ntok[4] = {2 * (size_t)C, (size_t)C, (size_t)C, (size_t)C};
     float *tokw = cw_widen(m, tok, ntok, 4);
@@ -1366,7 +1958,10 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
  * the chunk region (recomputed, or unpacked from its stash). */
 static void dec_restore(tr_model *m, const tr_batch *b, int ci)
 {
-    if (m->dec_full || m->dec_res == ci) {
+    if (m->pop) { /* per-op storage: the chunk region's window on the chunk's stash */
+        dec_view(m, ci);
+        m->st_uni = m->dec_stash_off + (size_t)ci * m->dec_stash_per;
+    } else if (m->dec_full || m->dec_res == ci) {
         dec_view(m, ci);
     } else if (m->opt.ckpt_decoder) {
         dec_chunk_forward(m, b, ci, 0);
@@ -1413,10 +2008,12 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     for (int i = 0; i < B; i++) { /* image by image through one image's patches */
         o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
         float *x0 = m->x0_stash != TR_NO_STASH ? a->enc_xin : a->x0 + (size_t)i * GE;
+        if (m->pop) m->st_xin = m->x0_stash + (size_t)i * GE; /* per-op storage: straight into the stash */
         lin_fwd(m, x0, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
         if (m->x0_stash == TR_NO_STASH) continue;
         o->accumulate(be, x0, pos, GE); /* 16-bit storage: image by image into the stash */
-        if (o->pack16) o->pack16(be, m->stash_mem + m->x0_stash + (size_t)i * GE, x0, GE, m->opt.precision);
+        if (o->pack16 && !m->pop)
+            o->pack16(be, m->stash_mem + m->x0_stash + (size_t)i * GE, x0, GE, m->opt.precision);
     }
     if (m->x0_stash == TR_NO_STASH)
         for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GE, pos, GE);
@@ -1425,8 +2022,9 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
         enc_view(m, bi);
         for (int i = 0; i < c->L; i++) {
             if (a->enc_in[i]) mcopy(be, a->enc_in[i] + (size_t)bi * GE, a->blk[i - 1].xout, GE);
+            if (m->pop) m->st_uni = m->enc_stash[i] + (size_t)bi * m->enc_stash_per; /* straight into it */
             enc_block_forward(m, i, enc_input(m, i, bi), 1);
-            if (m->enc_stash[i] != TR_NO_STASH && (m->act_union || !(i == c->L - 1 && bi == B - 1)))
+            if (m->enc_stash[i] != TR_NO_STASH && !m->pop && (m->act_union || !(i == c->L - 1 && bi == B - 1)))
                 stash_pack(m, m->enc_stash[i] + (size_t)bi * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
                            m->enc_slot_n);
         }
@@ -1461,13 +2059,15 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
 
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
 {
-    if (forward_encoder(m, b, err, err_len) < 0) return -1;
+    int st = stage_begin(m);
+    if (forward_encoder(m, b, err, err_len) < 0) return stage_end(m, st), -1;
     for (int ci = 0; ci < m->n_chunks; ci++) { /* the decoder chunk by chunk */
         dec_chunk_forward(m, b, ci, 1);
-        if (m->dec_stash_per && ci < m->n_chunks - 1)
+        if (m->dec_stash_per && ci < m->n_chunks - 1 && !m->pop)
             stash_pack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
     }
     dec_view(m, 0);
+    stage_end(m, st);
     return 0;
 }
 
@@ -1654,12 +2254,18 @@ static int backward_begin(tr_model *m, const tr_batch *b, int zero_grads)
     be->ops->zero(be, m->dact_mem, m->n_dact_floats);
     if (m->demb_stash != TR_NO_STASH) { /* emb's gradient, in the stash */
         size_t GGC = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.C;
-        be->ops->zero(be, m->a.emb_rows, GGC);
-        for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
+        if (m->pop) { /* per-op storage: zeroed through emb_rows' window */
+            for (int i = 0; i < m->B; i++) m->st_emb = m->demb_stash + (size_t)i * GGC, be->ops->zero(be, m->a.emb_rows, GGC);
+        } else {
+            be->ops->zero(be, m->a.emb_rows, GGC);
+            for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
+        }
     }
     int n_valid = 0;
     for (int i = 0; i < m->B * m->M; i++) n_valid += b->valid[i] ? 1 : 0;
-    return n_valid;
+    /* the planner's batches hold no data (zeros): every pair counts there, so
+     * that the backward runs as in a real step (the meta sam_loss says so too) */
+    return be->mem.counting_only ? m->B * m->M : n_valid;
 }
 
 /* The backward below the image embedding: neck, encoder blocks image by
@@ -1719,7 +2325,8 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             const tr_enc_block_p *pb = &p->blk[i];
             tr_enc_block_p *gb = &g->blk[i];
             const float *xin = enc_input(m, i, bi);
-            if (i > 0 && !a->enc_in[i] && enc_stashed(m, i - 1)) { /* the predecessor's output, from its stash */
+            if (i > 0 && !a->enc_in[i] && enc_stashed(m, i - 1) && !m->pop) { /* the predecessor's output,
+                                                                                  from its stash */
                 enc_xout_get(m, i - 1, bi, a->enc_xin);
                 xin = a->enc_xin;
             }
@@ -1784,8 +2391,9 @@ static void enc_backward(tr_model *m, const tr_batch *b)
 tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
 {
     tr_loss acc = {0};
+    int st = stage_begin(m);
     int n_valid = backward_begin(m, b, zero_grads);
-    if (n_valid == 0) return acc; /* every gradient 0 */
+    if (n_valid == 0) return stage_end(m, st), acc; /* every gradient 0 */
     for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the resident chunk first */
         dec_view(m, ci);
         if (!dec_chunk_loss(m, b, ci, scale, sum, n_valid, &acc)) continue; /* its gradients are 0 */
@@ -1794,20 +2402,22 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     }
     dec_view(m, 0);
     enc_backward(m, b);
+    stage_end(m, st);
     return loss_means(acc);
 }
 
 int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss, char *err,
                   size_t err_len)
 {
-    if (!m->opt.ckpt_decoder) {
+    if (!m->opt.ckpt_decoder) { /* (per-op storage: each stages its ops) */
         if (tr_model_forward(m, b, err, err_len) < 0) return -1;
         *loss = tr_model_backward_acc(m, b, zero_grads, scale, sum);
         return 0;
     }
     /* the decoder's forward and backward chunk by chunk (what
      * tr_model_backward_acc does after recomputing each chunk) */
-    if (forward_encoder(m, b, err, err_len) < 0) return -1;
+    int st = stage_begin(m);
+    if (forward_encoder(m, b, err, err_len) < 0) return stage_end(m, st), -1;
     tr_loss acc = {0};
     int n_valid = backward_begin(m, b, zero_grads);
     for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the order of tr_model_backward_acc */
@@ -1816,6 +2426,7 @@ int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, i
     }
     dec_view(m, 0);
     if (n_valid) enc_backward(m, b);
+    stage_end(m, st);
     *loss = loss_means(acc);
     return 0;
 }

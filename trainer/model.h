@@ -202,14 +202,19 @@ typedef struct tr_model_opts {
  * are laid out for every pair (fp32), or for one chunk ("the chunk
  * region"): recomputed from the image embedding (--checkpoint-decoder) or
  * packed per chunk into a 16-bit stash.  16-bit storage without
- * checkpointing stashes every block's every image, so the encoder's slot
- * and the decoder's chunk region (the fp32 compute areas of two phases)
- * share one region (act_union); it keeps the logits in the stash too.
+ * checkpointing (every block trainable) stashes every block's every image,
+ * so the encoder's slot and the decoder's chunk region (the compute areas
+ * of two phases) share one region (act_union); it keeps the logits in the
+ * stash too.  With 16-bit storage the slots, the chunk region and every
+ * other activation tensor but the LayerNorm statistics, the logits and
+ * out.iou hold no fp32 memory at all: they are addresses in tr_model.vmem
+ * whose values live in 16 bits (the stash or its shadow), each op's
+ * operands widened into a workspace for that op alone (per-op storage).
  * The weights ops compute with are 16-bit copies of the fp32 masters
  * (wc16), widened per op into a workspace.  LayerNorm statistics always
  * stay fp32.  Activation gradients exist for one block, one layer, one chunk at
  * a time (shared), plus two alternating buffers for the gradient flowing
- * between blocks / layers. */
+ * between blocks / layers (16-bit storage: in 16 bits, per-op as well). */
 #define TR_DEC_CHUNK 4 /* at most this many pairs per decoder chunk, at least 4 chunks
                            when there are enough pairs */
 
@@ -280,8 +285,10 @@ typedef struct tr_model {
     int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
     int dec_full;               /* 1: decoder activations for every pair */
     size_t dchunk_off, dchunk_n; /* the chunk region in act_mem (floats) */
-    int act_union;              /* 1 (16-bit storage without checkpointing): every encoder block
-                                   image and every chunk but the last is in the stash, and the
+    int act_union;              /* 1 (16-bit storage without checkpointing, every block trainable
+                                   or a backend without pack16): every encoder block
+                                   image and every chunk but the last (with pop: every chunk) is
+                                   in the stash, and the
                                    encoder's slot and the chunk region share one region of act_mem
                                    (the encoder's and the decoder's compute areas) */
     size_t ddec_off, ddec_n;    /* the decoder's chunk gradients in dact_mem (zeroed per chunk) */
@@ -289,6 +296,31 @@ typedef struct tr_model {
     int dec_res;                /* chunk whose activations are in the chunk region, -1 none */
     tr_dview *dview;            /* tensors that move with the chunk */
     int n_dview;
+    /* Per-op storage (16-bit precision): no fp32 activation or activation
+     * gradient lives across ops.  Every activation but the LayerNorm
+     * statistics, the logits and out.iou, and every activation gradient
+     * (dact_mem) is laid out in vmem, an address range with no memory behind
+     * it (PROT_NONE: a stray access faults); while the model runs, the
+     * backend's ops go through a staging table (be->stage) that unpacks each
+     * op's operands lying in vmem from 16-bit storage into one workspace for
+     * that op and packs its results back.  vmem's windows: the gradients
+     * (16-bit copy at gst), the identity part (the shadow at sh: slots,
+     * chunk regions, checkpoints, ... in 16 bits), and with pop the union
+     * region, enc.xin and enc.emb_rows, which map to the stash offsets the
+     * step sets (the current block image or chunk, the block input's, the
+     * embedding rows').  vmem NULL: off (fp32, or a backend without
+     * pack16/unpack16/copy). */
+    float *vmem;
+    size_t vmem_n;                                  /* floats of address range */
+    size_t v_xin, n_xin, v_emb, n_emb, v_uni, n_uni, v_dact, v_id, n_id; /* windows (offsets, floats in
+                                                       vmem) */
+    size_t st_xin, st_emb, st_uni, gst, sh;         /* the stash offsets they map to */
+    int pop;                                        /* 1 (act_union with vmem): the union region,
+                                                       enc.xin and enc.emb_rows are windows moved over
+                                                       the stash (no resident copy of a block image or a
+                                                       chunk); the rest of vmem (gradients aside) maps
+                                                       1:1 onto the shadow at sh in every vmem layout */
+    size_t abase;                                   /* the union region's offset in the act layout */
 } tr_model;
 
 /* Lays out the parameters and activations for batches of B images, M masks,
