@@ -15,9 +15,12 @@
 #include "sa1b_image.h"
 #include "image_internal.h"
 
+#include <setjmp.h>
+#include <stdio.h> /* jpeglib.h needs FILE */
 #include <stdlib.h>
 #include <string.h>
 #include <turbojpeg.h>
+#include <jpeglib.h>
 
 /* ---- area resize ----------------------------------------------------------
  *
@@ -645,11 +648,22 @@ int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
 
 /* ---- TurboJPEG ------------------------------------------------------------ */
 
+/* libjpeg's error manager for region decodes: errors, and warnings as
+ * TJFLAG_STOPONWARNING makes them, jump back with the message kept (never
+ * printed). */
+typedef struct jerr_mgr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    char msg[JMSG_LENGTH_MAX];
+} jerr_mgr;
+
 struct sa1b_imgctx {
     tjhandle dec, enc;
     uint8_t *buf;          /* decode scratch */
     size_t buf_cap;
     resize_scratch rs;
+    struct jpeg_decompress_struct *jd; /* region decodes (created on first use) */
+    jerr_mgr *je;
 };
 
 /* TJFLAG_LIMITSCANS bounds the work a hostile progressive JPEG can ask for;
@@ -677,6 +691,9 @@ void sa1b_imgctx_free(sa1b_imgctx *c)
     if (!c) return;
     if (c->dec) tjDestroy(c->dec);
     if (c->enc) tjDestroy(c->enc);
+    if (c->jd) jpeg_destroy_decompress(c->jd);
+    free(c->jd);
+    free(c->je);
     free(c->buf);
     scratch_free(&c->rs);
     free(c);
@@ -844,6 +861,113 @@ int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rg
     if (tjDecompress2(c->dec, jpg, (unsigned long)len, rgb, (int)w, 0, (int)h, TJPF_RGB,
                       DEC_FLAGS) != 0)
         return tj_error(c, err);
+    return SA1B_OK;
+}
+
+static void jerr_exit(j_common_ptr ci)
+{
+    jerr_mgr *e = (jerr_mgr *)(void *)ci->err;
+    e->pub.format_message(ci, e->msg);
+    longjmp(e->jump, 1);
+}
+
+static void jerr_emit(j_common_ptr ci, int level)
+{
+    if (level < 0) jerr_exit(ci); /* a warning: corrupt or truncated data */
+}
+
+static void jerr_output(j_common_ptr ci) { (void)ci; }
+
+/* The rows of a region decode: reads scanlines [0, h) into rgb (stride
+ * bytes apart), the columns cropped to [0, cw) where cw < the width, then
+ * drops the rest of the image undecoded.  Returns 1 when the JPEG is not a
+ * single-scan one (the caller decodes it whole), 0 when done; errors jump. */
+static int region_rows(struct jpeg_decompress_struct *d, const uint8_t *jpg, size_t len,
+                       uint32_t jw, uint32_t jh, uint8_t *rgb, size_t stride, uint32_t w,
+                       uint32_t h)
+{
+    jpeg_mem_src(d, jpg, (unsigned long)len);
+    jpeg_read_header(d, TRUE);
+    if (d->image_width != jw || d->image_height != jh || jpeg_has_multiple_scans(d) ||
+        (d->num_components != 3 && d->num_components != 1)) {
+        jpeg_abort_decompress(d);
+        return 1;
+    }
+    /* as tjDecompress2 with TJPF_RGB and no FAST flags */
+    d->out_color_space = JCS_RGB;
+    d->dct_method = JDCT_ISLOW;
+    d->do_fancy_upsampling = TRUE;
+    jpeg_start_decompress(d);
+    /* crop a margin of two iMCUs beyond w: the upsampling of the last
+     * columns then sees the same neighbours as in a whole decode */
+    JDIMENSION imcu = (JDIMENSION)d->max_h_samp_factor * DCTSIZE;
+    if ((uint64_t)w + 2 * imcu < jw) {
+        JDIMENSION x0 = 0, cw = w + 2 * imcu;
+        jpeg_crop_scanline(d, &x0, &cw);
+    }
+    while (d->output_scanline < h) {
+        JSAMPROW rows[16];
+        JDIMENSION n = h - d->output_scanline;
+        if (n > 16) n = 16;
+        for (JDIMENSION k = 0; k < n; k++) rows[k] = rgb + (size_t)(d->output_scanline + k) * stride;
+        jpeg_read_scanlines(d, rows, n);
+    }
+    jpeg_abort_decompress(d);
+    return 0;
+}
+
+int sa1b_jpeg_decode_region(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb,
+                            size_t stride, uint32_t jw, uint32_t jh, uint32_t w, uint32_t h,
+                            sa1b_error *err)
+{
+    uint32_t iw = 0, ih = 0;
+    if (!rgb) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
+    SA1B_FORWARD(header(c, jpg, len, &iw, &ih, err));
+    if (iw != jw || ih != jh)
+        return sa1b_error_set(err, SA1B_EMISMATCH, -1, "jpeg: image is %ux%u, expected %ux%u",
+                              iw, ih, jw, jh);
+    if (w == 0 || h == 0 || w > jw || h > jh || stride < (size_t)jw * 3)
+        return sa1b_error_set(err, SA1B_EINVAL, -1,
+                              "jpeg: region %ux%u of %ux%u, stride %zu", w, h, jw, jh, stride);
+    if (!c->jd) {
+        c->jd = calloc(1, sizeof *c->jd);
+        c->je = calloc(1, sizeof *c->je);
+        if (!c->jd || !c->je) {
+            free(c->jd);
+            free(c->je);
+            c->jd = NULL;
+            c->je = NULL;
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory");
+        }
+        c->jd->err = jpeg_std_error(&c->je->pub);
+        c->je->pub.error_exit = jerr_exit;
+        c->je->pub.emit_message = jerr_emit;
+        c->je->pub.output_message = jerr_output;
+        if (setjmp(c->je->jump)) { /* only out of memory can fail here */
+            free(c->jd);
+            free(c->je);
+            c->jd = NULL;
+            c->je = NULL;
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: cannot create a decompressor");
+        }
+        jpeg_create_decompress(c->jd);
+    }
+    int whole;
+    if (setjmp(c->je->jump)) {
+        jpeg_abort_decompress(c->jd);
+        const char *msg = c->je->msg;
+        if (strstr(msg, "Premature end of JPEG file"))
+            return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
+    }
+    whole = region_rows(c->jd, jpg, len, jw, jh, rgb, stride, w, h);
+    if (!whole) return SA1B_OK;
+    /* progressive, multi-scan or unusual: the whole image, then the rows */
+    if (!grow((void **)&c->buf, &c->buf_cap, (size_t)jw * jh * 3, 1))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory for %ux%u", jw, jh);
+    SA1B_FORWARD(decode_into(c, jpg, len, jw, jh, c->buf, (size_t)jw * 3, err));
+    for (uint32_t y = 0; y < h; y++)
+        memcpy(rgb + (size_t)y * stride, c->buf + (size_t)y * jw * 3, (size_t)w * 3);
     return SA1B_OK;
 }
 

@@ -436,6 +436,41 @@ ld_unpack_row_avx2(const uint64_t *unpack, const uint8_t *rb, uint32_t R, uint32
 }
 #endif
 
+#ifdef LD_HAVE_AVX2
+/* A whole unflipped mask with R % 32 == 0: rows < hR unpacked into out
+ * (R bytes apart) 32 columns at a time, the columns from wR on cleared by
+ * masking the packed word before it is spread (so no second pass clears
+ * them), the set cells of row y counted into rowcnt[y]; returns their sum.
+ * The same bytes and counts as ld_mask_row row by row. */
+__attribute__((target("avx2,popcnt"))) static uint64_t
+ld_unpack_mask_avx2(const uint8_t *bits, uint32_t R, uint32_t wR, uint32_t hR, uint8_t *out,
+                    uint32_t *rowcnt)
+{
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2,
+                                          2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)UINT64_C(0x8040201008040201));
+    const __m256i one = _mm256_set1_epi8(1);
+    uint64_t total = 0;
+    for (uint32_t y = 0; y < hR; y++) {
+        const uint8_t *rb = bits + (size_t)y * (R / 8);
+        uint8_t *d = out + (size_t)y * R;
+        uint32_t count = 0;
+        for (uint32_t x = 0; x < R; x += 32) {
+            uint32_t w;
+            memcpy(&w, rb + x / 8, 4);
+            w &= x + 32 <= wR ? UINT32_MAX : x >= wR ? 0 : (UINT32_C(1) << (wR - x)) - 1u;
+            count += (uint32_t)__builtin_popcount(w);
+            __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int32_t)w), shuf);
+            v = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit), one);
+            _mm256_storeu_si256((__m256i *)(void *)(d + x), v);
+        }
+        rowcnt[y] = count;
+        total += count;
+    }
+    return total;
+}
+#endif
+
 /* Row y of a mask: unpacks the LSB-first packed bits of columns < wR into
  * out[0..R) as 0/1 bytes (mirrored within wR when flip), zero from wR on;
  * returns the number of set cells.  tmp: R + 8 bytes of scratch. */
@@ -480,6 +515,60 @@ static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t 
     }
     if (wR < R) memset(out + wR, 0, R - wR);
     return count;
+}
+
+/* Canvases up to this size are decoded into the worker's scratch (it fits
+ * in a core's L2 cache) and streamed into the batch (ld_fill_row). */
+#define LD_HOT_CANVAS ((size_t)256 << 10)
+
+/* Moves the w x h content of the S x S RGB canvas src (the worker's
+ * scratch; its columns from w on are cleared in place) into the batch row
+ * out, and zeroes the rows from h on, with streaming stores: the row is
+ * read next by the consumer or a DMA engine, not by this worker, so its
+ * lines need not be fetched into the cache first. */
+static void ld_stream_canvas(uint8_t *out, uint8_t *src, uint32_t S, uint32_t w, uint32_t h)
+{
+    size_t row = (size_t)S * 3, n = (size_t)h * row;
+    uint8_t *d = out;
+    const uint8_t *s = src;
+    if (w < S)
+        for (uint32_t y = 0; y < h; y++)
+            memset(src + y * row + (size_t)w * 3, 0, (size_t)(S - w) * 3);
+#ifdef LD_HAVE_AVX2
+    size_t head = (size_t)(-(uintptr_t)d & 15);
+    if (head > n) head = n;
+    memcpy(d, s, head);
+    d += head, s += head, n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
+        _mm_stream_si128((__m128i *)(void *)d, a);
+        _mm_stream_si128((__m128i *)(void *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(void *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(void *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+    d += n;
+    size_t z = (size_t)(S - h) * row;
+    head = (size_t)(-(uintptr_t)d & 15);
+    if (head > z) head = z;
+    memset(d, 0, head);
+    d += head, z -= head;
+    __m128i zero = _mm_setzero_si128();
+    for (; z >= 64; z -= 64, d += 64) {
+        _mm_stream_si128((__m128i *)(void *)d, zero);
+        _mm_stream_si128((__m128i *)(void *)(d + 16), zero);
+        _mm_stream_si128((__m128i *)(void *)(d + 32), zero);
+        _mm_stream_si128((__m128i *)(void *)(d + 48), zero);
+    }
+    memset(d, 0, z);
+    _mm_sfence();
+#else
+    memcpy(d, s, n);
+    memset(d + n, 0, (size_t)(S - h) * row);
+#endif
 }
 
 /* Index of the shard holding global image gidx (binary search on first). */
@@ -547,19 +636,38 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         if (!((jw == S && jh == S) || (jw == w && jh == h)))
             return sa1b_error_set(err, SA1B_EMISMATCH, (int64_t)v.payload_offset,
                                   "jpeg of %ux%u, want %ux%u or %ux%u", jw, jh, S, S, w, h);
+        /* only the content of a canvas is decoded: the rows below it not
+         * at all, the columns right of it only as far as the upsampling
+         * needs (sa1b_jpeg_decode_region); the padding is zero in the
+         * batch, not the near-zero JPEG leaves */
         if (jw == S && jh == S && !L->cfg.normalize && !flip) {
-            /* a whole canvas, delivered as is: decode straight into the
-             * row, then clear the padding (JPEG leaves it near zero, not
-             * zero) */
+            /* a canvas delivered as is: a small one is decoded into the
+             * worker's scratch, which stays in its cache, and streamed into
+             * the row (decoding into the row itself, whose lines are not in
+             * the cache, was 5% slower per image at S=256); a large one
+             * straight into the row (the copy would cost more than it
+             * saves) */
             uint8_t *out = (uint8_t *)o->images + (size_t)b * L->img_row;
-            rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, out, S, S, err);
-            if (rc) return rc;
-            if (w < S)
-                for (uint32_t y = 0; y < h; y++)
-                    memset(out + ((size_t)y * S + w) * 3, 0, (size_t)(S - w) * 3);
-            if (h < S) memset(out + (size_t)h * S * 3, 0, (size_t)(S - h) * S * 3);
+            if ((size_t)S * S * 3 <= LD_HOT_CANVAS) {
+                rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len, W->rgb,
+                                             (size_t)S * 3, S, S, w, h, err);
+                if (rc) return rc;
+                ld_stream_canvas(out, W->rgb, S, w, h);
+            } else {
+                rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len, out,
+                                             (size_t)S * 3, S, S, w, h, err);
+                if (rc) return rc;
+                if (w < S)
+                    for (uint32_t y = 0; y < h; y++)
+                        memset(out + ((size_t)y * S + w) * 3, 0, (size_t)(S - w) * 3);
+                if (h < S) memset(out + (size_t)h * S * 3, 0, (size_t)(S - h) * S * 3);
+            }
         } else {
-            rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
+            if (jw == S && jh == S)
+                rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len, W->rgb,
+                                             (size_t)S * 3, S, S, w, h, err);
+            else
+                rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
             if (rc) return rc;
             ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip, W->pixrow);
         }
@@ -614,10 +722,15 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         /* unpack the content (mirrored when flip), zero outside it, count
          * set cells per row */
         uint64_t pos = 0;
-        for (uint32_t y = 0; y < hR; y++) {
-            W->rowcnt[y] = ld_mask_row(L, mv.bits, y, wR, flip, mk + (size_t)y * R, W->tmprow);
-            pos += W->rowcnt[y];
-        }
+#ifdef LD_HAVE_AVX2
+        if (!flip && R % 32 == 0 && L->avx2)
+            pos = ld_unpack_mask_avx2(mv.bits, R, wR, hR, mk, W->rowcnt);
+        else
+#endif
+            for (uint32_t y = 0; y < hR; y++) {
+                W->rowcnt[y] = ld_mask_row(L, mv.bits, y, wR, flip, mk + (size_t)y * R, W->tmprow);
+                pos += W->rowcnt[y];
+            }
         if (hR < R) memset(mk + (size_t)hR * R, 0, (size_t)(R - hR) * R);
         uint64_t neg = (uint64_t)wR * hR - pos;
         o->valid[(size_t)b * M + m] = 1;

@@ -20,7 +20,8 @@
  * ("jpeg: 40000x30000 too large"), SA1B_EMISMATCH (sa1b_jpeg_decode with a
  * size that is not the image's), SA1B_EINVAL, SA1B_ENOMEM.
  *
- * A sa1b_imgctx holds the TurboJPEG handles and scratch buffers; it is not
+ * A sa1b_imgctx holds the TurboJPEG handles (and a libjpeg decompressor for
+ * region decodes) and scratch buffers; it is not
  * thread-safe: use one per thread.  The free functions (resize, geometry)
  * are thread-safe.  Pixels are 8-bit, row-major, channels interleaved (RGB).
  */
@@ -91,6 +92,22 @@ int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
  * whose images were stored as JPEG. */
 int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb, uint32_t w,
                      uint32_t h, sa1b_error *err);
+
+/* Decodes the top-left w x h region of the jw x jh JPEG (jw, jh must be its
+ * size: SA1B_EMISMATCH otherwise) into rgb, rows stride >= jw*3 bytes apart,
+ * for loaders that letterbox: the rows from h on are not decoded at all and
+ * the columns beyond w only as far as the upsampling of the region needs
+ * (libjpeg's scanline cropping, a margin of two iMCUs), so a canvas whose
+ * padding the caller clears anyway costs only its content.  The region's
+ * pixels equal those of sa1b_jpeg_decode; rows [0, h) of rgb may receive
+ * bytes beyond w*3 (up to jw*3, unspecified values), rows from h on are not
+ * touched.  Progressive and other multi-scan JPEGs are decoded whole into
+ * the context's scratch and the region copied.  Errors as sa1b_jpeg_decode;
+ * SA1B_EINVAL for an empty region, one larger than the image, or a short
+ * stride. */
+int sa1b_jpeg_decode_region(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb,
+                            size_t stride, uint32_t jw, uint32_t jh, uint32_t w, uint32_t h,
+                            sa1b_error *err);
 
 /* Encodes w x h RGB (w*h*3 bytes) as a baseline JPEG, chroma subsampling
  * 4:2:0, quality 1..100.  *out is malloc'ed (caller frees) and *len set. */

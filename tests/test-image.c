@@ -11,7 +11,8 @@
  * resize kernels (pipeline/image_internal.h hooks) must give exactly the
  * bytes of the portable reference on thousands of random shapes, ratios
  * (down, up, 1:1), channel counts and contents.  Corrupt, truncated and
- * absurdly large JPEGs must fail cleanly.
+ * absurdly large JPEGs must fail cleanly.  The region decode of the loader
+ * gives exactly the whole decode's pixels in its region.
  */
 #include <turbojpeg.h>
 
@@ -520,6 +521,109 @@ static void test_bad(sa1b_imgctx *c)
     free(rgb);
 }
 
+/* sa1b_jpeg_decode_region: the region's bytes equal the whole decode's for
+ * every chroma subsampling, progressive JPEGs (decoded whole) and regions
+ * from 1x1 to the full image, with and without column cropping; rows from h
+ * on are not touched; errors are clean and leave the context usable. */
+static uint8_t *make_texture(uint32_t w, uint32_t h, uint32_t seed)
+{
+    uint8_t *p = malloc((size_t)w * h * 3);
+    uint32_t r = seed * 2654435761u + 1;
+    for (size_t i = 0; i < (size_t)w * h * 3; i++) {
+        r ^= r << 13, r ^= r >> 17, r ^= r << 5;
+        size_t px = i / 3;
+        p[i] = (uint8_t)((px % w) * 3 + (px / w) * 2 + (r & 63) + 60 * (i % 3));
+    }
+    return p;
+}
+
+static uint8_t *tj_encode_flags(const uint8_t *rgb, uint32_t w, uint32_t h, int subsamp, int flags,
+                                size_t *len)
+{
+    tjhandle t = tjInitCompress();
+    unsigned char *buf = NULL;
+    unsigned long n = 0;
+    uint8_t *out = NULL;
+    if (tjCompress2(t, rgb, (int)w, 0, (int)h, TJPF_RGB, &buf, &n, subsamp, 90, flags) == 0) {
+        out = malloc(n);
+        memcpy(out, buf, n);
+        *len = n;
+    }
+    tjFree(buf);
+    tjDestroy(t);
+    return out;
+}
+
+static void test_region(sa1b_imgctx *c)
+{
+    static const struct { int samp, flags; const char *name; } kinds[] = {
+        {TJSAMP_420, 0, "4:2:0"}, {TJSAMP_422, 0, "4:2:2"}, {TJSAMP_444, 0, "4:4:4"},
+        {TJSAMP_440, 0, "4:4:0"}, {TJSAMP_GRAY, 0, "grey"}, {TJSAMP_420, TJFLAG_PROGRESSIVE, "progressive"},
+    };
+    static const uint32_t regions[][2] = {{200, 136}, {136, 200}, {200, 200}, {1, 1}, {17, 190},
+                                          {199, 5}, {150, 150}, {100, 200}};
+    enum { W = 200, H = 200, STRIDE = W * 3 + 48 };
+    uint8_t *full = malloc((size_t)W * H * 3), *out = malloc((size_t)STRIDE * H);
+    sa1b_error err;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        uint8_t *rgb = make_texture(W, H, (uint32_t)k);
+        size_t len = 0;
+        uint8_t *jpg = tj_encode_flags(rgb, W, H, kinds[k].samp, kinds[k].flags, &len);
+        int rc = jpg ? sa1b_jpeg_decode(c, jpg, len, full, W, H, &err) : -1;
+        int same = rc == SA1B_OK, untouched = 1;
+        for (size_t r = 0; same && r < sizeof regions / sizeof regions[0]; r++) {
+            uint32_t w = regions[r][0], h = regions[r][1];
+            memset(out, 0x77, (size_t)STRIDE * H);
+            rc = sa1b_jpeg_decode_region(c, jpg, len, out, STRIDE, W, H, w, h, &err);
+            if (rc != SA1B_OK) {
+                tap_diag("%s %ux%u: %s", kinds[k].name, w, h, err.msg);
+                same = 0;
+                break;
+            }
+            for (uint32_t y = 0; y < h; y++)
+                if (memcmp(out + (size_t)y * STRIDE, full + (size_t)y * W * 3, (size_t)w * 3)) same = 0;
+            for (size_t i = (size_t)h * STRIDE; i < (size_t)STRIDE * H; i++)
+                if (out[i] != 0x77) untouched = 0;
+        }
+        tap_ok(same, "region decode (%s): every region equals the whole decode's pixels", kinds[k].name);
+        tap_ok(untouched, "region decode (%s): rows below the region untouched", kinds[k].name);
+        free(jpg);
+        free(rgb);
+    }
+    /* errors */
+    uint8_t *rgb = make_texture(W, H, 9);
+    size_t len = 0;
+    uint8_t *jpg = tj_encode_flags(rgb, W, H, TJSAMP_420, 0, &len);
+    int rc = sa1b_jpeg_decode_region(c, jpg, len, out, STRIDE, W, H + 1, W, H, &err);
+    tap_is_int(rc, SA1B_EMISMATCH, "region decode with the wrong image size: EMISMATCH");
+    tap_is_int(sa1b_jpeg_decode_region(c, jpg, len, out, STRIDE, W, H, 0, 5, &err), SA1B_EINVAL,
+               "empty region: EINVAL");
+    tap_is_int(sa1b_jpeg_decode_region(c, jpg, len, out, STRIDE, W, H, W + 1, 5, &err), SA1B_EINVAL,
+               "region wider than the image: EINVAL");
+    tap_is_int(sa1b_jpeg_decode_region(c, jpg, len, out, W * 3 - 1, W, H, W, 5, &err), SA1B_EINVAL,
+               "short stride: EINVAL");
+    rc = sa1b_jpeg_decode_region(c, jpg, len * 2 / 3, out, STRIDE, W, H, W, H, &err);
+    tap_ok(rc == SA1B_ETRUNC && strstr(err.msg, "jpeg: truncated: ") == err.msg,
+           "truncated JPEG, whole region: ETRUNC (%s)", err.msg);
+    uint8_t *bad = malloc(len);
+    memcpy(bad, jpg, len);
+    for (size_t i = len / 2; i < len / 2 + 8; i++) bad[i] = 0xFF;
+    bad[len / 2 + 8] = 0xD0;
+    rc = sa1b_jpeg_decode_region(c, bad, len, out, STRIDE, W, H, W, H, &err);
+    tap_ok(rc != SA1B_OK && strncmp(err.msg, "jpeg: ", 6) == 0, "corrupt scan data rejected: %s",
+           rc ? err.msg : "(decoded)");
+    rc = sa1b_jpeg_decode_region(c, jpg, len, out, STRIDE, W, H, W, H, &err);
+    int same = rc == SA1B_OK && sa1b_jpeg_decode(c, jpg, len, full, W, H, &err) == SA1B_OK;
+    for (uint32_t y = 0; same && y < H; y++)
+        same = memcmp(out + (size_t)y * STRIDE, full + (size_t)y * W * 3, (size_t)W * 3) == 0;
+    tap_ok(same, "after the errors the context decodes a good JPEG exactly");
+    free(bad);
+    free(jpg);
+    free(rgb);
+    free(full);
+    free(out);
+}
+
 int main(void)
 {
     tap_plan(0);
@@ -537,6 +641,7 @@ int main(void)
     test_resize();
     test_resize_paths();
     test_bad(c);
+    test_region(c);
     sa1b_letterbox lb;
     tap_ok(sa1b_letterbox_geometry(2250, 1500, 256, &lb, NULL) == SA1B_OK && lb.new_w == 256 &&
                lb.new_h == 171,

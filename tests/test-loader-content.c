@@ -24,7 +24,12 @@
 #define S_ 48
 #define R_ 16
 #define N_ 20
-static char path_raw[300], path_jpg[300], path_jpc[300], path_bad[300];
+/* The content checks also run on a shard of S x S JPEG canvases at S=LS_,
+ * R=LR_: large enough for the loader's other canvas path (decoded straight
+ * into the batch) and the vector mask unpacking (R a multiple of 32). */
+#define LS_ 320
+#define LR_ 64
+static char path_raw[300], path_jpg[300], path_jpc[300], path_bad[300], path_big[300];
 
 static sa1b_loader_config base(const char **pv, uint32_t B)
 {
@@ -42,19 +47,19 @@ static sa1b_loader_config base(const char **pv, uint32_t B)
 }
 
 /* Expected mask j of image g at R (unflipped). */
-static void expect_mask(uint64_t g, uint32_t j, uint32_t wR, uint32_t hR, uint8_t *out)
+static void expect_mask(uint64_t g, uint32_t j, uint32_t R, uint32_t wR, uint32_t hR, uint8_t *out)
 {
-    memset(out, 0, (size_t)R_ * R_);
+    memset(out, 0, (size_t)R * R);
     uint32_t x0, y0, x1, y1;
     tl_rect(g, j, wR, hR, &x0, &y0, &x1, &y1);
     for (uint32_t y = y0; y < y1; y++)
-        for (uint32_t x = x0; x < x1; x++) out[y * R_ + x] = 1;
+        for (uint32_t x = x0; x < x1; x++) out[y * R + x] = 1;
 }
 
 /* For JPEG shards: the expected pixels are the stored JPEG decoded. */
 static sa1b_shard *jsh;
 static sa1b_imgctx *jctx;
-static uint8_t jrgb[S_ * S_ * 3];
+static uint8_t jrgb[LS_ * LS_ * 3];
 
 typedef struct counts {
     int rows, img_bad, pad_bad, csize_bad, nm_bad, ids_bad, mask_bad, pos_bad, neg_bad,
@@ -64,7 +69,12 @@ typedef struct counts {
 /* Checks every row of a batch against the generator. */
 static void check_batch(const sa1b_batch *o, int jpeg, counts *c)
 {
-    uint8_t want[R_ * R_], flipped[R_ * R_];
+    const uint32_t S = o->S, R = o->R;
+    uint8_t want[LR_ * LR_], flipped[LR_ * LR_];
+    if (R > LR_ || S > LS_) {
+        c->mask_bad++;
+        return;
+    }
     for (uint32_t b = 0; b < o->B; b++) {
         if (b >= o->count) {
             if (o->image_ids[b] != -1 || o->n_masks[b] != 0) c->pad_bad++;
@@ -78,30 +88,30 @@ static void check_batch(const sa1b_batch *o, int jpeg, counts *c)
         uint32_t ow, oh;
         tl_orig(g, &ow, &oh);
         uint32_t mx = ow > oh ? ow : oh;
-        uint32_t w = tl_fit(ow, mx, S_), h = tl_fit(oh, mx, S_);
-        uint32_t wR = tl_fit(ow, mx, R_), hR = tl_fit(oh, mx, R_);
+        uint32_t w = tl_fit(ow, mx, S), h = tl_fit(oh, mx, S);
+        uint32_t wR = tl_fit(ow, mx, R), hR = tl_fit(oh, mx, R);
         if (o->content_size[2 * b] != (int32_t)w || o->content_size[2 * b + 1] != (int32_t)h) c->csize_bad++;
         int fl = o->flipped[b];
         c->flips += fl;
-        const uint8_t *img = (const uint8_t *)o->images + (size_t)b * S_ * S_ * 3;
+        const uint8_t *img = (const uint8_t *)o->images + (size_t)b * S * S * 3;
         if (jpeg) {
             sa1b_shard_image_view v;
             sa1b_error e;
             if (!jsh || sa1b_shard_image(jsh, o->shard_index[b], &v, &e) ||
-                sa1b_jpeg_decode(jctx, v.payload, v.payload_len, jrgb, jpeg == 2 ? S_ : w,
-                                 jpeg == 2 ? S_ : h, &e))
+                sa1b_jpeg_decode(jctx, v.payload, v.payload_len, jrgb, jpeg == 2 ? S : w,
+                                 jpeg == 2 ? S : h, &e))
                 c->jpeg_err_max = 999;
         }
-        for (uint32_t y = 0; y < S_; y++)
-            for (uint32_t x = 0; x < S_; x++)
+        for (uint32_t y = 0; y < S; y++)
+            for (uint32_t x = 0; x < S; x++)
                 for (int ch = 0; ch < 3; ch++) {
-                    uint8_t v = img[((size_t)y * S_ + x) * 3 + ch];
+                    uint8_t v = img[((size_t)y * S + x) * 3 + ch];
                     if (x >= w || y >= h) {
                         if (v != 0) c->pad_bad++;
                         continue;
                     }
                     uint32_t sx = fl ? w - 1 - x : x;
-                    uint8_t e = jpeg ? jrgb[((size_t)y * (jpeg == 2 ? S_ : w) + sx) * 3 + ch] : tl_px(id, sx, y, ch);
+                    uint8_t e = jpeg ? jrgb[((size_t)y * (jpeg == 2 ? S : w) + sx) * 3 + ch] : tl_px(id, sx, y, ch);
                     int d = abs((int)v - (int)e);
                     if (jpeg) {
                         if (d > c->jpeg_err_max) c->jpeg_err_max = d;
@@ -115,12 +125,12 @@ static void check_batch(const sa1b_batch *o, int jpeg, counts *c)
         int64_t prev = -1;
         for (uint32_t m = 0; m < o->M; m++) {
             size_t bm = (size_t)b * o->M + m;
-            const uint8_t *mk = o->masks + bm * R_ * R_;
+            const uint8_t *mk = o->masks + bm * R * R;
             const float *pt = o->points + bm * o->K * 2;
             const int32_t *lab = o->labels + bm * o->K;
             if (m >= nsel) {
                 if (o->valid[bm] || o->mask_ids[bm] != -1) c->pad_bad++;
-                for (uint32_t i = 0; i < R_ * R_; i++)
+                for (uint32_t i = 0; i < R * R; i++)
                     if (mk[i]) { c->pad_bad++; break; }
                 for (uint32_t k = 0; k < o->K; k++)
                     if (lab[k] != -1) c->pad_bad++;
@@ -133,23 +143,23 @@ static void check_batch(const sa1b_batch *o, int jpeg, counts *c)
             }
             prev = mid;
             uint32_t j = (uint32_t)(mid - id * 100);
-            expect_mask(g, j, wR, hR, want);
+            expect_mask(g, j, R, wR, hR, want);
             if (fl) {
-                memset(flipped, 0, sizeof flipped);
+                memset(flipped, 0, (size_t)R * R);
                 for (uint32_t y = 0; y < hR; y++)
-                    for (uint32_t x = 0; x < wR; x++) flipped[y * R_ + x] = want[y * R_ + (wR - 1 - x)];
-                memcpy(want, flipped, sizeof want);
+                    for (uint32_t x = 0; x < wR; x++) flipped[y * R + x] = want[y * R + (wR - 1 - x)];
+                memcpy(want, flipped, (size_t)R * R);
             }
-            if (memcmp(mk, want, sizeof want) != 0) c->mask_bad++;
+            if (memcmp(mk, want, (size_t)R * R) != 0) c->mask_bad++;
             if (lab[0] != 1) c->first_pos_bad++;
             for (uint32_t k = 0; k < o->K; k++) {
                 double x = pt[2 * k], y = pt[2 * k + 1];
-                long cx = (long)floor((x + 0.5) * R_ / S_), cy = (long)floor((y + 0.5) * R_ / S_);
-                int in = cx >= 0 && cy >= 0 && cx < (long)R_ && cy < (long)R_;
+                long cx = (long)floor((x + 0.5) * R / S), cy = (long)floor((y + 0.5) * R / S);
+                int in = cx >= 0 && cy >= 0 && cx < (long)R && cy < (long)R;
                 if (lab[k] == 1) {
-                    if (k % 2 || !in || !mk[cy * R_ + cx]) c->pos_bad++;
+                    if (k % 2 || !in || !mk[cy * R + cx]) c->pos_bad++;
                 } else if (lab[k] == 0) {
-                    if (k % 2 == 0 || !in || cx >= (long)wR || cy >= (long)hR || mk[cy * R_ + cx]) c->neg_bad++;
+                    if (k % 2 == 0 || !in || cx >= (long)wR || cy >= (long)hR || mk[cy * R + cx]) c->neg_bad++;
                 } else if (lab[k] == -1) {
                     /* allowed only for negatives of a mask covering the whole content */
                     if (k % 2 == 0 || !(g % 7 == 3 && j == 0)) c->lab_bad++;
@@ -161,10 +171,9 @@ static void check_batch(const sa1b_batch *o, int jpeg, counts *c)
     }
 }
 
-static void test_content(const char *path, int jpeg)
+static void test_content(const char *path, int jpeg, const char *kind)
 {
     const char *pv[1] = {path};
-    const char *kind = jpeg == 2 ? "jpeg canvas" : jpeg ? "jpeg" : "raw";
     sa1b_error je;
     if (jpeg && (sa1b_shard_open(&jsh, path, &je) || sa1b_imgctx_new(&jctx, &je))) tap_diag("%s", je.msg);
     for (int pass = 0; pass < 2; pass++) {
@@ -514,18 +523,21 @@ int main(void)
     snprintf(path_jpg, sizeof path_jpg, "%s/jpg.shard", dir);
     snprintf(path_bad, sizeof path_bad, "%s/bad.shard", dir);
     snprintf(path_jpc, sizeof path_jpc, "%s/jpc.shard", dir);
+    snprintf(path_big, sizeof path_big, "%s/big.shard", dir);
     if (tl_write_shard(path_raw, S_, R_, 0, N_, 0) || tl_write_shard(path_bad, S_, R_, 0, N_, 0)) {
         tl_cleanup();
         tap_skip_all("cannot write shards");
     }
     int have_jpg = tl_write_shard(path_jpg, S_, R_, 0, N_, 1) == 0 &&
-                   tl_write_shard(path_jpc, S_, R_, 0, N_, 2) == 0;
-    test_content(path_raw, 0);
+                   tl_write_shard(path_jpc, S_, R_, 0, N_, 2) == 0 &&
+                   tl_write_shard(path_big, LS_, LR_, 0, N_, 2) == 0;
+    test_content(path_raw, 0, "raw");
     if (have_jpg) {
-        test_content(path_jpg, 1);
-        test_content(path_jpc, 2);
+        test_content(path_jpg, 1, "jpeg");
+        test_content(path_jpc, 2, "jpeg canvas");
+        test_content(path_big, 2, "jpeg canvas S=320 R=64");
     } else {
-        tap_skip(46, "cannot write a JPEG shard");
+        tap_skip(69, "cannot write a JPEG shard");
     }
     test_mirror_and_norm();
     test_stored_point(0.0);
