@@ -64,15 +64,23 @@ extern "C" {
 typedef struct sa1b_tar sa1b_tar;
 
 /* One paired sample.  The buffers belong to the reader and stay valid until
- * the next sa1b_tar_next() or sa1b_tar_free() call on the same reader. */
+ * the next sa1b_tar_next() or sa1b_tar_free() call on the same reader; when
+ * stable is 1 they lie in the input itself (a plain tar opened by path,
+ * which is mapped, or by sa1b_tar_open_memory) and stay valid until
+ * sa1b_tar_free(), so a caller can keep several samples without copying. */
 typedef struct sa1b_tar_sample {
     char name[256];                  /* stem, e.g. "sa_123" (NUL-terminated) */
     const uint8_t *jpg;  size_t jpg_len;   /* bytes of sa_123.jpg */
     const uint8_t *json; size_t json_len;  /* bytes of sa_123.json (not NUL-terminated) */
+    int stable;                      /* 1: valid until sa1b_tar_free() */
 } sa1b_tar_sample;
 
 /* Opens the file at path for streaming ("-" reads standard input, which is
- * not closed by sa1b_tar_free).  Opening reads the first block (so it
+ * not closed by sa1b_tar_free).  A regular file is mapped (members of a
+ * plain tar are then handed out without a copy, and the mapping's pages
+ * behind the read position are released as reading advances, so the
+ * resident set stays bounded); as with any mapping, a file truncated or
+ * unreadable while it is read raises SIGBUS in the process.  Opening reads the first block (so it
  * waits for data on a pipe) to recognise the compression and the format,
  * but a stream that is not a tar still opens: the first sa1b_tar_next()
  * reports "not a tar archive", so all content problems surface there.

@@ -8,6 +8,15 @@
  * into a malloc'ed buffer and either completes a pair (returned) or joins
  * the pending list (oldest first).  The buffers of the returned pair are
  * kept until the next call.
+ *
+ * A regular file is mapped whole and read through libarchive's memory
+ * reader: a member of a plain (uncompressed) tar then arrives as one block
+ * inside the mapping and is handed out where it lies, with no copy (no
+ * read(2) into libarchive's buffer, no copy out of it); the pages behind
+ * the read position are dropped from the mapping as it advances, so the
+ * resident set stays bounded whatever the tar size (a dropped page that is
+ * read again comes back from the page cache).  Compressed tars, sparse or
+ * truncated members and pipes go the copying way.
  */
 #include "sa1b_tar.h"
 
@@ -17,6 +26,8 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { KIND_JPG = 0, KIND_JSON = 1 };
@@ -27,6 +38,7 @@ typedef struct member {
     int kind;
     uint8_t *data;
     size_t len;
+    int owned;              /* data is malloc'ed (else it lies in the input) */
 } member;
 
 struct sa1b_tar {
@@ -43,15 +55,26 @@ struct sa1b_tar {
     size_t n_pending;
     uint64_t pending_bytes;
     uint8_t *cur[2];        /* the last returned pair's buffers */
+    int cur_owned[2];
+    const uint8_t *in;      /* the input in memory (a mapped file or the
+                             * caller's buffer), or NULL: members inside it
+                             * are not copied */
+    size_t in_len;
+    void *map;              /* our mapping of the input file (unmapped at free) */
+    size_t dropped;         /* pages of map before this offset are dropped */
 };
 
 #define BLOCK_SIZE (128 * 1024)
+/* a mapped input keeps at most about this much behind the read position
+ * resident: the work in flight of a caller lies within it */
+#define KEEP_BEHIND ((size_t)8 << 20)
 
 static void cur_release(sa1b_tar *t)
 {
-    free(t->cur[0]);
-    free(t->cur[1]);
+    for (int k = 0; k < 2; k++)
+        if (t->cur_owned[k]) free(t->cur[k]);
     t->cur[0] = t->cur[1] = NULL;
+    t->cur_owned[0] = t->cur_owned[1] = 0;
 }
 
 static int tar_new(sa1b_tar **out, const char *name, sa1b_error *err)
@@ -121,6 +144,21 @@ int sa1b_tar_open(sa1b_tar **out, const char *path, sa1b_error *err)
         return rc;
     }
     t->fd = fd;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        (uint64_t)st.st_size <= SIZE_MAX) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m != MAP_FAILED) {
+            (void)madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL); /* advice only */
+            t->map = m;
+            t->in = m;
+            t->in_len = (size_t)st.st_size;
+            if (archive_read_open_memory(t->a, m, t->in_len) != ARCHIVE_OK)
+                return open_failed(out, t, err);
+            *out = t;
+            return SA1B_OK;
+        }
+    }
     if (archive_read_open_fd(t->a, fd, BLOCK_SIZE) != ARCHIVE_OK) return open_failed(out, t, err);
     *out = t;
     return SA1B_OK;
@@ -134,6 +172,8 @@ int sa1b_tar_open_memory(sa1b_tar **out, const void *buf, size_t len, const char
     sa1b_tar *t;
     SA1B_FORWARD(tar_new(&t, display_name, err));
     static const char empty = 0;
+    t->in = buf;
+    t->in_len = buf ? len : 0;
     if (archive_read_open_memory(t->a, buf ? buf : &empty, len) != ARCHIVE_OK)
         return open_failed(out, t, err);
     *out = t;
@@ -144,9 +184,11 @@ void sa1b_tar_free(sa1b_tar *t)
 {
     if (!t) return;
     if (t->a) archive_read_free(t->a);
-    if (t->fd >= 0) close(t->fd);
-    for (size_t i = 0; i < t->n_pending; i++) free(t->pending[i].data);
+    for (size_t i = 0; i < t->n_pending; i++)
+        if (t->pending[i].owned) free(t->pending[i].data);
     cur_release(t);
+    if (t->map) munmap(t->map, t->in_len);
+    if (t->fd >= 0) close(t->fd);
     free(t->name);
     free(t);
 }
@@ -183,11 +225,13 @@ static int set_fatal(sa1b_tar *t, int code, sa1b_error *err, const char *msg)
     return sa1b_error_set(err, code, pos(t), "%s", msg);
 }
 
-/* Removes pending[i] (keeping order) and returns its data, ownership passed. */
-static uint8_t *pending_take(sa1b_tar *t, size_t i, size_t *len)
+/* Removes pending[i] (keeping order) and returns its data, ownership passed
+ * (*owned: whether it is malloc'ed). */
+static uint8_t *pending_take(sa1b_tar *t, size_t i, size_t *len, int *owned)
 {
     uint8_t *d = t->pending[i].data;
     *len = t->pending[i].len;
+    *owned = t->pending[i].owned;
     t->pending_bytes -= t->pending[i].len;
     memmove(&t->pending[i], &t->pending[i + 1], (t->n_pending - i - 1) * sizeof t->pending[0]);
     t->n_pending--;
@@ -200,7 +244,9 @@ static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *e
     int rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: no matching %s%s%s", m->stem,
                             kind_ext[m->kind], m->stem, kind_ext[!m->kind], why);
     size_t len;
-    free(pending_take(t, i, &len));
+    int owned;
+    uint8_t *d = pending_take(t, i, &len, &owned);
+    if (owned) free(d);
     return rc;
 }
 
@@ -262,19 +308,83 @@ static int data_error(sa1b_tar *t, const char *base, la_ssize_t r, sa1b_error *e
     return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: cannot read member: %s", base, m);
 }
 
-/* Reads the current member whole.  Returns SA1B_OK with *data and *len, or an
- * error already reported through err (and *data NULL).  The buffer grows as
- * data arrives, so a header that lies about the size costs no memory. */
+/* A member of an input in memory, read by blocks: when it arrives whole as
+ * one block inside the input (a plain tar's member), *data points there
+ * (*owned 0); otherwise the blocks are assembled into a malloc'ed buffer
+ * (holes of a sparse member zero).  Same results and errors as the copying
+ * way of read_member. */
+static int read_member_blocks(sa1b_tar *t, const char *base, size_t size, uint8_t **data,
+                              size_t *len, int *owned, sa1b_error *err)
+{
+    const void *p;
+    size_t n;
+    la_int64_t off;
+    int r = archive_read_data_block(t->a, &p, &n, &off);
+    if (r == ARCHIVE_OK && off == 0 && n == size && (const uint8_t *)p >= t->in &&
+        (size_t)((const uint8_t *)p - t->in) <= t->in_len - n) {
+        const void *q;
+        size_t m;
+        la_int64_t qoff;
+        int r2 = archive_read_data_block(t->a, &q, &m, &qoff);
+        if (r2 == ARCHIVE_EOF) {
+            *data = (uint8_t *)(uintptr_t)p; /* read only: handed out as const */
+            *len = size;
+            *owned = 0;
+            return SA1B_OK;
+        }
+        if (r2 < ARCHIVE_OK) return data_error(t, base, r2, err);
+        return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: member longer than its header says",
+                              base);
+    }
+    uint8_t *buf = malloc(size ? size : 1);
+    if (!buf) return sa1b_error_set(err, SA1B_ENOMEM, pos(t), "%s: out of memory", base);
+    size_t got = 0;
+    for (; r != ARCHIVE_EOF; r = archive_read_data_block(t->a, &p, &n, &off)) {
+        if (r < ARCHIVE_OK) {
+            free(buf);
+            return data_error(t, base, r, err);
+        }
+        if (off < 0 || (uint64_t)off > size || n > size - (size_t)off) {
+            free(buf);
+            return sa1b_error_set(err, SA1B_EFORMAT, pos(t),
+                                  "%s: member longer than its header says", base);
+        }
+        if ((size_t)off > got) memset(buf + got, 0, (size_t)off - got);
+        memcpy(buf + off, p, n);
+        if ((size_t)off + n > got) got = (size_t)off + n;
+    }
+    if (got != size) {
+        free(buf);
+        t->at_end = 1;
+        return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "%s: member truncated", base);
+    }
+    *data = buf;
+    *len = size;
+    *owned = 1;
+    return SA1B_OK;
+}
+
+/* Reads the current member whole.  Returns SA1B_OK with *data and *len
+ * (*owned: malloc'ed, else inside the input in memory), or an error already
+ * reported through err (and *data NULL).  The copying way grows its buffer
+ * as data arrives, so a header that lies about the size costs no memory. */
 static int read_member(sa1b_tar *t, struct archive_entry *e, const char *base, uint8_t **data,
-                       size_t *len, sa1b_error *err)
+                       size_t *len, int *owned, sa1b_error *err)
 {
     *data = NULL;
     *len = 0;
+    *owned = 1;
     int known = archive_entry_size_is_set(e);
     la_int64_t size = archive_entry_size(e);
     if (known && (size < 0 || (uint64_t)size > SA1B_TAR_MAX_MEMBER_BYTES))
         return sa1b_error_set(err, SA1B_ERANGE, pos(t), "%s: member too large (%lld bytes)", base,
                               (long long)size);
+    /* in memory, of a known size no larger than what is left of the input
+     * (a header claiming more is a truncated member: the copying way finds
+     * out without allocating that much) */
+    if (t->in && known && size > 0 && archive_entry_sparse_count(e) == 0 &&
+        (uint64_t)size <= t->in_len)
+        return read_member_blocks(t, base, (size_t)size, data, len, owned, err);
     const size_t limit = known ? (size_t)size : (size_t)SA1B_TAR_MAX_MEMBER_BYTES;
     size_t cap = limit < ((size_t)1 << 20) ? limit : ((size_t)1 << 20);
     uint8_t *buf = malloc(cap ? cap : 1);
@@ -330,8 +440,27 @@ static void drop_partner(sa1b_tar *t, const char *stem, int kind)
     size_t i = find_pending(t, stem, !kind);
     if (i != (size_t)-1) {
         size_t len;
-        free(pending_take(t, i, &len));
+        int owned;
+        uint8_t *d = pending_take(t, i, &len, &owned);
+        if (owned) free(d);
     }
+}
+
+/* A mapped input: drops the pages more than KEEP_BEHIND behind the read
+ * position from the mapping (not from the page cache), in steps of
+ * KEEP_BEHIND, so that the resident set does not grow with the file.
+ * Members handed out or pending there stay valid: their pages come back
+ * from the page cache when read. */
+static void drop_behind(sa1b_tar *t)
+{
+    if (!t->map) return;
+    uint64_t at = sa1b_tar_bytes_read(t);
+    if (at < t->dropped + 2 * KEEP_BEHIND) return;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), to = (size_t)(at - KEEP_BEHIND);
+    to -= to % page;
+    if (to > t->dropped)
+        (void)madvise((uint8_t *)t->map + t->dropped, to - t->dropped, MADV_DONTNEED); /* advice only */
+    t->dropped = to;
 }
 
 /* ---- the iterator --------------------------------------------------------- */
@@ -402,23 +531,29 @@ int sa1b_tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
 
         uint8_t *data;
         size_t len;
-        int rc = read_member(t, e, base, &data, &len, err);
+        int owned;
+        int rc = read_member(t, e, base, &data, &len, &owned, err);
         if (rc != SA1B_OK) {
             drop_partner(t, stem, kind);
             return rc;
         }
+        drop_behind(t);
 
         size_t pi = find_pending(t, stem, !kind);
         if (pi != (size_t)-1) {
             size_t plen;
-            uint8_t *pdata = pending_take(t, pi, &plen);
+            int powned;
+            uint8_t *pdata = pending_take(t, pi, &plen, &powned);
             t->cur[kind] = data;
             t->cur[!kind] = pdata;
+            t->cur_owned[kind] = owned;
+            t->cur_owned[!kind] = powned;
             snprintf(s->name, sizeof s->name, "%s", stem);
             s->jpg = t->cur[KIND_JPG];
             s->jpg_len = kind == KIND_JPG ? len : plen;
             s->json = t->cur[KIND_JSON];
             s->json_len = kind == KIND_JSON ? len : plen;
+            s->stable = !t->cur_owned[0] && !t->cur_owned[1];
             return SA1B_OK;
         }
 
@@ -429,10 +564,13 @@ int sa1b_tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
         m->kind = kind;
         m->data = data;
         m->len = len;
+        m->owned = owned;
         t->pending_bytes += len;
         if (di != (size_t)-1) {
             size_t dlen;
-            free(pending_take(t, di, &dlen));
+            int downed;
+            uint8_t *d = pending_take(t, di, &dlen, &downed);
+            if (downed) free(d);
             return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: duplicate member, earlier copy dropped",
                                   base);
         }

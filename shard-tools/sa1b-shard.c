@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,7 +307,8 @@ typedef struct slot {
     uint64_t seq;
     int kind;                  /* 0: a sample to prepare; 1: a tar problem to report */
     char name[256];
-    uint8_t *jpg, *json;
+    const uint8_t *jpg_in, *json_in; /* the sample: in the mapped input or in jpg/json */
+    uint8_t *jpg, *json;             /* copies of a sample that is not stable */
     size_t jpg_len, json_len, jpg_cap, json_cap;
     int rc;
     sa1b_error err;
@@ -348,7 +350,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&r->mu);
         if (s->kind == 0) {
             sa1b_error_clear(&s->err);
-            s->rc = sa1b_prep_run(w->ctx, r->prep, s->name, s->jpg, s->jpg_len, s->json, s->json_len,
+            s->rc = sa1b_prep_run(w->ctx, r->prep, s->name, s->jpg_in, s->jpg_len, s->json_in, s->json_len,
                                   &s->out, &s->err);
         }
         pthread_mutex_lock(&r->mu);
@@ -565,6 +567,24 @@ static void wait_written(ring *r)
     pthread_mutex_unlock(&r->mu);
 }
 
+/* SIGBUS: a mapped input file (sa1b_tar_open maps regular files) was
+ * truncated or could not be read while it was being read; any thread may
+ * take the fault, so the only clean way out is to say so and stop (a
+ * temporary output may remain; it is never taken for a complete shard). */
+static const char *volatile bus_input = "an input";
+
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    static const char a[] = ": '", b[] = "': input file truncated or unreadable while being read (SIGBUS)\n";
+    const char *p = cli_prog(), *in = bus_input;
+    if (write(2, p, strlen(p)) < 0 || write(2, a, sizeof a - 1) < 0 || write(2, in, strlen(in)) < 0 ||
+        write(2, b, sizeof b - 1) < 0) {
+        /* nothing more can be done */
+    }
+    _exit(CLI_EXIT_FATAL);
+}
+
 /* Returns 0 when the input was processed (possibly with skipped samples),
  * -1 on a fatal error for this input. */
 static int run_input(job *j)
@@ -572,6 +592,7 @@ static int run_input(job *j)
     ring *r = j->r;
     sa1b_error e;
     sa1b_tar *tar = NULL;
+    bus_input = j->input;
     if (sa1b_tar_open(&tar, j->input, &e) != SA1B_OK) {
         cli_warn("'%s': %s", j->input, e.msg);
         return -1;
@@ -600,11 +621,19 @@ static int run_input(job *j)
         } else {
             s->kind = 0;
             snprintf(s->name, sizeof s->name, "%s", smp.name);
-            if (copy_bytes(&s->jpg, &s->jpg_cap, &s->jpg_len, smp.jpg, smp.jpg_len) ||
-                copy_bytes(&s->json, &s->json_cap, &s->json_len, smp.json, smp.json_len)) {
+            if (smp.stable) { /* in the mapped input until sa1b_tar_free: no copy */
+                s->jpg_in = smp.jpg;
+                s->jpg_len = smp.jpg_len;
+                s->json_in = smp.json;
+                s->json_len = smp.json_len;
+            } else if (copy_bytes(&s->jpg, &s->jpg_cap, &s->jpg_len, smp.jpg, smp.jpg_len) ||
+                       copy_bytes(&s->json, &s->json_cap, &s->json_len, smp.json, smp.json_len)) {
                 cli_warn("'%s': out of memory", j->input);
                 fatal = 1;
                 break;
+            } else {
+                s->jpg_in = s->jpg;
+                s->json_in = s->json;
             }
         }
         submit(r, s, sa1b_tar_bytes_read(tar));
@@ -650,6 +679,11 @@ static void free_job_parts(job *j)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
     options o;
     parse_options(argc, argv, &o);
     int n_inputs = argc - optind;
