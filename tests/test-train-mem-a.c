@@ -7,7 +7,9 @@
  *    accounting allocator lower;
  *  - precision bf16 / fp16: stored activations really rounded (every value of
  *    the logits is a 16-bit value), loss close to fp32, activation memory
- *    lower than fp32, fp16 overflow detected as non-finite gradients;
+ *    lower than fp32, the LayerNorm statistics recomputed in the backward
+ *    exactly (bit-identical to stored ones), fp16 overflow detected as
+ *    non-finite gradients;
  *  - gradient accumulation: K micro-batches of B give the same AdamW update
  *    as one batch of K*B (parameters to 1e-6 relative);
  *  - freezing: no gradient memory or pointer for frozen parameters, the
@@ -153,6 +155,21 @@ static void test_precision(void)
         tap_ok(finite && cosine > 0.99, "%s: gradients finite, cosine to fp32 %.5f", pn, cosine);
         tap_ok(h.act_peak < f32.act_peak, "%s: activation peak %.1f KiB < fp32 %.1f KiB (-%.0f%%)", pn,
                h.act_peak / 1024.0, f32.act_peak / 1024.0, 100.0 * (1.0 - (double)h.act_peak / f32.act_peak));
+        /* the LayerNorm statistics recomputed in the backward are the forward's (stored ones give the
+         * same bits), without and with checkpointing */
+        for (int ck = 0; ck < 2; ck++) {
+            run k;
+            tr_model_opts ok = {.precision = prec, .keep_ln_stats = 1, .ckpt_every = ck, .ckpt_decoder = ck};
+            if (do_run(&k, &ok, NULL, 0) < 0) {
+                tap_ok(0, "%s: run with stored statistics", pn);
+                continue;
+            }
+            tap_ok(same_grads(&h, &k) && (ck || h.act_peak < k.act_peak), "%s: recomputed LayerNorm statistics "
+                   "give the gradients, the logits and the loss of stored ones%s, bit for bit (activation peak "
+                   "%.1f KiB, stored %.1f KiB)", pn, ck ? " (stored, checkpointed)" : "", h.act_peak / 1024.0,
+                   k.act_peak / 1024.0);
+            end_run(&k);
+        }
         end_run(&h);
     }
     /* fp16 overflow: a huge loss scale makes gradients non-finite */

@@ -308,7 +308,6 @@ static size_t agroup(awalker *w, int on)
 /* Offset in act_mem where the next forward tensor is laid out. */
 static size_t apos(const awalker *w) { return w->auni ? w->abase + w->aoff : w->vid ? w->ioff : w->off; }
 
-static void areg(awalker *w, float **field, const char *name, size_t count) { areg2(w, field, name, count, 1, 1); }
 
 /* The tensors of one decoder attention block, per pair. */
 static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, size_t Tk, size_t C, size_t Ci,
@@ -407,6 +406,9 @@ static void walk_acts(awalker *w)
     int pop = vid && m->act_union; /* tr_model.pop */
     m->pop = pop;
     w->vid = vid;
+    /* LayerNorm statistics: stored (fp32), or with 16-bit storage recomputed
+     * in the backward (ln_bwd) unless the options ask to keep them */
+    int lnst = !vid || m->opt.keep_ln_stats;
     /* one image's patches, made again for the backward: a workspace in the
      * union region (which holds no gradient during the encoder's forward
      * nor after its blocks' backward) */
@@ -423,9 +425,9 @@ static void walk_acts(awalker *w)
     for (int i = 0; i < L; i++) {
         tr_enc_block_a *b = &a->blk[i];
         int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo, all = s < 0;
-#define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, 1, 0))
+#define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, lnst, 0))
 #define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, all, own, dsh))
-        w->real = 1;
+        w->real = 1; /* LayerNorm statistics (16-bit storage: recomputed in the backward, ln_bwd) */
         AS(ln1_m, GG); AS(ln1_r, GG); AS(ln2_m, GG); AS(ln2_r, GG);
         w->real = 0;
         if (s >= 0 && own && m->act_union) agroup(w, 1);
@@ -468,8 +470,8 @@ static void walk_acts(awalker *w)
     areg2(w, &a->emb_rows, "enc.emb_rows", GG * C, b16, 0);
     m->n_emb = w->voff - m->v_emb, w->vir = 0;
     w->real = 1;
-    areg(w, &a->emb_m, "enc.emb_m", BT);
-    areg(w, &a->emb_r, "enc.emb_r", BT);
+    areg2(w, &a->emb_m, "enc.emb_m", BT, lnst, 1);
+    areg2(w, &a->emb_r, "enc.emb_r", BT, lnst, 1);
     w->real = 0;
     areg2(w, &a->dense_pe, "prompt.dense_pe", GG * C, 1, 0);
     /* the decoder, per chunk of nc pairs; LayerNorm statistics first (fp32,
@@ -480,15 +482,15 @@ static void walk_acts(awalker *w)
     w->real = 1;
     for (int l = 0; l < D; l++) {
         tr_dec_layer_a *L_ = &a->lay[l];
-#define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, 1, 0))
+#define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, lnst, 0))
         AS(n1_m, T); AS(n1_r, T); AS(n2_m, T); AS(n2_r, T);
         AS(n3_m, T); AS(n3_r, T); AS(n4_m, GG); AS(n4_r, GG);
 #undef AS
     }
-    dreg(w, &a->fin_m, "dec.fin_m", T, 1, 0);
-    dreg(w, &a->fin_r, "dec.fin_r", T, 1, 0);
-    dreg(w, &a->upln_m, "dec.upln_m", 4 * GG, 1, 0);
-    dreg(w, &a->upln_r, "dec.upln_r", 4 * GG, 1, 0);
+    dreg(w, &a->fin_m, "dec.fin_m", T, lnst, 0);
+    dreg(w, &a->fin_r, "dec.fin_r", T, lnst, 0);
+    dreg(w, &a->upln_m, "dec.upln_m", 4 * GG, lnst, 0);
+    dreg(w, &a->upln_r, "dec.upln_r", 4 * GG, lnst, 0);
     w->real = 0;
     /* the chunk region (every pair when dec_full); gradients for one chunk:
      * persistent ones [ddec_off, +ddec_n) zeroed per chunk, each layer's in
@@ -1215,7 +1217,8 @@ static void s_attention_forward(tr_backend *be, float *out, float *att, const fl
     int c = d->heads * d->dh, dense = d->ldo == c && d->so == (size_t)d->Tq * (size_t)c;
     SIN({out, att_ext(d->N, d->Tq, d->ldo, d->so, c), dense ? SW : SR | SW},
         {att, (size_t)d->N * d->heads * d->Tq * d->Tk, SW}, {(float *)q, att_ext(d->N, d->Tq, d->ldq, d->sq, c), SR},
-        {(float *)k, att_ext(d->N, d->Tk, d->ldk, d->sk, c), SR}, {(float *)v, att_ext(d->N, d->Tk, d->ldv, d->sv, c), SR});
+        {(float *)k, att_ext(d->N, d->Tk, d->ldk, d->sk, c), SR},
+        {(float *)v, att_ext(d->N, d->Tk, d->ldv, d->sv, c), SR});
     SO->attention_forward(be, IN(0), IN(1), IN(2), IN(3), IN(4), d);
     SOUT();
 }
@@ -1227,7 +1230,8 @@ static void s_attention_backward(tr_backend *be, float *dq, float *dk, float *dv
     int c = d->heads * d->dh;
     size_t eq = att_ext(d->N, d->Tq, d->ldq, d->sq, c), ek = att_ext(d->N, d->Tk, d->ldk, d->sk, c);
     size_t ev = att_ext(d->N, d->Tk, d->ldv, d->sv, c);
-    SIN({dq, eq, SR | SW}, {dk, ek, SR | SW}, {dv, ev, SR | SW}, {(float *)dout, att_ext(d->N, d->Tq, d->ldo, d->so, c), SR},
+    SIN({dq, eq, SR | SW}, {dk, ek, SR | SW}, {dv, ev, SR | SW},
+        {(float *)dout, att_ext(d->N, d->Tq, d->ldo, d->so, c), SR},
         {(float *)q, eq, SR}, {(float *)k, ek, SR}, {(float *)v, ev, SR},
         {(float *)att, (size_t)d->N * d->heads * d->Tq * d->Tk, SR});
     SO->attention_backward(be, IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), IN(7), d);
@@ -1511,24 +1515,42 @@ static void lin_bwd(tr_model *m, float *dinp, float *dw, float *db, const float 
     tr_mem_free(&m->be->mem, ws);
 }
 
+/* (mean and rstd NULL: not stored, written to a workspace for the op) */
 static void ln_fwd(tr_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
                    const float *b, int N, int C, float eps)
 {
+    float *stw = NULL;
+    if (!mean || !rstd) {
+        stw = work_alloc(m, 2 * r16((size_t)N));
+        mean = stw, rstd = stw + r16((size_t)N);
+    }
     const float *p[2] = {w, b};
     size_t n[2] = {(size_t)C, (size_t)C};
     float *ws = cw_widen(m, p, n, 2);
     m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, p[0], p[1], N, C, eps);
     tr_mem_free(&m->be->mem, ws);
+    tr_mem_free(&m->be->mem, stw);
 }
 
+/* (mean and rstd NULL: the statistics are not stored (16-bit storage) and
+ * are recomputed from inp, w, b, eps exactly as the forward made them: the
+ * forward's op on the same stored input, into a workspace) */
 static void ln_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                   const float *w, const float *mean, const float *rstd, int N, int C)
+                   const float *w, const float *b, const float *mean, const float *rstd, int N, int C, float eps)
 {
+    float *stw = NULL;
+    if (!mean || !rstd) {
+        size_t nr = r16((size_t)N);
+        stw = work_alloc(m, 2 * nr + (size_t)N * (size_t)C);
+        ln_fwd(m, stw + 2 * nr, stw, stw + nr, inp, w, b, N, C, eps);
+        mean = stw, rstd = stw + nr;
+    }
     const float *p[1] = {dinp ? w : NULL};
     size_t n[1] = {(size_t)C};
     float *ws = cw_widen(m, p, n, 1);
     m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, mean, rstd, N, C);
     tr_mem_free(&m->be->mem, ws);
+    tr_mem_free(&m->be->mem, stw);
 }
 
 static void convt_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, float *scratch,
@@ -2133,15 +2155,15 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     tr_mem_free(&be->mem, x);
     o->zero(be, da->up1, nUp);
     x = t16 ? tail_ws(m, 0, p0, NP, 1) : NULL;
-    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, t16 ? x : a->up1, p->upln_w, a->upln_m, a->upln_r,
-           NP * 4 * GG, C / 4);
+    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, t16 ? x : a->up1, p->upln_w, p->upln_b, a->upln_m,
+           a->upln_r, NP * 4 * GG, C / 4, 1e-6f);
     tr_mem_free(&be->mem, x);
     convt_bwd(m, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
     o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
     o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
-    ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
-                          NP * T, C);
+    ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, p->fin_n_b, a->fin_m, a->fin_r,
+           NP * T, C, 1e-5f);
     o->accumulate(be, dTc, da->tfpre, nT);
     o->accumulate(be, da->fin.out, da->tfpre, nT);
     ablock_backward(m, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
@@ -2163,8 +2185,8 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
             o->zero(be, dKin, nK);
         }
         /* 4: image to tokens */
-        ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
-                              NP * GG, C);
+        ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, pl->n4_b, L->n4_m, L->n4_r,
+               NP * GG, C, 1e-5f);
         o->accumulate(be, dKin, dL->k4pre, nK);
         o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
         ablock_backward(m, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
@@ -2172,15 +2194,15 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
         o->accumulate(be, dL->t3, dL->i2t_kin, nT);
         o->accumulate(be, da->T0, dL->i2t_kin, nT);
         /* 3: MLP */
-        ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
-                              NP * T, C);
+        ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, pl->n3_b, L->n3_m, L->n3_r,
+               NP * T, C, 1e-5f);
         o->accumulate(be, dL->t2, dL->t3pre, nT);
         lin_bwd(m, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
         o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
         lin_bwd(m, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
         /* 2: tokens to image */
-        ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
-                              NP * T, C);
+        ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, pl->n2_b, L->n2_m, L->n2_r,
+               NP * T, C, 1e-5f);
         o->accumulate(be, dL->t1, dL->t2pre, nT);
         o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
         ablock_backward(m, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
@@ -2190,13 +2212,13 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
         o->accumulate(be, da->T0, dL->t2i_qin, nT);
         /* 1: self attention */
         if (l == 0) {
-            ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m,
-                                  L->n1_r, NP * T, C);
+            ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
+                   NP * T, C, 1e-5f);
             ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
                             C, c->h);
         } else {
-            ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m,
-                                  L->n1_r, NP * T, C);
+            ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
+                   NP * T, C, 1e-5f);
             o->accumulate(be, dTin, dL->t1pre, nT);
             o->accumulate(be, dL->sa.out, dL->t1pre, nT);
             ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
@@ -2255,7 +2277,10 @@ static int backward_begin(tr_model *m, const tr_batch *b, int zero_grads)
     if (m->demb_stash != TR_NO_STASH) { /* emb's gradient, in the stash */
         size_t GGC = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.C;
         if (m->pop) { /* per-op storage: zeroed through emb_rows' window */
-            for (int i = 0; i < m->B; i++) m->st_emb = m->demb_stash + (size_t)i * GGC, be->ops->zero(be, m->a.emb_rows, GGC);
+            for (int i = 0; i < m->B; i++) {
+                m->st_emb = m->demb_stash + (size_t)i * GGC;
+                be->ops->zero(be, m->a.emb_rows, GGC);
+            }
         } else {
             be->ops->zero(be, m->a.emb_rows, GGC);
             for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
@@ -2294,13 +2319,13 @@ static void enc_backward(tr_model *m, const tr_batch *b)
         st_unpack(m, demb, m->demb_stash, btc);
         st_unpack(m, neck, m->neck_stash, btc);
         o->zero(be, dneck, btc);
-        ln_bwd(m, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, a->emb_m, a->emb_r,
-                              BT, C);
+        ln_bwd(m, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, p->neck_ln_b, a->emb_m,
+               a->emb_r, BT, C, 1e-6f);
         tr_mem_free(&be->mem, demb);
         tr_mem_free(&be->mem, neck);
     } else {
-        ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
-                              a->emb_r, BT, C);
+        ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, p->neck_ln_b, a->emb_m,
+               a->emb_r, BT, C, 1e-6f);
     }
     if (m->dxl_stash != TR_NO_STASH) { /* 16-bit storage: dx through a workspace into the stash, then dw */
         size_t bte = (size_t)BT * E;
@@ -2344,8 +2369,8 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
             o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
             lin_bwd(m, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
-            ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m,
-                                  ab->ln2_r, GG, E);
+            ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, pb->ln2_b, ab->ln2_m,
+                   ab->ln2_r, GG, E, 1e-6f);
             if (dxin) o->accumulate(be, dxin, db->xmid, GE);
             lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
             tr_attn_dims d = {.N = 1, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
@@ -2354,8 +2379,8 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E,
                                   ab->qkv + 2 * E, ab->att, &d);
             lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
-            ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG,
-                                  E);
+            ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, pb->ln1_b, ab->ln1_m, ab->ln1_r, GG,
+                   E, 1e-6f);
             if (dx16 && o->pack16)
                 o->pack16(be, m->stash_mem + m->dx0_stash + (size_t)bi * GE, dxin, GE, m->opt.precision);
         }

@@ -94,7 +94,7 @@ typedef struct tr_attn_a {
 /* An encoder block's tensors (shown for BT = B*G*G rows): the encoder runs
  * image by image, so they hold either every image (own memory) or one
  * image's G*G rows (a slot); m->a then points at the current image's rows
- * (the LayerNorm statistics always hold every image). */
+ * (the LayerNorm statistics, when stored, hold every image). */
 typedef struct tr_enc_block_a {
     float *ln1, *ln1_m, *ln1_r;   /* [BT,E] [BT] [BT] (BT = B*G*G) */
     float *qkv, *att, *ao;        /* [BT,3E] [B,H,GG,GG] [BT,E] */
@@ -130,7 +130,8 @@ typedef struct tr_acts {
     /* The decoder (everything below) runs per chunk of nc pairs (decoder
      * chunks, see tr_model): its tensors are shown as [NP, ...] but hold
      * either every pair, or one chunk's pairs (checkpointing, 16-bit
-     * storage; the LayerNorm statistics hold every pair unless recomputed);
+     * storage; the LayerNorm statistics hold every pair unless the chunk
+     * is recomputed, and none with 16-bit storage: ln_bwd recomputes them);
      * m->a then points at the current chunk's rows.  Their gradients hold
      * one chunk. */
     float *T0;                       /* [NP, T, C] */
@@ -179,6 +180,9 @@ typedef struct tr_model_opts {
     int ckpt_decoder;  /* 1: keep no decoder activation: each chunk of pairs is
                           recomputed from the image embedding before its backward */
     int precision;     /* TR_PREC_FP32 (default), TR_PREC_BF16 or TR_PREC_FP16 */
+    int keep_ln_stats; /* 16-bit storage recomputes the LayerNorm statistics in the backward
+                          (exactly: the forward's op on the same stored input) instead of
+                          storing them; 1 stores them (tests: the same gradients) */
 } tr_model_opts;
 
 /* Memory layout (tr_model_layout): the encoder runs image by image
@@ -211,8 +215,9 @@ typedef struct tr_model_opts {
  * whose values live in 16 bits (the stash or its shadow), each op's
  * operands widened into a workspace for that op alone (per-op storage).
  * The weights ops compute with are 16-bit copies of the fp32 masters
- * (wc16), widened per op into a workspace.  LayerNorm statistics always
- * stay fp32.  Activation gradients exist for one block, one layer, one chunk at
+ * (wc16), widened per op into a workspace.  LayerNorm statistics are
+ * fp32: stored, or with 16-bit storage recomputed in the backward from the
+ * stored input (the forward's op again: the same bits).  Activation gradients exist for one block, one layer, one chunk at
  * a time (shared), plus two alternating buffers for the gradient flowing
  * between blocks / layers (16-bit storage: in 16 bits, per-op as well). */
 #define TR_DEC_CHUNK 4 /* at most this many pairs per decoder chunk, at least 4 chunks
@@ -298,7 +303,8 @@ typedef struct tr_model {
     int n_dview;
     /* Per-op storage (16-bit precision): no fp32 activation or activation
      * gradient lives across ops.  Every activation but the LayerNorm
-     * statistics, the logits and out.iou, and every activation gradient
+     * statistics (not stored at all: recomputed), the logits and out.iou, and
+     * every activation gradient
      * (dact_mem) is laid out in vmem, an address range with no memory behind
      * it (PROT_NONE: a stray access faults); while the model runs, the
      * backend's ops go through a staging table (be->stage) that unpacks each
