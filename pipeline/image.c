@@ -849,15 +849,24 @@ int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t
     return SA1B_OK;
 }
 
-int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb, uint32_t w,
+/* The header of a JPEG that must be w x h (SA1B_EMISMATCH otherwise), and
+ * an output buffer that must be there. */
+static int header_is(sa1b_imgctx *c, const uint8_t *jpg, size_t len, const uint8_t *out, uint32_t w,
                      uint32_t h, sa1b_error *err)
 {
     uint32_t jw = 0, jh = 0;
-    if (!rgb) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
+    if (!out) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
     SA1B_FORWARD(header(c, jpg, len, &jw, &jh, err));
     if (jw != w || jh != h)
         return sa1b_error_set(err, SA1B_EMISMATCH, -1, "jpeg: image is %ux%u, expected %ux%u",
                               jw, jh, w, h);
+    return SA1B_OK;
+}
+
+int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rgb, uint32_t w,
+                     uint32_t h, sa1b_error *err)
+{
+    SA1B_FORWARD(header_is(c, jpg, len, rgb, w, h, err));
     if (tjDecompress2(c->dec, jpg, (unsigned long)len, rgb, (int)w, 0, (int)h, TJPF_RGB,
                       DEC_FLAGS) != 0)
         return tj_error(c, err);
@@ -920,37 +929,33 @@ int sa1b_jpeg_decode_region(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
                             size_t stride, uint32_t jw, uint32_t jh, uint32_t w, uint32_t h,
                             sa1b_error *err)
 {
-    uint32_t iw = 0, ih = 0;
-    if (!rgb) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
-    SA1B_FORWARD(header(c, jpg, len, &iw, &ih, err));
-    if (iw != jw || ih != jh)
-        return sa1b_error_set(err, SA1B_EMISMATCH, -1, "jpeg: image is %ux%u, expected %ux%u",
-                              iw, ih, jw, jh);
+    SA1B_FORWARD(header_is(c, jpg, len, rgb, jw, jh, err));
     if (w == 0 || h == 0 || w > jw || h > jh || stride < (size_t)jw * 3)
         return sa1b_error_set(err, SA1B_EINVAL, -1,
                               "jpeg: region %ux%u of %ux%u, stride %zu", w, h, jw, jh, stride);
     if (!c->jd) {
         c->jd = calloc(1, sizeof *c->jd);
         c->je = calloc(1, sizeof *c->je);
-        if (!c->jd || !c->je) {
-            free(c->jd);
-            free(c->je);
-            c->jd = NULL;
-            c->je = NULL;
-            return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory");
+        int failed = !c->jd || !c->je;
+        if (!failed) {
+            /* jpeg_create_decompress fails (jumps back here) only out of memory */
+            if (setjmp(c->je->jump)) {
+                failed = 1;
+            } else {
+                c->jd->err = jpeg_std_error(&c->je->pub);
+                c->je->pub.error_exit = jerr_exit;
+                c->je->pub.emit_message = jerr_emit;
+                c->je->pub.output_message = jerr_output;
+                jpeg_create_decompress(c->jd);
+            }
         }
-        c->jd->err = jpeg_std_error(&c->je->pub);
-        c->je->pub.error_exit = jerr_exit;
-        c->je->pub.emit_message = jerr_emit;
-        c->je->pub.output_message = jerr_output;
-        if (setjmp(c->je->jump)) { /* only out of memory can fail here */
+        if (failed) {
             free(c->jd);
             free(c->je);
             c->jd = NULL;
             c->je = NULL;
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: cannot create a decompressor");
         }
-        jpeg_create_decompress(c->jd);
     }
     int whole;
     if (setjmp(c->je->jump)) {

@@ -27,6 +27,7 @@
 #include <immintrin.h>
 #endif
 
+#include "nt_store.h"
 #include "rng.h"
 #include "sa1b_image.h"
 #include "sa1b_loader.h"
@@ -523,52 +524,17 @@ static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t 
 
 /* Moves the w x h content of the S x S RGB canvas src (the worker's
  * scratch; its columns from w on are cleared in place) into the batch row
- * out, and zeroes the rows from h on, with streaming stores: the row is
- * read next by the consumer or a DMA engine, not by this worker, so its
- * lines need not be fetched into the cache first. */
+ * out, and zeroes the rows from h on, with streaming stores (nt_store.h):
+ * the row is read next by the consumer or a DMA engine, not by this
+ * worker. */
 static void ld_stream_canvas(uint8_t *out, uint8_t *src, uint32_t S, uint32_t w, uint32_t h)
 {
-    size_t row = (size_t)S * 3, n = (size_t)h * row;
-    uint8_t *d = out;
-    const uint8_t *s = src;
+    size_t row = (size_t)S * 3;
     if (w < S)
-        for (uint32_t y = 0; y < h; y++)
-            memset(src + y * row + (size_t)w * 3, 0, (size_t)(S - w) * 3);
-#ifdef LD_HAVE_AVX2
-    size_t head = (size_t)(-(uintptr_t)d & 15);
-    if (head > n) head = n;
-    memcpy(d, s, head);
-    d += head, s += head, n -= head;
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(s + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(const void *)(s + 48));
-        _mm_stream_si128((__m128i *)(void *)d, a);
-        _mm_stream_si128((__m128i *)(void *)(d + 16), b);
-        _mm_stream_si128((__m128i *)(void *)(d + 32), c);
-        _mm_stream_si128((__m128i *)(void *)(d + 48), e);
-    }
-    memcpy(d, s, n);
-    d += n;
-    size_t z = (size_t)(S - h) * row;
-    head = (size_t)(-(uintptr_t)d & 15);
-    if (head > z) head = z;
-    memset(d, 0, head);
-    d += head, z -= head;
-    __m128i zero = _mm_setzero_si128();
-    for (; z >= 64; z -= 64, d += 64) {
-        _mm_stream_si128((__m128i *)(void *)d, zero);
-        _mm_stream_si128((__m128i *)(void *)(d + 16), zero);
-        _mm_stream_si128((__m128i *)(void *)(d + 32), zero);
-        _mm_stream_si128((__m128i *)(void *)(d + 48), zero);
-    }
-    memset(d, 0, z);
-    _mm_sfence();
-#else
-    memcpy(d, s, n);
-    memset(d + n, 0, (size_t)(S - h) * row);
-#endif
+        for (uint32_t y = 0; y < h; y++) memset(src + y * row + (size_t)w * 3, 0, (size_t)(S - w) * 3);
+    nt_copy(out, src, (size_t)h * row);
+    nt_zero(out + (size_t)h * row, (size_t)(S - h) * row);
+    nt_fence();
 }
 
 /* Index of the shard holding global image gidx (binary search on first). */

@@ -21,6 +21,7 @@
  * (EINVAL: stricter alignment) switches the file to buffered writes.  The
  * bytes of the file are the same either way.
  */
+#include "nt_store.h"
 #include "sa1b_shard.h"
 #include "shard_format.h"
 
@@ -158,34 +159,18 @@ static int wr_flush_all(sa1b_shard_writer *w, sa1b_error *err)
 }
 
 /* Copies n bytes into the staging buffer.  Large copies (raw images) use
- * streaming stores where there are: the buffer is read next by the disk's
- * DMA, not by the CPU, so its lines need not be fetched into the cache
- * first nor push the worker's data out of it.  The fence makes the stores
- * visible before the write(2) that follows. */
+ * streaming stores (nt_store.h): the buffer is read next by the disk's DMA,
+ * not by the CPU.  The fence makes the stores visible before the write(2)
+ * that follows. */
 #define WR_STREAM_MIN ((size_t)256 << 10)
 static void wr_copy(uint8_t *dst, const uint8_t *src, size_t n)
 {
-#ifdef WR_HAVE_SSE2
-    if (n >= WR_STREAM_MIN) {
-        size_t head = (size_t)(-(uintptr_t)dst & 15);
-        memcpy(dst, src, head);
-        dst += head, src += head, n -= head;
-        for (; n >= 64; n -= 64, dst += 64, src += 64) {
-            __m128i a = _mm_loadu_si128((const __m128i *)(const void *)src);
-            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(src + 16));
-            __m128i c = _mm_loadu_si128((const __m128i *)(const void *)(src + 32));
-            __m128i d = _mm_loadu_si128((const __m128i *)(const void *)(src + 48));
-            _mm_stream_si128((__m128i *)(void *)dst, a);
-            _mm_stream_si128((__m128i *)(void *)(dst + 16), b);
-            _mm_stream_si128((__m128i *)(void *)(dst + 32), c);
-            _mm_stream_si128((__m128i *)(void *)(dst + 48), d);
-        }
+    if (n < WR_STREAM_MIN) {
         memcpy(dst, src, n);
-        _mm_sfence();
         return;
     }
-#endif
-    memcpy(dst, src, n);
+    nt_copy(dst, src, n);
+    nt_fence();
 }
 
 static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_error *err)
