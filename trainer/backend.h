@@ -63,6 +63,11 @@ typedef struct tr_ops {
     void (*layernorm_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
                                const float *inp, const float *w, const float *mean,
                                const float *rstd, int N, int C);
+    /* mean[N], rstd[N] of inp[N,C]: the statistics layernorm_forward saves, the same bits
+     * (recomputed for the backward instead of stored; may be NULL: the caller then runs
+     * layernorm_forward into a scratch output). */
+    void (*layernorm_stats)(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C,
+                            float eps);
 
     /* Element-wise over n: out = gelu(inp) / relu(inp); backward dinp += dout * f'(inp). */
     void (*gelu_forward)(tr_backend *be, float *out, const float *inp, size_t n);

@@ -409,6 +409,19 @@ static void cpu_layernorm_forward(tr_backend *be, float *out, float *mean, float
     rnd(be, out, (size_t)N * C); /* statistics stay fp32 */
 }
 
+static void ln_stats_w(void *ctx, size_t b, size_t e)
+{
+    pc *p = ctx;
+    size_t C = (size_t)p->i0;
+    for (size_t n = b; n < e; n++) tr_layernorm_stats(p->o2 + n, p->o3 + n, p->a + n * C, p->i0, p->f0);
+}
+
+static void cpu_layernorm_stats(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C, float eps)
+{
+    pc p = {.o2 = mean, .o3 = rstd, .a = inp, .i0 = C, .f0 = eps};
+    par(be, (size_t)N, 2 * (size_t)C, ln_stats_w, &p);
+}
+
 static void ln_bwd_dx_w(void *ctx, size_t b, size_t e)
 {
     pc *p = ctx; /* o=dinp a=dout b=inp c=w d=mean e=rstd */
@@ -1208,6 +1221,7 @@ static const tr_ops cpu_ops = {
     .linear_backward = cpu_linear_backward,
     .layernorm_forward = cpu_layernorm_forward,
     .layernorm_backward = cpu_layernorm_backward,
+    .layernorm_stats = cpu_layernorm_stats,
     .gelu_forward = cpu_gelu_forward,
     .gelu_backward = cpu_gelu_backward,
     .relu_forward = cpu_relu_forward,

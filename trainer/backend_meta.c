@@ -42,6 +42,10 @@ static void m_layernorm_backward(tr_backend *be, float *dinp, float *dw, float *
     (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)N;
     (void)C;
 }
+static void m_layernorm_stats(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C, float eps)
+{
+    (void)be, (void)mean, (void)rstd, (void)inp, (void)N, (void)C, (void)eps;
+}
 static void m_unary(tr_backend *be, float *out, const float *inp, size_t n) { (void)be, (void)out, (void)inp, (void)n; }
 static void m_unary_b(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
@@ -187,6 +191,7 @@ static const tr_ops meta_ops = {
     .linear_backward = m_linear_backward,
     .layernorm_forward = m_layernorm_forward,
     .layernorm_backward = m_layernorm_backward,
+    .layernorm_stats = m_layernorm_stats,
     .gelu_forward = m_unary,
     .gelu_backward = m_unary_b,
     .relu_forward = m_unary,

@@ -105,11 +105,11 @@ static inline SA1B_HD float tr_gelu_grad(float x)
 
 static inline SA1B_HD float tr_relu(float x) { return x > 0.0f ? x : 0.0f; }
 
-/* LayerNorm of one row of n: out = (x - mean) * rstd * w + b, with the
- * biased variance; mean and rstd are returned for the backward pass. */
-static inline SA1B_HD void tr_layernorm_row(float *out /* [n] */, float *mean_out, float *rstd_out,
-                                            const float *x /* [n] */, const float *w /* [n] */,
-                                            const float *b /* [n] */, int n, float eps)
+/* The statistics of one row of n for LayerNorm: mean and
+ * rstd = 1 / sqrt(biased variance + eps) (what tr_layernorm_row uses and
+ * returns, the same bits). */
+static inline SA1B_HD void tr_layernorm_stats(float *mean_out, float *rstd_out, const float *x /* [n] */, int n,
+                                              float eps)
 {
     double s = 0.0;
     for (int i = 0; i < n; i++) s += x[i];
@@ -120,8 +120,18 @@ static inline SA1B_HD void tr_layernorm_row(float *out /* [n] */, float *mean_ou
         v += d * d;
     }
     v /= n;
-    float m = (float)mean;
-    float rstd = (float)(1.0 / sqrt(v + (double)eps));
+    *mean_out = (float)mean;
+    *rstd_out = (float)(1.0 / sqrt(v + (double)eps));
+}
+
+/* LayerNorm of one row of n: out = (x - mean) * rstd * w + b, with the
+ * biased variance; mean and rstd are returned for the backward pass. */
+static inline SA1B_HD void tr_layernorm_row(float *out /* [n] */, float *mean_out, float *rstd_out,
+                                            const float *x /* [n] */, const float *w /* [n] */,
+                                            const float *b /* [n] */, int n, float eps)
+{
+    float m, rstd;
+    tr_layernorm_stats(&m, &rstd, x, n, eps);
     for (int i = 0; i < n; i++) out[i] = (x[i] - m) * rstd * w[i] + b[i];
     *mean_out = m;
     *rstd_out = rstd;

@@ -1129,6 +1129,14 @@ static void s_layernorm_backward(tr_backend *be, float *dinp, float *dw, float *
     SOUT();
 }
 
+static void s_layernorm_stats(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C, float eps)
+{
+    SM;
+    SIN({mean, (size_t)N, SW}, {rstd, (size_t)N, SW}, {(float *)inp, (size_t)N * C, SR});
+    SO->layernorm_stats(be, IN(0), IN(1), IN(2), N, C, eps);
+    SOUT();
+}
+
 static void s_gelu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
     SM;
@@ -1434,6 +1442,7 @@ static void s_unpack16(tr_backend *be, float *dst, const uint16_t *src, size_t n
 static const tr_ops stage_table = {
     .gemm = s_gemm, .linear_forward = s_linear_forward, .linear_backward = s_linear_backward,
     .layernorm_forward = s_layernorm_forward, .layernorm_backward = s_layernorm_backward,
+    .layernorm_stats = s_layernorm_stats,
     .gelu_forward = s_gelu_forward, .gelu_backward = s_gelu_backward, .relu_forward = s_relu_forward,
     .relu_backward = s_relu_backward, .add = s_add, .accumulate = s_accumulate, .zero = s_zero,
     .add_bcast = s_add_bcast, .attention_forward = s_attention_forward, .attention_backward = s_attention_backward,
@@ -1541,8 +1550,14 @@ static void ln_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *
     float *stw = NULL;
     if (!mean || !rstd) {
         size_t nr = r16((size_t)N);
-        stw = work_alloc(m, 2 * nr + (size_t)N * (size_t)C);
-        ln_fwd(m, stw + 2 * nr, stw, stw + nr, inp, w, b, N, C, eps);
+        const tr_ops *io = m->be->stage_ops ? m->be->stage_ops : m->be->ops; /* the backend's own */
+        if (io->layernorm_stats) {
+            stw = work_alloc(m, 2 * nr);
+            m->be->ops->layernorm_stats(m->be, stw, stw + nr, inp, N, C, eps);
+        } else { /* through the forward op into a scratch output */
+            stw = work_alloc(m, 2 * nr + (size_t)N * (size_t)C);
+            ln_fwd(m, stw + 2 * nr, stw, stw + nr, inp, w, b, N, C, eps);
+        }
         mean = stw, rstd = stw + nr;
     }
     const float *p[1] = {dinp ? w : NULL};
