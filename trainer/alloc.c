@@ -159,7 +159,7 @@ static int hash_grow(tr_mem *m)
     return 0;
 }
 
-void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes)
+static void *mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes, int zero)
 {
     if ((unsigned)cat >= TR_MEM_NCAT || n_bytes > ((size_t)1 << 62)) return NULL;
     size_t bytes;
@@ -171,7 +171,7 @@ void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes)
         b->fnext = NULL;
         if (!m->counting_only) {
             UNPOISON(b->ptr, n_bytes);
-            memset(b->ptr, 0, n_bytes);
+            if (zero) memset(b->ptr, 0, n_bytes);
         }
     } else {
         if (hash_grow(m) < 0) goto oom;
@@ -183,7 +183,7 @@ void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes)
         } else {
             b->ptr = aligned_alloc(64, bytes);
             if (b->ptr) {
-                memset(b->ptr, 0, n_bytes);
+                if (zero) memset(b->ptr, 0, n_bytes);
                 POISON(b->ptr + n_bytes, bytes - n_bytes);
             }
         }
@@ -211,6 +211,10 @@ oom:
     pthread_mutex_unlock(&m->mu);
     return NULL;
 }
+
+void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes) { return mem_alloc(m, cat, n_bytes, 1); }
+
+void *tr_mem_alloc_raw(tr_mem *m, tr_mem_cat cat, size_t n_bytes) { return mem_alloc(m, cat, n_bytes, 0); }
 
 void tr_mem_free(tr_mem *m, void *p)
 {

@@ -87,6 +87,10 @@ const char *tr_mem_cat_name(tr_mem_cat cat);
  * counting-only mode the block is a read-only range of zeros (see above). */
 void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes);
 
+/* tr_mem_alloc without the zero fill: the contents are unspecified (for a
+ * workspace its user overwrites before reading it). */
+void *tr_mem_alloc_raw(tr_mem *m, tr_mem_cat cat, size_t n_bytes);
+
 /* Gives a block back to the cache; NULL is a no-op. */
 void tr_mem_free(tr_mem *m, void *p);
 

@@ -687,7 +687,6 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         return snprintf(err, err_len, "out of memory"), -1;
     }
     m->n_acts = aw.n;
-    m->abase = aw.off;
     int pop = m->pop, vid = aw.vid;
     m->n_act_floats = aw.off + (vid ? 0 : aw.amax); /* persistent activations, then the union region */
     m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
@@ -747,7 +746,8 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         m->n_id = aw.ioff;
         m->vmem_n = m->v_id + m->n_id + 16;
         m->st_xin = m->st_emb = m->st_uni = TR_NO_STASH;
-        void *v = mmap(NULL, m->vmem_n * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        void *v = mmap(NULL, m->vmem_n * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
+                       0);
         if (v == MAP_FAILED) {
             free_layout(m);
             return snprintf(err, err_len, "out of address space"), -1;
@@ -1050,7 +1050,9 @@ static void stage_in(tr_model *m, stage *s, sarg *a, int k)
     if (!s->ng) return;
     size_t tot = 0;
     for (int g = 0; g < s->ng; g++) s->off[g] = tot, tot += r16(s->hi[g] - s->lo[g]);
-    s->ws = work_alloc(m, tot);
+    /* no zero fill: every range is unpacked, written whole by the op, or its scratch */
+    s->ws = tr_mem_alloc_raw(&be->mem, TR_MEM_WORK, tot * sizeof(float));
+    if (!s->ws) abort(); /* out of memory in the middle of a step */
     for (int g = 0; g < s->ng; g++)
         if ((s->mode[g] & SR) || (cnt[g] > 1 && (s->mode[g] & SW)))
             be->stage_ops->unpack16(be, s->ws + s->off[g], m->stash_mem + vmap(m, s->lo[g], s->hi[g] - s->lo[g]),

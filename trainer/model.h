@@ -326,7 +326,6 @@ typedef struct tr_model {
                                                        the stash (no resident copy of a block image or a
                                                        chunk); the rest of vmem (gradients aside) maps
                                                        1:1 onto the shadow at sh in every vmem layout */
-    size_t abase;                                   /* the union region's offset in the act layout */
 } tr_model;
 
 /* Lays out the parameters and activations for batches of B images, M masks,
