@@ -5,7 +5,8 @@
  * flips mirroring image, masks and points together, normalised output,
  * JPEG shards, bounded memory through a counting allocator for a fast and a
  * slow consumer, shutdown in the middle of an epoch, holding every buffer,
- * and the skip-or-stop protocol for a damaged sample.
+ * the skip-or-stop protocol for a damaged sample, and a hostile shard whose
+ * masks have bits outside the content.
  */
 #include <fcntl.h>
 #include <math.h>
@@ -379,6 +380,86 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* A hostile shard whose masks have bits set outside the content (every
+ * bit of R x R set, for a portrait and a landscape image): the loader's
+ * masks are still exactly the content rectangle, zero outside it, with and
+ * without flip, on every unpacking way (R = 16 and R = 64), and the point
+ * lies inside. */
+static void test_bits_outside(const char *dir)
+{
+    static const uint32_t Rs[2] = {16, 64};
+    for (int ri = 0; ri < 2; ri++) {
+        uint32_t S = 64, R = Rs[ri];
+        char path[512];
+        snprintf(path, sizeof path, "%s/outside-%u.shard", dir, R);
+        sa1b_error e;
+        sa1b_shard_params p = {S, R, SA1B_SHARD_RAW, NULL};
+        sa1b_shard_writer *wr;
+        uint8_t *img = calloc((size_t)S * S * 3, 1), *bits = malloc((size_t)R * R);
+        memset(bits, 1, (size_t)R * R);
+        int ok = img && bits && sa1b_shard_writer_open(&wr, path, &p, &e) == SA1B_OK;
+        for (int i = 0; ok && i < 2; i++) {
+            sa1b_shard_mask_in mi;
+            memset(&mi, 0, sizeof mi);
+            mi.id = 7 + i;
+            mi.area = (float)(R * R);
+            mi.point[0] = mi.point[1] = NAN;
+            mi.bits = bits;
+            sa1b_shard_sample_in smp;
+            memset(&smp, 0, sizeof smp);
+            smp.image_id = 1 + i;
+            smp.orig_w = i ? 300 : 200; /* portrait, then landscape */
+            smp.orig_h = i ? 200 : 300;
+            smp.scale = (float)S / 300.0f;
+            smp.file_name = "x.jpg";
+            smp.image = img;
+            smp.image_len = (size_t)S * S * 3;
+            smp.n_masks = 1;
+            smp.masks = &mi;
+            ok = sa1b_shard_writer_add(wr, &smp, &e) == SA1B_OK;
+        }
+        ok = ok && sa1b_shard_writer_finish(wr, &e) == SA1B_OK;
+        free(img);
+        free(bits);
+        if (!ok) {
+            tap_ok(0, "bits outside the content: write the shard (R=%u)", R);
+            continue;
+        }
+        int bad = 0, rows = 0;
+        for (int fl = 0; fl < 2; fl++) {
+            const char *pv[1] = {path};
+            sa1b_loader_config c = base(pv, 2);
+            c.max_masks = 1;
+            c.points = 1;
+            c.flip_prob = fl;
+            sa1b_loader *L;
+            sa1b_batch *b;
+            if (sa1b_loader_open(&L, &c, &e)) {
+                bad++;
+                continue;
+            }
+            while (sa1b_loader_next(L, &b, &e) == SA1B_OK) {
+                for (uint32_t r = 0; r < b->count; r++, rows++) {
+                    int portrait = b->image_ids[r] == 1;
+                    uint32_t wR = portrait ? tl_fit(200, 300, R) : R, hR = portrait ? R : tl_fit(200, 300, R);
+                    const uint8_t *mk = b->masks + (size_t)r * b->M * R * R;
+                    for (uint32_t y = 0; y < R; y++)
+                        for (uint32_t x = 0; x < R; x++) bad += mk[y * R + x] != (x < wR && y < hR);
+                    double px = b->points[(size_t)r * b->M * b->K * 2], py = b->points[(size_t)r * b->M * b->K * 2 + 1];
+                    long cx = (long)floor((px + 0.5) * R / S), cy = (long)floor((py + 0.5) * R / S);
+                    bad += b->labels[(size_t)r * b->M * b->K] != 1 || cx < 0 || cy < 0 || cx >= (long)wR ||
+                           cy >= (long)hR;
+                }
+                sa1b_loader_release(L, b);
+            }
+            sa1b_loader_close(L);
+        }
+        tap_ok(rows == 4 && bad == 0,
+               "bits outside the content (R=%u): masks are the content only, point inside, with "
+               "and without flip (%d rows, %d bad)", R, rows, bad);
+    }
+}
+
 static void test_memory(void)
 {
     const char *pv[1] = {path_raw};
@@ -542,6 +623,7 @@ int main(void)
     test_mirror_and_norm();
     test_stored_point(0.0);
     test_stored_point(1.0);
+    test_bits_outside(dir);
     test_memory();
     test_held();
     test_damaged();
