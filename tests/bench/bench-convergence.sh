@@ -85,9 +85,11 @@ for s in $SEEDS; do
     f=$(cat "$tmp/fp32-$s.miou" 2>/dev/null || echo nan)
     a=$(cat "$tmp/all$s.miou" 2>/dev/null || echo nan)
     echo "$s $f $a"
-done | awk '{ d = 100 * ($3 - $2) / $2; printf "%-6s %10.4f %10.4f %+9.1f%%\n", $1, $2, $3, d
-               f += $2; a += $3; s += d; ss += d * d; n++ }
-    END { if (n) { printf "%-6s %10.4f %10.4f %+9.1f%%\n", "mean", f / n, a / n, 100 * (a - f) / f
+done | awk '$2 + 0 <= 0 { printf "%-6s %10.4f %10.4f %10s\n", $1, $2, $3, "-"; bad = 1; next }
+    { d = 100 * ($3 - $2) / $2; printf "%-6s %10.4f %10.4f %+9.1f%%\n", $1, $2, $3, d
+      f += $2; a += $3; s += d; ss += d * d; n++ }
+    END { if (bad) print "target all: not measured (an fp32 run has no mIoU)"
+          if (n && !bad) { printf "%-6s %10.4f %10.4f %+9.1f%%\n", "mean", f / n, a / n, 100 * (a - f) / f
           m = s / n; se = n > 1 ? sqrt((ss - n * m * m) / (n - 1) / n) : 0
           printf "paired difference: mean %+.1f%%, standard error %.1f%% over %d seeds\n", m, se, n
           d = 100 * (a - f) / f; if (d < 0) d = -d
