@@ -19,16 +19,11 @@
 #include "anno_internal.h"
 #include "sa1b_anno.h"
 #include "tap.h"
+#include "test-rng.h"
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return rs;
-}
-static uint32_t below(uint32_t n) { return n ? (uint32_t)(rnd() % n) : 0; }
+static uint64_t rnd(void) { return trng_next(&rs); }
+static uint32_t below(uint32_t n) { return trng_below(&rs, n); }
 
 static char *slurp(const char *path, size_t *len)
 {

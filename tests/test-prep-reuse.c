@@ -18,15 +18,10 @@
 #include "sa1b_prep.h"
 #include "sa1b_rle.h"
 #include "tap.h"
+#include "test-rng.h"
 
 static uint64_t rs = 0x2545F4914F6CDD1Dull;
-static uint32_t rnd(uint32_t n)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)(rs % n);
-}
+static uint32_t rnd(uint32_t n) { return trng_below(&rs, n); }
 
 typedef struct gen {
     uint8_t *jpg;

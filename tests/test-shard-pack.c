@@ -8,15 +8,10 @@
  */
 #include "sa1b_shard.h"
 #include "tap.h"
+#include "test-rng.h"
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(uint32_t n)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (uint32_t)(rs % n);
-}
+static uint32_t rnd(uint32_t n) { return trng_below(&rs, n); }
 
 int main(void)
 {
