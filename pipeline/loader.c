@@ -605,36 +605,29 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         /* only the content of a canvas is decoded: the rows below it not
          * at all, the columns right of it only as far as the upsampling
          * needs (sa1b_jpeg_decode_region); the padding is zero in the
-         * batch, not the near-zero JPEG leaves */
-        if (jw == S && jh == S && !L->cfg.normalize && !flip) {
-            /* a canvas delivered as is: a small one is decoded into the
-             * worker's scratch, which stays in its cache, and streamed into
-             * the row (decoding into the row itself, whose lines are not in
-             * the cache, was 5% slower per image at S=256); a large one
-             * straight into the row (the copy would cost more than it
-             * saves) */
-            uint8_t *out = (uint8_t *)o->images + (size_t)b * L->img_row;
-            if ((size_t)S * S * 3 <= LD_HOT_CANVAS) {
-                rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len, W->rgb,
-                                             (size_t)S * 3, S, S, w, h, err);
-                if (rc) return rc;
-                ld_stream_canvas(out, W->rgb, S, w, h);
-            } else {
-                rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len, out,
-                                             (size_t)S * 3, S, S, w, h, err);
-                if (rc) return rc;
-                if (w < S)
-                    for (uint32_t y = 0; y < h; y++)
-                        memset(out + ((size_t)y * S + w) * 3, 0, (size_t)(S - w) * 3);
-                if (h < S) memset(out + (size_t)h * S * 3, 0, (size_t)(S - h) * S * 3);
-            }
+         * batch, not the near-zero JPEG leaves.  A canvas delivered as is
+         * (no flip, no normalisation) goes to the row: a large one decoded
+         * straight into it (a copy would cost more than it saves), a
+         * small one decoded into the worker's scratch, which stays in its
+         * cache, and streamed into it (decoding into the row itself, whose
+         * lines are not in the cache, was 5% slower per image at S=256) */
+        uint8_t *out = (uint8_t *)o->images + (size_t)b * L->img_row;
+        int canvas = jw == S && jh == S, as_is = canvas && !L->cfg.normalize && !flip;
+        int into_row = as_is && (size_t)S * S * 3 > LD_HOT_CANVAS;
+        if (canvas)
+            rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len,
+                                         into_row ? out : W->rgb, (size_t)S * 3, S, S, w, h, err);
+        else
+            rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
+        if (rc) return rc;
+        if (into_row) {
+            if (w < S)
+                for (uint32_t y = 0; y < h; y++)
+                    memset(out + ((size_t)y * S + w) * 3, 0, (size_t)(S - w) * 3);
+            if (h < S) memset(out + (size_t)h * S * 3, 0, (size_t)(S - h) * S * 3);
+        } else if (as_is) {
+            ld_stream_canvas(out, W->rgb, S, w, h);
         } else {
-            if (jw == S && jh == S)
-                rc = sa1b_jpeg_decode_region(W->img, v.payload, (size_t)v.payload_len, W->rgb,
-                                             (size_t)S * 3, S, S, w, h, err);
-            else
-                rc = sa1b_jpeg_decode(W->img, v.payload, (size_t)v.payload_len, W->rgb, jw, jh, err);
-            if (rc) return rc;
             ld_put_image(L, o, b, W->rgb, (size_t)jw * 3, w, h, flip, W->pixrow);
         }
     }

@@ -308,11 +308,11 @@ static int data_error(sa1b_tar *t, const char *base, la_ssize_t r, sa1b_error *e
     return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: cannot read member: %s", base, m);
 }
 
-/* A member of an input in memory, read by blocks: when it arrives whole as
- * one block inside the input (a plain tar's member), *data points there
- * (*owned 0); otherwise the blocks are assembled into a malloc'ed buffer
- * (holes of a sparse member zero).  Same results and errors as the copying
- * way of read_member. */
+/* A member (not sparse) of an input in memory, read by blocks: when it
+ * arrives whole as one block inside the input (a plain tar's member),
+ * *data points there (*owned 0); otherwise the blocks, which follow each
+ * other, are assembled into a malloc'ed buffer.  Same results and errors
+ * as the copying way of read_member. */
 static int read_member_blocks(sa1b_tar *t, const char *base, size_t size, uint8_t **data,
                               size_t *len, int *owned, sa1b_error *err)
 {
@@ -344,14 +344,13 @@ static int read_member_blocks(sa1b_tar *t, const char *base, size_t size, uint8_
             free(buf);
             return data_error(t, base, r, err);
         }
-        if (off < 0 || (uint64_t)off > size || n > size - (size_t)off) {
+        if (off < 0 || (uint64_t)off != got || n > size - got) {
             free(buf);
             return sa1b_error_set(err, SA1B_EFORMAT, pos(t),
                                   "%s: member longer than its header says", base);
         }
-        if ((size_t)off > got) memset(buf + got, 0, (size_t)off - got);
-        memcpy(buf + off, p, n);
-        if ((size_t)off + n > got) got = (size_t)off + n;
+        memcpy(buf + got, p, n);
+        got += n;
     }
     if (got != size) {
         free(buf);
