@@ -40,7 +40,7 @@ typedef struct options {
     uint64_t seed;
     int threads;
     const char *backend;
-    const char *out, *resume, *eval_only, *dump_step, *data, *val;
+    const char *out, *resume, *init, *eval_only, *dump_step, *data, *val;
     int synthetic;
     uint64_t synthetic_seed;
     long log_every, ckpt_every, eval_batches;
@@ -97,6 +97,7 @@ static void usage(void)
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest\n"
+           "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
            "  --eval-only CKPT       evaluate a model checkpoint and exit\n"
@@ -136,7 +137,7 @@ static void usage(void)
 enum {
     O_CONFIG = 256, O_S, O_P, O_E, O_L, O_H, O_C, O_h, O_D, O_STEPS, O_BATCH, O_MASKS, O_POINTS, O_LR, O_WARMUP,
     O_WD, O_EPS, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
-    O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT
+    O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
@@ -194,7 +195,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"dec-depth", 1, 0, O_D}, {"steps", 1, 0, O_STEPS}, {"batch", 1, 0, O_BATCH}, {"masks", 1, 0, O_MASKS},
         {"points", 1, 0, O_POINTS}, {"lr", 1, 0, O_LR}, {"warmup", 1, 0, O_WARMUP}, {"weight-decay", 1, 0, O_WD}, {"adam-eps", 1, 0, O_EPS},
         {"clip", 1, 0, O_CLIP}, {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"backend", 1, 0, O_BACKEND},
-        {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
+        {"out", 1, 0, O_OUT}, {"resume", 1, 0, O_RESUME}, {"init", 1, 0, O_INIT}, {"log-every", 1, 0, O_LOG}, {"ckpt-every", 1, 0, O_CKPT},
         {"eval-only", 1, 0, O_EVAL}, {"eval-batches", 1, 0, O_EVALB}, {"dump-step", 1, 0, O_DUMP},
         {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"flip", 1, 0, O_FLIP},
         {"loader-threads", 1, 0, O_LTHREADS}, {"export", 1, 0, O_EXPORT}, {"optim", 1, 0, O_OPTIM}, {"optim-block", 1, 0, O_OPTIM_BLOCK},
@@ -239,6 +240,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_BACKEND: o->backend = optarg; break;
         case O_OUT: o->out = optarg; break;
         case O_RESUME: o->resume = optarg; break;
+        case O_INIT: o->init = optarg; break;
         case O_LOG: o->log_every = parse_long("--log-every", optarg, 1, 1000000000); break;
         case O_CKPT: o->ckpt_every = parse_long("--ckpt-every", optarg, 1, 1000000000); break;
         case O_EVAL: o->eval_only = optarg; break;
@@ -297,6 +299,8 @@ static void parse_options(int argc, char **argv, options *o)
     if (o->resume && !o->out) o->out = o->resume;
     if (o->plan && (o->dump_step || o->eval_only || o->resume))
         cli_usage_error("--plan predicts a training run: not with --dump-step, --eval-only or --resume");
+    if (o->init && (o->resume || o->eval_only || o->plan))
+        cli_usage_error("--init starts a run from given weights: not with --resume, --eval-only or --plan");
     if ((o->memory_budget || o->effective_batch) && !o->plan) cli_usage_error("--memory-budget and --effective-batch need --plan");
     if (!o->plan && !o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
@@ -626,6 +630,7 @@ static int run(const options *op, tr_backend *be)
         cli_die(CLI_EXIT_FATAL, "%s", err);
     }
     if (!o.plan) tr_model_init_params(&m, o.seed);
+    if (o.init && tr_ckpt_load_model(&m, o.init, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_data_source src = {0};
 
     if (o.eval_only) {
