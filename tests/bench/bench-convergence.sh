@@ -21,7 +21,7 @@
 # the paired differences' mean and standard error; the target counts as
 # resolved when that standard error is at most 1%.
 #
-# Takes about an hour on 2 cores (two runs at a time, one thread each, 12
+# Takes about 75 minutes on 2 cores (two runs at a time, one thread each, 12
 # seeds), so make bench runs it only with SA1B_BENCH_LONG=1.  Environment:
 # BENCH_CONV_SEEDS ("1 2 ... 12"), BENCH_CONV_STEPS (6000),
 # BENCH_CONV_WARMUP (500), BENCH_CONV_LR (1.5e-3), BENCH_CONV_INIT_STEPS
@@ -34,7 +34,7 @@ set -u
 : "${top_builddir:=.}"
 : "${top_srcdir:=.}"
 if [ "${SA1B_BENCH_LONG:-0}" != 1 ]; then
-    echo "bench-convergence: skipped (about an hour on 2 cores; SA1B_BENCH_LONG=1 runs it)"
+    echo "bench-convergence: skipped (about 75 minutes on 2 cores; SA1B_BENCH_LONG=1 runs it)"
     exit 0
 fi
 PATH="$top_builddir/trainer:$top_builddir/shard-tools:$PATH"
