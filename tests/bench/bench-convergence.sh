@@ -31,13 +31,11 @@
 # trained there with these settings, evaluate them again: a table over
 # seeds trained in several sittings).
 set -u
-: "${top_builddir:=.}"
-: "${top_srcdir:=.}"
+. "${top_srcdir:-.}/tests/bench/bench-lib.sh"
 if [ "${SA1B_BENCH_LONG:-0}" != 1 ]; then
     echo "bench-convergence: skipped (about 75 minutes on 2 cores; SA1B_BENCH_LONG=1 runs it)"
     exit 0
 fi
-PATH="$top_builddir/trainer:$top_builddir/shard-tools:$PATH"
 SEEDS=${BENCH_CONV_SEEDS:-1 2 3 4 5 6 7 8 9 10 11 12}
 STEPS=${BENCH_CONV_STEPS:-6000}
 WARMUP=${BENCH_CONV_WARMUP:-500}
@@ -46,14 +44,8 @@ INIT_STEPS=${BENCH_CONV_INIT_STEPS:-3000}
 INIT_WARMUP=${BENCH_CONV_INIT_WARMUP:-1000}
 JOBS=${BENCH_CONV_JOBS:-2}
 REUSE=${BENCH_CONV_REUSE:-0}
-if [ -n "${BENCH_CONV_DIR:-}" ]; then
-    tmp=$BENCH_CONV_DIR
-    mkdir -p "$tmp"
-else
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-    REUSE=0
-fi
+bench_workdir "${BENCH_CONV_DIR:-}"
+[ -n "${BENCH_CONV_DIR:-}" ] || REUSE=0
 if ! [ -s "$tmp/val1k.shard" ]; then
     sa1b-synth --quiet -n 2000 -W 480 -H 320 -m 5 -s 1 --nesting flat -o "$tmp/learn-train.tar" &&
         sa1b-synth --quiet -n 1000 -W 480 -H 320 -m 5 -s 3 --first-id 200000 --nesting flat -o "$tmp/val1k.tar" &&

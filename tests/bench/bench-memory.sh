@@ -29,22 +29,14 @@
 # (names of the rows to run, e.g. "fp32 bf16"; default every row),
 # BENCH_MEM_THREADS, BENCH_MEM_DIR (keep files).
 set -u
-: "${top_builddir:=.}"
-: "${top_srcdir:=.}"
-PATH="$top_builddir/trainer:$top_builddir/shard-tools:$PATH"
+. "${top_srcdir:-.}/tests/bench/bench-lib.sh"
 B=${BENCH_MEM_BATCH:-4}
 M=${BENCH_MEM_MASKS:-16}
 STEPS=${BENCH_MEM_STEPS:-3}
 MSTEPS=${BENCH_MEM_MIOU_STEPS:-2500}
 TH=${BENCH_MEM_THREADS:-2}
 ROWS=${BENCH_MEM_ROWS:-}
-if [ -n "${BENCH_MEM_DIR:-}" ]; then
-    tmp=$BENCH_MEM_DIR
-    mkdir -p "$tmp"
-else
-    tmp=$(mktemp -d)
-    trap 'rm -rf "$tmp"' EXIT
-fi
+bench_workdir "${BENCH_MEM_DIR:-}"
 help=$(sa1b-train --help)
 supported() {
     for f in $1; do
