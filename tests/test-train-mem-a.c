@@ -178,11 +178,12 @@ static void test_precision(void)
         tr_model_opts o = {.precision = TR_PREC_FP16};
         if (do_run(&h, &o, NULL, 0) == 0) {
             tr_model_forward(&h.m, h.b, err, sizeof err);
-            tr_model_backward_acc(&h.m, h.b, 1, 1e30f, 0);
+            tr_loss L;
+            tr_model_backward_acc(&h.m, h.b, 1, 1e30f, 0, &L, err, sizeof err);
             double ss = tr_model_scale_grads(&h.m, 1e-30);
             tap_ok(!isfinite(ss), "fp16: a loss scale of 1e30 overflows (sum of squares %g)", ss);
             tr_model_forward(&h.m, h.b, err, sizeof err);
-            tr_model_backward_acc(&h.m, h.b, 1, 1024.0f, 0);
+            tr_model_backward_acc(&h.m, h.b, 1, 1024.0f, 0, &L, err, sizeof err);
             ss = tr_model_scale_grads(&h.m, 1.0 / 1024);
             tap_ok(isfinite(ss) && ss > 0, "fp16: a loss scale of 1024 does not (sum of squares %g)", ss);
             end_run(&h);
@@ -232,7 +233,8 @@ static void test_accumulation(void)
     for (int k = 0; k < A; k++) {
         split_batch(mb, bb, k * B1);
         tr_model_forward(&small, mb, err, sizeof err);
-        tr_loss L = tr_model_backward_acc(&small, mb, k == 0, 1.0f, 1);
+        tr_loss L;
+        tr_model_backward_acc(&small, mb, k == 0, 1.0f, 1, &L, err, sizeof err);
         n += L.n_valid;
         lsum += L.loss * L.n_valid;
     }

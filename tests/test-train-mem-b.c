@@ -74,8 +74,7 @@ static void test_allocator(void)
     tr_mem_destroy(&m);
 
     /* counting-only: real-looking addresses, zeros, the same classes */
-    tr_mem_init(&m);
-    m.counting_only = 1;
+    tr_mem_init_hooks(&m, &tr_mem_counting_hooks, 1);
     const float *big = tr_mem_alloc(&m, TR_MEM_ACTS, (size_t)64 << 30); /* 64 GiB, no memory */
     tap_ok(big && big[0] == 0.0f && big[((size_t)16 << 30) - 1] == 0.0f, "counting-only: 64 GiB block reads as zeros");
     tap_ok(m.total == (uint64_t)64 << 30 && m.reserved == tr_mem_class_bytes((size_t)64 << 30), "and is counted");
@@ -90,6 +89,74 @@ static void test_allocator(void)
                tr_parse_bytes("1000", &v) == 0 && v == 1000 && tr_parse_bytes("12Q", &v) < 0 &&
                tr_parse_bytes("-1G", &v) < 0,
            "sizes like 16G, 1.5GiB, 512M, 1000 parse; 12Q, -1G do not");
+}
+
+/* hooks that count their calls and hand out host memory */
+typedef struct hook_log {
+    int allocs, frees, zeros;
+} hook_log;
+
+static void *log_alloc(void *ctx, size_t n)
+{
+    ((hook_log *)ctx)->allocs++;
+    return aligned_alloc(64, n);
+}
+
+static void log_free(void *ctx, void *p, size_t n)
+{
+    (void)n;
+    ((hook_log *)ctx)->frees++;
+    free(p);
+}
+
+static void log_zero(void *ctx, void *p, size_t n)
+{
+    ((hook_log *)ctx)->zeros++;
+    memset(p, 0, n);
+}
+
+static void test_hooks_and_budget(void)
+{
+    hook_log lg = {0};
+    tr_mem_hooks h = {log_alloc, log_free, log_zero, &lg};
+    tr_mem m;
+    tr_mem_init_hooks(&m, &h, 0);
+    void *a = tr_mem_alloc(&m, TR_MEM_ACTS, 5000), *b = tr_mem_alloc_raw(&m, TR_MEM_WORK, 100000);
+    tap_ok(a && b && lg.allocs == 2 && lg.zeros == 1, "blocks come from the hooks; alloc_raw skips the zero hook");
+    tr_mem_free(&m, b);
+    b = tr_mem_alloc(&m, TR_MEM_WORK, 100000);
+    tap_ok(lg.allocs == 2 && lg.zeros == 2, "a cached block is zeroed through the hook, not allocated again");
+    tr_mem_free(&m, b);
+    tr_mem_empty_cache(&m);
+    tap_ok(lg.frees == 1, "empty_cache frees through the hook");
+    tr_mem_cat cat;
+    uint64_t nb;
+    tap_ok(tr_mem_take_failure(&m, &cat, &nb) == 0, "no failure recorded yet");
+    /* a budget: what is held from the system may not exceed the limit */
+    m.limit = m.reserved + tr_mem_class_bytes(200000);
+    void *c = tr_mem_alloc(&m, TR_MEM_ACTS, 200000);
+    void *d = tr_mem_alloc(&m, TR_MEM_WORK, 1000);
+    tap_ok(c && !d && lg.allocs == 3, "the budget: a block that fits it, then NULL without asking the hooks");
+    void *e = tr_mem_alloc(&m, TR_MEM_PARAMS, 3000);
+    tap_ok(!e && tr_mem_take_failure(&m, &cat, &nb) == 1 && cat == TR_MEM_WORK && nb == 1000,
+           "the first failure is recorded with its category and size");
+    tap_ok(tr_mem_take_failure(&m, &cat, &nb) == 0, "and taking it clears it");
+    tr_mem_free(&m, c);
+    void *f = tr_mem_alloc(&m, TR_MEM_WORK, 200000);
+    tap_ok(f == c, "under the budget a cached block still serves");
+    tr_mem_free(&m, f);
+    /* a mark: the blocks of a category handed out after it, given back at once */
+    m.limit = 0;
+    uint64_t mk = tr_mem_mark(&m);
+    void *w1 = tr_mem_alloc(&m, TR_MEM_WORK, 700), *p1 = tr_mem_alloc(&m, TR_MEM_PARAMS, 700);
+    void *w2 = tr_mem_alloc(&m, TR_MEM_WORK, 90000);
+    size_t nf = tr_mem_free_since(&m, TR_MEM_WORK, mk);
+    tap_ok(w1 && w2 && nf == 2 && m.cur[TR_MEM_WORK] == 0 && m.cur[TR_MEM_PARAMS] == 700 && m.cur[TR_MEM_ACTS] == 5000,
+           "free_since: the workspaces after the mark given back, other categories and older blocks kept");
+    tr_mem_free(&m, p1);
+    tr_mem_free(&m, a);
+    tr_mem_destroy(&m);
+    tap_ok(lg.frees == lg.allocs, "destroy frees every block through the hook (%d of %d)", lg.frees, lg.allocs);
 }
 
 static void test_maps(void)
@@ -313,6 +380,7 @@ int main(void)
         return 1;
     }
     test_allocator();
+    test_hooks_and_budget();
     test_maps();
     test_adamw8bit(be);
     test_v_zero_point();

@@ -34,6 +34,7 @@ struct tr_mem_block {
     uint32_t cat;
     uint32_t cls;
     int in_use;
+    uint64_t seq;        /* n_allocs when it was handed out (valid while in use) */
     tr_mem_block *hnext; /* hash chain */
     tr_mem_block *fnext; /* free list of the class */
 };
@@ -70,10 +71,59 @@ size_t tr_mem_class_bytes(size_t n_bytes)
     return b;
 }
 
-void tr_mem_init(tr_mem *m)
+static void *host_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    return aligned_alloc(64, n);
+}
+
+static void host_free(void *ctx, void *p, size_t n)
+{
+    (void)ctx, (void)n;
+    free(p);
+}
+
+static void host_zero(void *ctx, void *p, size_t n)
+{
+    (void)ctx;
+    memset(p, 0, n);
+}
+
+const tr_mem_hooks tr_mem_host_hooks = {host_alloc, host_free, host_zero, NULL};
+
+static void *counting_alloc(void *ctx, size_t n)
+{
+    (void)ctx;
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void counting_free(void *ctx, void *p, size_t n)
+{
+    (void)ctx;
+    munmap(p, n);
+}
+
+const tr_mem_hooks tr_mem_counting_hooks = {counting_alloc, counting_free, NULL, NULL};
+
+void tr_mem_init_hooks(tr_mem *m, const tr_mem_hooks *hooks, int counting)
 {
     memset(m, 0, sizeof *m);
+    m->hooks = *hooks;
+    m->counting_only = counting;
     pthread_mutex_init(&m->mu, NULL);
+}
+
+void tr_mem_init(tr_mem *m) { tr_mem_init_hooks(m, &tr_mem_host_hooks, 0); }
+
+int tr_mem_take_failure(tr_mem *m, tr_mem_cat *cat, uint64_t *n_bytes)
+{
+    pthread_mutex_lock(&m->mu);
+    int f = m->failed;
+    if (f) *cat = m->failed_cat, *n_bytes = m->failed_bytes;
+    m->failed = 0;
+    pthread_mutex_unlock(&m->mu);
+    return f;
 }
 
 static size_t hash_ptr(const void *p, size_t n_buckets)
@@ -85,12 +135,8 @@ static size_t hash_ptr(const void *p, size_t n_buckets)
 
 static void sys_release(tr_mem *m, tr_mem_block *b)
 {
-    if (m->counting_only) {
-        munmap(b->ptr, b->size);
-    } else {
-        UNPOISON(b->ptr, b->size);
-        free(b->ptr);
-    }
+    if (!m->counting_only) UNPOISON(b->ptr, b->size);
+    m->hooks.free(m->hooks.ctx, b->ptr, b->size);
     m->reserved -= b->size;
     m->n_sys_frees++;
     free(b);
@@ -169,23 +215,17 @@ static void *mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes, int zero)
     if (b) {
         m->free_list[cls] = b->fnext;
         b->fnext = NULL;
-        if (!m->counting_only) {
-            UNPOISON(b->ptr, n_bytes);
-            if (zero) memset(b->ptr, 0, n_bytes);
-        }
+        if (!m->counting_only) UNPOISON(b->ptr, n_bytes);
+        if (zero && m->hooks.zero) m->hooks.zero(m->hooks.ctx, b->ptr, n_bytes);
     } else {
+        if (m->limit && m->reserved + bytes > m->limit) goto oom;
         if (hash_grow(m) < 0) goto oom;
         b = calloc(1, sizeof *b);
         if (!b) goto oom;
-        if (m->counting_only) {
-            void *p = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            b->ptr = p == MAP_FAILED ? NULL : p;
-        } else {
-            b->ptr = aligned_alloc(64, bytes);
-            if (b->ptr) {
-                if (zero) memset(b->ptr, 0, n_bytes);
-                POISON(b->ptr + n_bytes, bytes - n_bytes);
-            }
+        b->ptr = m->hooks.alloc(m->hooks.ctx, bytes);
+        if (b->ptr && !m->counting_only) {
+            if (zero && m->hooks.zero) m->hooks.zero(m->hooks.ctx, b->ptr, n_bytes);
+            POISON(b->ptr + n_bytes, bytes - n_bytes);
         }
         if (!b->ptr) {
             free(b);
@@ -205,9 +245,11 @@ static void *mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes, int zero)
     b->req = n_bytes;
     b->cat = (uint32_t)cat;
     count_locked(m, cat, (int64_t)n_bytes);
+    b->seq = m->n_allocs;
     pthread_mutex_unlock(&m->mu);
     return b->ptr;
 oom:
+    if (!m->failed) m->failed = 1, m->failed_cat = cat, m->failed_bytes = n_bytes;
     pthread_mutex_unlock(&m->mu);
     return NULL;
 }
@@ -216,6 +258,17 @@ void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes) { return mem_alloc
 
 void *tr_mem_alloc_raw(tr_mem *m, tr_mem_cat cat, size_t n_bytes) { return mem_alloc(m, cat, n_bytes, 0); }
 
+/* under the lock: block b (in use) back on its free list */
+static void release_locked(tr_mem *m, tr_mem_block *b)
+{
+    count_locked(m, (tr_mem_cat)b->cat, -(int64_t)b->req);
+    b->in_use = 0;
+    b->req = 0;
+    if (!m->counting_only) POISON(b->ptr, b->size);
+    b->fnext = m->free_list[b->cls];
+    m->free_list[b->cls] = b;
+}
+
 void tr_mem_free(tr_mem *m, void *p)
 {
     if (!p) return;
@@ -223,13 +276,27 @@ void tr_mem_free(tr_mem *m, void *p)
     tr_mem_block *b = m->n_buckets ? m->buckets[hash_ptr(p, m->n_buckets)] : NULL;
     while (b && b->ptr != p) b = b->hnext;
     if (!b || !b->in_use) abort(); /* not ours, or freed twice: a bug to stop at */
-    count_locked(m, (tr_mem_cat)b->cat, -(int64_t)b->req);
-    b->in_use = 0;
-    b->req = 0;
-    if (!m->counting_only) POISON(b->ptr, b->size);
-    b->fnext = m->free_list[b->cls];
-    m->free_list[b->cls] = b;
+    release_locked(m, b);
     pthread_mutex_unlock(&m->mu);
+}
+
+uint64_t tr_mem_mark(tr_mem *m)
+{
+    pthread_mutex_lock(&m->mu);
+    uint64_t s = m->n_allocs;
+    pthread_mutex_unlock(&m->mu);
+    return s;
+}
+
+size_t tr_mem_free_since(tr_mem *m, tr_mem_cat cat, uint64_t mark)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n_buckets; i++)
+        for (tr_mem_block *b = m->buckets[i]; b; b = b->hnext)
+            if (b->in_use && b->cat == (uint32_t)cat && b->seq > mark) release_locked(m, b), n++;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }
 
 uint64_t tr_mem_empty_cache(tr_mem *m)

@@ -22,6 +22,12 @@
  * read-only without backing memory (reads see zeros, a write faults), so a
  * whole training step can run on it without real memory.
  *
+ * Where the memory comes from is a set of hooks (tr_mem_hooks): the host
+ * heap by default, read-only reservations for counting, and a device or
+ * pinned-host allocator for a GPU backend; a byte limit on what is held from
+ * the system (tr_mem.limit) turns any of them into a budgeted allocator, so
+ * that an out-of-memory can be provoked where a test wants it.
+ *
  * Blocks are 64-byte aligned and zero-filled.  A tr_mem is thread safe (the
  * loader's workers allocate batch buffers through it) once tr_mem_init has
  * run; tr_mem_destroy gives every block back to the system.  Under
@@ -50,6 +56,22 @@ typedef enum tr_mem_cat {
 
 typedef struct tr_mem_block tr_mem_block; /* private to alloc.c */
 
+/* Where blocks come from.  alloc returns n_bytes (a multiple of 512)
+ * 64-byte aligned, or NULL; free gives them back; zero writes n_bytes zeros
+ * at p (NULL: the memory is never written, as for counting). */
+typedef struct tr_mem_hooks {
+    void *(*alloc)(void *ctx, size_t n_bytes);
+    void (*free)(void *ctx, void *p, size_t n_bytes);
+    void (*zero)(void *ctx, void *p, size_t n_bytes);
+    void *ctx;
+} tr_mem_hooks;
+
+/* The host heap (the default) and counting-only reservations (read-only
+ * ranges of zeros without backing memory: reading sees zeros, writing
+ * faults). */
+extern const tr_mem_hooks tr_mem_host_hooks;
+extern const tr_mem_hooks tr_mem_counting_hooks;
+
 typedef struct tr_mem {
     uint64_t cur[TR_MEM_NCAT];     /* bytes allocated now, per category */
     uint64_t peak[TR_MEM_NCAT];    /* high-water mark per category */
@@ -60,7 +82,13 @@ typedef struct tr_mem {
     uint64_t n_allocs;             /* successful tr_mem_alloc calls */
     uint64_t n_sys_allocs;         /* blocks obtained from the system */
     uint64_t n_sys_frees;          /* blocks given back to the system */
-    int counting_only;             /* 1: no real memory (meta backend); set before the first alloc */
+    int counting_only;             /* 1: no real memory (meta backend); set by tr_mem_init_hooks */
+    uint64_t limit;                /* > 0: a system allocation that would make reserved exceed it fails */
+    tr_mem_hooks hooks;            /* set by tr_mem_init / tr_mem_init_hooks */
+    /* the first failed allocation since tr_mem_take_failure: its category, size in bytes */
+    int failed;
+    tr_mem_cat failed_cat;
+    uint64_t failed_bytes;
     pthread_mutex_t mu;            /* guards everything here */
     /* private: the blocks by address and the free lists by size class */
     tr_mem_block **buckets;
@@ -75,7 +103,10 @@ typedef struct tr_mem_stats {
     uint64_t n_allocs, n_sys_allocs, n_sys_frees;
 } tr_mem_stats;
 
+/* tr_mem_init: the host heap; tr_mem_init_hooks: the given hooks (copied),
+ * counting says whether they hold no real memory (the meta backend). */
 void tr_mem_init(tr_mem *m);
+void tr_mem_init_hooks(tr_mem *m, const tr_mem_hooks *hooks, int counting);
 /* Gives every block (in use or cached) back to the system. */
 void tr_mem_destroy(tr_mem *m);
 
@@ -91,8 +122,18 @@ void *tr_mem_alloc(tr_mem *m, tr_mem_cat cat, size_t n_bytes);
  * workspace its user overwrites before reading it). */
 void *tr_mem_alloc_raw(tr_mem *m, tr_mem_cat cat, size_t n_bytes);
 
+/* The first allocation that failed since the last call (or since init):
+ * 1 with its category and size, 0 when none did; clears the record. */
+int tr_mem_take_failure(tr_mem *m, tr_mem_cat *cat, uint64_t *n_bytes);
+
 /* Gives a block back to the cache; NULL is a no-op. */
 void tr_mem_free(tr_mem *m, void *p);
+
+/* A point in the sequence of allocations, and every block of category cat
+ * handed out after it and still in use given back to the cache (the
+ * workspaces of a step that failed half way); returns how many. */
+uint64_t tr_mem_mark(tr_mem *m);
+size_t tr_mem_free_since(tr_mem *m, tr_mem_cat cat, uint64_t mark);
 
 /* Gives the cached (unused) blocks back to the system; returns the bytes
  * released.  Blocks in use are untouched. */

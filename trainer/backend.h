@@ -45,6 +45,9 @@ typedef struct tr_loss {
     int n_valid;
 } tr_loss;
 
+/* An op that cannot get a workspace returns without computing: the
+ * allocator records the failure (tr_mem_take_failure) and the model's step
+ * that called it returns an out-of-memory error. */
 typedef struct tr_ops {
     /* C[M,N] = alpha * op(A) op(B) + beta * C, row-major; op(A) is [M,K]. */
     void (*gemm)(tr_backend *be, int trans_a, int trans_b, int M, int N, int K, float alpha,
@@ -172,7 +175,11 @@ typedef struct tr_ops {
 struct tr_backend {
     const char *name;    /* "cpu" */
     const tr_ops *ops;
-    tr_mem mem;          /* accounting of every tensor */
+    tr_mem mem;          /* accounting of every tensor (device memory on a GPU) */
+    /* Host memory the loader's batches live in (pinned on a GPU, so that
+     * uploads are asynchronous); the CPU and meta backends' own mem, where
+     * host and device memory are one. */
+    tr_mem *host_mem;
     int n_threads;
     tr_pool *pool;       /* CPU backend: element-wise thread pool */
     /* Storage precision of activations and activation gradients

@@ -716,7 +716,7 @@ static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *
 {
     /* dP/dS workspace of every (n, head), like att */
     float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)d->N * d->heads * d->Tq * d->Tk * sizeof(float));
-    if (!ds) abort(); /* out of memory in the middle of a step: nothing sensible to return */
+    if (!ds) return; /* out of memory: recorded by the allocator, the model's step fails */
     pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d,
             .i0 = be->prec};
     par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &p);
@@ -1082,7 +1082,7 @@ static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const f
     tr_loss L = {0};
     for (int n = 0; n < N; n++) L.n_valid += valid[n] ? 1 : 0;
     double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double));
-    if (!r) abort(); /* out of memory in the middle of a step */
+    if (!r) return L; /* out of memory: recorded by the allocator, the model's step fails */
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
             .f0 = L.n_valid ? (float)((double)be->loss_scale / (be->loss_count > 0 ? be->loss_count : L.n_valid))
                             : 0.0f,
@@ -1271,6 +1271,45 @@ static const tr_ops cpu_ops = {
     .unpack16 = cpu_unpack16,
 };
 
+/* The warm-up: one GEMM on every pool thread at once, so that what the BLAS
+ * maps per thread (its buffer, a malloc arena) is mapped before the first
+ * step, where a limited address space (vmlimit.h) is checked against the
+ * plan; afterwards the BLAS asks the system for nothing more. */
+#ifdef HAVE_OPENBLAS
+#define WARM_N 256
+typedef struct warm {
+    pthread_barrier_t bar;
+    float *buf;
+} warm;
+
+static void warm_w(void *ctx, size_t begin, size_t end)
+{
+    warm *w = ctx;
+    for (size_t i = begin; i < end; i++) {
+        float *a = w->buf + i * 3 * WARM_N * WARM_N;
+        pthread_barrier_wait(&w->bar); /* every thread in its GEMM at the same time */
+        gemm1(0, 0, WARM_N, WARM_N, WARM_N, 1.0f, a, WARM_N, a + WARM_N * WARM_N, WARM_N, 0.0f,
+              a + 2 * WARM_N * WARM_N, WARM_N);
+    }
+}
+
+static void warm_up(tr_backend *be)
+{
+    warm w;
+    size_t n = (size_t)be->pool->n;
+    w.buf = calloc(n * 3 * WARM_N * WARM_N, sizeof(float));
+    if (!w.buf || pthread_barrier_init(&w.bar, NULL, (unsigned)n) != 0) {
+        free(w.buf);
+        return; /* no warm-up: the first step maps it */
+    }
+    tr_parallel_for(be, n, warm_w, &w);
+    pthread_barrier_destroy(&w.bar);
+    free(w.buf);
+}
+#else
+static void warm_up(tr_backend *be) { (void)be; } /* the plain C GEMM maps nothing */
+#endif
+
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
 {
     if (strcmp(name, "cpu") != 0) {
@@ -1287,6 +1326,7 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
     be->prec = TR_PREC_FP32;
     be->loss_scale = 1.0f;
     tr_mem_init(&be->mem);
+    be->host_mem = &be->mem;
     be->n_threads = n_threads < 1 ? 1 : n_threads;
 #ifdef HAVE_OPENBLAS
     openblas_set_num_threads(1); /* parallelism comes from our pool */
@@ -1299,6 +1339,7 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
         return NULL;
     }
     be->n_threads = be->pool->n;
+    warm_up(be);
     return be;
 }
 

@@ -234,8 +234,8 @@ tr_backend *tr_backend_meta_create(void)
     if (!be) return NULL;
     be->name = "meta";
     be->ops = &meta_ops;
-    tr_mem_init(&be->mem);
-    be->mem.counting_only = 1;
+    tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
+    be->host_mem = &be->mem;
     be->n_threads = 1;
     be->pool = NULL;
     be->loss_scale = 1.0f;

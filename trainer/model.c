@@ -5,7 +5,9 @@
  */
 #include "model.h"
 
+#include <inttypes.h>
 #include <limits.h>
+#include <setjmp.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +52,6 @@ typedef struct walker {
     tr_model *m;
     size_t off;
     int n;
-    int *init; /* per param init kind */
 } walker;
 
 static void reg(walker *w, float **field, const char *name, int decay, int init, int ndim, int d0, int d1,
@@ -67,7 +68,7 @@ static void reg(walker *w, float **field, const char *name, int decay, int init,
     }
     pi->offset = w->off;
     pi->decay = decay;
-    w->init[w->n] = init;
+    pi->init = init;
     if (w->m->param_mem) {
         tr_model *m = w->m;
         *field = m->param_mem + w->off;
@@ -666,11 +667,8 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
         free_layout(m);
         return snprintf(err, err_len, "out of memory for gradients"), -1;
     }
-    int *init = calloc((size_t)m->n_params + 1, sizeof(int));
-    if (!init) return snprintf(err, err_len, "out of memory"), -1;
-    walker w = {.m = m, .init = init};
+    walker w = {.m = m};
     walk_params(&w); /* p into param_mem, g into grad_mem or NULL */
-    free(init);
 
     memset(&m->a, 0, sizeof m->a);
     memset(&m->da, 0, sizeof m->da);
@@ -802,16 +800,9 @@ int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, i
     m->B = B, m->M = M, m->K = K;
     int maxp = 64 + 16 * cfg->L + 48 * cfg->D;
     m->pinfo = calloc((size_t)maxp, sizeof *m->pinfo);
-    int *init = calloc((size_t)maxp, sizeof(int));
-    if (!m->pinfo || !init) {
-        free(init);
-        free(m->pinfo);
-        m->pinfo = NULL;
-        return snprintf(err, err_len, "out of memory"), -1;
-    }
-    walker w = {.m = m, .init = init};
+    if (!m->pinfo) return snprintf(err, err_len, "out of memory"), -1;
+    walker w = {.m = m};
     walk_params(&w); /* sizes only */
-    free(init);
     m->n_params = w.n;
     m->n_param_floats = w.off;
     m->frozen = calloc((size_t)w.n, 1);
@@ -944,26 +935,26 @@ int tr_model_find_param(const tr_model *m, const char *name)
 
 void tr_model_init_params(tr_model *m, uint64_t seed)
 {
-    int maxp = m->n_params;
-    int *init = calloc((size_t)maxp + 1, sizeof(int));
-    if (!init) abort();
-    walker w = {.m = m, .init = init};
-    float *pm = m->param_mem, *gm = m->grad_mem;
-    /* re-walk only to recover the init kinds (pointers unchanged) */
-    m->param_mem = m->grad_mem = NULL;
-    walk_params(&w);
-    m->param_mem = pm, m->grad_mem = gm;
     tr_rng r;
     tr_rng_seed(&r, seed);
     for (int i = 0; i < m->n_params; i++) {
         float *t = m->param_mem + m->pinfo[i].offset;
         for (size_t j = 0; j < m->pinfo[i].count; j++)
-            t[j] = init[i] == INIT_ZERO ? 0.0f : init[i] == INIT_ONE ? 1.0f : (float)tr_rng_trunc_normal(&r, 0.02);
+            t[j] = m->pinfo[i].init == INIT_ZERO  ? 0.0f
+                   : m->pinfo[i].init == INIT_ONE ? 1.0f
+                                                  : (float)tr_rng_trunc_normal(&r, 0.02);
     }
     tr_rng rg;
     tr_rng_seed(&rg, seed ^ 0x9e3779b97f4a7c15ull);
     for (int j = 0; j < m->cfg.C; j++) m->pe_gaussian[j] = (float)tr_rng_normal(&rg);
-    free(init);
+}
+
+/* Out of memory in the middle of a step: back to the entry point that runs
+ * it (run_guarded), which gives back its workspaces and returns an error. */
+static _Noreturn void oom_unwind(tr_model *m)
+{
+    if (m->oom) longjmp(*(jmp_buf *)m->oom, 1);
+    abort(); /* a step's workspace outside run_guarded: a bug */
 }
 
 /* A workspace of n floats for the operands of one op (16-bit storage
@@ -971,7 +962,7 @@ void tr_model_init_params(tr_model *m, uint64_t seed)
 static float *work_alloc(tr_model *m, size_t n)
 {
     float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
-    if (!x) abort(); /* out of memory in the middle of a step */
+    if (!x) oom_unwind(m);
     return x;
 }
 
@@ -1052,7 +1043,7 @@ static void stage_in(tr_model *m, stage *s, sarg *a, int k)
     for (int g = 0; g < s->ng; g++) s->off[g] = tot, tot += r16(s->hi[g] - s->lo[g]);
     /* no zero fill: every range is unpacked, written whole by the op, or its scratch */
     s->ws = tr_mem_alloc_raw(&be->mem, TR_MEM_WORK, tot * sizeof(float));
-    if (!s->ws) abort(); /* out of memory in the middle of a step */
+    if (!s->ws) oom_unwind(m);
     for (int g = 0; g < s->ng; g++)
         if ((s->mode[g] & SR) || (cnt[g] > 1 && (s->mode[g] & SW)))
             be->stage_ops->unpack16(be, s->ws + s->off[g], m->stash_mem + vmap(m, s->lo[g], s->hi[g] - s->lo[g]),
@@ -1812,8 +1803,7 @@ static void enc_xout_get(tr_model *m, int i, int b, float *dst)
 static float *enc_out_gather(tr_model *m)
 {
     size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
-    float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, (size_t)m->B * GE * sizeof(float));
-    if (!x) abort(); /* out of memory in the middle of a step */
+    float *x = work_alloc(m, (size_t)m->B * GE);
     for (int b = 0; b < m->B; b++) enc_xout_get(m, m->cfg.L - 1, b, x + (size_t)b * GE);
     return x;
 }
@@ -2096,7 +2086,7 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     return 0;
 }
 
-int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
+static int forward_body(tr_model *m, const tr_batch *b, char *err, size_t err_len)
 {
     int st = stage_begin(m);
     if (forward_encoder(m, b, err, err_len) < 0) return stage_end(m, st), -1;
@@ -2110,7 +2100,6 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
     return 0;
 }
 
-tr_loss tr_model_backward(tr_model *m, const tr_batch *b) { return tr_model_backward_acc(m, b, 1, 1.0f, 0); }
 
 /* The backward of decoder chunk ci (its activations in place, the view on
  * it, its loss gradients written): heads, tail, layers, prompt tokens and
@@ -2430,7 +2419,7 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     }
 }
 
-tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
+static tr_loss backward_body(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
 {
     tr_loss acc = {0};
     int st = stage_begin(m);
@@ -2448,12 +2437,12 @@ tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, fl
     return loss_means(acc);
 }
 
-int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss, char *err,
-                  size_t err_len)
+static int step_body(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss,
+                     char *err, size_t err_len)
 {
     if (!m->opt.ckpt_decoder) { /* (per-op storage: each stages its ops) */
-        if (tr_model_forward(m, b, err, err_len) < 0) return -1;
-        *loss = tr_model_backward_acc(m, b, zero_grads, scale, sum);
+        if (forward_body(m, b, err, err_len) < 0) return -1;
+        *loss = backward_body(m, b, zero_grads, scale, sum);
         return 0;
     }
     /* the decoder's forward and backward chunk by chunk (what
@@ -2471,6 +2460,91 @@ int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, i
     stage_end(m, st);
     *loss = loss_means(acc);
     return 0;
+}
+
+/* ---- entry points: out of memory as an error ---------------------------------------- */
+
+/* What a step runs and with what (one of forward, backward, both). */
+typedef struct step_call {
+    int kind; /* 0 forward, 1 backward, 2 step */
+    const tr_batch *b;
+    int zero_grads, sum;
+    float scale;
+    tr_loss *loss;
+} step_call;
+
+/* After a step failed half way: the backend's ops and per-call state as
+ * between steps, nothing resident, the step's workspaces given back.  The
+ * activations, gradients and loss are undefined until the next forward
+ * (and a backward with zero_grads). */
+static void step_recover(tr_model *m, uint64_t mark)
+{
+    tr_backend *be = m->be;
+    if (be->stage == m) stage_end(m, 1);
+    be->prec = m->opt.precision;
+    be->loss_scale = 1.0f;
+    be->loss_count = 0;
+    m->enc_res = m->enc_res_img = m->dec_res = -1;
+    dec_view(m, 0);
+    tr_mem_free_since(&be->mem, TR_MEM_WORK, mark);
+}
+
+/* Runs call; an allocation that fails in the model (which unwinds here) or
+ * in a backend op (which the allocator records) makes it return -1 with
+ * "out of memory" and the category in err. */
+static int run_guarded(tr_model *m, const step_call *call, char *err, size_t err_len)
+{
+    tr_backend *be = m->be;
+    tr_mem_cat cat;
+    uint64_t nb;
+    tr_mem_take_failure(&be->mem, &cat, &nb); /* from before the step: not its own */
+    uint64_t mark = tr_mem_mark(&be->mem);
+    jmp_buf jb;
+    int rc = -1;
+    if (!setjmp(jb)) {
+        m->oom = &jb;
+        if (call->kind == 0) rc = forward_body(m, call->b, err, err_len);
+        else if (call->kind == 1) *call->loss = backward_body(m, call->b, call->zero_grads, call->scale, call->sum), rc = 0;
+        else rc = step_body(m, call->b, call->zero_grads, call->scale, call->sum, call->loss, err, err_len);
+    }
+    m->oom = NULL;
+    if (tr_mem_take_failure(&be->mem, &cat, &nb)) {
+        step_recover(m, mark);
+        char h[32];
+        tr_mem_format_bytes(h, sizeof h, nb);
+        snprintf(err, err_len, "out of memory: %s of %s (%" PRIu64 " bytes) could not be allocated",
+                 tr_mem_cat_name(cat), h, nb);
+        return -1;
+    }
+    return rc;
+}
+
+int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len)
+{
+    step_call c = {.kind = 0, .b = b};
+    return run_guarded(m, &c, err, err_len);
+}
+
+int tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss,
+                          char *err, size_t err_len)
+{
+    step_call c = {.kind = 1, .b = b, .zero_grads = zero_grads, .scale = scale, .sum = sum, .loss = loss};
+    return run_guarded(m, &c, err, err_len);
+}
+
+tr_loss tr_model_backward(tr_model *m, const tr_batch *b)
+{
+    tr_loss L = {0};
+    char err[160];
+    if (tr_model_backward_acc(m, b, 1, 1.0f, 0, &L, err, sizeof err) < 0) L.loss = NAN, L.n_valid = -1;
+    return L;
+}
+
+int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss, char *err,
+                  size_t err_len)
+{
+    step_call c = {.kind = 2, .b = b, .zero_grads = zero_grads, .scale = scale, .sum = sum, .loss = loss};
+    return run_guarded(m, &c, err, err_len);
 }
 
 void tr_model_get_logits(const tr_model *m, float *dst)

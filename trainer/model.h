@@ -45,6 +45,7 @@ typedef struct tr_param_info {
     size_t offset; /* in floats, into the parameter allocation */
     size_t count;  /* elements */
     int decay;     /* 1: weight decay applies (Linear/ConvTranspose weights) */
+    int init;      /* how tr_model_init_params fills it (model.c's INIT_*) */
 } tr_param_info;
 
 typedef struct tr_attn_p { float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; } tr_attn_p;
@@ -326,6 +327,7 @@ typedef struct tr_model {
                                                        the stash (no resident copy of a block image or a
                                                        chunk); the rest of vmem (gradients aside) maps
                                                        1:1 onto the shadow at sh in every vmem layout */
+    void *oom; /* private: the running step's return point on out of memory (a jmp_buf) */
 } tr_model;
 
 /* Lays out the parameters and activations for batches of B images, M masks,
@@ -353,7 +355,11 @@ int tr_model_find_param(const tr_model *m, const char *name);
 
 /* Forward on a batch (its B, M, K must equal the model's): fills the
  * activations, the logits (tr_model_get_logits) and out.iou (m->a.iou).
- * Returns -1 with err filled for a bad label. */
+ * Returns -1 with err filled for a bad label or when memory runs out in
+ * the middle (an allocation of the model's or of a backend op: "out of
+ * memory: <category> of <size> ..."); after that failure the activations
+ * and gradients are undefined, the workspaces are given back, and the step
+ * can be run again (with zero_grads) once memory allows. */
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len);
 
 /* dst [NP, RR] = the logits of the last forward (m->a.logits in fp32;
@@ -361,7 +367,8 @@ int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len);
 void tr_model_get_logits(const tr_model *m, float *dst);
 
 /* Loss of the last forward plus the full backward: zeroes and fills m->g
- * with the gradient of the batch's mean loss. */
+ * with the gradient of the batch's mean loss (a NaN loss and n_valid -1 on
+ * out of memory: tr_model_backward_acc says more). */
 tr_loss tr_model_backward(tr_model *m, const tr_batch *b);
 
 /* The backward of gradient accumulation: zero_grads 1 zeroes m->g first,
@@ -369,15 +376,17 @@ tr_loss tr_model_backward(tr_model *m, const tr_batch *b);
  * sum 1 adds scale * the gradient of the SUM of the losses of its valid
  * pairs (so that K micro-batches summed and divided by their total count
  * of valid pairs give the gradient of the flat mean over all of them).
- * The returned loss holds the batch's means as always. */
-tr_loss tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum);
+ * *loss holds the batch's means as always.  0, or -1 with err filled when
+ * memory runs out (as tr_model_forward). */
+int tr_model_backward_acc(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss,
+                          char *err, size_t err_len);
 
 /* One training micro-step: tr_model_forward then tr_model_backward_acc
  * (same arguments, the loss into *loss), bit for bit; with
  * --checkpoint-decoder each decoder chunk's backward follows its forward
  * directly (the loss of a pair needs only the batch's count of valid
  * pairs), so that nothing of the decoder is recomputed.  0, or -1 with err
- * filled (a bad batch, as tr_model_forward). */
+ * filled (a bad batch or out of memory, as tr_model_forward). */
 int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss, char *err,
                   size_t err_len);
 

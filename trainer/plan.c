@@ -157,6 +157,16 @@ static int search(tr_plan_run_fn run, void *ctx, tr_plan_point pt, uint64_t budg
     return lo;
 }
 
+int tr_plan_largest_batch(tr_plan_run_fn run, void *ctx, const tr_plan_point *pt, uint64_t budget, int max,
+                          uint64_t *peak, char *err, size_t err_len)
+{
+    tr_mem_stats s = {0};
+    int best = search(run, ctx, *pt, budget, max > 0 ? max : 4096, &s, err, err_len);
+    if (best == -2) return snprintf(err, err_len, "configuration not supported"), -1;
+    if (best > 0 && peak) *peak = s.reserved_peak;
+    return best;
+}
+
 int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void *ctx, char *err, size_t err_len)
 {
     tr_mem_stats st;

@@ -69,6 +69,12 @@ typedef struct tr_plan_request {
  * largest micro-batch per choice.  0 or -1 with err. */
 int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void *ctx, char *err, size_t err_len);
 
+/* The largest micro-batch in [1, max] (4096 when max <= 0) of pt's
+ * configuration whose peak reserved memory fits budget, its peak in *peak
+ * (may be NULL); 0 when none does, -1 with err on a failure. */
+int tr_plan_largest_batch(tr_plan_run_fn run, void *ctx, const tr_plan_point *pt, uint64_t budget, int max,
+                          uint64_t *peak, char *err, size_t err_len);
+
 /* Parses a byte count: digits with an optional fraction and a suffix
  * K, M, G, T (binary, optionally followed by "i" and/or "B") or none.
  * 0 or -1. */

@@ -9,6 +9,7 @@
  * option), both behind tr_data_source.
  */
 #include <errno.h>
+#include <glob.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -27,6 +28,7 @@
 #include "model.h"
 #include "optim.h"
 #include "plan.h"
+#include "vmlimit.h"
 #include "pngio.h"
 #include "tr_rng.h"
 
@@ -54,6 +56,7 @@ typedef struct options {
     int memory_report, plan;
     long empty_cache_every;
     uint64_t memory_budget;
+    uint64_t memory_limit;      /* --memory-limit: cap on the memory held (0: none) */
     int effective_batch;
     char *plan_err;             /* planning: where run() reports a failure instead of exiting */
     size_t plan_err_len;
@@ -70,7 +73,16 @@ typedef struct options {
 } options;
 
 static volatile sig_atomic_t stop_requested;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+/* The first SIGINT/SIGTERM stops after the step (a checkpoint is written);
+ * a second ends the process at once. */
+static void on_signal(int sig)
+{
+    if (stop_requested) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+    stop_requested = 1;
+}
 
 static void usage(void)
 {
@@ -117,6 +129,7 @@ static void usage(void)
            "  --empty-cache-every N  give cached unused memory back every N steps (default never)\n"
            "  --plan                 predict peak memory per category (no training) and exit\n"
            "  --memory-budget SIZE   with --plan: largest micro-batch that fits SIZE (e.g. 16G)\n"
+           "  --memory-limit SIZE    hold at most SIZE of memory; beyond it the run stops (exit 3)\n"
            "  --effective-batch N    with --plan --memory-budget: images per step to keep by accumulation\n"
            "Computation:\n"
            "  --accum K              micro-batches per optimizer step (gradient accumulation; default 1)\n"
@@ -139,7 +152,7 @@ enum {
     O_WD, O_EPS, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
-enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB };
+enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -200,7 +213,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"data", 1, 0, O_DATA}, {"val", 1, 0, O_VAL}, {"synthetic-batch", 1, 0, O_SYNTH}, {"flip", 1, 0, O_FLIP},
         {"loader-threads", 1, 0, O_LTHREADS}, {"export", 1, 0, O_EXPORT}, {"optim", 1, 0, O_OPTIM}, {"optim-block", 1, 0, O_OPTIM_BLOCK},
         {"memory-report", 0, 0, O_MEMREP}, {"empty-cache-every", 1, 0, O_EMPTY_CACHE}, {"plan", 0, 0, O_PLAN},
-        {"memory-budget", 1, 0, O_BUDGET}, {"effective-batch", 1, 0, O_EFFB},
+        {"memory-budget", 1, 0, O_BUDGET}, {"effective-batch", 1, 0, O_EFFB}, {"memory-limit", 1, 0, O_LIMIT},
         {"accum", 1, 0, O_ACCUM}, {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"checkpoint-decoder", 0, 0, O_CKPT_DEC},
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
@@ -271,6 +284,10 @@ static void parse_options(int argc, char **argv, options *o)
             if (tr_parse_bytes(optarg, &o->memory_budget) < 0 || o->memory_budget == 0)
                 cli_usage_error("--memory-budget: '%s' is not a size like 512M or 16G", optarg);
             break;
+        case O_LIMIT:
+            if (tr_parse_bytes(optarg, &o->memory_limit) < 0 || o->memory_limit == 0)
+                cli_usage_error("--memory-limit: '%s' is not a size like 512M or 16G", optarg);
+            break;
         case O_EFFB: o->effective_batch = (int)parse_long("--effective-batch", optarg, 1, 1 << 20); break;
         case O_ACCUM: o->accum = (int)parse_long("--accum", optarg, 1, 4096); break;
         case O_CKPT_EVERY: o->ckpt_blocks = (int)parse_long("--checkpoint-every", optarg, 0, TR_MAX_L); break;
@@ -302,6 +319,7 @@ static void parse_options(int argc, char **argv, options *o)
     if (o->init && (o->resume || o->eval_only || o->plan))
         cli_usage_error("--init starts a run from given weights: not with --resume, --eval-only or --plan");
     if ((o->memory_budget || o->effective_batch) && !o->plan) cli_usage_error("--memory-budget and --effective-batch need --plan");
+    if (o->memory_limit && o->plan) cli_usage_error("--memory-limit limits a run; the planner takes --memory-budget");
     if (!o->plan && !o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
     if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16"))
@@ -330,6 +348,13 @@ static void parse_options(int argc, char **argv, options *o)
     if (o->n_unfreeze && !o->freeze) cli_usage_error("--unfreeze needs --freeze");
 }
 
+/* The loader's worker threads for --data (--loader-threads or all cores but one). */
+static int src_workers(const options *o)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return o->loader_threads ? o->loader_threads : (cpus > 2 ? (int)cpus - 1 : 1);
+}
+
 /* Opens a data source: shards matching glob through the loader, else the
  * synthetic batches; points K and epochs as given (eval: K 1, one epoch). */
 static void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
@@ -338,8 +363,7 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
     char err[512];
     int R = 4 * (cfg->S / cfg->P);
     if (o->plan) { /* batches counted, never filled; the loader holds threads + 2 in flight */
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        int n = glob ? (o->loader_threads ? o->loader_threads : (cpus > 2 ? (int)cpus - 1 : 1)) + 2 : 1;
+        int n = glob ? src_workers(o) + 2 : 1;
         if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the planner");
         return;
@@ -588,6 +612,103 @@ static int plan_main(const options *o)
     return 0;
 }
 
+/* The planner's point for the run's configuration (its micro-batch). */
+static tr_plan_point plan_point(const options *o)
+{
+    tr_plan_point pt = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
+                        .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder};
+    return pt;
+}
+
+/* ", --batch N fits SIZE" from the planner, or why not, into buf. */
+static void suggest_batch(const options *o, uint64_t budget, char *buf, size_t n)
+{
+    char err[256], bud[32];
+    tr_mem_format_bytes(bud, sizeof bud, budget);
+    tr_plan_point pt = plan_point(o);
+    options po = *o;
+    po.plan = 1;
+    int best = tr_plan_largest_batch(plan_run, &po, &pt, budget, o->batch, NULL, err, sizeof err);
+    if (best > 0)
+        snprintf(buf, n, "the planner's largest micro-batch for %s is --batch %d (--plan --memory-budget %s shows more)",
+                 bud, best, bud);
+    else if (best == 0)
+        snprintf(buf, n, "no micro-batch of this configuration fits %s (--plan --memory-budget %s lists precisions and checkpointing that do)",
+                 bud, bud);
+    else
+        snprintf(buf, n, "the planner failed: %s", err);
+}
+
+/* A failure of the model's set-up or of a step: out of memory gets the
+ * planner's suggestion for the memory there was; exits 3. */
+static void die_memory(const options *o, tr_backend *be, const char *err)
+{
+    if (o->plan || strncmp(err, "out of memory", 13) != 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    /* what there was: the limit, or what is held plus what the system still has */
+    uint64_t budget = o->memory_limit ? o->memory_limit : be->mem.reserved + tr_vm_available();
+    char sug[400];
+    suggest_batch(o, budget, sug, sizeof sug);
+    cli_die(CLI_EXIT_FATAL, "%s%s; %s", err, o->memory_limit ? " under --memory-limit" : "", sug);
+}
+
+/* Before creating the backend: room in a limited address space for its
+ * threads' BLAS buffers, which the BLAS cannot be trusted to fail on. */
+static void check_thread_room(const options *o)
+{
+    uint64_t lim = tr_vm_limit(), now = tr_vm_size();
+    uint64_t need = now + (uint64_t)o->threads * TR_VM_PER_THREAD;
+    if (!lim || need <= lim) return;
+    char l[32], n[32];
+    tr_mem_format_bytes(l, sizeof l, lim), tr_mem_format_bytes(n, sizeof n, need);
+    cli_die(CLI_EXIT_FATAL, "the address-space limit (ulimit -v) of %s is too small for %d threads: they need %s mapped "
+            "before any training (raise the limit or use fewer --threads)", l, o->threads, n);
+}
+
+/* Bytes of the shard files matching glob (the loader maps them whole). */
+static uint64_t glob_bytes(const char *pattern)
+{
+    glob_t g;
+    uint64_t n = 0;
+    if (glob(pattern, 0, NULL, &g) != 0) return 0;
+    for (size_t i = 0; i < g.gl_pathc; i++) {
+        struct stat sb;
+        if (stat(g.gl_pathv[i], &sb) == 0) n += (uint64_t)sb.st_size;
+    }
+    globfree(&g);
+    return n;
+}
+
+/* A training run in a limited address space, once the backend has mapped
+ * its threads' buffers and before the model: room for the planner's
+ * prediction plus 10%, the loader's workers and the shards it maps, or one
+ * line and exit 3 with the micro-batch that has room (the planner's own
+ * run needs as much address space as it predicts, so this comes first). */
+static void check_address_space(const options *o, tr_backend *be)
+{
+    uint64_t lim = tr_vm_limit();
+    if (!lim || o->eval_only || o->dump_step) return;
+    int n_workers = o->data ? src_workers(o) : 0;
+    char err[256];
+    tr_plan_point pt = plan_point(o);
+    tr_mem_stats st;
+    options po = *o;
+    po.plan = 1;
+    uint64_t now = tr_vm_size(), held = be->mem.reserved;
+    /* the planner's run maps what it predicts: when that fails, the run does not fit */
+    int planned = tr_plan_measure(plan_run, &po, &pt, &st, err, sizeof err) == 0;
+    if (!planned && strncmp(err, "out of memory", 13) != 0) cli_die(CLI_EXIT_FATAL, "--plan: %s", err);
+    uint64_t other = (now > held ? now - held : 0) + (uint64_t)n_workers * TR_VM_PER_WORKER + ((uint64_t)64 << 20) +
+                     (o->data ? glob_bytes(o->data) : 0) + (o->val ? glob_bytes(o->val) : 0);
+    uint64_t need = planned ? other + st.reserved_peak + st.reserved_peak / 10 : 0;
+    if (planned && need <= lim) return;
+    char l[32], n[32], sug[400];
+    tr_mem_format_bytes(l, sizeof l, lim), tr_mem_format_bytes(n, sizeof n, need);
+    if (lim > other) suggest_batch(o, (lim - other) / 11 * 10, sug, sizeof sug);
+    else snprintf(sug, sizeof sug, "the threads and data alone need that much");
+    cli_die(CLI_EXIT_FATAL, "the address-space limit (ulimit -v) of %s is too small for this run, which needs %s%s; %s", l,
+            planned ? "about " : "more", planned ? n : "", sug);
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -597,8 +718,11 @@ int main(int argc, char **argv)
     if (o.plan) return plan_main(&o);
     if (strcmp(o.backend, "cuda") == 0)
         cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
+    check_thread_room(&o);
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
     if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
+    be->mem.limit = o.memory_limit;
+    check_address_space(&o, be);
     if (!o.quiet) {
         tr_mem_stats ms;
         char line[160];
@@ -610,6 +734,8 @@ int main(int argc, char **argv)
     tr_backend_free(be);
     return rc;
 }
+
+static void die_memory(const options *o, tr_backend *be, const char *err);
 
 /* Everything after the backend: a real run, or the planner's run of the
  * same path on the meta backend (o.plan: no files, no initialisation
@@ -627,7 +753,7 @@ static int run(const options *op, tr_backend *be)
     const char *frz = o.eval_only || o.dump_step ? NULL : o.freeze;
     if (tr_model_init_ex(&m, be, &cfg, o.batch, o.masks, o.points, o.eval_only ? NULL : &mo, frz, err, sizeof err) < 0) {
         if (o.plan) return snprintf(o.plan_err, o.plan_err_len, "%s", err), -1;
-        cli_die(CLI_EXIT_FATAL, "%s", err);
+        die_memory(&o, be, err);
     }
     if (!o.plan) tr_model_init_params(&m, o.seed);
     if (o.init && tr_ckpt_load_model(&m, o.init, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -635,13 +761,13 @@ static int run(const options *op, tr_backend *be)
 
     if (o.eval_only) {
         if (tr_ckpt_load_model(&m, o.eval_only, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        open_source(&o, &cfg, &src, &be->mem, "--val", o.val, o.points, 1, 0.0);
+        open_source(&o, &cfg, &src, be->host_mem, "--val", o.val, o.points, 1, 0.0);
         evaluate(&o, &m, &src, o.val != NULL);
         src.close(src.ctx);
         tr_model_free(&m);
         return 0;
     }
-    open_source(&o, &cfg, &src, &be->mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip);
+    open_source(&o, &cfg, &src, be->host_mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip);
 
     if (o.dump_step) {
         tr_batch *b;
@@ -651,8 +777,9 @@ static int run(const options *op, tr_backend *be)
         float scale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f;
         tr_loss L;
         for (;;) {
-            if (tr_model_forward(&m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-            L = tr_model_backward_acc(&m, b, 1, scale, 0);
+            if (tr_model_forward(&m, b, err, sizeof err) < 0 ||
+                tr_model_backward_acc(&m, b, 1, scale, 0, &L, err, sizeof err) < 0)
+                cli_die(CLI_EXIT_FATAL, "%s", err);
             if (isfinite(tr_model_scale_grads(&m, 1.0 / scale)) || scale <= 1.0f) break;
             scale /= 2;
         }
@@ -675,7 +802,7 @@ static int run(const options *op, tr_backend *be)
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
     tr_optim opt;
-    if (tr_optim_init(&opt, &m, &oc) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
+    if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
     if (o.freeze) sync_trainable(&m, &opt); /* the model was created with the groups frozen */
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
@@ -727,7 +854,7 @@ static int run(const options *op, tr_backend *be)
             for (int k = 0; k < o.n_stage; k++)
                 if (st.step >= o.stage_step[k]) want = o.stage_batch[k];
             if (want != cur_batch) {
-                change_batch(&o, &cfg, &m, &src, &be->mem, want);
+                change_batch(&o, &cfg, &m, &src, be->host_mem, want);
                 cur_batch = want, cur_accum = o.batch * o.accum / want;
             }
             int unfrozen = 0;
@@ -746,8 +873,7 @@ static int run(const options *op, tr_backend *be)
             if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
             if (rc == 0) break;
             tr_loss Lk; /* forward + backward (fused per decoder chunk with --checkpoint-decoder) */
-            if (tr_model_step(&m, b, k == 0, lscale, cur_accum > 1, &Lk, err, sizeof err) < 0)
-                cli_die(CLI_EXIT_FATAL, "%s", err);
+            if (tr_model_step(&m, b, k == 0, lscale, cur_accum > 1, &Lk, err, sizeof err) < 0) die_memory(&o, be, err);
             src.release(src.ctx, b);
             got++;
             if (cur_accum == 1) {
@@ -820,7 +946,7 @@ static int run(const options *op, tr_backend *be)
         memcpy(ev.param_mem, m.param_mem, m.n_param_floats * sizeof(float));
         memcpy(ev.pe_gaussian, m.pe_gaussian, (size_t)cfg.C * sizeof(float));
         tr_data_source vs = {0};
-        open_source(&o, &cfg, &vs, &be->mem, "--val", o.val, 1, 1, 0.0);
+        open_source(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0);
         evaluate(&o, &ev, &vs, 1);
         vs.close(vs.ctx);
         tr_model_free(&ev);
