@@ -368,11 +368,26 @@ static void test_keys_dot(void)
 }
 
 /* ---- loss ---- */
+/* The op as one batch: gradients of the mean over the valid pairs, the
+ * means of its sums. */
+static tr_loss sam_loss_mean(float *dx, float *di, const float *x, const float *iou, const uint8_t *y,
+                             const uint8_t *valid, int N, int RR)
+{
+    tr_loss L = {0};
+    for (int n = 0; n < N; n++) L.n_valid += valid[n] ? 1 : 0;
+    double s[4] = {0};
+    be->ops->sam_loss(be, dx, di, x, iou, y, valid, N, RR, 1.0f, L.n_valid, s);
+    if (L.n_valid) {
+        L.focal = s[0] / L.n_valid, L.dice = s[1] / L.n_valid, L.iou_mse = s[2] / L.n_valid, L.miou = s[3] / L.n_valid;
+        L.loss = 20.0 * L.focal + L.dice + L.iou_mse;
+    }
+    return L;
+}
 typedef struct { int N, RR; float *x, *iou, *dx, *di; uint8_t *y, *valid; } ls_ctx;
 static double ls_loss(void *c)
 {
     ls_ctx *l = c;
-    return be->ops->sam_loss(be, l->dx, l->di, l->x, l->iou, l->y, l->valid, l->N, l->RR).loss;
+    return sam_loss_mean(l->dx, l->di, l->x, l->iou, l->y, l->valid, l->N, l->RR).loss;
 }
 static void test_loss(void)
 {
@@ -384,7 +399,7 @@ static void test_loss(void)
     l.y = malloc(n), l.valid = malloc(4);
     for (size_t i = 0; i < n; i++) l.y[i] = (uint8_t)(tr_rng_below(&rng, 2));
     l.valid[0] = l.valid[1] = l.valid[3] = 1, l.valid[2] = 0;
-    tr_loss L = be->ops->sam_loss(be, l.dx, l.di, l.x, l.iou, l.y, l.valid, 4, 36);
+    tr_loss L = sam_loss_mean(l.dx, l.di, l.x, l.iou, l.y, l.valid, 4, 36);
     /* direct double-precision evaluation */
     double f = 0, d = 0, im = 0;
     for (int p = 0; p < 4; p++) {
@@ -421,10 +436,10 @@ static void test_loss(void)
     for (int i = 0; i < 36; i++) l.x[i] = -1.0f, l.y[i] = 0;
     l.valid[1] = l.valid[2] = l.valid[3] = 0;
     l.iou[0] = 1.0f;
-    L = be->ops->sam_loss(be, l.dx, l.di, l.x, l.iou, l.y, l.valid, 4, 36);
+    L = sam_loss_mean(l.dx, l.di, l.x, l.iou, l.y, l.valid, 4, 36);
     tap_is_close(L.iou_mse, 0.0, 1e-12, "empty union counts as IoU 1");
     l.valid[0] = 0;
-    L = be->ops->sam_loss(be, l.dx, l.di, l.x, l.iou, l.y, l.valid, 4, 36);
+    L = sam_loss_mean(l.dx, l.di, l.x, l.iou, l.y, l.valid, 4, 36);
     double sz = 0;
     for (size_t i = 0; i < n; i++) sz += fabsf(l.dx[i]);
     tap_ok(L.loss == 0 && L.n_valid == 0 && sz == 0, "no valid pair: loss 0 and zero gradients");
@@ -441,7 +456,7 @@ static double mdl_loss(void *c)
     tr_model *m = x->m;
     int NP = m->B * m->M, RR = 16 * (m->cfg.S / m->cfg.P) * (m->cfg.S / m->cfg.P);
     float *dl = malloc((size_t)NP * RR * sizeof(float)), *di = malloc((size_t)NP * sizeof(float));
-    tr_loss L = be->ops->sam_loss(be, dl, di, m->a.logits, m->a.iou, x->b->masks, x->b->valid, NP, RR);
+    tr_loss L = sam_loss_mean(dl, di, m->a.logits, m->a.iou, x->b->masks, x->b->valid, NP, RR);
     free(dl), free(di);
     /* the IoU target is detached: hold it at its value at the base point so
      * that sign flips of near-zero logits do not make the loss jump */

@@ -78,7 +78,7 @@ static void test_mode(const mode *md)
         if (tr_model_step(&m, b2, 1, 1.0f, 0, &L, err, sizeof err) < 0) failed++;
         if (strstr(err, "out of memory") && strstr(err, "workspace")) named++;
         if (be2->mem.cur[TR_MEM_WORK] == 0 && be2->ops == m.be->ops && be2->stage == NULL &&
-            be2->loss_scale == 1.0f && be2->loss_count == 0)
+            be2->prec == md->o.precision)
             clean++;
         else
             tap_diag("%s: after the failure %llu workspace bytes held", md->name,

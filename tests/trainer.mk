@@ -47,6 +47,12 @@ TESTS += tests/test-train-mem-b
 tests_test_train_mem_b_SOURCES = tests/test-train-mem-b.c
 tests_test_train_mem_b_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_mem_b_LDADD = $(TRAIN_LIBS)
+# issue 15: the model moves data through upload and download only
+check_PROGRAMS += tests/test-train-core
+TESTS += tests/test-train-core
+tests_test_train_core_SOURCES = tests/test-train-core.c
+tests_test_train_core_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_core_LDADD = $(TRAIN_LIBS)
 # issue 15: out of memory in the middle of a step is an error
 check_PROGRAMS += tests/test-train-oom
 TESTS += tests/test-train-oom

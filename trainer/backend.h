@@ -10,7 +10,9 @@
  *
  * Conventions of every op:
  *  - all matrices are row-major float32 with the shape given in the comment
- *    (a name like [N, C] means N rows of C contiguous floats);
+ *    (a name like [N, C] means N rows of C contiguous floats), in the
+ *    backend's memory (be->mem); the model moves data between it and the
+ *    host only through upload and download and never reads a tensor;
  *  - forward ops write (=) their outputs;
  *  - backward ops ACCUMULATE (+=) into every gradient they are given (llm.c):
  *    the caller zeroes gradient buffers once per step; a NULL gradient
@@ -142,10 +144,16 @@ typedef struct tr_ops {
                               const float *U, const float *hyp, int N, int RR, int c);
 
     /* MODEL.md loss over N pairs of RR pixels: logits [N, RR], iou [N], masks u8
-     * [N, RR] (0/1), valid u8 [N].  Writes (=) dlogits [N, RR] and diou [N]
-     * (zero for invalid pairs; all zero when no pair is valid). */
-    tr_loss (*sam_loss)(tr_backend *be, float *dlogits, float *diou, const float *logits,
-                        const float *iou, const uint8_t *masks, const uint8_t *valid, int N, int RR);
+     * [N, RR] (0/1), valid u8 [N].  Writes (=) dlogits [N, RR] and diou [N],
+     * the gradients of scale * (the sum of the valid pairs' losses) / count
+     * (zero for invalid pairs; all zero when count is 0: the caller knows
+     * the valid pairs from its host batch, here or over a whole batch
+     * computed in chunks), and adds the valid pairs' sums of the focal,
+     * dice and IoU-MSE terms and of the IoU to sums [4] (doubles, backend
+     * memory: read once per step). */
+    void (*sam_loss)(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                     const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
+                     double *sums);
 
     /* Optimizer helpers: sum of squares (double); g *= s; AdamW over n elements. */
     double (*sumsq)(tr_backend *be, const float *g, size_t n);
@@ -167,6 +175,11 @@ typedef struct tr_ops {
      * the compute weights are packed from the fp32 masters);
      * unpack16: dst[n] = the value of src16. */
     void (*copy)(tr_backend *be, float *dst, const float *src, size_t n);
+    /* Between host memory and the backend's: upload dst (backend) = src
+     * (host), download dst (host) = src (backend), n bytes, complete on
+     * return. */
+    void (*upload)(tr_backend *be, void *dst, const void *src, size_t n);
+    void (*download)(tr_backend *be, void *dst, const void *src, size_t n);
     void (*round_to)(tr_backend *be, float *dst, const float *src, size_t n, int prec);
     void (*pack16)(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec);
     void (*unpack16)(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec);
@@ -178,7 +191,8 @@ struct tr_backend {
     tr_mem mem;          /* accounting of every tensor (device memory on a GPU) */
     /* Host memory the loader's batches live in (pinned on a GPU, so that
      * uploads are asynchronous); the CPU and meta backends' own mem, where
-     * host and device memory are one. */
+     * host and device memory are one: then (host_mem == &mem) a host
+     * tensor may be an op's operand as it is, without an upload. */
     tr_mem *host_mem;
     int n_threads;
     tr_pool *pool;       /* CPU backend: element-wise thread pool */
@@ -190,15 +204,6 @@ struct tr_backend {
      * db, token and embedding gradients), LayerNorm statistics, losses and
      * optimizer arithmetic stay fp32.  0 (fp32) by default. */
     int prec;
-    /* sam_loss writes the gradients of loss_scale * loss: fp16 loss scaling
-     * and the pair-sum of gradient accumulation.  1 by default. */
-    float loss_scale;
-    /* > 0: sam_loss's gradients are those of loss_scale * (sum of the pair
-     * losses) / loss_count instead of loss_scale * (their mean over the
-     * call's valid pairs): a batch's loss computed in chunks of pairs
-     * (loss_count = the batch's valid pairs).  The returned means stay the
-     * call's.  0 by default. */
-    int loss_count;
     /* Per-op staging (model.c): while a model whose 16-bit activations and
      * activation gradients live only in its stash runs, ops is model.c's
      * staging table and stage_ops the backend's own: each op's operands are

@@ -1076,36 +1076,30 @@ static void loss_w(void *ctx, size_t b, size_t e)
     }
 }
 
-static tr_loss cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
-                            const uint8_t *masks, const uint8_t *valid, int N, int RR)
+/* upload and download: host and backend memory are one */
+static void cpu_move(tr_backend *be, void *dst, const void *src, size_t n)
 {
-    tr_loss L = {0};
-    for (int n = 0; n < N; n++) L.n_valid += valid[n] ? 1 : 0;
+    (void)be;
+    if (n) memcpy(dst, src, n);
+}
+
+static void cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                         const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
+                         double *sums)
+{
     double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double));
-    if (!r) return L; /* out of memory: recorded by the allocator, the model's step fails */
+    if (!r) return; /* out of memory: recorded by the allocator, the model's step fails */
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
-            .f0 = L.n_valid ? (float)((double)be->loss_scale / (be->loss_count > 0 ? be->loss_count : L.n_valid))
-                            : 0.0f,
-            .dd = r};
+            .f0 = count > 0 ? (float)((double)scale / count) : 0.0f, .dd = r};
     par(be, (size_t)N, 16 * (size_t)RR, loss_w, &p);
     rnd(be, dlogits, (size_t)N * RR); /* the loss is fp32; its gradients are stored like activations */
     rnd(be, diou, (size_t)N);
-    for (int n = 0; n < N; n++) {
-        if (!valid[n]) continue;
-        L.focal += r[n * 8 + 0];
-        L.dice += r[n * 8 + 1];
-        L.iou_mse += r[n * 8 + 2];
-        L.miou += r[n * 8 + 3];
-    }
+    double s[4] = {0};
+    for (int n = 0; n < N; n++)
+        if (valid[n])
+            for (int k = 0; k < 4; k++) s[k] += r[n * 8 + k];
+    for (int k = 0; k < 4; k++) sums[k] += s[k];
     tr_mem_free(&be->mem, r);
-    if (L.n_valid) {
-        L.focal /= L.n_valid;
-        L.dice /= L.n_valid;
-        L.iou_mse /= L.n_valid;
-        L.miou /= L.n_valid;
-        L.loss = 20.0 * L.focal + L.dice + L.iou_mse;
-    }
-    return L;
 }
 
 /* ---- optimizer helpers ------------------------------------------------------------ */
@@ -1261,6 +1255,8 @@ static const tr_ops cpu_ops = {
     .mask_dot_forward = cpu_mask_dot_forward,
     .mask_dot_backward = cpu_mask_dot_backward,
     .sam_loss = cpu_sam_loss,
+    .upload = cpu_move,
+    .download = cpu_move,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .adamw = cpu_adamw,
@@ -1324,7 +1320,6 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
     be->name = "cpu";
     be->ops = &cpu_ops;
     be->prec = TR_PREC_FP32;
-    be->loss_scale = 1.0f;
     tr_mem_init(&be->mem);
     be->host_mem = &be->mem;
     be->n_threads = n_threads < 1 ? 1 : n_threads;

@@ -141,16 +141,16 @@ static void m_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const fl
 {
     (void)be, (void)dU, (void)dhyp, (void)dlogits, (void)U, (void)hyp, (void)N, (void)RR, (void)c;
 }
-static tr_loss m_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
-                          const uint8_t *masks, const uint8_t *valid, int N, int RR)
+static void m_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                       const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
+                       double *sums)
 {
-    (void)dlogits, (void)diou, (void)logits, (void)iou, (void)masks, (void)valid, (void)RR;
+    (void)dlogits, (void)diou, (void)logits, (void)iou, (void)masks, (void)valid, (void)RR, (void)scale;
+    (void)count, (void)sums;
     /* the CPU backend's per-pair sums */
     tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double)));
-    tr_loss L = {0};
-    L.n_valid = N; /* every pair valid: the whole backward runs */
-    return L;
 }
+static void m_move(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
 static double m_sumsq(tr_backend *be, const float *g, size_t n)
 {
     (void)be, (void)g, (void)n;
@@ -216,6 +216,8 @@ static const tr_ops meta_ops = {
     .mask_dot_forward = m_mask_dot_forward,
     .mask_dot_backward = m_mask_dot_backward,
     .sam_loss = m_sam_loss,
+    .upload = m_move,
+    .download = m_move,
     .sumsq = m_sumsq,
     .scale = m_scale,
     .adamw = m_adamw,
@@ -238,6 +240,5 @@ tr_backend *tr_backend_meta_create(void)
     be->host_mem = &be->mem;
     be->n_threads = 1;
     be->pool = NULL;
-    be->loss_scale = 1.0f;
     return be;
 }

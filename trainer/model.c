@@ -642,6 +642,10 @@ static void free_layout(tr_model *m)
     free(m->dview);
     m->dview = NULL;
     m->n_dview = 0;
+    free(m->chunk_valid);
+    m->chunk_valid = NULL;
+    tr_batch_free(mem, m->dev);
+    m->dev = NULL;
 }
 
 /* (Re)allocates gradients, compute weights and activations for the current
@@ -680,7 +684,12 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     m->ainfo = calloc((size_t)aw.n + 1, sizeof *m->ainfo);
     m->dview = calloc((size_t)aw.nview + 1, sizeof *m->dview);
     m->n_dview = aw.nview;
-    if (!m->ainfo || !m->dview) {
+    m->chunk_valid = calloc((size_t)m->n_chunks, sizeof *m->chunk_valid);
+    if (be->host_mem != &be->mem) { /* the batch needs a copy in the backend's memory */
+        int G = cfg->S / cfg->P;
+        m->dev = tr_batch_alloc(&be->mem, m->B, m->M, m->K, cfg->S, 4 * G);
+    }
+    if (!m->ainfo || !m->dview || !m->chunk_valid || (be->host_mem != &be->mem && !m->dev)) {
         free_layout(m);
         return snprintf(err, err_len, "out of memory"), -1;
     }
@@ -808,7 +817,8 @@ int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, i
     m->frozen = calloc((size_t)w.n, 1);
     m->param_mem = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, w.off * sizeof(float));
     m->pe_gaussian = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, (size_t)cfg->C * sizeof(float));
-    if (!m->frozen || !m->param_mem || !m->pe_gaussian) {
+    m->loss_sums = tr_mem_alloc(&be->mem, TR_MEM_ACTS, 4 * sizeof(double));
+    if (!m->frozen || !m->param_mem || !m->pe_gaussian || !m->loss_sums) {
         tr_model_free(m);
         return snprintf(err, err_len, "out of memory for %zu parameters", w.off), -1;
     }
@@ -843,6 +853,7 @@ void tr_model_free(tr_model *m)
     free_layout(m);
     tr_mem_free(mem, m->param_mem);
     tr_mem_free(mem, m->pe_gaussian);
+    tr_mem_free(mem, m->loss_sums);
     free(m->pinfo);
     free(m->frozen);
     memset(m, 0, sizeof *m);
@@ -933,20 +944,29 @@ int tr_model_find_param(const tr_model *m, const char *name)
     return -1;
 }
 
-void tr_model_init_params(tr_model *m, uint64_t seed)
+int tr_model_init_params(tr_model *m, uint64_t seed)
 {
+    /* on the host, a tensor at a time, then uploaded */
+    size_t maxn = (size_t)m->cfg.C;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->pinfo[i].count > maxn) maxn = m->pinfo[i].count;
+    float *t = malloc(maxn * sizeof(float));
+    if (!t) return -1;
+    tr_backend *be = m->be;
     tr_rng r;
     tr_rng_seed(&r, seed);
     for (int i = 0; i < m->n_params; i++) {
-        float *t = m->param_mem + m->pinfo[i].offset;
-        for (size_t j = 0; j < m->pinfo[i].count; j++)
-            t[j] = m->pinfo[i].init == INIT_ZERO  ? 0.0f
-                   : m->pinfo[i].init == INIT_ONE ? 1.0f
-                                                  : (float)tr_rng_trunc_normal(&r, 0.02);
+        const tr_param_info *pi = &m->pinfo[i];
+        for (size_t j = 0; j < pi->count; j++)
+            t[j] = pi->init == INIT_ZERO ? 0.0f : pi->init == INIT_ONE ? 1.0f : (float)tr_rng_trunc_normal(&r, 0.02);
+        be->ops->upload(be, m->param_mem + pi->offset, t, pi->count * sizeof(float));
     }
     tr_rng rg;
     tr_rng_seed(&rg, seed ^ 0x9e3779b97f4a7c15ull);
-    for (int j = 0; j < m->cfg.C; j++) m->pe_gaussian[j] = (float)tr_rng_normal(&rg);
+    for (int j = 0; j < m->cfg.C; j++) t[j] = (float)tr_rng_normal(&rg);
+    be->ops->upload(be, m->pe_gaussian, t, (size_t)m->cfg.C * sizeof(float));
+    free(t);
+    return 0;
 }
 
 /* Out of memory in the middle of a step: back to the entry point that runs
@@ -1356,15 +1376,15 @@ static void s_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const fl
     SOUT();
 }
 
-static tr_loss s_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
-                          const uint8_t *masks, const uint8_t *valid, int N, int RR)
+static void s_sam_loss(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
+                       const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
+                       double *sums)
 {
     SM;
     SIN({dlogits, (size_t)N * RR, SW}, {diou, (size_t)N, SW}, {(float *)logits, (size_t)N * RR, SR},
         {(float *)iou, (size_t)N, SR});
-    tr_loss L = SO->sam_loss(be, IN(0), IN(1), IN(2), IN(3), masks, valid, N, RR);
+    SO->sam_loss(be, IN(0), IN(1), IN(2), IN(3), masks, valid, N, RR, scale, count, sums);
     SOUT();
-    return L;
 }
 
 static double s_sumsq(tr_backend *be, const float *g, size_t n)
@@ -1399,6 +1419,23 @@ static void s_copy(tr_backend *be, float *dst, const float *src, size_t n)
     SM;
     SIN({dst, n, SW}, {(float *)src, n, SR});
     SO->copy(be, IN(0), IN(1), n);
+    SOUT();
+}
+
+/* (uploads and downloads of whole floats when they touch vmem) */
+static void s_upload(tr_backend *be, void *dst, const void *src, size_t n)
+{
+    SM;
+    SIN({dst, n / sizeof(float), SW});
+    SO->upload(be, IN(0), src, n);
+    SOUT();
+}
+
+static void s_download(tr_backend *be, void *dst, const void *src, size_t n)
+{
+    SM;
+    SIN({(float *)src, n / sizeof(float), SR});
+    SO->download(be, dst, IN(0), n);
     SOUT();
 }
 
@@ -1445,7 +1482,7 @@ static const tr_ops stage_table = {
     .keys_forward = s_keys_forward, .keys_backward = s_keys_backward, .rows_gather = s_rows_gather,
     .rows_scatter_add = s_rows_scatter_add, .mask_dot_forward = s_mask_dot_forward,
     .mask_dot_backward = s_mask_dot_backward, .sam_loss = s_sam_loss, .sumsq = s_sumsq, .scale = s_scale,
-    .adamw = s_adamw, .adamw8bit = s_adamw8bit, .copy = s_copy, .round_to = s_round_to, .pack16 = s_pack16,
+    .adamw = s_adamw, .adamw8bit = s_adamw8bit, .copy = s_copy, .upload = s_upload, .download = s_download, .round_to = s_round_to, .pack16 = s_pack16,
     .unpack16 = s_unpack16,
 };
 
@@ -2012,20 +2049,6 @@ static int forward_encoder(tr_model *m, const tr_batch *b, char *err, size_t err
     tr_acts *a = &m->a;
     int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
     int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
-    if (b->B != B || b->M != M || b->K != K || b->S != S || b->R != R)
-        return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d S=%d R=%d does not match the model's "
-                        "B=%d M=%d K=%d S=%d R=%d", b->B, b->M, b->K, b->S, b->R, B, M, K, S, R), -1;
-    for (size_t i = 0; i < (size_t)NP * K; i++) {
-        if (b->labels[i] < -1 || b->labels[i] > 1)
-            return snprintf(err, err_len, "pair %zu point %zu: label %d is not 1, 0 or -1", i / (size_t)K,
-                            i % (size_t)K, (int)b->labels[i]), -1;
-        if (b->labels[i] >= 0 && !(isfinite(b->points[2 * i]) && isfinite(b->points[2 * i + 1])))
-            return snprintf(err, err_len, "pair %zu point %zu: coordinates are not finite", i / (size_t)K,
-                            i % (size_t)K), -1;
-    }
-    for (int i = 0; i < B; i++)
-        if (b->content[2 * i] < 0 || b->content[2 * i + 1] < 0)
-            return snprintf(err, err_len, "image %d: negative content size", i), -1;
     be->prec = m->opt.precision;
     if (m->wc16 && o->pack16) /* the compute weights: the masters rounded to nearest even */
         o->pack16(be, m->wc16, m->param_mem, m->n_param_floats, m->opt.precision);
@@ -2243,28 +2266,27 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
  * loss (scale * the flat mean over n_valid pairs, or scale * the sum when
  * sum), its means summed into acc weighted by its valid pairs.  Returns
  * its count of valid pairs. */
-static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, int sum, int n_valid, tr_loss *acc)
+static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, int sum)
 {
     tr_backend *be = m->be;
     int G = m->cfg.S / m->cfg.P, RR = 16 * G * G;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
+    if (!m->chunk_valid[ci]) return 0; /* no valid pair: its gradients are 0, its backward skipped */
     if (m->logits_stash != TR_NO_STASH) /* 16-bit storage: the chunk's logits unpacked */
         st_unpack(m, m->a.logits, m->logits_stash + p0 * (size_t)RR, (size_t)NP * RR);
-    be->loss_scale = sum ? scale * (float)n_valid : scale;
-    be->loss_count = n_valid;
-    tr_loss L = be->ops->sam_loss(be, m->da.logits, m->da.iou, m->a.logits, m->a.iou, b->masks + p0 * (size_t)RR,
-                                  b->valid + p0, NP, RR);
-    be->loss_scale = 1.0f;
-    be->loss_count = 0;
-    acc->focal += L.focal * L.n_valid, acc->dice += L.dice * L.n_valid, acc->iou_mse += L.iou_mse * L.n_valid;
-    acc->miou += L.miou * L.n_valid, acc->n_valid += L.n_valid;
-    return L.n_valid;
+    be->ops->sam_loss(be, m->da.logits, m->da.iou, m->a.logits, m->a.iou, b->masks + p0 * (size_t)RR,
+                      b->valid + p0, NP, RR, sum ? scale * (float)m->n_valid : scale, m->n_valid, m->loss_sums);
+    return m->chunk_valid[ci];
 }
 
-/* The batch's means from the sums of dec_chunk_loss. */
-static tr_loss loss_means(tr_loss acc)
+/* The batch's means from the sums of dec_chunk_loss (the one read of
+ * backend memory in a step). */
+static tr_loss loss_means(tr_model *m)
 {
+    double s[4];
+    m->be->ops->download(m->be, s, m->loss_sums, sizeof s);
+    tr_loss acc = {.focal = s[0], .dice = s[1], .iou_mse = s[2], .miou = s[3], .n_valid = m->n_valid};
     if (acc.n_valid) {
         acc.focal /= acc.n_valid, acc.dice /= acc.n_valid, acc.iou_mse /= acc.n_valid, acc.miou /= acc.n_valid;
         acc.loss = 20.0 * acc.focal + acc.dice + acc.iou_mse;
@@ -2292,11 +2314,8 @@ static int backward_begin(tr_model *m, const tr_batch *b, int zero_grads)
             for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
         }
     }
-    int n_valid = 0;
-    for (int i = 0; i < m->B * m->M; i++) n_valid += b->valid[i] ? 1 : 0;
-    /* the planner's batches hold no data (zeros): every pair counts there, so
-     * that the backward runs as in a real step (the meta sam_loss says so too) */
-    return be->mem.counting_only ? m->B * m->M : n_valid;
+    be->ops->zero(be, (float *)m->loss_sums, 4 * sizeof(double) / sizeof(float)); /* 0.0 is all zero bits */
+    return m->n_valid;
 }
 
 /* The backward below the image embedding: neck, encoder blocks image by
@@ -2421,20 +2440,19 @@ static void enc_backward(tr_model *m, const tr_batch *b)
 
 static tr_loss backward_body(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
 {
-    tr_loss acc = {0};
     int st = stage_begin(m);
     int n_valid = backward_begin(m, b, zero_grads);
-    if (n_valid == 0) return stage_end(m, st), acc; /* every gradient 0 */
+    if (n_valid == 0) return stage_end(m, st), loss_means(m); /* every gradient 0 */
     for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the resident chunk first */
         dec_view(m, ci);
-        if (!dec_chunk_loss(m, b, ci, scale, sum, n_valid, &acc)) continue; /* its gradients are 0 */
+        if (!dec_chunk_loss(m, b, ci, scale, sum)) continue; /* its gradients are 0 */
         dec_restore(m, b, ci);
         dec_chunk_backward(m, b, ci);
     }
     dec_view(m, 0);
     enc_backward(m, b);
     stage_end(m, st);
-    return loss_means(acc);
+    return loss_means(m);
 }
 
 static int step_body(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss,
@@ -2449,16 +2467,15 @@ static int step_body(tr_model *m, const tr_batch *b, int zero_grads, float scale
      * tr_model_backward_acc does after recomputing each chunk) */
     int st = stage_begin(m);
     if (forward_encoder(m, b, err, err_len) < 0) return stage_end(m, st), -1;
-    tr_loss acc = {0};
     int n_valid = backward_begin(m, b, zero_grads);
     for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the order of tr_model_backward_acc */
         dec_chunk_forward(m, b, ci, 1);
-        if (n_valid && dec_chunk_loss(m, b, ci, scale, sum, n_valid, &acc)) dec_chunk_backward(m, b, ci);
+        if (n_valid && dec_chunk_loss(m, b, ci, scale, sum)) dec_chunk_backward(m, b, ci);
     }
     dec_view(m, 0);
     if (n_valid) enc_backward(m, b);
     stage_end(m, st);
-    *loss = loss_means(acc);
+    *loss = loss_means(m);
     return 0;
 }
 
@@ -2482,11 +2499,60 @@ static void step_recover(tr_model *m, uint64_t mark)
     tr_backend *be = m->be;
     if (be->stage == m) stage_end(m, 1);
     be->prec = m->opt.precision;
-    be->loss_scale = 1.0f;
-    be->loss_count = 0;
     m->enc_res = m->enc_res_img = m->dec_res = -1;
     dec_view(m, 0);
     tr_mem_free_since(&be->mem, TR_MEM_WORK, mark);
+}
+
+/* The host batch before a step: its geometry, labels, points and content
+ * sizes checked; its valid pairs counted per decoder chunk (a counting
+ * backend's batches hold no data: every pair counts there, so that the
+ * backward runs as in a real step).  0, or -1 with err. */
+static int batch_check(tr_model *m, const tr_batch *b, char *err, size_t err_len)
+{
+    int S = m->cfg.S, G = S / m->cfg.P, B = m->B, M = m->M, K = m->K, R = 4 * G;
+    size_t NP = (size_t)B * M;
+    if (b->B != B || b->M != M || b->K != K || b->S != S || b->R != R)
+        return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d S=%d R=%d does not match the model's "
+                        "B=%d M=%d K=%d S=%d R=%d", b->B, b->M, b->K, b->S, b->R, B, M, K, S, R), -1;
+    for (size_t i = 0; i < NP * K; i++) {
+        if (b->labels[i] < -1 || b->labels[i] > 1)
+            return snprintf(err, err_len, "pair %zu point %zu: label %d is not 1, 0 or -1", i / (size_t)K,
+                            i % (size_t)K, (int)b->labels[i]), -1;
+        if (b->labels[i] >= 0 && !(isfinite(b->points[2 * i]) && isfinite(b->points[2 * i + 1])))
+            return snprintf(err, err_len, "pair %zu point %zu: coordinates are not finite", i / (size_t)K,
+                            i % (size_t)K), -1;
+    }
+    for (int i = 0; i < B; i++)
+        if (b->content[2 * i] < 0 || b->content[2 * i + 1] < 0)
+            return snprintf(err, err_len, "image %d: negative content size", i), -1;
+    int all = m->be->mem.counting_only;
+    m->n_valid = 0;
+    for (int ci = 0; ci < m->n_chunks; ci++) {
+        size_t p0;
+        int NPc = chunk_pairs(m, ci, &p0), n = 0;
+        for (int i = 0; i < NPc; i++) n += all || b->valid[p0 + (size_t)i];
+        m->chunk_valid[ci] = n;
+        m->n_valid += n;
+    }
+    return 0;
+}
+
+/* The batch in backend memory: the host batch itself where that is the
+ * host's, else copied into m->dev. */
+static const tr_batch *batch_upload(tr_model *m, const tr_batch *b)
+{
+    tr_backend *be = m->be;
+    tr_batch *d = m->dev;
+    if (!d) return b;
+    size_t B = (size_t)b->B, NP = B * (size_t)b->M, K = (size_t)b->K, S = (size_t)b->S, R = (size_t)b->R;
+    be->ops->upload(be, d->image, b->image, B * S * S * 3);
+    be->ops->upload(be, d->content, b->content, B * 2 * sizeof(int32_t));
+    be->ops->upload(be, d->masks, b->masks, NP * R * R);
+    be->ops->upload(be, d->valid, b->valid, NP);
+    be->ops->upload(be, d->points, b->points, NP * K * 2 * sizeof(float));
+    be->ops->upload(be, d->labels, b->labels, NP * K * sizeof(int32_t));
+    return d;
 }
 
 /* Runs call; an allocation that fails in the model (which unwinds here) or
@@ -2499,13 +2565,15 @@ static int run_guarded(tr_model *m, const step_call *call, char *err, size_t err
     uint64_t nb;
     tr_mem_take_failure(&be->mem, &cat, &nb); /* from before the step: not its own */
     uint64_t mark = tr_mem_mark(&be->mem);
+    if (batch_check(m, call->b, err, err_len) < 0) return -1;
     jmp_buf jb;
     int rc = -1;
     if (!setjmp(jb)) {
         m->oom = &jb;
-        if (call->kind == 0) rc = forward_body(m, call->b, err, err_len);
-        else if (call->kind == 1) *call->loss = backward_body(m, call->b, call->zero_grads, call->scale, call->sum), rc = 0;
-        else rc = step_body(m, call->b, call->zero_grads, call->scale, call->sum, call->loss, err, err_len);
+        const tr_batch *b = batch_upload(m, call->b);
+        if (call->kind == 0) rc = forward_body(m, b, err, err_len);
+        else if (call->kind == 1) *call->loss = backward_body(m, b, call->zero_grads, call->scale, call->sum), rc = 0;
+        else rc = step_body(m, b, call->zero_grads, call->scale, call->sum, call->loss, err, err_len);
     }
     m->oom = NULL;
     if (tr_mem_take_failure(&be->mem, &cat, &nb)) {
@@ -2552,7 +2620,7 @@ void tr_model_get_logits(const tr_model *m, float *dst)
     tr_backend *be = m->be;
     size_t nl = (size_t)m->B * (size_t)m->M * 16 * (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P);
     if (m->logits_stash == TR_NO_STASH)
-        mcopy(be, dst, m->a.logits, nl);
+        be->ops->download(be, dst, m->a.logits, nl * sizeof(float));
     else if (be->ops->unpack16)
         be->ops->unpack16(be, dst, m->stash_mem + m->logits_stash, nl, m->opt.precision);
 }

@@ -328,6 +328,14 @@ typedef struct tr_model {
                                                        chunk); the rest of vmem (gradients aside) maps
                                                        1:1 onto the shadow at sh in every vmem layout */
     void *oom; /* private: the running step's return point on out of memory (a jmp_buf) */
+    /* The step's inputs and loss: the model reads no tensor.  The batch is
+     * checked and its valid pairs counted on the host before the upload
+     * (dev: its copy in backend memory, NULL where that is the host's); the
+     * loss terms add up in backend memory and are read once per step. */
+    tr_batch *dev;
+    int *chunk_valid;  /* host: valid pairs per decoder chunk of the step's batch */
+    int n_valid;       /* and in the whole batch (a counting backend: every pair) */
+    double *loss_sums; /* backend memory: [4] sums of focal, dice, IoU-MSE, IoU */
 } tr_model;
 
 /* Lays out the parameters and activations for batches of B images, M masks,
@@ -347,8 +355,9 @@ int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, i
  * (cut at +-2 std) for every Linear and ConvTranspose weight and enc.pos,
  * 0 for biases, 1 for LayerNorm gains, N(0, 0.02) truncated for the token
  * vectors and label embeddings, N(0, 1) for prompt.pe_gaussian; deterministic
- * in seed. */
-void tr_model_init_params(tr_model *m, uint64_t seed);
+ * in seed.  Computed on the host and uploaded: 0, or -1 when out of host
+ * memory. */
+int tr_model_init_params(tr_model *m, uint64_t seed);
 
 /* Index of a parameter by name or -1. */
 int tr_model_find_param(const tr_model *m, const char *name);

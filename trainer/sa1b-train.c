@@ -755,7 +755,7 @@ static int run(const options *op, tr_backend *be)
         if (o.plan) return snprintf(o.plan_err, o.plan_err_len, "%s", err), -1;
         die_memory(&o, be, err);
     }
-    if (!o.plan) tr_model_init_params(&m, o.seed);
+    if (!o.plan && tr_model_init_params(&m, o.seed) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
     if (o.init && tr_ckpt_load_model(&m, o.init, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_data_source src = {0};
 
