@@ -30,7 +30,6 @@
 #include "alloc.h"
 
 typedef struct tr_backend tr_backend;
-typedef struct tr_pool tr_pool;
 
 /* Strides of one attention call: q [N, Tq, *], k/v [N, Tk, *], out [N, Tq, *];
  * head j of a row is the contiguous chunk [j*dh, (j+1)*dh) of the row. */
@@ -194,8 +193,9 @@ struct tr_backend {
      * host and device memory are one: then (host_mem == &mem) a host
      * tensor may be an op's operand as it is, without an upload. */
     tr_mem *host_mem;
-    int n_threads;
-    tr_pool *pool;       /* CPU backend: element-wise thread pool */
+    int n_threads;       /* host threads the backend computes with */
+    void *impl;          /* the backend's own state (the CPU's thread pool) */
+    void (*destroy)(tr_backend *be); /* frees impl, mem and be (tr_backend_free) */
     /* Storage precision of activations and activation gradients
      * (TR_PREC_FP32, _BF16, _FP16 of kernels.h; set by the model): with a
      * 16-bit precision every op rounds each activation or activation
@@ -213,15 +213,16 @@ struct tr_backend {
     void *stage;
 };
 
-/* Creates a backend by name ("cpu"); n_threads >= 1 sets the thread pool and
- * the BLAS threads.  NULL with a message in err when the name is unknown or
- * not compiled in. */
+/* The factory (backend.c): a backend by name ("cpu"); n_threads >= 1 sets
+ * the CPU's thread pool and BLAS threads.  NULL with a message in err when
+ * the name is unknown or not compiled in. */
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len);
 void tr_backend_free(tr_backend *be);
 
-/* Thread pool of the CPU backend: fn(ctx, begin, end) over a split of
- * [0, n) into at most n_threads contiguous chunks; returns when all are done. */
-void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begin, size_t end), void *ctx);
+/* The backends themselves (backend_cpu.c; backend_meta.c: the planner's
+ * counting backend, whose memory is read-only zeros). */
+tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len);
+tr_backend *tr_backend_meta_create(void);
 
 /* Plain C GEMM, row-major, same contract as tr_ops.gemm (the fallback when
  * OpenBLAS is absent; also a reference for tests). */

@@ -18,186 +18,22 @@
 #endif
 
 #include "kernels.h"
-#include "optim.h"
-
-
+#include "pool.h"
+#include "quant8.h"
 
 #ifdef HAVE_OPENBLAS
 #include <cblas.h>
 #endif
 
-/* ---- thread pool ---------------------------------------------------------- */
-
-/* A job is published under the mutex (fn, ctx, total, then gen + 1) and
- * taken under it.  Training issues hundreds of small jobs per step back to
- * back, so waking sleeping threads through the kernel for each one costs
- * more than the work: workers and the caller first spin on the atomic
- * generation and pending count, and only then sleep on the condition
- * variables; a sleeper is woken only when one is known to sleep.  The spin
- * adapts: each waiter halves its limit when spinning did not pay (it had to
- * sleep: the machine is oversubscribed, or the pool is idle between steps)
- * and doubles it when it did, between POOL_SPIN_MIN and POOL_SPIN_MAX
- * pauses, so a loaded machine loses little to spinning. */
-#define POOL_SPIN_MIN 32
-#define POOL_SPIN_MAX 16384
-
-/* the next spin limit after a wait that did (ok) or did not need to sleep */
-static inline int spin_next(int limit, int ok)
-{
-    if (ok) return limit < POOL_SPIN_MAX ? 2 * limit : POOL_SPIN_MAX;
-    return limit > POOL_SPIN_MIN ? limit / 2 : POOL_SPIN_MIN;
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-struct tr_pool {
-    int n;
-    pthread_t *th;
-    struct pool_arg *args;
-    pthread_mutex_t mu;
-    pthread_cond_t cv_start, cv_done;
-    _Atomic uint64_t gen;
-    _Atomic int pending, quit;
-    int sleepers, caller_waits; /* under mu */
-    int caller_spin;            /* the caller's spin limit (the caller is one thread) */
-    void (*fn)(void *, size_t, size_t);
-    void *ctx;
-    size_t total;
-};
-
-typedef struct pool_arg {
-    tr_pool *p;
-    int idx;
-} pool_arg;
-
-static void *pool_worker(void *arg)
-{
-    pool_arg *a = arg;
-    tr_pool *p = a->p;
-    uint64_t seen = 0;
-    int spin = POOL_SPIN_MIN;
-    for (;;) {
-        for (int i = 0; i < spin && atomic_load_explicit(&p->gen, memory_order_acquire) == seen &&
-                        !atomic_load_explicit(&p->quit, memory_order_relaxed);
-             i++)
-            cpu_relax();
-        spin = spin_next(spin, atomic_load_explicit(&p->gen, memory_order_acquire) != seen);
-        pthread_mutex_lock(&p->mu);
-        while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit)) {
-            p->sleepers++;
-            pthread_cond_wait(&p->cv_start, &p->mu);
-            p->sleepers--;
-        }
-        if (atomic_load(&p->quit)) {
-            pthread_mutex_unlock(&p->mu);
-            break;
-        }
-        seen = atomic_load(&p->gen);
-        void (*fn)(void *, size_t, size_t) = p->fn;
-        void *ctx = p->ctx;
-        size_t total = p->total;
-        size_t n = (size_t)p->n;
-        pthread_mutex_unlock(&p->mu);
-        size_t b = total * (size_t)a->idx / n, e = total * (size_t)(a->idx + 1) / n;
-        if (e > b) fn(ctx, b, e);
-        if (atomic_fetch_sub(&p->pending, 1) == 1) {
-            pthread_mutex_lock(&p->mu);
-            if (p->caller_waits) pthread_cond_signal(&p->cv_done);
-            pthread_mutex_unlock(&p->mu);
-        }
-    }
-    return NULL;
-}
-
-static tr_pool *pool_create(int n)
-{
-    tr_pool *p = calloc(1, sizeof *p);
-    if (!p) return NULL;
-    p->n = 1;
-    atomic_init(&p->gen, 0);
-    atomic_init(&p->pending, 0);
-    atomic_init(&p->quit, 0);
-    p->caller_spin = POOL_SPIN_MIN;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv_start, NULL);
-    pthread_cond_init(&p->cv_done, NULL);
-    if (n > 1) {
-        p->th = calloc((size_t)n, sizeof *p->th);
-        p->args = calloc((size_t)n, sizeof *p->args);
-        if (!p->th || !p->args) return p; /* single-threaded */
-        for (int i = 1; i < n; i++) {
-            p->args[i].p = p;
-            p->args[i].idx = i;
-            if (pthread_create(&p->th[i], NULL, pool_worker, &p->args[i]) != 0) break;
-            p->n = i + 1;
-        }
-    }
-    return p;
-}
-
-static void pool_free(tr_pool *p)
-{
-    if (!p) return;
-    pthread_mutex_lock(&p->mu);
-    atomic_store(&p->quit, 1);
-    pthread_cond_broadcast(&p->cv_start);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 1; i < p->n; i++) pthread_join(p->th[i], NULL);
-    free(p->args);
-    free(p->th);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv_start);
-    pthread_cond_destroy(&p->cv_done);
-    free(p);
-}
-
-void tr_parallel_for(tr_backend *be, size_t n, void (*fn)(void *ctx, size_t begin, size_t end), void *ctx)
-{
-    tr_pool *p = be->pool;
-    if (n == 0) return;
-    if (!p || p->n <= 1 || n == 1) {
-        fn(ctx, 0, n);
-        return;
-    }
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->ctx = ctx;
-    p->total = n;
-    atomic_store(&p->pending, p->n - 1);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    if (p->sleepers) pthread_cond_broadcast(&p->cv_start);
-    pthread_mutex_unlock(&p->mu);
-    size_t e = n / (size_t)p->n;
-    if (e > 0) fn(ctx, 0, e);
-    for (int i = 0; i < p->caller_spin && atomic_load_explicit(&p->pending, memory_order_acquire) > 0; i++)
-        cpu_relax();
-    int done = atomic_load_explicit(&p->pending, memory_order_acquire) == 0;
-    p->caller_spin = spin_next(p->caller_spin, done);
-    if (!done) {
-        pthread_mutex_lock(&p->mu);
-        p->caller_waits = 1;
-        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->cv_done, &p->mu);
-        p->caller_waits = 0;
-        pthread_mutex_unlock(&p->mu);
-    }
-}
-
-/* tr_parallel_for unless the whole job (n items of about `work` floats
- * each) is too small to be worth waking the pool. */
+/* The pool over n items, unless the whole job (n items of about `work`
+ * floats each) is too small to be worth waking it. */
 static void par(tr_backend *be, size_t n, size_t work, void (*fn)(void *, size_t, size_t), void *ctx)
 {
     if (n * work < 16384) {
         if (n) fn(ctx, 0, n);
         return;
     }
-    tr_parallel_for(be, n, fn, ctx);
+    tr_pool_run(be->impl, n, fn, ctx);
 }
 
 /* ---- 16-bit storage (be->prec) ---------------------------------------------- */
@@ -341,7 +177,7 @@ static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float 
     }
     pc p = {.o = C, .a = A, .b = B, .i0 = M, .i1 = N, .i2 = K, .i3 = lda, .i4 = ldb, .i5 = ldc,
             .f0 = alpha, .f1 = beta, .ta = ta, .tb = tb, .n = nb};
-    tr_parallel_for(be, nb, rows ? gemm_rows_w : gemm_cols_w, &p);
+    tr_pool_run(be->impl, nb, rows ? gemm_rows_w : gemm_cols_w, &p);
 }
 
 /* ---- column sums (double), deterministic: each thread owns columns ---------- */
@@ -1154,6 +990,38 @@ static void cpu_adamw(tr_backend *be, float *w, float *m, float *v, const float 
     par(be, n, 8, adamw_w, &p);
 }
 
+/* 8-bit AdamW: blocks of the quantisation on the pool */
+typedef struct q8job {
+    float *w;
+    uint8_t *mq, *vq;
+    float *mabs, *vabs;
+    const float *qm, *qv, *g;
+    size_t n;
+    int block;
+    float lr, beta1, beta2, eps, wd, bc1, bc2;
+} q8job;
+
+static void q8_work(void *ctx, size_t begin, size_t end)
+{
+    const q8job *j = ctx;
+    for (size_t b = begin; b < end; b++) {
+        size_t lo = b * (size_t)j->block, len = j->n - lo < (size_t)j->block ? j->n - lo : (size_t)j->block;
+        tr_adamw8bit_block(j->w + lo, j->mq + lo, j->vq + lo, j->mabs + b, j->vabs + b, j->qm, j->qv, j->g + lo,
+                           len, j->lr, j->beta1, j->beta2, j->eps, j->wd, j->bc1, j->bc2);
+    }
+}
+
+static void cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
+                          const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
+                          float beta1, float beta2, float eps, float wd, float bc1, float bc2)
+{
+    if (n == 0) return;
+    q8job j = {w, mq, vq, mabs, vabs, qm, qv, g, n, block, lr, beta1, beta2, eps, wd, bc1, bc2};
+    size_t nb = (n + (size_t)block - 1) / (size_t)block;
+    if (nb < 4) q8_work(&j, 0, nb);
+    else tr_pool_run(be->impl, nb, q8_work, &j);
+}
+
 /* ---- 16-bit conversions and copies -------------------------------------------- */
 
 static void copy_w(void *ctx, size_t b, size_t e)
@@ -1260,7 +1128,7 @@ static const tr_ops cpu_ops = {
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .adamw = cpu_adamw,
-    .adamw8bit = tr_cpu_adamw8bit, /* optim.c */
+    .adamw8bit = cpu_adamw8bit,
     .copy = cpu_copy,
     .round_to = cpu_round_to,
     .pack16 = cpu_pack16,
@@ -1292,13 +1160,13 @@ static void warm_w(void *ctx, size_t begin, size_t end)
 static void warm_up(tr_backend *be)
 {
     warm w;
-    size_t n = (size_t)be->pool->n;
+    size_t n = (size_t)be->n_threads;
     w.buf = calloc(n * 3 * WARM_N * WARM_N, sizeof(float));
     if (!w.buf || pthread_barrier_init(&w.bar, NULL, (unsigned)n) != 0) {
         free(w.buf);
         return; /* no warm-up: the first step maps it */
     }
-    tr_parallel_for(be, n, warm_w, &w);
+    tr_pool_run(be->impl, n, warm_w, &w);
     pthread_barrier_destroy(&w.bar);
     free(w.buf);
 }
@@ -1306,12 +1174,15 @@ static void warm_up(tr_backend *be)
 static void warm_up(tr_backend *be) { (void)be; } /* the plain C GEMM maps nothing */
 #endif
 
-tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
+static void cpu_destroy(tr_backend *be)
 {
-    if (strcmp(name, "cpu") != 0) {
-        snprintf(err, err_len, "%s backend not available in this build (have: cpu)", name);
-        return NULL;
-    }
+    tr_pool_free(be->impl);
+    tr_mem_destroy(&be->mem);
+    free(be);
+}
+
+tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
+{
     tr_backend *be = calloc(1, sizeof *be);
     if (!be) {
         snprintf(err, err_len, "out of memory");
@@ -1326,22 +1197,15 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
 #ifdef HAVE_OPENBLAS
     openblas_set_num_threads(1); /* parallelism comes from our pool */
 #endif
-    be->pool = pool_create(be->n_threads);
-    if (!be->pool) {
+    be->destroy = cpu_destroy;
+    be->impl = tr_pool_create(be->n_threads);
+    if (!be->impl) {
         tr_mem_destroy(&be->mem);
         free(be);
         snprintf(err, err_len, "cannot start %d threads", n_threads);
         return NULL;
     }
-    be->n_threads = be->pool->n;
+    be->n_threads = tr_pool_threads(be->impl);
     warm_up(be);
     return be;
-}
-
-void tr_backend_free(tr_backend *be)
-{
-    if (!be) return;
-    pool_free(be->pool);
-    tr_mem_destroy(&be->mem);
-    free(be);
 }

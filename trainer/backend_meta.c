@@ -230,6 +230,12 @@ static const tr_ops meta_ops = {
 
 const tr_ops *tr_meta_ops(void) { return &meta_ops; }
 
+static void meta_destroy(tr_backend *be)
+{
+    tr_mem_destroy(&be->mem);
+    free(be);
+}
+
 tr_backend *tr_backend_meta_create(void)
 {
     tr_backend *be = calloc(1, sizeof *be);
@@ -239,6 +245,6 @@ tr_backend *tr_backend_meta_create(void)
     tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
     be->host_mem = &be->mem;
     be->n_threads = 1;
-    be->pool = NULL;
+    be->destroy = meta_destroy;
     return be;
 }

@@ -272,36 +272,3 @@ int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, c
     }
     return 0;
 }
-
-/* ---- the CPU op ---------------------------------------------------------------------- */
-
-typedef struct q8job {
-    float *w;
-    uint8_t *mq, *vq;
-    float *mabs, *vabs;
-    const float *qm, *qv, *g;
-    size_t n;
-    int block;
-    float lr, beta1, beta2, eps, wd, bc1, bc2;
-} q8job;
-
-static void q8_work(void *ctx, size_t begin, size_t end)
-{
-    const q8job *j = ctx;
-    for (size_t b = begin; b < end; b++) {
-        size_t lo = b * (size_t)j->block, len = j->n - lo < (size_t)j->block ? j->n - lo : (size_t)j->block;
-        tr_adamw8bit_block(j->w + lo, j->mq + lo, j->vq + lo, j->mabs + b, j->vabs + b, j->qm, j->qv, j->g + lo,
-                           len, j->lr, j->beta1, j->beta2, j->eps, j->wd, j->bc1, j->bc2);
-    }
-}
-
-void tr_cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
-                      const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
-                      float beta1, float beta2, float eps, float wd, float bc1, float bc2)
-{
-    if (n == 0) return;
-    q8job j = {w, mq, vq, mabs, vabs, qm, qv, g, n, block, lr, beta1, beta2, eps, wd, bc1, bc2};
-    size_t nb = n_blocks(n, block);
-    if (nb < 4) q8_work(&j, 0, nb);
-    else tr_parallel_for(be, nb, q8_work, &j);
-}

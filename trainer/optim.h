@@ -94,9 +94,4 @@ int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w)
  * (validating names, dtypes and sizes).  0 or -1 with err. */
 int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, char *err, size_t err_len);
 
-/* The CPU backend's tr_ops.adamw8bit (blocks on the thread pool). */
-void tr_cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, float *mabs, float *vabs,
-                      const float *qm, const float *qv, const float *g, size_t n, int block, float lr,
-                      float beta1, float beta2, float eps, float wd, float bc1, float bc2);
-
 #endif

@@ -22,9 +22,7 @@
 #include "backend.h"
 #include "batch.h"
 
-/* The counting backend (name "meta"); free with tr_backend_free.  NULL
- * when out of memory. */
-tr_backend *tr_backend_meta_create(void);
+/* The counting backend: tr_backend_meta_create (backend.h). */
 /* Its op table (tests check that every op is set). */
 const tr_ops *tr_meta_ops(void);
 

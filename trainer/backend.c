@@ -1,0 +1,20 @@
+/*
+ * backend.c - the factory of the trainer's backends (backend.h): a backend
+ * by name, and its release.
+ */
+#include "backend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
+{
+    if (strcmp(name, "cpu") == 0) return tr_backend_cpu_create(n_threads, err, err_len);
+    snprintf(err, err_len, "%s backend not available in this build (have: cpu)", name);
+    return NULL;
+}
+
+void tr_backend_free(tr_backend *be)
+{
+    if (be) be->destroy(be);
+}
