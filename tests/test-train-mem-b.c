@@ -159,6 +159,67 @@ static void test_hooks_and_budget(void)
     tap_ok(lg.frees == lg.allocs, "destroy frees every block through the hook (%d of %d)", lg.frees, lg.allocs);
 }
 
+/* A target backend whose attention saves only the softmax statistics and
+ * takes no workspace for its backward (as a fused kernel would): the model
+ * laid out on the counting backend for it keeps 2 floats per query and head
+ * instead of the probabilities, and the planner's peaks for it are those
+ * of its own sizes, below the CPU's. */
+static size_t stats_saved(size_t Tq, size_t Tk) { (void)Tk; return 2 * Tq; }
+static size_t no_workspace(size_t N, size_t heads, size_t Tq, size_t Tk)
+{
+    (void)N, (void)heads, (void)Tq, (void)Tk;
+    return 0;
+}
+
+static void plan_step(const tr_sizes *sz, tr_mem_stats *st, size_t *att_floats, size_t *enc_att, int *ok)
+{
+    tr_config cfg;
+    tr_config_preset("tiny", &cfg);
+    tr_backend *be = tr_backend_meta_create(sz);
+    tr_model m;
+    char err[256];
+    *ok = 0;
+    if (!be || tr_model_init(&m, be, &cfg, 2, 3, 2, err, sizeof err) < 0) return;
+    tr_batch *b = tr_batch_alloc(&be->mem, 2, 3, 2, cfg.S, 4 * (cfg.S / cfg.P));
+    tr_loss L;
+    *ok = b && tr_model_step(&m, b, 1, 1.0f, 0, &L, err, sizeof err) == 0;
+    *att_floats = 0, *enc_att = 0;
+    for (int i = 0; i < m.n_acts; i++) {
+        size_t n = strlen(m.ainfo[i].name);
+        if (n > 4 && !strcmp(m.ainfo[i].name + n - 4, ".att")) *att_floats += m.ainfo[i].count;
+        if (!strcmp(m.ainfo[i].name, "enc.blocks.0.att")) *enc_att = m.ainfo[i].count;
+    }
+    tr_mem_get_stats(&be->mem, st);
+    tr_batch_free(&be->mem, b);
+    tr_model_free(&m);
+    tr_backend_free(be);
+}
+
+static void test_target_sizes(void)
+{
+    tr_sizes fused = tr_cpu_sizes;
+    fused.attention_saved = stats_saved, fused.attention_workspace = no_workspace;
+    tr_mem_stats sc, sf;
+    size_t ac, af, ec, ef;
+    int okc, okf;
+    plan_step(&tr_cpu_sizes, &sc, &ac, &ec, &okc);
+    plan_step(&fused, &sf, &af, &ef, &okf);
+    tr_config cfg;
+    tr_config_preset("tiny", &cfg);
+    size_t GG = (size_t)(cfg.S / cfg.P) * (size_t)(cfg.S / cfg.P);
+    tap_ok(okc && okf, "a step on the counting backend for the CPU and for a fused-attention target");
+    /* block 0 keeps its activations for both images of the batch */
+    tap_ok(ec == 2 * (size_t)cfg.H * GG * GG && ef == 2 * (size_t)cfg.H * 2 * GG,
+           "encoder attention saves what its backend says: %zu floats (probabilities) vs %zu (statistics)", ec, ef);
+    tap_ok(af < ac && sf.peak[TR_MEM_ACTS] < sc.peak[TR_MEM_ACTS] && sf.total_peak < sc.total_peak,
+           "the planner's activations and peak follow the target: %llu vs %llu bytes",
+           (unsigned long long)sf.total_peak, (unsigned long long)sc.total_peak);
+    tap_ok(sf.peak[TR_MEM_WORK] < sc.peak[TR_MEM_WORK], "and its workspace: %llu vs %llu bytes",
+           (unsigned long long)sf.peak[TR_MEM_WORK], (unsigned long long)sc.peak[TR_MEM_WORK]);
+    tap_ok(tr_backend_sizes("cpu") == &tr_cpu_sizes && tr_backend_sizes("nope") == NULL,
+           "the sizes of a backend by name");
+}
+
 static void test_maps(void)
 {
     float s[256], u[256];
@@ -381,6 +442,7 @@ int main(void)
     }
     test_allocator();
     test_hooks_and_budget();
+    test_target_sizes();
     test_maps();
     test_adamw8bit(be);
     test_v_zero_point();

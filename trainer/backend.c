@@ -14,6 +14,12 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
     return NULL;
 }
 
+const tr_sizes *tr_backend_sizes(const char *name)
+{
+    if (strcmp(name, "cpu") == 0) return &tr_cpu_sizes;
+    return NULL;
+}
+
 void tr_backend_free(tr_backend *be)
 {
     if (be) be->destroy(be);

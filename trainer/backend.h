@@ -46,6 +46,25 @@ typedef struct tr_loss {
     int n_valid;
 } tr_loss;
 
+/* What a backend saves between its ops and the workspaces it takes, known
+ * without an instance: the model lays out its activations with them, and
+ * the counting backend takes a target backend's so that the planner
+ * predicts that backend's peak. */
+typedef struct tr_sizes {
+    /* floats attention_forward saves in att for attention_backward, per
+     * sequence and head, Tq queries over Tk keys (the CPU: the
+     * probabilities, Tq * Tk; a fused kernel: the softmax statistics) */
+    size_t (*attention_saved)(size_t Tq, size_t Tk);
+    /* bytes of workspace attention_backward takes for N sequences of
+     * `heads` heads */
+    size_t (*attention_workspace)(size_t N, size_t heads, size_t Tq, size_t Tk);
+    /* bytes of workspace sam_loss takes for N pairs of RR pixels */
+    size_t (*loss_workspace)(size_t N, size_t RR);
+} tr_sizes;
+
+/* The CPU backend's (backend_cpu.c). */
+extern const tr_sizes tr_cpu_sizes;
+
 /* An op that cannot get a workspace returns without computing: the
  * allocator records the failure (tr_mem_take_failure) and the model's step
  * that called it returns an out-of-memory error. */
@@ -87,8 +106,9 @@ typedef struct tr_ops {
     void (*add_bcast)(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n);
 
     /* Multi-head softmax attention without projections:
-     * out_j = softmax(q_j k_j^T / sqrt(dh)) v_j per head j; att [N, heads, Tq, Tk]
-     * keeps the probabilities for the backward. */
+     * out_j = softmax(q_j k_j^T / sqrt(dh)) v_j per head j; att [N, heads,
+     * tr_sizes.attention_saved(Tq, Tk)] keeps what the backward needs (the
+     * CPU: the probabilities [N, heads, Tq, Tk]). */
     void (*attention_forward)(tr_backend *be, float *out, float *att, const float *q, const float *k,
                               const float *v, const tr_attn_dims *d);
     /* dq/dk/dv (same strides as q/k/v) += gradients from dout. */
@@ -187,6 +207,7 @@ typedef struct tr_ops {
 struct tr_backend {
     const char *name;    /* "cpu" */
     const tr_ops *ops;
+    const tr_sizes *sizes;
     tr_mem mem;          /* accounting of every tensor (device memory on a GPU) */
     /* Host memory the loader's batches live in (pinned on a GPU, so that
      * uploads are asynchronous); the CPU and meta backends' own mem, where
@@ -222,7 +243,11 @@ void tr_backend_free(tr_backend *be);
 /* The backends themselves (backend_cpu.c; backend_meta.c: the planner's
  * counting backend, whose memory is read-only zeros). */
 tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len);
-tr_backend *tr_backend_meta_create(void);
+tr_backend *tr_backend_meta_create(const tr_sizes *target);
+
+/* The sizes of the backend of that name (what the planner counts for it);
+ * NULL when the name is unknown or not compiled in. */
+const tr_sizes *tr_backend_sizes(const char *name);
 
 /* Plain C GEMM, row-major, same contract as tr_ops.gemm (the fallback when
  * OpenBLAS is absent; also a reference for tests). */

@@ -551,7 +551,8 @@ static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *
                                    const tr_attn_dims *d)
 {
     /* dP/dS workspace of every (n, head), like att */
-    float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)d->N * d->heads * d->Tq * d->Tk * sizeof(float));
+    float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK,
+                             tr_cpu_sizes.attention_workspace((size_t)d->N, (size_t)d->heads, (size_t)d->Tq, (size_t)d->Tk));
     if (!ds) return; /* out of memory: recorded by the allocator, the model's step fails */
     pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d,
             .i0 = be->prec};
@@ -923,7 +924,7 @@ static void cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const floa
                          const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
                          double *sums)
 {
-    double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double));
+    double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, tr_cpu_sizes.loss_workspace((size_t)N, (size_t)RR));
     if (!r) return; /* out of memory: recorded by the allocator, the model's step fails */
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
             .f0 = count > 0 ? (float)((double)scale / count) : 0.0f, .dd = r};
@@ -1174,6 +1175,23 @@ static void warm_up(tr_backend *be)
 static void warm_up(tr_backend *be) { (void)be; } /* the plain C GEMM maps nothing */
 #endif
 
+/* ---- sizes ------------------------------------------------------------------------ */
+
+static size_t cpu_attention_saved(size_t Tq, size_t Tk) { return Tq * Tk; } /* the probabilities */
+
+static size_t cpu_attention_workspace(size_t N, size_t heads, size_t Tq, size_t Tk)
+{
+    return N * heads * Tq * Tk * sizeof(float); /* dP/dS of every (sequence, head) */
+}
+
+static size_t cpu_loss_workspace(size_t N, size_t RR)
+{
+    (void)RR;
+    return (N * 8 + 1) * sizeof(double); /* per-pair sums */
+}
+
+const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace};
+
 static void cpu_destroy(tr_backend *be)
 {
     tr_pool_free(be->impl);
@@ -1190,6 +1208,7 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
     }
     be->name = "cpu";
     be->ops = &cpu_ops;
+    be->sizes = &tr_cpu_sizes;
     be->prec = TR_PREC_FP32;
     tr_mem_init(&be->mem);
     be->host_mem = &be->mem;

@@ -71,9 +71,9 @@ static void m_attention_backward(tr_backend *be, float *dq, float *dk, float *dv
                                  const tr_attn_dims *d)
 {
     (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)att;
-    /* the CPU backend's dP/dS workspace */
-    tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK,
-                                       (size_t)d->N * d->heads * d->Tq * d->Tk * sizeof(float)));
+    /* the target backend's workspace */
+    size_t n = be->sizes->attention_workspace((size_t)d->N, (size_t)d->heads, (size_t)d->Tq, (size_t)d->Tk);
+    if (n) tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, n));
 }
 static void m_convt_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
                             float *scratch, int N, int H, int W, int Ci, int Co)
@@ -145,10 +145,11 @@ static void m_sam_loss(tr_backend *be, float *dlogits, float *diou, const float 
                        const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
                        double *sums)
 {
-    (void)dlogits, (void)diou, (void)logits, (void)iou, (void)masks, (void)valid, (void)RR, (void)scale;
+    (void)dlogits, (void)diou, (void)logits, (void)iou, (void)masks, (void)valid, (void)scale;
     (void)count, (void)sums;
-    /* the CPU backend's per-pair sums */
-    tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, ((size_t)N * 8 + 1) * sizeof(double)));
+    /* the target backend's workspace */
+    size_t n = be->sizes->loss_workspace((size_t)N, (size_t)RR);
+    if (n) tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, n));
 }
 static void m_move(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
 static double m_sumsq(tr_backend *be, const float *g, size_t n)
@@ -236,12 +237,13 @@ static void meta_destroy(tr_backend *be)
     free(be);
 }
 
-tr_backend *tr_backend_meta_create(void)
+tr_backend *tr_backend_meta_create(const tr_sizes *target)
 {
     tr_backend *be = calloc(1, sizeof *be);
     if (!be) return NULL;
     be->name = "meta";
     be->ops = &meta_ops;
+    be->sizes = target ? target : &tr_cpu_sizes;
     tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
     be->host_mem = &be->mem;
     be->n_threads = 1;

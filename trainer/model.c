@@ -322,7 +322,7 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, siz
     snprintf(nm, sizeof nm, "%s.v", name);
     dreg(w, &a->v, nm, Tk * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.att", name);
-    dreg(w, &a->att, nm, heads * Tq * Tk, in_a, 0); /* no gradient tensor */
+    dreg(w, &a->att, nm, heads * w->m->be->sizes->attention_saved(Tq, Tk), in_a, 0); /* no gradient tensor */
     snprintf(nm, sizeof nm, "%s.ao", name);
     dreg(w, &a->ao, nm, Tq * Ci, in_a, in_d);
     snprintf(nm, sizeof nm, "%s.out", name);
@@ -435,7 +435,8 @@ static void walk_acts(awalker *w)
         if (s >= 0 && own) m->enc_slot_off[s] = apos(w);
         if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
         AR(ln1, GG * E); AR(qkv, GG * 3 * E);
-        (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i), ereg(w, &b->att, nm, H * GG * GG, all, own, 0));
+        (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i),
+         ereg(w, &b->att, nm, H * m->be->sizes->attention_saved(GG, GG), all, own, 0));
         AR(ao, GG * E); AR(xmid, GG * E); AR(ln2, GG * E); AR(fc1, GG * 4 * E); AR(gelu, GG * 4 * E);
         snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
         ereg(w, &b->xout, nm, GG * E, all, own, 0);
@@ -1237,7 +1238,8 @@ static void s_attention_forward(tr_backend *be, float *out, float *att, const fl
     SM;
     int c = d->heads * d->dh, dense = d->ldo == c && d->so == (size_t)d->Tq * (size_t)c;
     SIN({out, att_ext(d->N, d->Tq, d->ldo, d->so, c), dense ? SW : SR | SW},
-        {att, (size_t)d->N * d->heads * d->Tq * d->Tk, SW}, {(float *)q, att_ext(d->N, d->Tq, d->ldq, d->sq, c), SR},
+        {att, (size_t)d->N * d->heads * be->sizes->attention_saved((size_t)d->Tq, (size_t)d->Tk), SW},
+        {(float *)q, att_ext(d->N, d->Tq, d->ldq, d->sq, c), SR},
         {(float *)k, att_ext(d->N, d->Tk, d->ldk, d->sk, c), SR},
         {(float *)v, att_ext(d->N, d->Tk, d->ldv, d->sv, c), SR});
     SO->attention_forward(be, IN(0), IN(1), IN(2), IN(3), IN(4), d);
@@ -1254,7 +1256,7 @@ static void s_attention_backward(tr_backend *be, float *dq, float *dk, float *dv
     SIN({dq, eq, SR | SW}, {dk, ek, SR | SW}, {dv, ev, SR | SW},
         {(float *)dout, att_ext(d->N, d->Tq, d->ldo, d->so, c), SR},
         {(float *)q, eq, SR}, {(float *)k, ek, SR}, {(float *)v, ev, SR},
-        {(float *)att, (size_t)d->N * d->heads * d->Tq * d->Tk, SR});
+        {(float *)att, (size_t)d->N * d->heads * be->sizes->attention_saved((size_t)d->Tq, (size_t)d->Tk), SR});
     SO->attention_backward(be, IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), IN(7), d);
     SOUT();
 }

@@ -38,6 +38,7 @@ typedef struct tr_plan_point {
     const char *precision;  /* "fp32", "bf16" or "fp16" */
     int checkpoint_every;   /* encoder checkpointing every N blocks; 0 = off */
     int checkpoint_decoder; /* 1: checkpoint the decoder layers too */
+    const tr_sizes *sizes;  /* the backend planned for (NULL: the CPU's) */
 } tr_plan_point;
 
 /* Runs the training path for pt on be (a fresh meta backend): set-up and

@@ -599,8 +599,11 @@ static int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *er
 
 static int plan_main(const options *o)
 {
+    const tr_sizes *sizes = tr_backend_sizes(o->backend);
+    if (!sizes) cli_die(CLI_EXIT_FATAL, "--plan --backend %s: that backend is not available in this version", o->backend);
     tr_plan_request req = {.base = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
-                                    .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder},
+                                    .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder,
+                                    .sizes = sizes},
                            .budget = o->memory_budget, .effective_batch = o->effective_batch};
     static const char *const precs[] = {"fp32", "bf16", "fp16"};
     static const int cks[] = {0, 1};
@@ -616,7 +619,8 @@ static int plan_main(const options *o)
 static tr_plan_point plan_point(const options *o)
 {
     tr_plan_point pt = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
-                        .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder};
+                        .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder,
+                        .sizes = tr_backend_sizes(o->backend)};
     return pt;
 }
 
