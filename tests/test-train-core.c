@@ -6,8 +6,12 @@
  * initialise the parameters on the host and upload them, and read the loss
  * with one download per step; its parameters, losses and gradients equal,
  * bit for bit, those of the same steps on a CPU backend that shares the
- * host's memory, in every storage mode.
+ * host's memory, in every storage mode.  The decoder's granularity is the
+ * backend's (tr_sizes.dec_chunk): with every pair in one chunk,
+ * checkpointing on and off stay bit-identical, and the results stay those
+ * of the CPU's chunks within float rounding.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,15 +45,21 @@ typedef struct run {
     size_t n_grads, n_params;
     int up_init, up_step, down_step;
     int host_valid[3]; /* the batches' valid pairs, counted here */
+    int n_chunks;
 } run;
 
 /* Three steps of the tiny model on synthetic batches; separate: the
  * backend's memory is not the host's. */
+static int all_pairs(int n_pairs) { return n_pairs; }
+
 static int run_steps(const tr_model_opts *o, int separate, run *r)
 {
     char err[256];
     tr_backend *be = tr_backend_create("cpu", 2, err, sizeof err);
     if (!be) return -1;
+    tr_sizes one_chunk = tr_cpu_sizes;
+    one_chunk.dec_chunk = all_pairs;
+    if (separate == 2) be->sizes = &one_chunk, separate = 0;
     tr_mem host;
     tr_mem_init(&host);
     if (separate) {
@@ -77,6 +87,7 @@ static int run_steps(const tr_model_opts *o, int separate, run *r)
             r->up_step = n_up, r->down_step = n_down;
         }
         r->n_grads = m.n_grad_floats, r->n_params = m.n_param_floats;
+        r->n_chunks = m.n_chunks;
         r->grads = malloc(r->n_grads * sizeof(float));
         r->params = malloc(r->n_params * sizeof(float));
         memcpy(r->grads, m.grad_mem, r->n_grads * sizeof(float));
@@ -122,5 +133,28 @@ int main(void)
                modes[i].name);
         free(a.grads), free(a.params), free(b.grads), free(b.params);
     }
+    /* granularity: every pair in one decoder chunk */
+    const tr_model_opts plain = {0}, ckpt = {.ckpt_every = 1, .ckpt_decoder = 1};
+    const tr_model_opts bplain = {.precision = TR_PREC_BF16}, bckpt = {.ckpt_decoder = 1, .precision = TR_PREC_BF16};
+    run d = {0}, p = {0}, c = {0}, bp = {0}, bc = {0};
+    int ok = run_steps(&plain, 0, &d) == 0 && run_steps(&plain, 2, &p) == 0 && run_steps(&ckpt, 2, &c) == 0 &&
+             run_steps(&bplain, 2, &bp) == 0 && run_steps(&bckpt, 2, &bc) == 0;
+    tap_ok(ok && d.n_chunks == 3 && p.n_chunks == 1, "the decoder in the backend's chunks: %d of 2 pairs (CPU), %d of 6",
+           d.n_chunks, p.n_chunks);
+    if (ok) {
+        tap_ok(p.L[2].loss == c.L[2].loss && !memcmp(p.grads, c.grads, p.n_grads * sizeof(float)),
+               "one chunk: checkpointing on and off bit-identical (fp32)");
+        tap_ok(bp.L[2].loss == bc.L[2].loss && !memcmp(bp.grads, bc.grads, bp.n_grads * sizeof(float)),
+               "one chunk: decoder checkpointing on and off bit-identical (bf16)");
+        double worst = 0;
+        for (size_t i = 0; i < d.n_grads; i++) {
+            double e = fabs((double)d.grads[i] - p.grads[i]) / (fabs((double)d.grads[i]) + 1e-3);
+            if (e > worst) worst = e;
+        }
+        tap_ok(fabs(d.L[2].loss - p.L[2].loss) <= 1e-6 * d.L[2].loss && worst < 1e-4,
+               "one chunk vs the CPU's chunks: loss %.9f vs %.9f, gradients within %.2g", d.L[2].loss, p.L[2].loss, worst);
+    }
+    free(d.grads), free(d.params), free(p.grads), free(p.params), free(c.grads), free(c.params);
+    free(bp.grads), free(bp.params), free(bc.grads), free(bc.params);
     return tap_done();
 }

@@ -60,6 +60,10 @@ typedef struct tr_sizes {
     size_t (*attention_workspace)(size_t N, size_t heads, size_t Tq, size_t Tk);
     /* bytes of workspace sam_loss takes for N pairs of RR pixels */
     size_t (*loss_workspace)(size_t N, size_t RR);
+    /* the granularity of the decoder: pairs per chunk for a batch of
+     * n_pairs (the CPU: at most 4, and at least 4 chunks when there are
+     * enough pairs; a GPU wants them all at once) */
+    int (*dec_chunk)(int n_pairs);
 } tr_sizes;
 
 /* The CPU backend's (backend_cpu.c). */

@@ -1190,7 +1190,10 @@ static size_t cpu_loss_workspace(size_t N, size_t RR)
     return (N * 8 + 1) * sizeof(double); /* per-pair sums */
 }
 
-const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace};
+/* small chunks keep the decoder's activations in cache */
+static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs + 3) / 4 : 4; }
+
+const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_dec_chunk};
 
 static void cpu_destroy(tr_backend *be)
 {

@@ -678,7 +678,8 @@ static int model_layout(tr_model *m, char *err, size_t err_len)
     memset(&m->a, 0, sizeof m->a);
     memset(&m->da, 0, sizeof m->da);
     size_t NP = (size_t)m->B * (size_t)m->M;
-    m->dec_chunk = (int)((NP + 3) / 4 < TR_DEC_CHUNK ? (NP + 3) / 4 : TR_DEC_CHUNK);
+    m->dec_chunk = be->sizes->dec_chunk((int)NP); /* the backend's granularity */
+    if (m->dec_chunk < 1 || (size_t)m->dec_chunk > NP) m->dec_chunk = (int)NP;
     m->n_chunks = (int)((NP + (size_t)m->dec_chunk - 1) / (size_t)m->dec_chunk);
     awalker aw = {.m = m};
     walk_acts(&aw); /* count */

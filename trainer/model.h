@@ -202,8 +202,9 @@ typedef struct tr_model_opts {
  * block's output (the neck's dx) live in the stash (one image's rows
  * unpacked where an op needs them).
  * The decoder (prompt tokens, image keys, two-way transformer, tail,
- * heads) runs per chunk of dec_chunk pairs, forward and backward, in every
- * mode (so that results are bit-identical between modes); its activations
+ * heads) runs per chunk of dec_chunk pairs (the backend's choice:
+ * tr_sizes.dec_chunk), forward and backward, in every mode (so that
+ * results are bit-identical between modes for one backend); its activations
  * are laid out for every pair (fp32), or for one chunk ("the chunk
  * region"): recomputed from the image embedding (--checkpoint-decoder) or
  * packed per chunk into a 16-bit stash.  16-bit storage without
@@ -221,8 +222,6 @@ typedef struct tr_model_opts {
  * stored input (the forward's op again: the same bits).  Activation gradients exist for one block, one layer, one chunk at
  * a time (shared), plus two alternating buffers for the gradient flowing
  * between blocks / layers (16-bit storage: in 16 bits, per-op as well). */
-#define TR_DEC_CHUNK 4 /* at most this many pairs per decoder chunk, at least 4 chunks
-                           when there are enough pairs */
 
 /* A tensor whose rows move with the decoder chunk or the encoder's image
  * (tr_model.dview). */
