@@ -2,7 +2,11 @@
  * model.h - the compact SAM of MODEL.md as one model description: its
  * configuration, the parameter table (names and shapes of the checkpoint),
  * the activation table, initialisation, and the forward and backward pass of
- * one batch, sequenced over the ops of a backend (backend.h).
+ * one batch, sequenced over the ops of a backend (backend.h).  Its files:
+ * model_params.c (presets, the parameter table, freeze groups,
+ * initialisation), model_layout.c (the activation table, the layout, the
+ * model's lifetime), model_stage.c (per-op 16-bit storage) and model.c (the
+ * sequence: forward, backward, the step's entry points, FLOPs).
  *
  * Memory (llm.c style): every parameter lives in one allocation pointed into
  * by tr_params; gradients live in a second allocation with the same layout

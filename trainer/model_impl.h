@@ -1,0 +1,45 @@
+/*
+ * model_impl.h - what the model's files share (model.c: the sequence;
+ * model_params.c: presets, parameters, freeze groups, initialisation;
+ * model_layout.c: the activation table, the layout and the model's
+ * lifetime; model_stage.c: per-op 16-bit storage); private to them.
+ */
+#ifndef SA1B_TRAINER_MODEL_IMPL_H
+#define SA1B_TRAINER_MODEL_IMPL_H
+
+#include <stddef.h>
+
+#include "model.h"
+
+/* floats rounded up to a multiple of 16 (64-byte aligned tensors) */
+static inline size_t mdl_r16(size_t n) { return (n + 15) / 16 * 16; }
+
+/* model_params.c: the parameter table walked in MODEL.md's order, laying
+ * out (m->param_mem set: also pointing m->p and m->g at) each tensor */
+typedef struct mdl_walker {
+    tr_model *m;
+    size_t off;
+    int n;
+} mdl_walker;
+void mdl_walk_params(mdl_walker *w);
+/* 1 when parameter `name` belongs to freeze group g */
+int mdl_in_group(const tr_model *m, const char *g, const char *name);
+
+/* model_layout.c */
+int mdl_layout(tr_model *m, char *err, size_t err_len); /* (re)lays out the activations */
+size_t mdl_tail_per(const tr_model *m, int k);        /* floats per pair of upscaling tensor k */
+int mdl_enc_stashed(const tr_model *m, int i);        /* 1: encoder block i's activations go to the stash */
+int mdl_enc_part(const tr_model *m, const char *name); /* a parameter's encoder part: -1 embedding,
+                                                          0..L-1 block, L neck, INT_MAX the rest */
+
+/* model_stage.c: the staging ops in front of the backend's (1 when put
+ * there: mdl_stage_end(m, 1) takes them away) */
+int mdl_stage_begin(tr_model *m);
+void mdl_stage_end(tr_model *m, int on);
+
+/* model.c: a step's workspace of n floats (freed by the caller right after
+ * its op); out of memory unwinds to the step's entry point */
+float *mdl_work_alloc(tr_model *m, size_t n);
+_Noreturn void mdl_oom_unwind(tr_model *m);
+
+#endif
