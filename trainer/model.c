@@ -238,6 +238,17 @@ static const float *enc_input(tr_model *m, int i, int b)
  * tokens (the view on that image).  out 0 (a recomputation whose output
  * nothing reads: its backward needs only the gradient) skips the last
  * linear layer and the residual. */
+/* Self-attention of an encoder block over one image's GG tokens (q, k, v
+ * packed in qkv rows of 3E). */
+static tr_attn_dims enc_attn_dims(const tr_config *c)
+{
+    int GG = (c->S / c->P) * (c->S / c->P), E = c->E;
+    tr_attn_dims d = {.N = 1, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
+                      .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
+                      .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
+    return d;
+}
+
 static void enc_block_forward(tr_model *m, int i, const float *x, int out)
 {
     tr_backend *be = m->be;
@@ -248,9 +259,7 @@ static void enc_block_forward(tr_model *m, int i, const float *x, int out)
     const tr_enc_block_p *pb = &m->p.blk[i];
     ln_fwd(m, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
     lin_fwd(m, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
-    tr_attn_dims d = {.N = B, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
-                      .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
-                      .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
+    tr_attn_dims d = enc_attn_dims(c);
     o->attention_forward(be, ab->ao, ab->att, ab->qkv, ab->qkv + E, ab->qkv + 2 * E, &d);
     lin_fwd(m, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
     o->accumulate(be, ab->xmid, x, (size_t)BT * E);
@@ -260,6 +269,37 @@ static void enc_block_forward(tr_model *m, int i, const float *x, int out)
     if (!out) return;
     lin_fwd(m, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
     o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
+}
+
+/* The backward of encoder block i on one image (its activations in place,
+ * its gradient set zeroed first: the blocks share it), the mirror of
+ * enc_block_forward: dxout, the gradient of its output, flows into dxin
+ * (+=; NULL: not needed) through the residuals; x is its input. */
+static void enc_block_backward(tr_model *m, int i, const float *x, float *dxout, float *dxin)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    int GG = (c->S / c->P) * (c->S / c->P), E = c->E;
+    size_t GE = (size_t)GG * E;
+    const tr_enc_block_a *ab = &m->a.blk[i];
+    tr_enc_block_a *db = &m->da.blk[i];
+    const tr_enc_block_p *pb = &m->p.blk[i];
+    tr_enc_block_p *gb = &m->g.blk[i];
+    o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
+    o->accumulate(be, db->xmid, dxout, GE);
+    lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
+    o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
+    lin_bwd(m, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
+    ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, pb->ln2_b, ab->ln2_m, ab->ln2_r, GG, E,
+           1e-6f);
+    if (dxin) o->accumulate(be, dxin, db->xmid, GE);
+    lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
+    tr_attn_dims d = enc_attn_dims(c);
+    o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E, ab->qkv + 2 * E,
+                          ab->att, &d);
+    lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
+    ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, x, pb->ln1_w, pb->ln1_b, ab->ln1_m, ab->ln1_r, GG, E, 1e-6f);
 }
 
 /* Decoder layer l of the two-way transformer on tokens Tc, keys Kc of NP
@@ -299,6 +339,76 @@ static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *
     ablock_forward(m, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
     o->add(be, L->k4pre, Kc, L->i2t.out, nK);
     ln_fwd(m, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
+}
+
+/* The backward of decoder layer l on one chunk of NP pairs (its gradient
+ * set zeroed first: the layers share it), the mirror of dec_layer_forward:
+ * the gradients of its tokens and keys flow into the previous layer's (or
+ * the prompt tokens' and image keys'). */
+static void dec_layer_backward(tr_model *m, int l, int NP)
+{
+    tr_backend *be = m->be;
+    const tr_ops *o = be->ops;
+    const tr_config *c = &m->cfg;
+    const tr_params *p = &m->p;
+    tr_params *g = &m->g;
+    const tr_acts *a = &m->a;
+    tr_acts *da = &m->da;
+    int GG = (c->S / c->P) * (c->S / c->P), C = c->C, T = m->K + 2;
+    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+    const tr_dec_layer_a *L = &a->lay[l];
+    tr_dec_layer_a *dL = &da->lay[l];
+    const tr_dec_layer_p *pl = &p->lay[l];
+    tr_dec_layer_p *gl = &g->lay[l];
+    const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
+    float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
+    o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
+    if (l > 0) {
+        o->zero(be, dTin, nT);
+        o->zero(be, dKin, nK);
+    }
+    /* 4: image to tokens */
+    ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, pl->n4_b, L->n4_m, L->n4_r,
+           NP * GG, C, 1e-5f);
+    o->accumulate(be, dKin, dL->k4pre, nK);
+    o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
+    ablock_backward(m, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
+                    dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
+    o->accumulate(be, dL->t3, dL->i2t_kin, nT);
+    o->accumulate(be, da->T0, dL->i2t_kin, nT);
+    /* 3: MLP */
+    ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, pl->n3_b, L->n3_m, L->n3_r,
+           NP * T, C, 1e-5f);
+    o->accumulate(be, dL->t2, dL->t3pre, nT);
+    lin_bwd(m, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
+    o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
+    lin_bwd(m, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
+    /* 2: tokens to image */
+    ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, pl->n2_b, L->n2_m, L->n2_r,
+           NP * T, C, 1e-5f);
+    o->accumulate(be, dL->t1, dL->t2pre, nT);
+    o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
+    ablock_backward(m, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
+                    dKin, NP, T, GG, C, C / 2, c->h);
+    o->accumulate(be, dKin, dL->kpe, nK);
+    o->accumulate(be, dL->t1, dL->t2i_qin, nT);
+    o->accumulate(be, da->T0, dL->t2i_qin, nT);
+    /* 1: self attention */
+    if (l == 0) {
+        ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
+               NP * T, C, 1e-5f);
+        ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
+                        C, c->h);
+    } else {
+        ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
+               NP * T, C, 1e-5f);
+        o->accumulate(be, dTin, dL->t1pre, nT);
+        o->accumulate(be, dL->sa.out, dL->t1pre, nT);
+        ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
+                        dL->sa_qin, dTin, NP, T, T, C, C, c->h);
+        o->accumulate(be, dTin, dL->sa_qin, nT);
+        o->accumulate(be, da->T0, dL->sa_qin, nT);
+    }
 }
 
 /* stash_mem [dst, +n) = [src, +n) (16-bit codes moved through a small
@@ -720,61 +830,7 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     o->accumulate(be, da->T0, da->fin_qin, nT);
     o->accumulate(be, dKc, da->fin_kin, nK);
     /* decoder layers in reverse; one shared gradient set, zeroed per layer */
-    for (int l = c->D - 1; l >= 0; l--) {
-        const tr_dec_layer_a *L = &a->lay[l];
-        tr_dec_layer_a *dL = &da->lay[l];
-        const tr_dec_layer_p *pl = &p->lay[l];
-        tr_dec_layer_p *gl = &g->lay[l];
-        const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
-        float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-        o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
-        if (l > 0) {
-            o->zero(be, dTin, nT);
-            o->zero(be, dKin, nK);
-        }
-        /* 4: image to tokens */
-        ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, pl->n4_b, L->n4_m, L->n4_r,
-               NP * GG, C, 1e-5f);
-        o->accumulate(be, dKin, dL->k4pre, nK);
-        o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
-        ablock_backward(m, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
-                        dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
-        o->accumulate(be, dL->t3, dL->i2t_kin, nT);
-        o->accumulate(be, da->T0, dL->i2t_kin, nT);
-        /* 3: MLP */
-        ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, pl->n3_b, L->n3_m, L->n3_r,
-               NP * T, C, 1e-5f);
-        o->accumulate(be, dL->t2, dL->t3pre, nT);
-        lin_bwd(m, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
-        o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
-        lin_bwd(m, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
-        /* 2: tokens to image */
-        ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, pl->n2_b, L->n2_m, L->n2_r,
-               NP * T, C, 1e-5f);
-        o->accumulate(be, dL->t1, dL->t2pre, nT);
-        o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
-        ablock_backward(m, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
-                        dKin, NP, T, GG, C, C / 2, c->h);
-        o->accumulate(be, dKin, dL->kpe, nK);
-        o->accumulate(be, dL->t1, dL->t2i_qin, nT);
-        o->accumulate(be, da->T0, dL->t2i_qin, nT);
-        /* 1: self attention */
-        if (l == 0) {
-            ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
-                   NP * T, C, 1e-5f);
-            ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
-                            C, c->h);
-        } else {
-            ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
-                   NP * T, C, 1e-5f);
-            o->accumulate(be, dTin, dL->t1pre, nT);
-            o->accumulate(be, dL->sa.out, dL->t1pre, nT);
-            ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
-                            dL->sa_qin, dTin, NP, T, T, C, C, c->h);
-            o->accumulate(be, dTin, dL->sa_qin, nT);
-            o->accumulate(be, da->T0, dL->sa_qin, nT);
-        }
-    }
+    for (int l = c->D - 1; l >= 0; l--) dec_layer_backward(m, l, NP);
     /* prompt tokens and image keys of the chunk */
     o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0,
                               b->labels + p0 * (size_t)K, NP, K, C);
@@ -889,10 +945,7 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     for (int bi = B - 1; bi >= 0 && lo < c->L; bi--) {
         for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
             enc_restore(m, i, bi);
-            const tr_enc_block_a *ab = &a->blk[i];
             tr_enc_block_a *db = &da->blk[i];
-            const tr_enc_block_p *pb = &p->blk[i];
-            tr_enc_block_p *gb = &g->blk[i];
             const float *xin = enc_input(m, i, bi);
             if (i > 0 && !a->enc_in[i] && mdl_enc_stashed(m, i - 1) && !m->pop) { /* the predecessor's output,
                                                                                   from its stash */
@@ -907,24 +960,8 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             int dx16 = i == 0 && m->dx0_stash != TR_NO_STASH;
             float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL)
                                 : (lo < 0 ? (dx16 ? da->pp_x[1] : da->x0 + (size_t)bi * GE) : NULL);
-            o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
             if (dxin && (i > 0 || dx16)) o->zero(be, dxin, GE);
-            o->accumulate(be, db->xmid, dxout, GE);
-            lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
-            o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
-            lin_bwd(m, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
-            ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, pb->ln2_b, ab->ln2_m,
-                   ab->ln2_r, GG, E, 1e-6f);
-            if (dxin) o->accumulate(be, dxin, db->xmid, GE);
-            lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
-            tr_attn_dims d = {.N = 1, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
-                              .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
-                              .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
-            o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E,
-                                  ab->qkv + 2 * E, ab->att, &d);
-            lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
-            ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, xin, pb->ln1_w, pb->ln1_b, ab->ln1_m, ab->ln1_r, GG,
-                   E, 1e-6f);
+            enc_block_backward(m, i, xin, dxout, dxin);
             if (dx16 && o->pack16)
                 o->pack16(be, m->stash_mem + m->dx0_stash + (size_t)bi * GE, dxin, GE, m->opt.precision);
         }
