@@ -60,6 +60,10 @@ typedef struct tr_sizes {
     size_t (*attention_workspace)(size_t N, size_t heads, size_t Tq, size_t Tk);
     /* bytes of workspace sam_loss takes for N pairs of RR pixels */
     size_t (*loss_workspace)(size_t N, size_t RR);
+    /* floats of the scratch convt2x2 takes for `pixels` input pixels and
+     * Co output channels (the CPU: the GEMM's output before its scatter,
+     * 4 * Co per pixel) */
+    size_t (*convt_scratch)(size_t pixels, size_t Co);
     /* the granularity of the decoder: pairs per chunk for a batch of
      * n_pairs (the CPU: at most 4, and at least 4 chunks when there are
      * enough pairs; a GPU wants them all at once) */
@@ -123,7 +127,8 @@ typedef struct tr_ops {
     /* ConvTranspose 2x2 stride 2 on channels-last pixels:
      * inp [N, H*W, Ci] (pixel r*W+c), w [Ci, Co, 2, 2] (PyTorch layout), b [Co]
      * -> out [N, 2H*2W, Co] with out[(2r+i)*2W + 2c+j, o] = b[o] + sum_ch inp[r*W+c, ch] w[ch,o,i,j].
-     * scratch [N*H*W, 4*Co] is workspace the caller provides (contents irrelevant). */
+     * scratch [tr_sizes.convt_scratch(N*H*W, Co)] is workspace the caller provides (contents
+     * irrelevant). */
     void (*convt2x2_forward)(tr_backend *be, float *out, const float *inp, const float *w,
                              const float *b, float *scratch, int N, int H, int W, int Ci, int Co);
     void (*convt2x2_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,

@@ -1190,10 +1190,13 @@ static size_t cpu_loss_workspace(size_t N, size_t RR)
     return (N * 8 + 1) * sizeof(double); /* per-pair sums */
 }
 
+static size_t cpu_convt_scratch(size_t pixels, size_t Co) { return pixels * 4 * Co; }
+
 /* small chunks keep the decoder's activations in cache */
 static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs + 3) / 4 : 4; }
 
-const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_dec_chunk};
+const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_convt_scratch,
+                                cpu_dec_chunk};
 
 static void cpu_destroy(tr_backend *be)
 {

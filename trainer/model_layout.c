@@ -396,7 +396,9 @@ static void walk_acts(awalker *w)
         areg2(w, &a->pp_u[1], "dec.grad_tail1", ny, 0, 1);
         /* the ConvTranspose workspace of forward and backward: the union
          * region holds no gradient during a forward */
-        areg2(w, &a->pp_u[2], "dec.up_scratch", 2 * nc * GG * C, 0, 1);
+        const tr_sizes *sz = m->be->sizes; /* the backend's scratch of the two ConvTransposes */
+        size_t s1 = sz->convt_scratch(nc * GG, C / 4), s2 = sz->convt_scratch(nc * 4 * GG, C / 8);
+        areg2(w, &a->pp_u[2], "dec.up_scratch", s1 > s2 ? s1 : s2, 0, 1);
         ugroup(w, 0);
     }
     /* the outputs: every pair (the loss); their gradients, written by the

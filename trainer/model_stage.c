@@ -290,7 +290,8 @@ static void s_convt2x2_forward(tr_backend *be, float *out, const float *inp, con
 {
     SM;
     size_t px = (size_t)N * H * W;
-    SIN({out, px * 4 * Co, SW}, {(float *)inp, px * Ci, SR}, {scratch, px * 4 * Co, SS});
+    SIN({out, px * 4 * Co, SW}, {(float *)inp, px * Ci, SR},
+        {scratch, be->sizes->convt_scratch(px, (size_t)Co), SS});
     SO->convt2x2_forward(be, IN(0), IN(1), w, b, IN(2), N, H, W, Ci, Co);
     SOUT();
 }
@@ -301,7 +302,7 @@ static void s_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float *d
     SM;
     size_t px = (size_t)N * H * W;
     SIN({dinp, px * Ci, SR | SW}, {(float *)dout, px * 4 * Co, SR}, {(float *)inp, px * Ci, SR},
-        {scratch, px * 4 * Co, SS});
+        {scratch, be->sizes->convt_scratch(px, (size_t)Co), SS});
     SO->convt2x2_backward(be, IN(0), dw, db, IN(1), IN(2), w, IN(3), N, H, W, Ci, Co);
     SOUT();
 }
