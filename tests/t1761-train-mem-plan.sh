@@ -51,4 +51,15 @@ grep_ok '^bf16 ' "$TMP/.out" "the table lists bf16"
 run_status 2 "--memory-budget without --plan" sa1b-train $base $cfg --memory-budget 1G --out "$TMP/x"
 run_status 2 "bad --memory-budget" sa1b-train $base $cfg --plan --memory-budget 12Q
 run_status 2 "--plan with --eval-only" sa1b-train $base $cfg --plan --eval-only x.safetensors
+
+# the base preset (SAM ViT-B's encoder): planned, never run here.  Its
+# parameters: the encoder's 12 blocks of 12 E^2 + 13 E weights and biases,
+# patch embedding, positions, neck, and the decoder (MODEL.md's table).
+run_ok "--config base --plan" sa1b-train --config base --batch 1 --masks 16 --synthetic-batch 1 --plan
+np=$(sed -n 's/^predicted: .* parameters=\([0-9]*\).*/\1/p' "$TMP/.out")
+E=768; G=64; C=256
+enc=$((12 * (12 * E * E + 13 * E) + 3 * 16 * 16 * E + E + G * G * E + E * C + 2 * C))
+test -n "$np" && test $((np / 4)) -gt "$enc" && test $((np / 4)) -lt $((enc + 5000000))
+ok $? "base: $((${np:-0} / 4)) parameters, the ViT-B encoder's $enc and a decoder of a few million"
+run_status 3 "--plan --backend cuda: not in this version" sa1b-train $base $cfg --plan --backend cuda
 done_testing

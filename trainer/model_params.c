@@ -22,6 +22,10 @@ int tr_config_preset(const char *name, tr_config *c)
         *c = (tr_config){.S = 128, .P = 16, .E = 64, .L = 2, .H = 2, .C = 64, .h = 2, .D = 2};
         return 0;
     }
+    if (strcmp(name, "base") == 0) { /* SAM ViT-B's encoder, global attention: the GPU workload */
+        *c = (tr_config){.S = 1024, .P = 16, .E = 768, .L = 12, .H = 12, .C = 256, .h = 8, .D = 2};
+        return 0;
+    }
     return -1;
 }
 

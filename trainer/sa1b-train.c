@@ -89,7 +89,7 @@ static void usage(void)
     printf("Usage: %s [OPTION]... --out DIR (--data GLOB | --synthetic-batch SEED)\n"
            "Train the compact SAM of MODEL.md on the CPU.\n\n"
            "Model:\n"
-           "  --config NAME          tiny or small (default small)\n"
+           "  --config NAME          tiny, small or base (default small)\n"
            "  --image-size S, --patch P, --enc-width E, --enc-depth L, --enc-heads H,\n"
            "  --dec-width C, --dec-heads h, --dec-depth D   override one hyper-parameter\n"
            "Batch:\n"
@@ -305,7 +305,7 @@ static void parse_options(int argc, char **argv, options *o)
     }
     if (optind < argc) cli_usage_error("unexpected argument '%s'", argv[optind]);
     if (tr_config_preset(o->config_name, &o->cfg) < 0)
-        cli_usage_error("--config: '%s' is not tiny or small", o->config_name);
+        cli_usage_error("--config: '%s' is not tiny, small or base", o->config_name);
     int *dst[8] = {&o->cfg.S, &o->cfg.P, &o->cfg.E, &o->cfg.L, &o->cfg.H, &o->cfg.C, &o->cfg.h, &o->cfg.D};
     for (int i = 0; i < 8; i++)
         if (have[i]) *dst[i] = ov[i];
