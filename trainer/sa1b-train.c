@@ -28,6 +28,7 @@
 #include "optim.h"
 #include "plan.h"
 #include "pngio.h"
+#include "run_dir.h"
 #include "tr_rng.h"
 
 typedef struct options {
@@ -67,6 +68,9 @@ typedef struct options {
     long unfreeze_step[64], stage_step[64];
     char unfreeze_group[64][32];
     int stage_batch[64];
+    /* the output folder and resume (issue 19) */
+    int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
+    unsigned char given[1024];  /* given[c]: option c was on the command line */
 } options;
 
 static volatile sig_atomic_t stop_requested;
@@ -97,6 +101,7 @@ static void usage(void)
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest\n"
+           "  --overwrite            start afresh in an --out DIR that holds a run (removes its files)\n"
            "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
@@ -140,6 +145,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB };
+enum { O_OVERWRITE = 600 };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -204,7 +210,9 @@ static void parse_options(int argc, char **argv, options *o)
         {"accum", 1, 0, O_ACCUM}, {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"checkpoint-decoder", 0, 0, O_CKPT_DEC},
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
-        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
+        {"overwrite", 0, 0, O_OVERWRITE},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
     o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0, o->adam_eps = 1e-8;
@@ -220,6 +228,7 @@ static void parse_options(int argc, char **argv, options *o)
         else if (strncmp(argv[i], "--config=", 9) == 0) o->config_name = argv[i] + 9;
     }
     while ((c = getopt_long(argc, argv, "qhV", lo, NULL)) != -1) {
+        if (c >= 0 && c < (int)sizeof o->given) o->given[c] = 1;
         switch (c) {
         case O_CONFIG: o->config_name = optarg; break;
         case O_S: case O_P: case O_E: case O_L: case O_H: case O_C: case O_h: case O_D:
@@ -280,6 +289,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_FREEZE: o->freeze = optarg; break;
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
+        case O_OVERWRITE: o->overwrite = 1; break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -522,6 +532,7 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
 }
 
 static int run(const options *op, tr_backend *be);
+static void prepare_out(const options *o);
 
 static int precision_of(const char *name)
 {
@@ -588,11 +599,46 @@ static int plan_main(const options *o)
     return 0;
 }
 
+/* ---- the output folder (issue 19) ---------------------------------------- */
+
+static int same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return strcmp(a, b) == 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Before anything is touched: a training run never starts over a run in
+ * --out unless it resumes that run or --overwrite says to start afresh. */
+static void check_out(const options *o)
+{
+    if (o->overwrite && o->resume) cli_usage_error("--overwrite starts a run afresh: not with --resume");
+    if (o->overwrite && (o->plan || o->dump_step || o->eval_only))
+        cli_usage_error("--overwrite applies to a training run: not with --plan, --dump-step or --eval-only");
+    if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
+    if (o->resume && same_dir(o->out, o->resume)) return;
+    char what[300];
+    int held = tr_run_dir_holds_run(o->out, what, sizeof what);
+    if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+    if (held)
+        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
+                "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
+}
+
+/* Creates --out, or with --overwrite empties it of the earlier run's files. */
+static void prepare_out(const options *o)
+{
+    char err[4400];
+    if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
+    if (o->overwrite && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o;
     parse_options(argc, argv, &o);
+    check_out(&o);
     char err[512];
     if (o.plan) return plan_main(&o);
     if (strcmp(o.backend, "cuda") == 0)
@@ -666,7 +712,7 @@ static int run(const options *op, tr_backend *be)
     }
 
     /* training */
-    if (!o.plan && mkdir(o.out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o.out, strerror(errno));
+    if (!o.plan) prepare_out(&o);
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
     oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
