@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,6 +72,9 @@ typedef struct options {
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
+    char *record;               /* the run record saved in every state file (run_dir.h) */
+    char *owned[64];            /* strings restored from a run record */
+    int n_owned;
 } options;
 
 static volatile sig_atomic_t stop_requested;
@@ -100,7 +104,7 @@ static void usage(void)
            "  --threads N            threads (default 2)\n"
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
-           "  --resume DIR           continue the run in DIR from DIR/latest\n"
+           "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
            "  --overwrite            start afresh in an --out DIR that holds a run (removes its files)\n"
            "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
@@ -431,6 +435,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
     if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->out, st->step);
+    st->run = o->record;
     if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     if (write_latest(o->out, st->step) < 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
 }
@@ -533,6 +538,7 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
 
 static int run(const options *op, tr_backend *be);
 static void prepare_out(const options *o);
+static long read_latest(const char *dir);
 
 static int precision_of(const char *name)
 {
@@ -633,14 +639,168 @@ static void prepare_out(const options *o)
     if (o->overwrite && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
 }
 
+/* ---- the run record (issue 19) ------------------------------------------- */
+
+/* The settings that shape the model, the data and the schedule, saved in
+ * every state file and restored by --resume.  fixed: a flag given on resume
+ * must agree with the run; otherwise (steps, data paths, checkpointing,
+ * logging) a given flag is taken and an absent one restored. */
+enum { RF_INT, RF_LONG, RF_U64, RF_DBL, RF_STR, RF_UNFREEZE, RF_STAGES };
+typedef struct run_field {
+    const char *key;    /* in the record; the flag is --key with '_' as '-' */
+    int opt, kind, fixed;
+    size_t off;
+} run_field;
+#define RUN_FIELD(key, opt, kind, fixed, field) {key, opt, kind, fixed, offsetof(options, field)}
+static const run_field run_fields[] = {
+    RUN_FIELD("config", O_CONFIG, RF_STR, 1, config_name), RUN_FIELD("image_size", O_S, RF_INT, 1, cfg.S),
+    RUN_FIELD("patch", O_P, RF_INT, 1, cfg.P), RUN_FIELD("enc_width", O_E, RF_INT, 1, cfg.E),
+    RUN_FIELD("enc_depth", O_L, RF_INT, 1, cfg.L), RUN_FIELD("enc_heads", O_H, RF_INT, 1, cfg.H),
+    RUN_FIELD("dec_width", O_C, RF_INT, 1, cfg.C), RUN_FIELD("dec_heads", O_h, RF_INT, 1, cfg.h),
+    RUN_FIELD("dec_depth", O_D, RF_INT, 1, cfg.D), RUN_FIELD("batch", O_BATCH, RF_INT, 1, batch),
+    RUN_FIELD("masks", O_MASKS, RF_INT, 1, masks), RUN_FIELD("points", O_POINTS, RF_INT, 1, points),
+    RUN_FIELD("lr", O_LR, RF_DBL, 1, lr), RUN_FIELD("warmup", O_WARMUP, RF_LONG, 1, warmup),
+    RUN_FIELD("weight_decay", O_WD, RF_DBL, 1, weight_decay), RUN_FIELD("adam_eps", O_EPS, RF_DBL, 1, adam_eps),
+    RUN_FIELD("clip", O_CLIP, RF_DBL, 1, clip), RUN_FIELD("seed", O_SEED, RF_U64, 1, seed),
+    RUN_FIELD("flip", O_FLIP, RF_DBL, 1, flip), RUN_FIELD("optim", O_OPTIM, RF_STR, 1, optim),
+    RUN_FIELD("optim_block", O_OPTIM_BLOCK, RF_INT, 1, optim_block), RUN_FIELD("accum", O_ACCUM, RF_INT, 1, accum),
+    RUN_FIELD("precision", O_PREC, RF_STR, 1, precision),
+    RUN_FIELD("loss_scale_window", O_SCALE_WIN, RF_LONG, 1, scale_window),
+    RUN_FIELD("freeze", O_FREEZE, RF_STR, 1, freeze), RUN_FIELD("unfreeze", O_UNFREEZE, RF_UNFREEZE, 1, n_unfreeze),
+    RUN_FIELD("stage_batch", O_STAGE_BATCH, RF_STAGES, 1, n_stage),
+    RUN_FIELD("steps", O_STEPS, RF_LONG, 0, steps), RUN_FIELD("data", O_DATA, RF_STR, 0, data),
+    RUN_FIELD("val", O_VAL, RF_STR, 0, val), RUN_FIELD("checkpoint_every", O_CKPT_EVERY, RF_INT, 0, ckpt_blocks),
+    RUN_FIELD("checkpoint_decoder", O_CKPT_DEC, RF_INT, 0, ckpt_decoder),
+    RUN_FIELD("log_every", O_LOG, RF_LONG, 0, log_every), RUN_FIELD("ckpt_every", O_CKPT, RF_LONG, 0, ckpt_every),
+};
+
+/* A field's value as the record writes it (strings percent-encoded later). */
+static void field_text(const options *o, const run_field *f, char *buf, size_t len)
+{
+    const char *p = (const char *)o + f->off;
+    size_t n = 0;
+    buf[0] = 0;
+    switch (f->kind) {
+    case RF_INT: snprintf(buf, len, "%d", *(const int *)p); break;
+    case RF_LONG: snprintf(buf, len, "%ld", *(const long *)p); break;
+    case RF_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)p); break;
+    case RF_DBL: snprintf(buf, len, "%.17g", *(const double *)p); break;
+    case RF_STR: snprintf(buf, len, "%s", *(const char *const *)p ? *(const char *const *)p : ""); break;
+    case RF_UNFREEZE:
+        for (int i = 0; i < o->n_unfreeze && n < len; i++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%ld:%s", i ? "," : "", o->unfreeze_step[i], o->unfreeze_group[i]);
+        break;
+    case RF_STAGES:
+        for (int i = 0; i < o->n_stage && n < len; i++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%ld:%d", i ? "," : "", o->stage_step[i], o->stage_batch[i]);
+        break;
+    }
+}
+
+/* "--enc-depth" for the key "enc_depth" */
+static const char *field_flag(const run_field *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "--%s", f->key);
+    for (char *c = buf; *c; c++)
+        if (*c == '_') *c = '-';
+    return buf;
+}
+
+/* Sets a field from its record text; -1 when the text is not a value. */
+static int field_set(options *o, const run_field *f, const char *v)
+{
+    char *p = (char *)o + f->off, *end = NULL, flag[40];
+    field_flag(f, flag, sizeof flag);
+    errno = 0;
+    switch (f->kind) {
+    case RF_INT: {
+        long x = strtol(v, &end, 10);
+        if (x < 0 || x > 1 << 30) return -1;
+        *(int *)p = (int)x;
+        break;
+    }
+    case RF_LONG: *(long *)p = strtol(v, &end, 10); break;
+    case RF_U64: *(uint64_t *)p = strtoull(v, &end, 10); break;
+    case RF_DBL: *(double *)p = strtod(v, &end); break;
+    case RF_STR:
+        if (o->n_owned == (int)(sizeof o->owned / sizeof *o->owned)) return -1;
+        *(char **)p = *v ? (o->owned[o->n_owned++] = strdup(v)) : NULL;
+        if (*v && !*(char **)p) cli_die(CLI_EXIT_FATAL, "out of memory");
+        return 0;
+    case RF_UNFREEZE: case RF_STAGES:
+        if (*v) parse_stages(flag, v, o, f->kind == RF_STAGES);
+        else *(int *)p = 0;
+        return 0;
+    }
+    return errno || end == v || *end ? -1 : 0;
+}
+
+static void make_record(options *o)
+{
+    char v[4200];
+    if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100; /* what the optimizer takes */
+    int rc = 0;
+    for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
+        field_text(o, &run_fields[i], v, sizeof v);
+        rc |= tr_run_rec_add(&o->record, run_fields[i].key, v);
+    }
+    if (o->synthetic) {
+        snprintf(v, sizeof v, "%" PRIu64, o->synthetic_seed);
+        rc |= tr_run_rec_add(&o->record, "synthetic_batch", v);
+    }
+    if (rc) cli_die(CLI_EXIT_FATAL, "out of memory");
+}
+
+/* --resume DIR: every setting of the run's record that the command line
+ * does not give; a given one that contradicts the run is refused.  A state
+ * written before records existed resumes with the flags as given. */
+static void restore_run(options *o)
+{
+    char path[4200], err[512], *rec = NULL, v[4200], mine[4200];
+    snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, read_latest(o->resume));
+    if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
+    if (!rec) return;
+    for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
+        const run_field *f = &run_fields[i];
+        if (!tr_run_rec_get(rec, f->key, v, sizeof v)) continue; /* an older record: the flag as given */
+        if (f->opt == O_DATA && *v && o->given[O_SYNTH])
+            cli_die(CLI_EXIT_USAGE, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
+                    "leave --synthetic-batch out to continue it", o->synthetic_seed, o->resume, v);
+        field_text(o, f, mine, sizeof mine);
+        if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0) {
+            char flag[40];
+            field_flag(f, flag, sizeof flag);
+            cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
+                    flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
+        }
+        if (!o->given[f->opt] && field_set(o, f, v) < 0)
+            cli_die(CLI_EXIT_FATAL, "'%s': run record: '%s' is not a value of %s", path, v, f->key);
+    }
+    if (tr_run_rec_get(rec, "synthetic_batch", v, sizeof v)) {
+        char mine_s[32];
+        snprintf(mine_s, sizeof mine_s, "%" PRIu64, o->synthetic_seed);
+        if (o->given[O_DATA] || (o->given[O_SYNTH] && strcmp(mine_s, v) != 0))
+            cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
+                    "to continue it", o->given[O_DATA] ? "--data" : "--synthetic-batch", o->given[O_DATA] ? o->data : mine_s,
+                    o->resume, v, o->given[O_DATA] ? "--data" : "--synthetic-batch");
+        o->synthetic = 1;
+        if (sscanf(v, "%" SCNu64, &o->synthetic_seed) != 1) cli_die(CLI_EXIT_FATAL, "'%s': run record: bad synthetic_batch", path);
+    }
+    free(rec);
+    if (o->ckpt_blocks > o->cfg.L)
+        cli_usage_error("--checkpoint-every: %d is more than the run's %d encoder blocks", o->ckpt_blocks, o->cfg.L);
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o;
     parse_options(argc, argv, &o);
     check_out(&o);
+    if (o.resume) restore_run(&o);
     char err[512];
     if (o.plan) return plan_main(&o);
+    if (!o.eval_only && !o.dump_step) make_record(&o);
     if (strcmp(o.backend, "cuda") == 0)
         cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
@@ -654,6 +814,8 @@ int main(int argc, char **argv)
     }
     int rc = run(&o, be);
     tr_backend_free(be);
+    free(o.record);
+    for (int i = 0; i < o.n_owned; i++) free(o.owned[i]);
     return rc;
 }
 
