@@ -40,6 +40,7 @@ typedef struct options {
     unsigned threads;
     uint64_t max_images;       /* 0: one shard per input */
     int skip_existing, strict, quiet, json_summary;
+    int force;                 /* --force: replace existing outputs that are not shards of this tool */
     sa1b_prep_opts prep;
     int mask_size_set;
 } options;
@@ -58,6 +59,8 @@ static void usage(void)
            "                            (<name>-00000.shard, <name>-00001.shard, ...)\n"
            "      --skip-existing       leave an input alone when its complete output\n"
            "                            exists with the same provenance\n"
+           "      --force               replace an existing output that is not a shard\n"
+           "                            of sa1b-shard\n"
            "Images and masks:\n"
            "      --image-size S        letterbox images to S x S (default 1024)\n"
            "      --mask-size R         masks at R x R (default S/4)\n"
@@ -88,7 +91,7 @@ static void usage(void)
 enum {
     OPT_NAME = 256, OPT_MAX_IMAGES, OPT_SKIP_EXISTING, OPT_IMAGE_SIZE, OPT_MASK_SIZE,
     OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
-    OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY
+    OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY, OPT_FORCE
 };
 
 static const struct option long_opts[] = {
@@ -111,6 +114,7 @@ static const struct option long_opts[] = {
     {"strict", no_argument, 0, OPT_STRICT},
     {"quiet", no_argument, 0, 'q'},
     {"json-summary", no_argument, 0, OPT_JSON_SUMMARY},
+    {"force", no_argument, 0, OPT_FORCE},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, 'V'},
     {0, 0, 0, 0}};
@@ -180,6 +184,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_STRICT: o->strict = 1; break;
         case 'q': o->quiet = 1; break;
         case OPT_JSON_SUMMARY: o->json_summary = 1; break;
+        case OPT_FORCE: o->force = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
         default: fprintf(stderr, "Try '%s --help' for more information.\n", cli_prog()); exit(CLI_EXIT_USAGE);
@@ -295,6 +300,68 @@ static int outputs_complete(const options *o, int single_file, const char *stem)
         free(path);
         if (!same) return 0;
         if (!o->max_images) return 1;
+    }
+}
+
+/* ---- outputs that must not be written ---------------------------------- */
+
+/* True when path is a shard that sa1b-shard wrote (its provenance says so). */
+static int is_our_shard(const char *path)
+{
+    sa1b_shard *sh = NULL;
+    int ours = 0;
+    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+        json_t *p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+        const char *tool = json_string_value(json_object_get(p, "tool"));
+        ours = tool && strcmp(tool, "sa1b-shard") == 0;
+        json_decref(p);
+    }
+    sa1b_shard_close(sh);
+    return ours;
+}
+
+/* Before anything is opened for writing: no output may be an input (the
+ * same file, or stdin redirected from it), two inputs may not share an
+ * output, and an existing output that is not a shard of this tool is
+ * replaced only with --force.  Exit 2 otherwise. */
+static void check_outputs(const options *o, int single_file, int argc, char **argv)
+{
+    for (int i = optind; i < argc; i++) {
+        char *stem = input_stem(o, argv[i]);
+        if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
+        for (int k = optind; k < i; k++) {
+            char *other = input_stem(o, argv[k]);
+            int same = other && strcmp(other, stem) == 0;
+            free(other);
+            if (same)
+                cli_usage_error("inputs '%s' and '%s' would both write '%s.shard' (use --name for stdin, or "
+                                "shard them into different folders)", argv[k], argv[i], stem);
+        }
+        /* parts 0..: each that exists is checked (one part without --max-images) */
+        for (uint64_t part = 0;; part++) {
+            char *path = part_path(o, single_file, stem, part);
+            if (!path) cli_die(CLI_EXIT_FATAL, "out of memory");
+            struct stat out_st;
+            if (stat(path, &out_st) != 0) {
+                free(path);
+                break;
+            }
+            for (int k = optind; k < argc; k++) { /* any input, not only this one's */
+                struct stat st;
+                int got = strcmp(argv[k], "-") == 0 ? fstat(0, &st) == 0 && S_ISREG(st.st_mode) : stat(argv[k], &st) == 0;
+                if (got && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino)
+                    cli_usage_error("output '%s' is the input '%s'%s", path, argv[k],
+                                    strcmp(argv[k], "-") == 0 ? " (standard input)" : "");
+            }
+            if (!o->force && S_ISREG(out_st.st_mode) && !is_our_shard(path))
+                cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
+            if (!S_ISREG(out_st.st_mode))
+                cli_usage_error("output '%s' exists and is not a regular file", path);
+            free(path);
+            if (!o->max_images) break;
+        }
+        free(stem);
     }
 }
 
@@ -688,6 +755,7 @@ int main(int argc, char **argv)
     parse_options(argc, argv, &o);
     int n_inputs = argc - optind;
     int single_file = n_inputs == 1 && ends_with(o.out, ".shard");
+    check_outputs(&o, single_file, argc, argv);
     if (!single_file) {
         struct stat st;
         if (stat(o.out, &st) != 0) {
