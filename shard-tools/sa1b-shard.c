@@ -245,7 +245,7 @@ static char *part_path(const options *o, int single_file, const char *stem, uint
 /* Provenance: everything that determines the bytes of a part.  The input
  * is recorded by name (the stem), not by path, so that a tar read from a
  * path and the same tar on stdin with --name give identical shards. */
-static char *provenance(const options *o, const char *stem, uint64_t part)
+static json_t *provenance_json(const options *o, const char *stem, uint64_t part)
 {
     json_t *opt = json_object();
     const sa1b_prep_opts *p = &o->prep;
@@ -269,37 +269,101 @@ static char *provenance(const options *o, const char *stem, uint64_t part)
     json_object_set_new(root, "input", json_string(stem));
     json_object_set_new(root, "part", json_integer((json_int_t)part));
     json_object_set_new(root, "options", opt);
+    return root;
+}
+
+static char *provenance(const options *o, const char *stem, uint64_t part)
+{
+    json_t *root = provenance_json(o, stem, part);
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);
     return s;
 }
 
-/* True when every part of the input exists, opens, and carries exactly the
- * provenance this run would write.  Parts are renamed last-first, so part 0
- * present means the set is complete; the parts are 0.. up to the first
- * missing index. */
-static int outputs_complete(const options *o, int single_file, const char *stem)
+/* The provenance of an input's last part, completed when the input ended:
+ * also the input's size, the CRC32C of its bytes and whether it ended
+ * cleanly (with the last sample read before an early end).  No time stamp:
+ * a path and the same bytes on stdin give the same shard. */
+static char *final_provenance(const options *o, const char *stem, uint64_t part, const sa1b_tar_identity *id,
+                              const char *ends_after)
 {
+    json_t *root = provenance_json(o, stem, part);
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)id->crc32c);
+    json_object_set_new(root, "input_bytes", json_integer((json_int_t)id->bytes));
+    json_object_set_new(root, "input_crc32c", json_string(crc));
+    json_object_set_new(root, "input_clean_end", json_boolean(id->clean_end));
+    if (!id->clean_end) json_object_set_new(root, "input_ends_after", json_string(ends_after));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return s;
+}
+
+/* One part against what this run would write: 1 the same, 0 not (why says
+ * so when there is a reason to tell).  Only what shapes the output counts:
+ * the input's name, the part, the options, and in the input's last part its
+ * recorded size (against size_now) and clean end; not the tool's version.
+ * A shard made before inputs were recorded lacks those keys: its options
+ * decide, as they did then. */
+static int part_matches(const options *o, const char *stem, uint64_t part, const char *path, int last,
+                        uint64_t size_now, char *why, size_t why_len)
+{
+    sa1b_shard *sh = NULL;
+    json_t *want = provenance_json(o, stem, part), *have = NULL;
+    int same = 0;
+    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+        have = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+    }
+    sa1b_shard_close(sh);
+    const char *keys[] = {"tool", "input", "part", "options"};
+    same = have != NULL;
+    for (size_t k = 0; k < 4 && same; k++) same = json_equal(json_object_get(want, keys[k]), json_object_get(have, keys[k]));
+    if (have && !same) snprintf(why, why_len, "its shard was made with other options");
+    json_t *bytes = json_object_get(have, "input_bytes"), *clean = json_object_get(have, "input_clean_end");
+    if (same && last && json_is_false(clean)) {
+        const char *after = json_string_value(json_object_get(have, "input_ends_after"));
+        snprintf(why, why_len, "the run that made its shard read it to an early end (after %s)",
+                 after && *after ? after : "no sample");
+        same = 0;
+    }
+    if (same && last && json_is_integer(bytes) && (uint64_t)json_integer_value(bytes) != size_now) {
+        snprintf(why, why_len, "input changed since its shard was made (%lld bytes then, %llu now)",
+                 (long long)json_integer_value(bytes), (unsigned long long)size_now);
+        same = 0;
+    }
+    json_decref(want);
+    json_decref(have);
+    return same;
+}
+
+/* True when every part of the input exists and matches (part_matches).
+ * Parts are renamed last-first, so part 0 present means the set is
+ * complete; the parts are 0.. up to the first missing index.  why: the
+ * reason when an existing output is not taken ("" when none exists). */
+static int outputs_complete(const options *o, int single_file, const char *stem, const char *input, char *why,
+                            size_t why_len)
+{
+    struct stat st;
+    uint64_t size_now = stat(input, &st) == 0 ? (uint64_t)st.st_size : 0;
+    why[0] = 0;
     for (uint64_t part = 0;; part++) {
-        char *path = part_path(o, single_file, stem, part);
+        char *path = part_path(o, single_file, stem, part), *next = NULL;
         if (!path) return 0;
-        int exists = access(path, F_OK) == 0;
-        if (!exists) {
+        if (access(path, F_OK) != 0) {
             free(path);
             return part > 0;
         }
-        sa1b_shard *sh = NULL;
-        char *want = provenance(o, stem, part);
-        int same = 0;
-        if (want && sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
-            const sa1b_shard_info *in = sa1b_shard_get_info(sh);
-            same = in->provenance_len == strlen(want) && memcmp(in->provenance, want, in->provenance_len) == 0;
+        int last = !o->max_images;
+        if (!last) {
+            next = part_path(o, single_file, stem, part + 1);
+            last = next && access(next, F_OK) != 0;
+            free(next);
         }
-        sa1b_shard_close(sh);
-        free(want);
+        int same = part_matches(o, stem, part, path, last, size_now, why, why_len);
         free(path);
         if (!same) return 0;
-        if (!o->max_images) return 1;
+        if (last) return 1;
     }
 }
 
@@ -474,6 +538,7 @@ static int copy_bytes(uint8_t **dst, size_t *cap, size_t *len, const uint8_t *sr
 
 typedef struct totals {
     uint64_t images, masks_kept, masks_dropped, skipped, shards, inputs_skipped, fatal, bytes_in;
+    uint64_t inputs_cut;       /* inputs that ended early (truncated) */
 } totals;
 
 typedef struct job {
@@ -492,6 +557,8 @@ typedef struct job {
     char **finals;             /* final paths of finished parts */
     size_t n_finals;
     int failed;                /* fatal: drop everything of this input */
+    uint64_t pairs;            /* samples read from the input */
+    char last_name[256];       /* the last of them */
 } job;
 
 static char *partial_name(const char *final)
@@ -565,8 +632,17 @@ static void consume(struct job *j, slot *s)
     if (s->kind == 1 || s->rc != SA1B_OK) {
         j->t->skipped++;
         cli_progress_end(j->bar);
-        cli_warn("%s", s->err.msg);
+        if (strcmp(j->input, "-") == 0)
+            cli_warn("standard input: %s", s->err.msg);
+        else
+            cli_warn("'%s': %s", j->input, s->err.msg);
         if (o->strict) set_failed(j);
+        return;
+    }
+    /* a full part is finished when the next sample comes: the input's last
+     * part stays open until the input ends, for its final provenance */
+    if (j->w && o->max_images && j->images_in_part == o->max_images && close_part(j)) {
+        set_failed(j);
         return;
     }
     if (!j->w && open_part(j)) {
@@ -582,7 +658,7 @@ static void consume(struct job *j, slot *s)
     j->t->images++;
     j->t->masks_kept += s->out.masks_kept;
     j->t->masks_dropped += s->out.masks_in - s->out.masks_kept;
-    if (o->max_images && ++j->images_in_part == o->max_images && close_part(j)) set_failed(j);
+    j->images_in_part++;
 }
 
 static void progress(struct job *j, uint64_t bytes_read)
@@ -652,6 +728,21 @@ static void on_sigbus(int sig)
     _exit(CLI_EXIT_FATAL);
 }
 
+/* An input that ended early: one line saying how much of it was read. */
+static void report_cut(job *j)
+{
+    j->t->inputs_cut++;
+    cli_progress_end(j->bar);
+    char label[4200];
+    if (strcmp(j->input, "-") == 0) snprintf(label, sizeof label, "standard input");
+    else snprintf(label, sizeof label, "'%s'", j->input);
+    if (j->pairs)
+        cli_warn("%s: input ends early, after sample %s: %llu images read, the rest lost", label, j->last_name,
+                 (unsigned long long)j->pairs);
+    else
+        cli_warn("%s: input ends early, before its first sample: no image read", label);
+}
+
 /* Returns 0 when the input was processed (possibly with skipped samples),
  * -1 on a fatal error for this input. */
 static int run_input(job *j)
@@ -688,6 +779,8 @@ static int run_input(job *j)
         } else {
             s->kind = 0;
             snprintf(s->name, sizeof s->name, "%s", smp.name);
+            snprintf(j->last_name, sizeof j->last_name, "%s", smp.name);
+            j->pairs++;
             if (smp.stable) { /* in the mapped input until sa1b_tar_free: no copy */
                 s->jpg_in = smp.jpg;
                 s->jpg_len = smp.jpg_len;
@@ -707,10 +800,20 @@ static int run_input(job *j)
     }
     wait_written(r);
     j->t->bytes_in += sa1b_tar_bytes_read(tar);
+    sa1b_tar_identity id;
+    int have_id = !fatal && sa1b_tar_get_identity(tar, &id) == SA1B_OK;
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
     /* a tar without pairs (only end-of-archive blocks) gives an empty shard */
     if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
+    if (!j->failed && have_id && j->w) { /* the last part records the input */
+        char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name);
+        if (!prov || sa1b_shard_writer_set_provenance(j->w, prov, &e) != SA1B_OK) {
+            cli_warn("out of memory");
+            j->failed = 1;
+        }
+        free(prov);
+    }
     if (!j->failed && close_part(j)) j->failed = 1;
     if (j->failed) {
         sa1b_shard_writer_abort(j->w);
@@ -732,6 +835,7 @@ static int run_input(job *j)
         }
         free(p);
     }
+    if (have_id && !id.clean_end) report_cut(j);
     return 0;
 }
 
@@ -798,11 +902,15 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
         char *stem = input_stem(&o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
-        if (o.skip_existing && strcmp(argv[i], "-") != 0 && outputs_complete(&o, single_file, stem)) {
-            t.inputs_skipped++;
-            if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
-            free(stem);
-            continue;
+        char why[200];
+        if (o.skip_existing && strcmp(argv[i], "-") != 0) {
+            if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {
+                t.inputs_skipped++;
+                if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
+                free(stem);
+                continue;
+            }
+            if (*why && !o.quiet) cli_warn("'%s': %s: sharding it again", argv[i], why);
         }
         uint64_t skipped_before = t.skipped;
         job j = {&o, &r, single_file, argv[i], stem, &t, &bar, t0, 0, NULL, 0, 0, NULL, 0, 0};
@@ -838,18 +946,18 @@ int main(int argc, char **argv)
     double dt = cli_now() - t0;
     if (!o.quiet)
         cli_warn("%llu images, %llu masks kept, %llu dropped, %llu samples skipped, %llu shards written, "
-                 "%llu inputs up to date, %.1f s (%.1f images/s)",
+                 "%llu inputs up to date, %llu inputs cut short, %.1f s (%.1f images/s)",
                  (unsigned long long)t.images, (unsigned long long)t.masks_kept,
                  (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
-                 (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped, dt,
-                 dt > 0 ? (double)t.images / dt : 0.0);
+                 (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
+                 (unsigned long long)t.inputs_cut, dt, dt > 0 ? (double)t.images / dt : 0.0);
     if (o.json_summary)
         printf("{\"images\":%llu,\"masks_kept\":%llu,\"masks_dropped\":%llu,\"skipped\":%llu,"
-               "\"shards\":%llu,\"inputs_up_to_date\":%llu,\"fatal\":%llu,\"bytes_in\":%llu,"
+               "\"shards\":%llu,\"inputs_up_to_date\":%llu,\"inputs_cut_short\":%llu,\"fatal\":%llu,\"bytes_in\":%llu,"
                "\"seconds\":%.3f,\"exit\":%d}\n",
                (unsigned long long)t.images, (unsigned long long)t.masks_kept,
                (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
                (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
-               (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
+               (unsigned long long)t.inputs_cut, (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
     return status;
 }
