@@ -387,6 +387,10 @@ static int wr_create_tmp(sa1b_shard_writer *w, sa1b_error *err)
         snprintf(w->tmp_path, n, "%s.tmp-%s", w->path, suf);
         w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd >= 0) {
+            /* a write lock while the file is ours: a temp nobody holds is stale
+             * (advice only: a file system without locks still works) */
+            struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+            (void)fcntl(w->fd, F_SETLK, &lk);
             /* direct writes where the file system has them (else buffered) */
             int fl = fcntl(w->fd, F_GETFL);
             w->direct = fl >= 0 && fcntl(w->fd, F_SETFL, fl | O_DIRECT) == 0;
@@ -729,6 +733,11 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     return SA1B_OK;
 }
 
+const char *sa1b_shard_writer_temp_path(const sa1b_shard_writer *w)
+{
+    return w ? w->tmp_path : NULL;
+}
+
 int sa1b_shard_writer_set_provenance(sa1b_shard_writer *w, const char *provenance, sa1b_error *err)
 {
     if (!w || !provenance) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
@@ -749,16 +758,16 @@ int sa1b_shard_writer_finish(sa1b_shard_writer *w, sa1b_error *err)
     int rc = wr_tables(w, err);
     if (!rc && fsync(w->fd) != 0)
         rc = sa1b_error_set(err, SA1B_EIO, -1, "fsync '%s': %s", w->tmp_path, strerror(errno));
+    /* renamed while still open: the temp's lock lasts until it has its name */
+    if (!rc && rename(w->tmp_path, w->path) != 0)
+        rc = sa1b_error_set(err, SA1B_EIO, -1, "rename '%s' to '%s': %s", w->tmp_path, w->path,
+                            strerror(errno));
     if (!rc && close(w->fd) != 0) {
         w->fd = -1;
+        unlink(w->path);
         rc = sa1b_error_set(err, SA1B_EIO, -1, "close '%s': %s", w->tmp_path, strerror(errno));
     }
-    if (!rc) {
-        w->fd = -1;
-        if (rename(w->tmp_path, w->path) != 0)
-            rc = sa1b_error_set(err, SA1B_EIO, -1, "rename '%s' to '%s': %s", w->tmp_path, w->path,
-                                strerror(errno));
-    }
+    if (!rc) w->fd = -1;
     if (rc) {
         sa1b_shard_writer_abort(w);
         return rc;

@@ -13,13 +13,16 @@
  * killed run never leaves a set of shards that looks complete
  * (--skip-existing checks part 0 last).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,6 +432,124 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
     }
 }
 
+/* ---- temporaries ------------------------------------------------------- */
+
+/* The temporaries of this run ("<out>.partial.tmp-XXXXXX" while a part is
+ * written, "<out>.partial" until its input is done), removed by the
+ * SIGINT/SIGTERM handler.  A temporary is locked (fcntl) while its writer
+ * lives, so one that no process holds is stale: the next run writing the
+ * same output removes it. */
+enum { MAX_TEMPS = 512 };
+static struct {
+    volatile sig_atomic_t used;
+    char path[4096];
+} temps[MAX_TEMPS];
+static pthread_mutex_t temps_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int temp_add(const char *path)
+{
+    int k = -1;
+    if (!path || strlen(path) >= sizeof temps[0].path) return -1;
+    pthread_mutex_lock(&temps_mu);
+    for (int i = 0; i < MAX_TEMPS && k < 0; i++)
+        if (!temps[i].used) k = i;
+    if (k >= 0) {
+        memcpy(temps[k].path, path, strlen(path) + 1);
+        atomic_signal_fence(memory_order_seq_cst);
+        temps[k].used = 1;
+    }
+    pthread_mutex_unlock(&temps_mu);
+    return k;
+}
+
+static void temp_drop(int k)
+{
+    if (k < 0) return;
+    pthread_mutex_lock(&temps_mu);
+    temps[k].used = 0;
+    pthread_mutex_unlock(&temps_mu);
+}
+
+static void remove_temps(void)
+{
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (temps[i].used) unlink(temps[i].path);
+}
+
+static void on_terminate(int sig)
+{
+    remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Tests: SA1B_TEST_KILL=WHAT:N raises SIGTERM at a fixed point of the run,
+ * after the N-th sample written (sample), part finished (part) or output
+ * renamed into place (commit), counted over the whole run. */
+static struct {
+    char what[16];
+    unsigned long long n, count[3];
+} kill_hook;
+
+static void test_hook(int what)
+{
+    static const char *const names[] = {"sample", "part", "commit"};
+    if (kill_hook.n && strcmp(kill_hook.what, names[what]) == 0 && ++kill_hook.count[what] == kill_hook.n)
+        raise(SIGTERM);
+}
+
+static void init_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_terminate;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    const char *k = getenv("SA1B_TEST_KILL");
+    if (k && sscanf(k, "%15[a-z]:%llu", kill_hook.what, &kill_hook.n) != 2) kill_hook.n = 0;
+}
+
+/* name is "<part>.partial" or "<part>.partial.tmp-XXXXXX" for a part of
+ * this input (part0: the file name of its part 0). */
+static int own_temp_name(const options *o, const char *part0, const char *name)
+{
+    const char *p = strstr(name, ".partial");
+    if (!p || (p[8] && strncmp(p + 8, ".tmp-", 5) != 0)) return 0;
+    size_t n = (size_t)(p - name), l0 = strlen(part0);
+    if (!o->max_images) return n == l0 && strncmp(name, part0, n) == 0;
+    size_t stem = l0 - strlen("00000.shard"), d = stem; /* <stem>-NNNNN.shard, NNNNN any length >= 5 */
+    if (n < l0 || strncmp(name, part0, stem) != 0) return 0;
+    while (d < n && name[d] >= '0' && name[d] <= '9') d++;
+    return d - stem >= 5 && n - d == 6 && strncmp(name + d, ".shard", 6) == 0;
+}
+
+/* Removes the stale temporaries of this input's outputs (nobody holds
+ * them) and says so; a temporary another process holds is left alone. */
+static void remove_stale_temps(const options *o, int single_file, const char *stem)
+{
+    char *part0 = part_path(o, single_file, stem, 0);
+    if (!part0) return;
+    char *slash = strrchr(part0, '/');
+    const char *dir = slash ? (slash == part0 ? "/" : part0) : ".", *base = slash ? slash + 1 : part0;
+    if (slash) *slash = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!own_temp_name(o, base, e->d_name)) continue;
+        char path[8200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        int held = fd >= 0 && fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
+        if (fd >= 0) close(fd);
+        if (fd >= 0 && !held && unlink(path) == 0 && !o->quiet)
+            cli_warn("removed '%s', a temporary of an earlier run that ended before finishing it", path);
+    }
+    if (d) closedir(d);
+    free(part0);
+}
+
 /* ---- the work ring ------------------------------------------------------ */
 
 enum { SLOT_FREE, SLOT_QUEUED, SLOT_BUSY, SLOT_DONE };
@@ -556,6 +677,8 @@ typedef struct job {
     uint64_t part, images_in_part;
     char **finals;             /* final paths of finished parts */
     size_t n_finals;
+    int *slot_tmp, *slot_partial; /* their temporaries' slots in temps[] */
+    int *lock_fd;              /* a finished part's ".partial", locked until it is renamed */
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
@@ -565,6 +688,31 @@ static char *partial_name(const char *final)
 {
     char *p = NULL;
     return asprintf(&p, "%s.partial", final) < 0 ? NULL : p;
+}
+
+/* Room for one more part in finals and its companions.  0 or -1. */
+static int grow_parts(job *j)
+{
+    size_t n = j->n_finals + 1;
+    char **f = realloc(j->finals, n * sizeof *f);
+    if (f) j->finals = f;
+    int *a = realloc(j->slot_tmp, n * sizeof *a);
+    if (a) j->slot_tmp = a;
+    int *b = realloc(j->slot_partial, n * sizeof *b);
+    if (b) j->slot_partial = b;
+    int *c = realloc(j->lock_fd, n * sizeof *c);
+    if (c) j->lock_fd = c;
+    return f && a && b && c ? 0 : -1;
+}
+
+/* A finished part's ".partial" (and its temp slot) once it is renamed or removed. */
+static void release_part(job *j, size_t i)
+{
+    temp_drop(j->slot_tmp[i]);
+    temp_drop(j->slot_partial[i]);
+    j->slot_tmp[i] = j->slot_partial[i] = -1;
+    if (j->lock_fd[i] >= 0) close(j->lock_fd[i]);
+    j->lock_fd[i] = -1;
 }
 
 static int open_part(job *j)
@@ -577,9 +725,10 @@ static int open_part(job *j)
     if (final && tmp && prov) {
         sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
-            char **f = realloc(j->finals, (j->n_finals + 1) * sizeof *f);
-            if (f) {
-                j->finals = f;
+            if (grow_parts(j) == 0) {
+                j->slot_partial[j->n_finals] = temp_add(tmp);
+                j->slot_tmp[j->n_finals] = temp_add(sa1b_shard_writer_temp_path(j->w));
+                j->lock_fd[j->n_finals] = -1;
                 j->finals[j->n_finals++] = final;
                 final = NULL;
                 rc = 0;
@@ -608,11 +757,20 @@ static int close_part(job *j)
     sa1b_shard_writer *w = j->w;
     j->w = NULL;
     j->part++;
+    size_t i = j->n_finals - 1;
     if (sa1b_shard_writer_finish(w, &e) != SA1B_OK) {
-        cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
+        cli_warn("'%s': %s", j->finals[i], e.msg);
         return -1;
     }
+    temp_drop(j->slot_tmp[i]); /* renamed to ".partial" */
+    j->slot_tmp[i] = -1;
+    char *p = partial_name(j->finals[i]); /* locked until renamed into place: not stale */
+    j->lock_fd[i] = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+    if (j->lock_fd[i] >= 0) (void)fcntl(j->lock_fd[i], F_SETLK, &lk);
+    free(p);
     j->t->shards++;
+    test_hook(1);
     return 0;
 }
 
@@ -656,6 +814,7 @@ static void consume(struct job *j, slot *s)
         return;
     }
     j->t->images++;
+    test_hook(0);
     j->t->masks_kept += s->out.masks_kept;
     j->t->masks_dropped += s->out.masks_in - s->out.masks_kept;
     j->images_in_part++;
@@ -712,8 +871,8 @@ static void wait_written(ring *r)
 
 /* SIGBUS: a mapped input file (sa1b_tar_open maps regular files) was
  * truncated or could not be read while it was being read; any thread may
- * take the fault, so the only clean way out is to say so and stop (a
- * temporary output may remain; it is never taken for a complete shard). */
+ * take the fault, so the only clean way out is to say so, remove the
+ * temporaries and stop. */
 static const char *volatile bus_input = "an input";
 
 static void on_sigbus(int sig)
@@ -725,6 +884,7 @@ static void on_sigbus(int sig)
         write(2, b, sizeof b - 1) < 0) {
         /* nothing more can be done */
     }
+    remove_temps();
     _exit(CLI_EXIT_FATAL);
 }
 
@@ -822,6 +982,7 @@ static int run_input(job *j)
             char *p = partial_name(j->finals[i]);
             if (p) unlink(p);
             free(p);
+            release_part(j, i);
         }
         return -1;
     }
@@ -830,10 +991,18 @@ static int run_input(job *j)
         char *p = partial_name(j->finals[i]);
         if (!p || rename(p, j->finals[i]) != 0) {
             cli_warn("cannot rename '%s' to '%s': %s", p ? p : "?", j->finals[i], strerror(errno));
+            for (size_t k = 0; k <= i; k++) { /* the parts not renamed go: the set is incomplete */
+                char *q = partial_name(j->finals[k]);
+                if (q) unlink(q);
+                free(q);
+                release_part(j, k);
+            }
             free(p);
             return -1;
         }
         free(p);
+        release_part(j, i);
+        test_hook(2);
     }
     if (have_id && !id.clean_end) report_cut(j);
     return 0;
@@ -843,7 +1012,11 @@ static void free_job_parts(job *j)
 {
     for (size_t i = 0; i < j->n_finals; i++) free(j->finals[i]);
     free(j->finals);
+    free(j->slot_tmp);
+    free(j->slot_partial);
+    free(j->lock_fd);
     j->finals = NULL;
+    j->slot_tmp = j->slot_partial = j->lock_fd = NULL;
     j->n_finals = 0;
 }
 
@@ -855,6 +1028,7 @@ int main(int argc, char **argv)
     sa.sa_handler = on_sigbus;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
+    init_signals();
     options o;
     parse_options(argc, argv, &o);
     int n_inputs = argc - optind;
@@ -902,6 +1076,7 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
         char *stem = input_stem(&o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
+        remove_stale_temps(&o, single_file, stem);
         char why[200];
         if (o.skip_existing && strcmp(argv[i], "-") != 0) {
             if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {
@@ -913,7 +1088,8 @@ int main(int argc, char **argv)
             if (*why && !o.quiet) cli_warn("'%s': %s: sharding it again", argv[i], why);
         }
         uint64_t skipped_before = t.skipped;
-        job j = {&o, &r, single_file, argv[i], stem, &t, &bar, t0, 0, NULL, 0, 0, NULL, 0, 0};
+        job j = {.o = &o, .r = &r, .single_file = single_file, .input = argv[i], .stem = stem, .t = &t, .bar = &bar,
+                 .t0 = t0};
         if (run_input(&j) != 0) {
             t.fatal++;
             status = CLI_EXIT_FATAL;

@@ -80,6 +80,16 @@ typedef struct options {
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { (void)sig; stop_requested = 1; }
 
+/* Tests: SA1B_TEST_KILL=step:N raises SIGTERM after step N, save:N in the
+ * middle of step N's checkpoint (between the model and the state file). */
+static void test_hook(const char *what, long n)
+{
+    const char *k = getenv("SA1B_TEST_KILL");
+    char w[16];
+    long at;
+    if (k && sscanf(k, "%15[a-z]:%ld", w, &at) == 2 && strcmp(w, what) == 0 && at == n) raise(SIGTERM);
+}
+
 static void usage(void)
 {
     printf("Usage: %s [OPTION]... --out DIR (--data GLOB | --synthetic-batch SEED)\n"
@@ -434,6 +444,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
     if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    test_hook("save", st->step);
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->out, st->step);
     st->run = o->record;
     if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -987,6 +998,7 @@ static int run(const options *op, tr_backend *be)
         }
         if (prec == TR_PREC_FP16) st.loss_scale = lscale, st.scale_good = scale_good;
         st.step++;
+        test_hook("step", st.step);
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
