@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,4 +183,13 @@ int cli_parse_size(const char *s, uint64_t *bytes)
     if (b > 1.8e19) return -1;
     *bytes = (uint64_t)b;
     return 0;
+}
+
+const char *cli_shard_path(const char *arg)
+{
+    struct stat st;
+    if (strcmp(arg, "-") != 0) return arg;
+    if (fstat(0, &st) == 0 && S_ISREG(st.st_mode)) return "/dev/stdin";
+    cli_die(CLI_EXIT_FATAL, "'-': standard input is not a file: a shard is read through a memory mapping, so "
+            "give its path, or redirect standard input from it (< FILE)");
 }

@@ -53,4 +53,9 @@ int cli_parse_dims(const char *s, uint32_t max, uint32_t *h, uint32_t *w);
 /* "512", "64K", "16M", "16G", "1T" (powers of 1024) */
 int cli_parse_size(const char *s, uint64_t *bytes);
 
+/* The path to open for a shard named on the command line: "-" is standard
+ * input when it is a regular file (redirected from one); otherwise (a pipe)
+ * the program stops with a message saying why and what to do. */
+const char *cli_shard_path(const char *arg);
+
 #endif

@@ -290,7 +290,7 @@ int main(int argc, char **argv)
 
     sa1b_shard *s = NULL;
     sa1b_error err;
-    int rc = sa1b_shard_open(&s, o.input, &err);
+    int rc = sa1b_shard_open(&s, cli_shard_path(o.input), &err);
     if (rc) cli_die(rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL, "'%s': %s", o.input, err.msg);
     const sa1b_shard_info *in = sa1b_shard_get_info(s);
     uint64_t first = o.index;

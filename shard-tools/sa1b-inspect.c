@@ -241,7 +241,7 @@ static int inspect(const char *file, const options *o)
     sa1b_shard *s = NULL;
     sa1b_error err;
     sa1b_error_clear(&err);
-    int rc = sa1b_shard_open(&s, file, &err);
+    int rc = sa1b_shard_open(&s, cli_shard_path(file), &err);
     if (rc) {
         cli_warn("'%s': %s", file, err.msg);
         return rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL;

@@ -131,10 +131,11 @@ static uint64_t need_u64(const char *opt, const char *v, uint64_t min, uint64_t 
     return x;
 }
 
-static double need_double(const char *opt, const char *v)
+static double need_double(const char *opt, const char *v, double min, double max)
 {
     double x;
-    if (cli_parse_double(v, &x)) cli_usage_error("%s: '%s' is not a number", opt, v);
+    if (cli_parse_double(v, &x) || !(x >= min && x <= max))
+        cli_usage_error("%s: '%s' is not a number in %g..%g", opt, v, min, max);
     return x;
 }
 
@@ -173,8 +174,9 @@ static void parse_options(int argc, char **argv, options *o)
             else cli_usage_error("--mask-resample: '%s' is not area or nearest", optarg);
             break;
         case OPT_MIN_AREA: o->prep.filter.min_area = need_u64("--min-area", optarg, 0, UINT64_MAX); break;
-        case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg); break;
-        case OPT_MIN_STABILITY: o->prep.filter.min_stability = need_double("--min-stability", optarg); break;
+        /* SA-1B's predicted_iou can exceed 1 a little; stability is a ratio */
+        case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg, 0, 2); break;
+        case OPT_MIN_STABILITY: o->prep.filter.min_stability = need_double("--min-stability", optarg, 0, 1); break;
         case OPT_MAX_MASKS: o->prep.max_masks = need_u64("--max-masks", optarg, 1, 100000); break;
         case OPT_STRATEGY: {
             int s = sa1b_strategy_parse(optarg);
@@ -394,6 +396,15 @@ static int is_our_shard(const char *path)
  * replaced only with --force.  Exit 2 otherwise. */
 static void check_outputs(const options *o, int single_file, int argc, char **argv)
 {
+    if (single_file) { /* the folder of OUT must exist (a directory OUT is created) */
+        const char *slash = strrchr(o->out, '/');
+        char dir[4096];
+        struct stat st;
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
+        if (slash && slash == o->out) snprintf(dir, sizeof dir, "/");
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist", dir);
+    }
     for (int i = optind; i < argc; i++) {
         char *stem = input_stem(o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");

@@ -249,7 +249,7 @@ static void parse_options(int argc, char **argv, options *o)
             ov[c - O_S] = (int)parse_long(lo[c - O_CONFIG].name, optarg, c == O_L ? 0 : 1, 4096);
             have[c - O_S] = 1;
             break;
-        case O_STEPS: o->steps = parse_long("--steps", optarg, 0, 1000000000); break;
+        case O_STEPS: o->steps = parse_long("--steps", optarg, 1, 1000000000); break;
         case O_BATCH: o->batch = (int)parse_long("--batch", optarg, 1, 4096); break;
         case O_MASKS: o->masks = (int)parse_long("--masks", optarg, 1, 4096); break;
         case O_POINTS: o->points = (int)parse_long("--points", optarg, 1, 256); break;
