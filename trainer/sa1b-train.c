@@ -93,7 +93,7 @@ static void test_hook(const char *what, long n)
 static void usage(void)
 {
     printf("Usage: %s [OPTION]... --out DIR (--data GLOB | --synthetic-batch SEED)\n"
-           "Train the compact SAM of MODEL.md on the CPU.\n\n"
+           "Train the compact SAM of docs/MODEL.md on the CPU.\n\n"
            "Model:\n"
            "  --config NAME          tiny or small (default small)\n"
            "  --image-size S, --patch P, --enc-width E, --enc-depth L, --enc-heads H,\n"
