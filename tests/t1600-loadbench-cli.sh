@@ -42,6 +42,6 @@ n=$(tr ' ' '\n' < "$TMP/.out" | wc -l)
 lines=$(wc -l < "$TMP/.out")
 # 6 images minus the damaged one, plus epoch and step per line
 is "$((n - 2 * lines))" 5 "  the other 5 images are delivered"
-grep_ok "damaged 1$" "$TMP/.err" "  the summary counts it"
+grep_ok "damaged=1$" "$TMP/.err" "  the summary counts it"
 
 done_testing
