@@ -3,7 +3,8 @@
 # as such (no temporary names), bounded numbers are refused outside their
 # range, --steps 0 is refused, a file that is not a checkpoint is called
 # that, model size rules are stated with their options, and "-" reads a
-# shard from standard input or says why it cannot.
+# shard from standard input or says why it cannot; sa1b-train's startup line
+# comes once the arguments are checked and says what runs where.
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null && command -v sa1b-train >/dev/null || skip_all "programs not built"
 sa1b-synth --quiet -n 2 -W 80 -H 60 -m 3 -o "$TMP/a.tar" || exit 99
@@ -27,6 +28,13 @@ run_status 2 "an image size that is not a multiple of the patch" sa1b-train --co
     --synthetic-batch 1 --out "$TMP/r"
 grep_ok "image size 100 \(--image-size\) must be a multiple of the patch size [0-9]+ \(--patch\)" "$TMP/.err" \
     "states the rule with the options"
+sa1b-train --config tiny --data "$TMP/none*.shard" --out "$TMP/r" >/dev/null 2>"$TMP/err"
+is "$?:$(wc -l <"$TMP/err" | tr -d ' ')" "3:1" "sa1b-train with no shards: the error alone, no startup line before it"
+sa1b-train --config tiny --enc-depth 1 --batch 2 --masks 2 --synthetic-batch 1 --steps 1 --threads 1 --out "$TMP/r" \
+    >/dev/null 2>"$TMP/err"
+head -1 "$TMP/err" >"$TMP/first"
+grep_ok "^sa1b-train: training in $TMP/r, step 0 of 1: tiny config \(S=128\), [0-9]+ parameters, batch 2 x 2 masks x 2 points, fp32, cpu backend, 1 threads" \
+    "$TMP/first" "the startup line says where, the config, the batch, the backend and the threads"
 run_ok "a shard" sa1b-shard -q --image-size 32 -o "$TMP/s.shard" "$TMP/a.tar"
 run_ok "sa1b-inspect - reads a shard redirected to stdin" sh -c 'sa1b-inspect - <"$1"' sh "$TMP/s.shard"
 grep_ok '"type": *"image"' "$TMP/.out" "and shows it"

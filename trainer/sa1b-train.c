@@ -816,13 +816,7 @@ int main(int argc, char **argv)
         cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
     if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
-    if (!o.quiet) {
-        tr_mem_stats ms;
-        char line[160];
-        tr_mem_get_stats(&be->mem, &ms);
-        tr_mem_format_line(line, sizeof line, &ms);
-        fprintf(stderr, "%s: %s backend, %s\n", cli_prog(), be->name, line);
-    }
+    /* the startup line comes from run(), once the model and the data are set up */
     int rc = run(&o, be);
     tr_backend_free(be);
     free(o.record);
@@ -927,8 +921,10 @@ static int run(const options *op, tr_backend *be)
         char line[160];
         tr_mem_get_stats(&be->mem, &ms);
         tr_mem_format_line(line, sizeof line, &ms);
-        fprintf(stderr, "%s: %s config, %zu parameters, B=%d M=%d K=%d, %d threads, %s, %s\n", cli_prog(),
-                o.config_name, m.n_param_floats, o.batch, o.masks, o.points, be->n_threads, o.optim, line);
+        fprintf(stderr, "%s: %s%s, step %ld of %ld: %s config (S=%d), %zu parameters, batch %d x %d masks x %d points, "
+                "%s, %s backend, %d threads, %s, %s\n", cli_prog(), o.resume ? "resuming " : "training in ", o.resume ? o.resume : o.out,
+                st.step, o.steps, o.config_name, cfg.S, m.n_param_floats, o.batch, o.masks, o.points, o.precision,
+                be->name, be->n_threads, o.optim, line);
     }
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
