@@ -453,19 +453,25 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
 
 /* One overlay: the image with the ground truth (green) on the left and the
  * prediction (red) on the right, point prompts marked (yellow positive,
- * cyan negative); masks at R are shown nearest-neighbour at S. */
+ * cyan negative); cropped to the image's content (no letterbox band) and
+ * enlarged by a whole factor, nearest-neighbour, to at least 512 pixels on
+ * its long side; masks at R are shown nearest-neighbour. */
 static void export_png(const char *dir, long idx, const tr_batch *b, int img, int pair, const float *logits, double iou)
 {
     int S = b->S, R = b->R, K = b->K;
-    uint8_t *pix = malloc((size_t)S * 2 * S * 3);
+    int cw = b->content[img * 2], ch = b->content[img * 2 + 1];
+    if (cw < 1 || cw > S) cw = S;
+    if (ch < 1 || ch > S) ch = S;
+    int z = (512 + (cw > ch ? cw : ch) - 1) / (cw > ch ? cw : ch), W = cw * z, H = ch * z;
+    uint8_t *pix = malloc((size_t)W * 2 * H * 3);
     if (!pix) cli_die(CLI_EXIT_FATAL, "out of memory");
     const uint8_t *im = b->image + (size_t)img * S * S * 3, *gt = b->masks + (size_t)pair * R * R;
     const float *lg = logits + (size_t)pair * R * R;
-    for (int y = 0; y < S; y++)
-        for (int x = 0; x < S; x++) {
-            int cell = (y * R / S) * R + x * R / S;
+    for (int Y = 0; Y < H; Y++)
+        for (int X = 0; X < W; X++) {
+            int y = Y / z, x = X / z, cell = (y * R / S) * R + x * R / S;
             for (int side = 0; side < 2; side++) {
-                uint8_t *p = pix + ((size_t)y * 2 * S + side * S + x) * 3;
+                uint8_t *p = pix + ((size_t)Y * 2 * W + side * W + X) * 3;
                 const uint8_t *q = im + ((size_t)y * S + x) * 3;
                 int on = side ? lg[cell] > 0 : gt[cell] != 0;
                 for (int c = 0; c < 3; c++) {
@@ -477,25 +483,30 @@ static void export_png(const char *dir, long idx, const tr_batch *b, int img, in
     for (int k = 0; k < K; k++) {
         int lab = b->labels[(size_t)pair * K + k];
         if (lab < 0) continue;
-        int px = (int)lroundf(b->points[((size_t)pair * K + k) * 2]), py = (int)lroundf(b->points[((size_t)pair * K + k) * 2 + 1]);
+        int px = (int)lroundf(b->points[((size_t)pair * K + k) * 2] * z + (z - 1) / 2.0f);
+        int py = (int)lroundf(b->points[((size_t)pair * K + k) * 2 + 1] * z + (z - 1) / 2.0f);
         for (int side = 0; side < 2; side++)
-            for (int d = -2; d <= 2; d++) {
-                int xy[2][2] = {{px + d, py}, {px, py + d}};
-                for (int t = 0; t < 2; t++) {
-                    int xx = xy[t][0], yy = xy[t][1];
-                    if (xx < 0 || yy < 0 || xx >= S || yy >= S) continue;
-                    uint8_t *p = pix + ((size_t)yy * 2 * S + side * S + xx) * 3;
-                    p[0] = lab ? 255 : 0, p[1] = 255, p[2] = lab ? 0 : 255;
+            for (int d = -2 * z; d <= 2 * z; d++)
+                for (int t = -(z / 2); t <= z / 2; t++) { /* a cross, arms 2 image pixels, z/2 thick */
+                    int xy[2][2] = {{px + d, py + t}, {px + t, py + d}};
+                    for (int a = 0; a < 2; a++) {
+                        int xx = xy[a][0], yy = xy[a][1];
+                        if (xx < 0 || yy < 0 || xx >= W || yy >= H) continue;
+                        uint8_t *p = pix + ((size_t)yy * 2 * W + side * W + xx) * 3;
+                        p[0] = lab ? 255 : 0, p[1] = 255, p[2] = lab ? 0 : 255;
+                    }
                 }
-            }
     }
     char path[4200], tmp[4300], err[256];
     snprintf(path, sizeof path, "%s/%05ld-iou%03d.png", dir, idx, (int)lround(iou * 100));
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
-    if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", tmp, strerror(errno));
-    int rc = pngio_write(f, pix, (uint32_t)(2 * S), (uint32_t)S, 3, err, sizeof err);
-    if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
+    if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    int rc = pngio_write(f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err);
+    if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
+    }
     free(pix);
 }
 
