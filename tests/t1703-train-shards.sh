@@ -39,4 +39,6 @@ run_status 2 "--export without --eval-only" sa1b-train --export 2 --out "$TMP/x"
 run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 --steps 1 \
     --data "$TMP/train.shard" --out "$TMP/c" -q
 grep_ok "S=64" "$TMP/.err" "the error gives the shards' geometry"
+grep_ok "give the model --image-size 64, .* or shard with sa1b-shard --image-size 128 --mask-size 32\)" "$TMP/.err" \
+    "and the two ways to make them agree"
 done_testing
