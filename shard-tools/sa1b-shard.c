@@ -688,8 +688,10 @@ typedef struct job {
     uint64_t part, images_in_part;
     char **finals;             /* final paths of finished parts */
     size_t n_finals;
-    int *slot_tmp, *slot_partial; /* their temporaries' slots in temps[] */
-    int *lock_fd;              /* a finished part's ".partial", locked until it is renamed */
+    struct part_temps {
+        int slot_tmp, slot_partial; /* the part's temporaries' slots in temps[] */
+        int lock_fd;           /* a finished part's ".partial", locked until it is renamed */
+    } *pt;                     /* [n_finals] */
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
@@ -707,23 +709,19 @@ static int grow_parts(job *j)
     size_t n = j->n_finals + 1;
     char **f = realloc(j->finals, n * sizeof *f);
     if (f) j->finals = f;
-    int *a = realloc(j->slot_tmp, n * sizeof *a);
-    if (a) j->slot_tmp = a;
-    int *b = realloc(j->slot_partial, n * sizeof *b);
-    if (b) j->slot_partial = b;
-    int *c = realloc(j->lock_fd, n * sizeof *c);
-    if (c) j->lock_fd = c;
-    return f && a && b && c ? 0 : -1;
+    struct part_temps *t = realloc(j->pt, n * sizeof *t);
+    if (t) j->pt = t;
+    return f && t ? 0 : -1;
 }
 
 /* A finished part's ".partial" (and its temp slot) once it is renamed or removed. */
 static void release_part(job *j, size_t i)
 {
-    temp_drop(j->slot_tmp[i]);
-    temp_drop(j->slot_partial[i]);
-    j->slot_tmp[i] = j->slot_partial[i] = -1;
-    if (j->lock_fd[i] >= 0) close(j->lock_fd[i]);
-    j->lock_fd[i] = -1;
+    struct part_temps *t = &j->pt[i];
+    temp_drop(t->slot_tmp);
+    temp_drop(t->slot_partial);
+    if (t->lock_fd >= 0) close(t->lock_fd);
+    t->slot_tmp = t->slot_partial = t->lock_fd = -1;
 }
 
 static int open_part(job *j)
@@ -737,9 +735,10 @@ static int open_part(job *j)
         sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
             if (grow_parts(j) == 0) {
-                j->slot_partial[j->n_finals] = temp_add(tmp);
-                j->slot_tmp[j->n_finals] = temp_add(sa1b_shard_writer_temp_path(j->w));
-                j->lock_fd[j->n_finals] = -1;
+                struct part_temps *t = &j->pt[j->n_finals];
+                t->slot_partial = temp_add(tmp);
+                t->slot_tmp = temp_add(sa1b_shard_writer_temp_path(j->w));
+                t->lock_fd = -1;
                 j->finals[j->n_finals++] = final;
                 final = NULL;
                 rc = 0;
@@ -773,12 +772,13 @@ static int close_part(job *j)
         cli_warn("'%s': %s", j->finals[i], e.msg);
         return -1;
     }
-    temp_drop(j->slot_tmp[i]); /* renamed to ".partial" */
-    j->slot_tmp[i] = -1;
+    struct part_temps *t = &j->pt[i];
+    temp_drop(t->slot_tmp); /* renamed to ".partial" */
+    t->slot_tmp = -1;
     char *p = partial_name(j->finals[i]); /* locked until renamed into place: not stale */
-    j->lock_fd[i] = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    t->lock_fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
     struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
-    if (j->lock_fd[i] >= 0) (void)fcntl(j->lock_fd[i], F_SETLK, &lk);
+    if (t->lock_fd >= 0) (void)fcntl(t->lock_fd, F_SETLK, &lk);
     free(p);
     j->t->shards++;
     test_hook(1);
@@ -1023,11 +1023,9 @@ static void free_job_parts(job *j)
 {
     for (size_t i = 0; i < j->n_finals; i++) free(j->finals[i]);
     free(j->finals);
-    free(j->slot_tmp);
-    free(j->slot_partial);
-    free(j->lock_fd);
+    free(j->pt);
     j->finals = NULL;
-    j->slot_tmp = j->slot_partial = j->lock_fd = NULL;
+    j->pt = NULL;
     j->n_finals = 0;
 }
 

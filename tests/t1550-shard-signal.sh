@@ -5,7 +5,8 @@
 # fixed point (after the N-th sample written, part finished or output
 # renamed), so no timing is involved.  Temporaries left by a run that could
 # not clean up (SIGKILL) are removed by the next run writing the same
-# output, unless another process still holds them.
+# output, unless another process still holds them.  (A real SIGINT from
+# outside: t1520.)
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 sa1b-synth --quiet -n 6 -W 160 -H 120 -m 4 -s 1 -o "$TMP/a.tar" || exit 99
@@ -44,23 +45,6 @@ for pt in sample:2 commit:1; do
 done
 test -e "$TMP/one.shard" && sa1b-verify -q "$TMP/one.shard"
 ok $? "SIGTERM after the rename keeps the complete shard"
-
-# a real SIGINT from outside, while the input stalls mid-way
-size=$(stat -c %s "$TMP/a.tar")
-mkfifo "$TMP/fifo" || skip_all "no mkfifo"
-( head -c $((size / 2)) "$TMP/a.tar"; sleep 30 ) >"$TMP/fifo" &
-feeder=$!
-sa1b-shard -q --image-size 32 --name a -o "$TMP/int" - <"$TMP/fifo" &
-pid=$!
-i=0
-while [ $i -lt 300 ] && ! ls "$TMP/int" 2>/dev/null | grep -q tmp; do sleep 0.1; i=$((i + 1)); done
-ls "$TMP/int" | grep -q tmp
-ok $? "a temporary exists while the input stalls"
-kill -INT $pid
-wait $pid
-is "$?" "130" "SIGINT ends the run"
-kill $feeder 2>/dev/null
-is "$(ls "$TMP/int" | tr '\n' ' ')" "" "and removes its temporaries"
 
 # stale temporaries (a run killed with SIGKILL) are removed by the next run
 mkdir "$TMP/st"
