@@ -54,6 +54,20 @@ run_ok "flags that agree with the run are fine" sa1b-train --resume "$TMP/d" --c
     --precision bf16 --threads 1 -q
 cmp -s "$TMP/a/model-8.safetensors" "$TMP/d/model-8.safetensors"
 ok $? "and give the same run (--threads changed)"
+# a record is checked like a command line: a tampered one is refused, nothing trained
+from4 "$TMP/t"
+/usr/bin/python3 - "$TMP/t/state-4.bin" <<'PY' || exit 99
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["run.batch"] = "0"
+j = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+run_status 2 "a run record with --batch 0 is refused" sa1b-train --resume "$TMP/t" -q
+grep_ok "batch: '0' is not an integer in 1\.\." "$TMP/.err" "with the option's own check"
+is "$(cat "$TMP/t/latest")" "4" "and nothing is trained"
 run_ok "--steps may change: the run goes on to 10" sa1b-train --resume "$TMP/d" --steps 10 -q
 is "$(cat "$TMP/d/latest")" "10" "to step 10"
 done_testing

@@ -73,7 +73,7 @@ typedef struct options {
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
     char *record;               /* the run record saved in every state file (run_dir.h) */
-    char *owned[64];            /* strings restored from a run record */
+    char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
     int n_owned;
 } options;
 
@@ -728,35 +728,6 @@ static const char *field_flag(const run_field *f, char *buf, size_t len)
     return buf;
 }
 
-/* Sets a field from its record text; -1 when the text is not a value. */
-static int field_set(options *o, const run_field *f, const char *v)
-{
-    char *p = (char *)o + f->off, *end = NULL, flag[40];
-    field_flag(f, flag, sizeof flag);
-    errno = 0;
-    switch (f->kind) {
-    case RF_INT: {
-        long x = strtol(v, &end, 10);
-        if (x < 0 || x > 1 << 30) return -1;
-        *(int *)p = (int)x;
-        break;
-    }
-    case RF_LONG: *(long *)p = strtol(v, &end, 10); break;
-    case RF_U64: *(uint64_t *)p = strtoull(v, &end, 10); break;
-    case RF_DBL: *(double *)p = strtod(v, &end); break;
-    case RF_STR:
-        if (o->n_owned == (int)(sizeof o->owned / sizeof *o->owned)) return -1;
-        *(char **)p = *v ? (o->owned[o->n_owned++] = strdup(v)) : NULL;
-        if (*v && !*(char **)p) cli_die(CLI_EXIT_FATAL, "out of memory");
-        return 0;
-    case RF_UNFREEZE: case RF_STAGES:
-        if (*v) parse_stages(flag, v, o, f->kind == RF_STAGES);
-        else *(int *)p = 0;
-        return 0;
-    }
-    return errno || end == v || *end ? -1 : 0;
-}
-
 static void make_record(options *o)
 {
     char v[4200];
@@ -773,30 +744,47 @@ static void make_record(options *o)
     if (rc) cli_die(CLI_EXIT_FATAL, "out of memory");
 }
 
-/* --resume DIR: every setting of the run's record that the command line
- * does not give; a given one that contradicts the run is refused.  A state
- * written before records existed resumes with the flags as given. */
-static void restore_run(options *o)
+/* Appends "--flag value" (value NULL: the flag alone) to the argument list
+ * the run is parsed from again. */
+static void push_arg(options *o, const char *flag, const char *value)
 {
-    char path[4200], err[512], *rec = NULL, v[4200], mine[4200];
+    for (int k = 0; k < (value ? 2 : 1); k++) {
+        if (o->n_owned == (int)(sizeof o->owned / sizeof *o->owned)) cli_die(CLI_EXIT_FATAL, "run record too long");
+        if (!(o->owned[o->n_owned++] = strdup(k ? value : flag))) cli_die(CLI_EXIT_FATAL, "out of memory");
+    }
+}
+
+/* --resume DIR: the options are parsed again from the command line plus,
+ * for every setting of the run's record that it does not give, "--flag
+ * value" (so that a record is checked like a command line); a given one that
+ * contradicts the run is refused.  A state written before records existed
+ * resumes with the options as given. */
+static void restore_run(options *o, int argc, char **argv)
+{
+    char path[4200], err[512], *rec = NULL, v[4200], mine[4200], flag[40];
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, read_latest(o->resume));
     if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
     if (!rec) return;
+    options r = *o; /* the options parsed with the record's settings added */
+    r.n_owned = 0;
+    for (int i = 0; i < argc; i++) push_arg(&r, argv[i], NULL);
     for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
         const run_field *f = &run_fields[i];
-        if (!tr_run_rec_get(rec, f->key, v, sizeof v)) continue; /* an older record: the flag as given */
+        if (!tr_run_rec_get(rec, f->key, v, sizeof v)) continue; /* an older record: the option as given */
+        field_flag(f, flag, sizeof flag);
         if (f->opt == O_DATA && *v && o->given[O_SYNTH])
             cli_die(CLI_EXIT_USAGE, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
                     "leave --synthetic-batch out to continue it", o->synthetic_seed, o->resume, v);
         field_text(o, f, mine, sizeof mine);
-        if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0) {
-            char flag[40];
-            field_flag(f, flag, sizeof flag);
+        if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0)
             cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
                     flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
+        if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
+        if (f->opt == O_CKPT_DEC) {
+            if (strcmp(v, "0") != 0) push_arg(&r, flag, NULL);
+        } else {
+            push_arg(&r, flag, v);
         }
-        if (!o->given[f->opt] && field_set(o, f, v) < 0)
-            cli_die(CLI_EXIT_FATAL, "'%s': run record: '%s' is not a value of %s", path, v, f->key);
     }
     if (tr_run_rec_get(rec, "synthetic_batch", v, sizeof v)) {
         char mine_s[32];
@@ -805,12 +793,19 @@ static void restore_run(options *o)
             cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
                     "to continue it", o->given[O_DATA] ? "--data" : "--synthetic-batch", o->given[O_DATA] ? o->data : mine_s,
                     o->resume, v, o->given[O_DATA] ? "--data" : "--synthetic-batch");
-        o->synthetic = 1;
-        if (sscanf(v, "%" SCNu64, &o->synthetic_seed) != 1) cli_die(CLI_EXIT_FATAL, "'%s': run record: bad synthetic_batch", path);
+        if (!o->given[O_SYNTH]) push_arg(&r, "--synthetic-batch", v);
     }
     free(rec);
-    if (o->ckpt_blocks > o->cfg.L)
-        cli_usage_error("--checkpoint-every: %d is more than the run's %d encoder blocks", o->ckpt_blocks, o->cfg.L);
+    int n = r.n_owned;
+    char **args = malloc(((size_t)n + 1) * sizeof *args);
+    if (!args) cli_die(CLI_EXIT_FATAL, "out of memory");
+    memcpy(args, r.owned, (size_t)n * sizeof *args);
+    args[n] = NULL;
+    optind = 0; /* getopt from the start */
+    parse_options(n, args, o);
+    free(args);
+    memcpy(o->owned, r.owned, sizeof o->owned); /* the strings the options point into */
+    o->n_owned = r.n_owned;
 }
 
 int main(int argc, char **argv)
@@ -819,7 +814,7 @@ int main(int argc, char **argv)
     options o;
     parse_options(argc, argv, &o);
     check_out(&o);
-    if (o.resume) restore_run(&o);
+    if (o.resume) restore_run(&o, argc, argv);
     char err[512];
     if (o.plan) return plan_main(&o);
     if (!o.eval_only && !o.dump_step) make_record(&o);
