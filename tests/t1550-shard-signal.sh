@@ -71,4 +71,14 @@ f = open(sys.argv[1], "r+"); fcntl.lockf(f, fcntl.LOCK_EX); open(sys.argv[2], "w
 else
     skip 2 "python3 fcntl not available"
 fi
+
+# the other tools that write through a temporary remove it too
+run_ok "a shard for sa1b-export" sa1b-shard -q -j 2 --image-size 32 -o "$TMP/e.shard" "$TMP/a.tar"
+mkdir "$TMP/ex"
+SA1B_TEST_KILL=temp:1 sa1b-export "$TMP/e.shard" --grid 2 -o "$TMP/ex/sheet.png" 2>/dev/null
+is "$?:$(ls "$TMP/ex" | tr '\n' ' ')" "143:" "sa1b-export: SIGTERM while writing leaves nothing"
+SA1B_TEST_KILL=temp:1 sa1b-rle decode --size 2x2 --counts 04 --png -o "$TMP/ex/m.png" 2>/dev/null
+is "$?:$(ls "$TMP/ex" | tr '\n' ' ')" "143:" "sa1b-rle: SIGTERM while writing leaves nothing"
+run_ok "sa1b-rle writes its output otherwise" sa1b-rle decode --size 2x2 --counts 04 --png -o "$TMP/ex/m.png"
+is "$(stat -c %a "$TMP/ex/m.png")" "$(printf '%o' $((0666 & ~$(umask))))" "with the usual permissions (not 0600)"
 done_testing
