@@ -13,4 +13,4 @@ tests_bench_bench_jpeg_floor_SOURCES = tests/bench/bench-jpeg-floor.c
 tests_bench_bench_jpeg_floor_LDADD = $(SA1B_LIBS)
 BENCH_SH += tests/bench/bench-shard.sh
 BENCH_SH_DEPS += tests/bench/bench-jpeg-floor shard-tools/sa1b-shard shard-tools/sa1b-synth
-EXTRA_DIST += tests/bench/bench-shard.sh tests/bench/shard_baseline.py
+EXTRA_DIST += tests/bench/bench-shard.sh tests/bench/bench-shard-ab.sh tests/bench/shard_baseline.py
