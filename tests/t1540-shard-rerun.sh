@@ -26,6 +26,9 @@ run_ok "inspect the cut input's shard" sa1b-inspect "$TMP/out/b.shard"
 grep_ok '"input_clean_end": false, "input_crc32c": "[0-9a-f]{8}", "input_ends_after": "sa_[0-9]+"' "$TMP/.out" \
     "its provenance says the input ended early"
 grep_ok "\"input_bytes\": $((size / 2 + 100)), \"input_clean_end\": false" "$TMP/.out" "and records the bytes read"
+sa1b-inspect --summary "$TMP/out/b.shard" >"$TMP/sum-b"
+grep_ok "^input +b: $((size / 2 + 100)) bytes, crc32c [0-9a-f]{8}, ended early, after sa_[0-9]+ \(the images after it are missing\)$" \
+    "$TMP/sum-b" "sa1b-inspect --summary says so too"
 run_status 4 "sa1b-verify: incomplete, exit 4" sa1b-verify -q "$TMP/out/b.shard"
 grep_ok "'$TMP/out/b.shard': incomplete: made from an input that ended early" "$TMP/.err" "and says why"
 sa1b-verify "$TMP/out/a.shard" "$TMP/out/b.shard" >"$TMP/v" 2>/dev/null
