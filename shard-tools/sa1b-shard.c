@@ -328,8 +328,10 @@ static int part_matches(const options *o, const char *stem, uint64_t part, const
     json_t *bytes = json_object_get(have, "input_bytes"), *clean = json_object_get(have, "input_clean_end");
     if (same && last && json_is_false(clean)) {
         const char *after = json_string_value(json_object_get(have, "input_ends_after"));
-        snprintf(why, why_len, "the run that made its shard read it to an early end (after %s)",
-                 after && *after ? after : "no sample");
+        if (after && *after)
+            snprintf(why, why_len, "the run that made its shard read it to an early end (after %s)", after);
+        else
+            snprintf(why, why_len, "the run that made its shard read it to an early end (before its first sample)");
         same = 0;
     }
     if (same && last && json_is_integer(bytes) && (uint64_t)json_integer_value(bytes) != size_now) {

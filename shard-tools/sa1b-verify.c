@@ -133,11 +133,12 @@ static int verify(const char *file, const options *o)
     }
     const sa1b_shard_info info = *sa1b_shard_get_info(s); /* outlives the close below */
     const sa1b_shard_info *in = &info;
-    char cut_after[300] = ""; /* set when the shard's input ended early */
+    char cut_after[300] = ""; /* set when the shard's input ended early: where */
     json_t *prov = json_loadb(in->provenance, in->provenance_len, 0, NULL);
     if (json_is_false(json_object_get(prov, "input_clean_end"))) {
         const char *a = json_string_value(json_object_get(prov, "input_ends_after"));
-        snprintf(cut_after, sizeof cut_after, "%s", a && *a ? a : "no sample");
+        if (a && *a) snprintf(cut_after, sizeof cut_after, "after sample %s", a);
+        else snprintf(cut_after, sizeof cut_after, "before its first sample");
     }
     json_decref(prov);
     uint64_t problems = 0;
@@ -194,7 +195,7 @@ static int verify(const char *file, const options *o)
             printf("%s: damaged (%llu problem%s)\n", file, (unsigned long long)problems,
                    problems == 1 ? "" : "s");
         else if (*cut_after)
-            printf("%s: incomplete (%llu images, %llu masks; its input ended early, after %s)\n", file,
+            printf("%s: incomplete (%llu images, %llu masks; its input ended early, %s)\n", file,
                    (unsigned long long)in->n_images, (unsigned long long)in->n_masks, cut_after);
         else
             printf("%s: ok (%llu images, %llu masks, %llu bytes)\n", file,
@@ -206,8 +207,8 @@ static int verify(const char *file, const options *o)
                  (double)in->file_size / 1e9, dt, dt > 0 ? (double)in->file_size / dt / 1e9 : 0.0,
                  started, started == 1 ? "" : "s");
     if (!problems && *cut_after)
-        cli_warn("'%s': incomplete: made from an input that ended early, after sample %s; the images after it "
-                 "are missing (shard the complete input again)", file, cut_after);
+        cli_warn("'%s': incomplete: made from an input that ended early, %s; the images after the cut are "
+                 "missing (shard the complete input again)", file, cut_after);
     return problems ? CLI_EXIT_PARTIAL : *cut_after ? EXIT_INCOMPLETE : CLI_EXIT_OK;
 }
 

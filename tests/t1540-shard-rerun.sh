@@ -33,7 +33,12 @@ run_status 4 "sa1b-verify: incomplete, exit 4" sa1b-verify -q "$TMP/out/b.shard"
 grep_ok "'$TMP/out/b.shard': incomplete: made from an input that ended early" "$TMP/.err" "and says why"
 sa1b-verify "$TMP/out/a.shard" "$TMP/out/b.shard" >"$TMP/v" 2>/dev/null
 is "$?" "4" "an intact and an incomplete shard: exit 4"
-grep_ok "b.shard: incomplete \(" "$TMP/v" "the result line says incomplete"
+grep_ok "b.shard: incomplete \([0-9] images, [0-9]+ masks; its input ended early, after sample sa_[0-9]+\)$" "$TMP/v" \
+    "the result line says incomplete, and where the input ended"
+head -c 700 "$TMP/full/b.tar" >"$TMP/tiny-cut.tar"   # cut inside the first member
+sa1b-shard -q -j 2 --image-size 32 -o "$TMP/tiny.shard" "$TMP/tiny-cut.tar" 2>/dev/null
+run_status 4 "a cut in the first member: an empty shard, incomplete" sa1b-verify "$TMP/tiny.shard"
+grep_ok "its input ended early, before its first sample\)$" "$TMP/.out" "says so"
 run_ok "the complete inputs verify" sa1b-verify "$TMP/out/a.shard" "$TMP/out/c.shard"
 sa1b-inspect "$TMP/out/a.shard" | head -1 >"$TMP/prov-a"
 grep_ok "\"input_bytes\": $(stat -c %s "$TMP/tars/a.tar"), \"input_clean_end\": true" "$TMP/prov-a" \
