@@ -118,8 +118,10 @@ uint64_t sa1b_tar_bytes_read(const sa1b_tar *t);
  * stream is read to its end for it, so a path and the same bytes on a pipe
  * give the same identity; compressed bytes for a compressed tar), and
  * whether the archive ended cleanly: clean_end is 0 when a member or a
- * header was cut short (SA1B_ETRUNC was reported).  A tar cut exactly at a
- * 512-byte boundary between samples cannot be told from a complete one.
+ * header was cut short (SA1B_ETRUNC was reported) or when a plain tar ends
+ * without its end-of-archive blocks (cut at a 512-byte boundary, which
+ * libarchive takes for a complete archive); a compressed tar cut short is
+ * caught by its compression format.
  * SA1B_OK, or SA1B_EINVAL before the end (or when the rest of a stream
  * could not be read). */
 typedef struct sa1b_tar_identity {

@@ -70,7 +70,9 @@ struct sa1b_tar {
     uint64_t id_bytes;      /* bytes of the input in id_crc */
     uint32_t id_crc;        /* CRC32C of the input's first id_bytes bytes */
     int id_state;           /* 0 reading, 1 whole input in id_crc, -1 the rest could not be read */
-    int truncated;          /* a member or header was cut short (SA1B_ETRUNC) */
+    int truncated;          /* a member or header was cut short, or the end-of-archive blocks are missing */
+    uint8_t tail[512];      /* a stream: the 512 bytes before rbuf's */
+    size_t rbuf_len;        /* bytes in rbuf */
 };
 
 #define BLOCK_SIZE (128 * 1024)
@@ -133,6 +135,14 @@ static la_ssize_t fd_read(struct archive *a, void *ctx, const void **buf)
 {
     sa1b_tar *t = ctx;
     ssize_t n;
+    /* keep the 512 bytes before the next buffer (end_marker_seen looks there) */
+    if (t->rbuf_len >= sizeof t->tail) {
+        memcpy(t->tail, t->rbuf + t->rbuf_len - sizeof t->tail, sizeof t->tail);
+    } else if (t->rbuf_len) {
+        memmove(t->tail, t->tail + t->rbuf_len, sizeof t->tail - t->rbuf_len);
+        memcpy(t->tail + sizeof t->tail - t->rbuf_len, t->rbuf, t->rbuf_len);
+    }
+    t->rbuf_len = 0;
     do n = read(t->read_fd, t->rbuf, BLOCK_SIZE);
     while (n < 0 && errno == EINTR);
     if (n < 0) {
@@ -141,8 +151,37 @@ static la_ssize_t fd_read(struct archive *a, void *ctx, const void **buf)
     }
     t->id_crc = sa1b_crc32c(t->id_crc, t->rbuf, (size_t)n);
     t->id_bytes += (uint64_t)n;
+    t->rbuf_len = (size_t)n;
     *buf = t->rbuf;
     return n;
+}
+
+/* At the end of a plain (uncompressed) tar: 1 when the 512 bytes before
+ * the read position are zeros, the end-of-archive block that libarchive has
+ * just consumed; 0 when they are a member's last block (libarchive takes a
+ * tar cut at a block boundary for a complete one).  A compressed tar's own
+ * format detects a cut, and where the bytes cannot be seen, 1. */
+static int end_marker_seen(const sa1b_tar *t)
+{
+    if (archive_filter_count(t->a) != 1 || archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE) return 1;
+    la_int64_t at = archive_filter_bytes(t->a, 0);
+    if (at < 512) return 1;
+    uint8_t blk[512];
+    uint64_t from = (uint64_t)at - 512;
+    if (t->in) {
+        if ((uint64_t)at > t->in_len) return 1;
+        memcpy(blk, t->in + from, 512);
+    } else {
+        uint64_t start = t->id_bytes - t->rbuf_len; /* rbuf holds [start, id_bytes), tail the 512 before */
+        if ((uint64_t)at > t->id_bytes || from < (start >= 512 ? start - 512 : 0)) return 1;
+        for (uint64_t i = 0; i < 512; i++) {
+            uint64_t q = from + i;
+            blk[i] = q >= start ? t->rbuf[q - start] : t->tail[512 - (start - q)];
+        }
+    }
+    for (int i = 0; i < 512; i++)
+        if (blk[i]) return 0;
+    return 1;
 }
 
 static int open_stream(sa1b_tar *t, int fd)
@@ -567,6 +606,7 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             t->at_end = 1;
             if (!t->started && archive_format(t->a) == ARCHIVE_FORMAT_EMPTY)
                 return set_fatal(t, SA1B_EFORMAT, err, "empty input: not a tar archive");
+            if (t->started && !end_marker_seen(t)) t->truncated = 1; /* cut at a block boundary */
             continue;
         }
         if (r == ARCHIVE_RETRY) {

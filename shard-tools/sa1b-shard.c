@@ -1098,13 +1098,13 @@ int main(int argc, char **argv)
             }
             if (*why && !o.quiet) cli_warn("'%s': %s: sharding it again", argv[i], why);
         }
-        uint64_t skipped_before = t.skipped;
+        uint64_t skipped_before = t.skipped, cut_before = t.inputs_cut;
         job j = {.o = &o, .r = &r, .single_file = single_file, .input = argv[i], .stem = stem, .t = &t, .bar = &bar,
                  .t0 = t0};
         if (run_input(&j) != 0) {
             t.fatal++;
             status = CLI_EXIT_FATAL;
-        } else if (t.skipped > skipped_before && status == CLI_EXIT_OK) {
+        } else if ((t.skipped > skipped_before || t.inputs_cut > cut_before) && status == CLI_EXIT_OK) {
             status = CLI_EXIT_PARTIAL;
         }
         free_job_parts(&j);

@@ -44,6 +44,22 @@ sa1b-inspect "$TMP/out/a.shard" | head -1 >"$TMP/prov-a"
 grep_ok "\"input_bytes\": $(stat -c %s "$TMP/tars/a.tar"), \"input_clean_end\": true" "$TMP/prov-a" \
     "a complete input's size and clean end are recorded"
 
+# a tar cut at a 512-byte boundary between two samples (libarchive takes it
+# for a complete one): the missing end-of-archive blocks give it away, from a
+# path and from a pipe
+at=$(/usr/bin/python3 -c 'import sys, tarfile
+m = tarfile.open(sys.argv[1]).getmembers()[5]
+print(m.offset_data + (m.size + 511) // 512 * 512)' "$TMP/full/b.tar") || exit 99
+head -c "$at" "$TMP/full/b.tar" >"$TMP/bcut.tar"
+sa1b-shard -j 2 --image-size 32 -o "$TMP/bcut.shard" "$TMP/bcut.tar" 2>"$TMP/err"
+is "$?" "1" "a tar cut between samples: exit 1"
+grep_ok "^sa1b-shard: '$TMP/bcut.tar': input ends early, after sample sa_3: 3 images read, the rest lost$" "$TMP/err" \
+    "and the line says where it ended"
+cat "$TMP/bcut.tar" | sa1b-shard -q -j 2 --image-size 32 --name bcut -o "$TMP/bcut2.shard" - 2>/dev/null
+cmp -s "$TMP/bcut.shard" "$TMP/bcut2.shard"
+ok $? "the same shard through a pipe"
+run_status 4 "which sa1b-verify calls incomplete" sa1b-verify -q "$TMP/bcut2.shard"
+
 # the complete tar arrives under the same name: only b is sharded again
 cp "$TMP/full/b.tar" "$TMP/tars/b.tar"
 ls -i "$TMP/out/a.shard" "$TMP/out/c.shard" >"$TMP/inodes1"
