@@ -114,6 +114,18 @@ void sa1b_shard_pack_mask(const uint8_t *bytes, uint32_t R, uint8_t *out);
 uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w);
 uint64_t sa1b_shard_writer_bytes(const sa1b_shard_writer *w);
 
+/* The writer's temporary file, "<path>.tmp-XXXXXX": a program that removes
+ * temporaries when it is killed registers it.  The writer holds an fcntl
+ * write lock on it while it is open, so a temporary that no process has
+ * locked is stale (its writer is gone). */
+const char *sa1b_shard_writer_temp_path(const sa1b_shard_writer *w);
+
+/* Replaces the provenance given at open with one known only at the end
+ * (sa1b-shard adds the input's size and checksum): finish stores it after
+ * the mask table and points the header there; the first provenance's bytes
+ * (after the header) become zeros.  0, or SA1B_EINVAL / SA1B_ENOMEM. */
+int sa1b_shard_writer_set_provenance(sa1b_shard_writer *w, const char *provenance, sa1b_error *err);
+
 /* Writes names, index and mask tables, the footer, then the header; fsyncs,
  * renames the temp file to path, fsyncs the directory.  Frees w whatever
  * happens (on failure the temp file is removed). */

@@ -113,6 +113,23 @@ int sa1b_tar_fatal(const sa1b_tar *t);
  * progress and MB/s reporting. */
 uint64_t sa1b_tar_bytes_read(const sa1b_tar *t);
 
+/* The input's identity, known once sa1b_tar_next has returned SA1B_EOF:
+ * its length and the CRC32C of all its bytes (computed while reading; a
+ * stream is read to its end for it, so a path and the same bytes on a pipe
+ * give the same identity; compressed bytes for a compressed tar), and
+ * whether the archive ended cleanly: clean_end is 0 when a member or a
+ * header was cut short (SA1B_ETRUNC was reported) or when a plain tar ends
+ * without its end-of-archive blocks (cut at a 512-byte boundary, which
+ * libarchive takes for a complete archive); a compressed tar cut short is
+ * caught by its compression format.
+ * SA1B_OK, or SA1B_EINVAL before the end (or when the rest of a stream
+ * could not be read). */
+typedef struct sa1b_tar_identity {
+    uint64_t bytes;
+    uint32_t crc32c;
+    int clean_end;
+} sa1b_tar_identity;
+int sa1b_tar_get_identity(const sa1b_tar *t, sa1b_tar_identity *id);
 /* The name given at open: the path, "-" for stdin, or display_name ("" when
  * NULL). */
 const char *sa1b_tar_name(const sa1b_tar *t);

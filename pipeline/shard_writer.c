@@ -73,6 +73,7 @@ struct sa1b_shard_writer {
     uint64_t mask_bytes, mask_stride;
     char *prov;
     size_t prov_len;
+    char *prov_final;       /* sa1b_shard_writer_set_provenance: written after the tables' payloads */
     uint64_t pos; /* file offset of the next byte written */
     uint64_t wb_from; /* bytes before this offset were handed to writeback */
     uint8_t *buf;
@@ -354,6 +355,7 @@ static void wr_free(sa1b_shard_writer *w)
     free(w->path);
     free(w->tmp_path);
     free(w->prov);
+    free(w->prov_final);
     free(w->buf);
     tab_free(&w->names);
     tab_free(&w->index);
@@ -385,6 +387,10 @@ static int wr_create_tmp(sa1b_shard_writer *w, sa1b_error *err)
         snprintf(w->tmp_path, n, "%s.tmp-%s", w->path, suf);
         w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (w->fd >= 0) {
+            /* a write lock while the file is ours: a temp nobody holds is stale
+             * (advice only: a file system without locks still works) */
+            struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+            (void)fcntl(w->fd, F_SETLK, &lk);
             /* direct writes where the file system has them (else buffered) */
             int fl = fcntl(w->fd, F_GETFL);
             w->direct = fl >= 0 && fcntl(w->fd, F_SETFL, fl | O_DIRECT) == 0;
@@ -658,6 +664,15 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     uint64_t masktab_offset = w->pos;
     SA1B_FORWARD(tab_emit(w, &w->masks, SA1B_SHARD_MASK_ROW_SIZE, 0, 0, &masktab_crc, err));
     SA1B_FORWARD(wr_align(w, err));
+    /* a provenance completed at the end goes here; the first one's bytes become zeros */
+    uint64_t prov_offset = SA1B_SHARD_HEADER_SIZE;
+    const char *prov = w->prov;
+    size_t prov_len = w->prov_len;
+    if (w->prov_final) {
+        prov_offset = w->pos, prov = w->prov_final, prov_len = strlen(w->prov_final);
+        SA1B_FORWARD(wr_bytes(w, prov, prov_len + 1, err));
+        SA1B_FORWARD(wr_align(w, err));
+    }
     uint64_t file_size = w->pos + SA1B_SHARD_FOOTER_SIZE;
 
     memset(hdr, 0, sizeof hdr);
@@ -671,8 +686,8 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st64(hdr + HDR_N_IMAGES, w->n_images);
     shard_st64(hdr + HDR_N_MASKS, w->n_masks);
     shard_st64(hdr + HDR_FILE_SIZE, file_size);
-    shard_st64(hdr + HDR_PROV_OFFSET, SA1B_SHARD_HEADER_SIZE);
-    shard_st64(hdr + HDR_PROV_LENGTH, w->prov_len);
+    shard_st64(hdr + HDR_PROV_OFFSET, prov_offset);
+    shard_st64(hdr + HDR_PROV_LENGTH, prov_len);
     shard_st64(hdr + HDR_NAMES_OFFSET, names_offset);
     shard_st64(hdr + HDR_NAMES_LENGTH, tab_len(&w->names));
     shard_st64(hdr + HDR_INDEX_OFFSET, index_offset);
@@ -681,7 +696,7 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st32(hdr + HDR_MASK_ROW_SIZE, SA1B_SHARD_MASK_ROW_SIZE);
     shard_st32(hdr + HDR_MASK_STRIDE, (uint32_t)w->mask_stride);
     shard_st32(hdr + HDR_FLAGS, 0);
-    shard_st32(hdr + HDR_PROV_CRC, sa1b_crc32c(0, w->prov, w->prov_len));
+    shard_st32(hdr + HDR_PROV_CRC, sa1b_crc32c(0, prov, prov_len));
     shard_st32(hdr + HDR_NAMES_CRC, names_crc);
     shard_st32(hdr + HDR_INDEX_CRC, index_crc);
     shard_st32(hdr + HDR_MASKTAB_CRC, masktab_crc);
@@ -701,10 +716,35 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st32(ftr + FTR_CRC, sa1b_crc32c(0, ftr, FTR_CRC));
     SA1B_FORWARD(wr_bytes(w, ftr, sizeof ftr, err));
     SA1B_FORWARD(wr_flush_all(w, err));
+    if (w->prov_final) {
+        uint8_t zero[256] = {0};
+        for (uint64_t at = 0; at < w->prov_len + 1;) {
+            size_t n = w->prov_len + 1 - at < sizeof zero ? (size_t)(w->prov_len + 1 - at) : sizeof zero;
+            if (pwrite(w->fd, zero, n, (off_t)(SA1B_SHARD_HEADER_SIZE + at)) != (ssize_t)n)
+                return sa1b_error_set(err, SA1B_EIO, SA1B_SHARD_HEADER_SIZE, "write '%s': %s", w->tmp_path,
+                                      strerror(errno));
+            at += n;
+        }
+    }
     /* the header last: until here offset 0 holds zeros, which never open */
     if (pwrite(w->fd, hdr, sizeof hdr, 0) != (ssize_t)sizeof hdr)
         return sa1b_error_set(err, SA1B_EIO, 0, "write header of '%s': %s", w->tmp_path,
                               strerror(errno));
+    return SA1B_OK;
+}
+
+const char *sa1b_shard_writer_temp_path(const sa1b_shard_writer *w)
+{
+    return w ? w->tmp_path : NULL;
+}
+
+int sa1b_shard_writer_set_provenance(sa1b_shard_writer *w, const char *provenance, sa1b_error *err)
+{
+    if (!w || !provenance) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
+    char *p = strdup(provenance);
+    if (!p) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    free(w->prov_final);
+    w->prov_final = p;
     return SA1B_OK;
 }
 
@@ -718,16 +758,16 @@ int sa1b_shard_writer_finish(sa1b_shard_writer *w, sa1b_error *err)
     int rc = wr_tables(w, err);
     if (!rc && fsync(w->fd) != 0)
         rc = sa1b_error_set(err, SA1B_EIO, -1, "fsync '%s': %s", w->tmp_path, strerror(errno));
+    /* renamed while still open: the temp's lock lasts until it has its name */
+    if (!rc && rename(w->tmp_path, w->path) != 0)
+        rc = sa1b_error_set(err, SA1B_EIO, -1, "rename '%s' to '%s': %s", w->tmp_path, w->path,
+                            strerror(errno));
     if (!rc && close(w->fd) != 0) {
         w->fd = -1;
+        unlink(w->path);
         rc = sa1b_error_set(err, SA1B_EIO, -1, "close '%s': %s", w->tmp_path, strerror(errno));
     }
-    if (!rc) {
-        w->fd = -1;
-        if (rename(w->tmp_path, w->path) != 0)
-            rc = sa1b_error_set(err, SA1B_EIO, -1, "rename '%s' to '%s': %s", w->tmp_path, w->path,
-                                strerror(errno));
-    }
+    if (!rc) w->fd = -1;
     if (rc) {
         sa1b_shard_writer_abort(w);
         return rc;

@@ -20,6 +20,8 @@
  */
 #include "sa1b_tar.h"
 
+#include "sa1b_shard.h" /* sa1b_crc32c */
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
@@ -62,6 +64,15 @@ struct sa1b_tar {
     size_t in_len;
     void *map;              /* our mapping of the input file (unmapped at free) */
     size_t dropped;         /* pages of map before this offset are dropped */
+    /* the input's identity (sa1b_tar_identity) */
+    int read_fd;            /* a stream read through fd_read, or -1 */
+    uint8_t *rbuf;          /* its read buffer */
+    uint64_t id_bytes;      /* bytes of the input in id_crc */
+    uint32_t id_crc;        /* CRC32C of the input's first id_bytes bytes */
+    int id_state;           /* 0 reading, 1 whole input in id_crc, -1 the rest could not be read */
+    int truncated;          /* a member or header was cut short, or the end-of-archive blocks are missing */
+    uint8_t tail[512];      /* a stream: the 512 bytes before rbuf's */
+    size_t rbuf_len;        /* bytes in rbuf */
 };
 
 #define BLOCK_SIZE (128 * 1024)
@@ -81,7 +92,7 @@ static int tar_new(sa1b_tar **out, const char *name, sa1b_error *err)
 {
     sa1b_tar *t = calloc(1, sizeof *t);
     if (!t) return sa1b_error_set(err, SA1B_ENOMEM, -1, "tar: out of memory");
-    t->fd = -1;
+    t->fd = t->read_fd = -1;
     t->name = strdup(name ? name : "");
     t->a = archive_read_new();
     if (!t->name || !t->a) {
@@ -119,13 +130,75 @@ static int open_failed(sa1b_tar **out, sa1b_tar *t, sa1b_error *err)
     return rc;
 }
 
+/* Streams read through here: every byte goes into the input's CRC. */
+static la_ssize_t fd_read(struct archive *a, void *ctx, const void **buf)
+{
+    sa1b_tar *t = ctx;
+    ssize_t n;
+    /* keep the 512 bytes before the next buffer (end_marker_seen looks there) */
+    if (t->rbuf_len >= sizeof t->tail) {
+        memcpy(t->tail, t->rbuf + t->rbuf_len - sizeof t->tail, sizeof t->tail);
+    } else if (t->rbuf_len) {
+        memmove(t->tail, t->tail + t->rbuf_len, sizeof t->tail - t->rbuf_len);
+        memcpy(t->tail + sizeof t->tail - t->rbuf_len, t->rbuf, t->rbuf_len);
+    }
+    t->rbuf_len = 0;
+    do n = read(t->read_fd, t->rbuf, BLOCK_SIZE);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        archive_set_error(a, errno, "%s", strerror(errno));
+        return -1;
+    }
+    t->id_crc = sa1b_crc32c(t->id_crc, t->rbuf, (size_t)n);
+    t->id_bytes += (uint64_t)n;
+    t->rbuf_len = (size_t)n;
+    *buf = t->rbuf;
+    return n;
+}
+
+/* At the end of a plain (uncompressed) tar: 1 when the 512 bytes before
+ * the read position are zeros, the end-of-archive block that libarchive has
+ * just consumed; 0 when they are a member's last block (libarchive takes a
+ * tar cut at a block boundary for a complete one).  A compressed tar's own
+ * format detects a cut, and where the bytes cannot be seen, 1. */
+static int end_marker_seen(const sa1b_tar *t)
+{
+    if (archive_filter_count(t->a) != 1 || archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE) return 1;
+    la_int64_t at = archive_filter_bytes(t->a, 0);
+    if (at < 512) return 1;
+    uint8_t blk[512];
+    uint64_t from = (uint64_t)at - 512;
+    if (t->in) {
+        if ((uint64_t)at > t->in_len) return 1;
+        memcpy(blk, t->in + from, 512);
+    } else {
+        uint64_t start = t->id_bytes - t->rbuf_len; /* rbuf holds [start, id_bytes), tail the 512 before */
+        if ((uint64_t)at > t->id_bytes || from < (start >= 512 ? start - 512 : 0)) return 1;
+        for (uint64_t i = 0; i < 512; i++) {
+            uint64_t q = from + i;
+            blk[i] = q >= start ? t->rbuf[q - start] : t->tail[512 - (start - q)];
+        }
+    }
+    for (int i = 0; i < 512; i++)
+        if (blk[i]) return 0;
+    return 1;
+}
+
+static int open_stream(sa1b_tar *t, int fd)
+{
+    t->read_fd = fd;
+    t->rbuf = malloc(BLOCK_SIZE);
+    if (!t->rbuf) return ARCHIVE_FATAL;
+    return archive_read_open(t->a, t, NULL, fd_read, NULL);
+}
+
 int sa1b_tar_open_fd(sa1b_tar **out, int fd, const char *display_name, sa1b_error *err)
 {
     if (!out || fd < 0) return sa1b_error_set(err, SA1B_EINVAL, -1, "tar: bad argument");
     *out = NULL;
     sa1b_tar *t;
     SA1B_FORWARD(tar_new(&t, display_name, err));
-    if (archive_read_open_fd(t->a, fd, BLOCK_SIZE) != ARCHIVE_OK) return open_failed(out, t, err);
+    if (open_stream(t, fd) != ARCHIVE_OK) return open_failed(out, t, err);
     *out = t;
     return SA1B_OK;
 }
@@ -159,7 +232,7 @@ int sa1b_tar_open(sa1b_tar **out, const char *path, sa1b_error *err)
             return SA1B_OK;
         }
     }
-    if (archive_read_open_fd(t->a, fd, BLOCK_SIZE) != ARCHIVE_OK) return open_failed(out, t, err);
+    if (open_stream(t, fd) != ARCHIVE_OK) return open_failed(out, t, err);
     *out = t;
     return SA1B_OK;
 }
@@ -189,6 +262,7 @@ void sa1b_tar_free(sa1b_tar *t)
     cur_release(t);
     if (t->map) munmap(t->map, t->in_len);
     if (t->fd >= 0) close(t->fd);
+    free(t->rbuf);
     free(t->name);
     free(t);
 }
@@ -457,6 +531,10 @@ static void drop_behind(sa1b_tar *t)
     if (at < t->dropped + 2 * KEEP_BEHIND) return;
     size_t page = (size_t)sysconf(_SC_PAGESIZE), to = (size_t)(at - KEEP_BEHIND);
     to -= to % page;
+    if (to > t->id_bytes) { /* into the input's CRC while the pages are still mapped */
+        t->id_crc = sa1b_crc32c(t->id_crc, (const uint8_t *)t->map + t->id_bytes, to - (size_t)t->id_bytes);
+        t->id_bytes = to;
+    }
     if (to > t->dropped)
         (void)madvise((uint8_t *)t->map + t->dropped, to - t->dropped, MADV_DONTNEED); /* advice only */
     t->dropped = to;
@@ -464,7 +542,48 @@ static void drop_behind(sa1b_tar *t)
 
 /* ---- the iterator --------------------------------------------------------- */
 
+/* At the end of the archive: the rest of the input into its CRC (a stream
+ * is read to its end, trailing blocks included). */
+static void id_finish(sa1b_tar *t)
+{
+    if (t->id_state) return;
+    t->id_state = 1;
+    if (t->in) {
+        t->id_crc = sa1b_crc32c(t->id_crc, t->in + t->id_bytes, t->in_len - (size_t)t->id_bytes);
+        t->id_bytes = t->in_len;
+        return;
+    }
+    if (t->read_fd < 0) return;
+    for (;;) {
+        ssize_t n = read(t->read_fd, t->rbuf, BLOCK_SIZE);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) t->id_state = -1;
+        if (n <= 0) return;
+        t->id_crc = sa1b_crc32c(t->id_crc, t->rbuf, (size_t)n);
+        t->id_bytes += (uint64_t)n;
+    }
+}
+
+int sa1b_tar_get_identity(const sa1b_tar *t, sa1b_tar_identity *id)
+{
+    if (!t || !id || t->id_state != 1) return SA1B_EINVAL;
+    id->bytes = t->id_bytes;
+    id->crc32c = t->id_crc;
+    id->clean_end = !t->truncated;
+    return SA1B_OK;
+}
+
+static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err);
+
 int sa1b_tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
+{
+    int rc = tar_next(t, s, err);
+    if (rc == SA1B_ETRUNC) t->truncated = 1;
+    if (rc == SA1B_EOF && t) id_finish(t);
+    return rc;
+}
+
+static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
 {
     if (!t || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "tar: NULL argument");
     cur_release(t);
@@ -487,6 +606,7 @@ int sa1b_tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             t->at_end = 1;
             if (!t->started && archive_format(t->a) == ARCHIVE_FORMAT_EMPTY)
                 return set_fatal(t, SA1B_EFORMAT, err, "empty input: not a tar archive");
+            if (t->started && !end_marker_seen(t)) t->truncated = 1; /* cut at a block boundary */
             continue;
         }
         if (r == ARCHIVE_RETRY) {

@@ -3,9 +3,12 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -182,4 +185,48 @@ int cli_parse_size(const char *s, uint64_t *bytes)
     if (b > 1.8e19) return -1;
     *bytes = (uint64_t)b;
     return 0;
+}
+
+const char *cli_shard_path(const char *arg)
+{
+    struct stat st;
+    if (strcmp(arg, "-") != 0) return arg;
+    if (fstat(0, &st) == 0 && S_ISREG(st.st_mode)) return "/dev/stdin";
+    cli_die(CLI_EXIT_FATAL, "'-': standard input is not a file: a shard is read through a memory mapping, so "
+            "give its path, or redirect standard input from it (< FILE)");
+}
+
+/* The temporary output of cli_temp_set, removed by the signal handler. */
+static char temp_path[4096];
+static volatile sig_atomic_t temp_active;
+
+static void temp_on_signal(int sig)
+{
+    if (temp_active) unlink(temp_path);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_temp_set(const char *path)
+{
+    static int installed;
+    static unsigned long count;
+    temp_active = 0;
+    if (!path || strlen(path) >= sizeof temp_path) return;
+    memcpy(temp_path, path, strlen(path) + 1);
+    temp_active = 1;
+    if (!installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = temp_on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+        installed = 1;
+    }
+    /* tests: SA1B_TEST_KILL=temp:N raises SIGTERM once the N-th temporary exists */
+    const char *k = getenv("SA1B_TEST_KILL");
+    unsigned long n;
+    if (k && sscanf(k, "temp:%lu", &n) == 1 && ++count == n) raise(SIGTERM);
 }

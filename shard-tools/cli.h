@@ -53,4 +53,16 @@ int cli_parse_dims(const char *s, uint32_t max, uint32_t *h, uint32_t *w);
 /* "512", "64K", "16M", "16G", "1T" (powers of 1024) */
 int cli_parse_size(const char *s, uint64_t *bytes);
 
+/* Registers the temporary file an output is written to (one at a time), so
+ * that SIGINT, SIGTERM or SIGHUP removes it before the program dies of the
+ * signal; NULL once it has been renamed into place or removed.  The first
+ * call installs the handlers.  Tests: SA1B_TEST_KILL=temp:N raises SIGTERM
+ * right after the N-th registration. */
+void cli_temp_set(const char *path);
+
+/* The path to open for a shard named on the command line: "-" is standard
+ * input when it is a regular file (redirected from one); otherwise (a pipe)
+ * the program stops with a message saying why and what to do. */
+const char *cli_shard_path(const char *arg);
+
 #endif

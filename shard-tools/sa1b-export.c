@@ -169,9 +169,13 @@ static void write_output(const options *o, sa1b_imgctx *ctx, const uint8_t *rgb,
     if (!tmp) cli_die(CLI_EXIT_FATAL, "out of memory");
     snprintf(tmp, n, "%s.tmp-XXXXXX", o->output);
     int fd = mkstemp(tmp);
-    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", tmp, strerror(errno));
+    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->output, strerror(errno));
+    cli_temp_set(tmp);
     FILE *f = fdopen(fd, "wb");
-    if (!f) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", tmp, strerror(errno));
+    if (!f) {
+        unlink(tmp);
+        cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", o->output, strerror(errno));
+    }
     char why[256] = "";
     int bad = 0;
     if (o->jpeg) {
@@ -208,10 +212,9 @@ static void write_output(const options *o, sa1b_imgctx *ctx, const uint8_t *rgb,
         snprintf(why, sizeof why, "%s", strerror(errno));
         bad = 1;
     }
-    if (bad) {
-        unlink(tmp);
-        cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->output, why);
-    }
+    if (bad) unlink(tmp);
+    cli_temp_set(NULL);
+    if (bad) cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->output, why);
     free(tmp);
 }
 
@@ -290,7 +293,7 @@ int main(int argc, char **argv)
 
     sa1b_shard *s = NULL;
     sa1b_error err;
-    int rc = sa1b_shard_open(&s, o.input, &err);
+    int rc = sa1b_shard_open(&s, cli_shard_path(o.input), &err);
     if (rc) cli_die(rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL, "'%s': %s", o.input, err.msg);
     const sa1b_shard_info *in = sa1b_shard_get_info(s);
     uint64_t first = o.index;

@@ -216,6 +216,18 @@ static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
     printf("%-16s %s", "strategy", json_is_string(st) ? json_string_value(st) : "unknown");
     if (json_is_integer(mm)) printf(" (max_masks %lld)", (long long)json_integer_value(mm));
     putchar('\n');
+    json_t *src = json_object_get(prov, "input"), *ib = json_object_get(prov, "input_bytes");
+    json_t *clean = json_object_get(prov, "input_clean_end"), *after = json_object_get(prov, "input_ends_after");
+    if (json_is_string(src)) { /* the input; its identity in an input's last part */
+        printf("%-16s %s", "input", json_string_value(src));
+        if (json_is_integer(ib))
+            printf(": %lld bytes, crc32c %s, %s%s%s", (long long)json_integer_value(ib),
+                   json_is_string(json_object_get(prov, "input_crc32c")) ? json_string_value(json_object_get(prov, "input_crc32c")) : "?",
+                   json_is_false(clean) ? "ended early, after " : "read to its end",
+                   json_is_false(clean) && json_is_string(after) ? json_string_value(after) : "",
+                   json_is_false(clean) ? " (the images after it are missing)" : "");
+        putchar('\n');
+    }
     json_decref(prov);
     printf("masks per image histogram:\n");
     uint64_t top = 1;
@@ -241,7 +253,7 @@ static int inspect(const char *file, const options *o)
     sa1b_shard *s = NULL;
     sa1b_error err;
     sa1b_error_clear(&err);
-    int rc = sa1b_shard_open(&s, file, &err);
+    int rc = sa1b_shard_open(&s, cli_shard_path(file), &err);
     if (rc) {
         cli_warn("'%s': %s", file, err.msg);
         return rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL;

@@ -216,9 +216,8 @@ int main(int argc, char **argv)
     if (!quiet) {
         FILE *out = print_ids ? stderr : stdout;
         fprintf(out,
-                "batches %" PRIu64 " images %" PRIu64 " seconds %.3f images/s %.1f "
-                "read_MB/s %.1f batch_MB/s %.1f wait %.1f%% threads %u depth %u damaged %" PRIu64
-                "\n",
+                "batches=%" PRIu64 " images=%" PRIu64 " seconds=%.3f images/s=%.1f read=%.1fMB/s "
+                "batch_data=%.1fMB/s wait=%.1f%% threads=%u depth=%u damaged=%" PRIu64 "\n",
                 done, st.images, dt, dt > 0 ? (double)st.images / dt : 0.0,
                 dt > 0 ? (double)st.bytes_read / dt / 1e6 : 0.0,
                 dt > 0 ? (double)delivered_bytes / dt / 1e6 : 0.0,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -167,8 +168,16 @@ static void out_open(outfile *o, const char *path)
     if (!o->tmp) cli_die(CLI_EXIT_FATAL, "out of memory");
     snprintf(o->tmp, n, "%s.tmpXXXXXX", path);
     int fd = mkstemp(o->tmp);
-    if (fd < 0 || !(o->f = fdopen(fd, "wb")))
+    mode_t mask = umask(0); /* mkstemp makes 0600; an output file is for sharing */
+    umask(mask);
+    if (fd >= 0) {
+        cli_temp_set(o->tmp);
+        (void)fchmod(fd, 0666 & ~mask);
+    }
+    if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
+        if (fd >= 0) unlink(o->tmp);
         cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    }
 }
 
 static void out_close(outfile *o)
@@ -182,8 +191,10 @@ static void out_close(outfile *o)
     if (bad || rename(o->tmp, o->path) != 0) {
         int e = errno;
         unlink(o->tmp);
+        cli_temp_set(NULL);
         cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->path, strerror(e));
     }
+    cli_temp_set(NULL);
     free(o->tmp);
 }
 

@@ -13,13 +13,16 @@
  * killed run never leaves a set of shards that looks complete
  * (--skip-existing checks part 0 last).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,7 @@ typedef struct options {
     unsigned threads;
     uint64_t max_images;       /* 0: one shard per input */
     int skip_existing, strict, quiet, json_summary;
+    int force;                 /* --force: replace existing outputs that are not shards of this tool */
     sa1b_prep_opts prep;
     int mask_size_set;
 } options;
@@ -58,6 +62,8 @@ static void usage(void)
            "                            (<name>-00000.shard, <name>-00001.shard, ...)\n"
            "      --skip-existing       leave an input alone when its complete output\n"
            "                            exists with the same provenance\n"
+           "      --force               replace an existing output that is not a shard\n"
+           "                            of sa1b-shard\n"
            "Images and masks:\n"
            "      --image-size S        letterbox images to S x S (default 1024)\n"
            "      --mask-size R         masks at R x R (default S/4)\n"
@@ -88,7 +94,7 @@ static void usage(void)
 enum {
     OPT_NAME = 256, OPT_MAX_IMAGES, OPT_SKIP_EXISTING, OPT_IMAGE_SIZE, OPT_MASK_SIZE,
     OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
-    OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY
+    OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY, OPT_FORCE
 };
 
 static const struct option long_opts[] = {
@@ -111,6 +117,7 @@ static const struct option long_opts[] = {
     {"strict", no_argument, 0, OPT_STRICT},
     {"quiet", no_argument, 0, 'q'},
     {"json-summary", no_argument, 0, OPT_JSON_SUMMARY},
+    {"force", no_argument, 0, OPT_FORCE},
     {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, 'V'},
     {0, 0, 0, 0}};
@@ -124,10 +131,11 @@ static uint64_t need_u64(const char *opt, const char *v, uint64_t min, uint64_t 
     return x;
 }
 
-static double need_double(const char *opt, const char *v)
+static double need_double(const char *opt, const char *v, double min, double max)
 {
     double x;
-    if (cli_parse_double(v, &x)) cli_usage_error("%s: '%s' is not a number", opt, v);
+    if (cli_parse_double(v, &x) || !(x >= min && x <= max))
+        cli_usage_error("%s: '%s' is not a number in %g..%g", opt, v, min, max);
     return x;
 }
 
@@ -166,8 +174,9 @@ static void parse_options(int argc, char **argv, options *o)
             else cli_usage_error("--mask-resample: '%s' is not area or nearest", optarg);
             break;
         case OPT_MIN_AREA: o->prep.filter.min_area = need_u64("--min-area", optarg, 0, UINT64_MAX); break;
-        case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg); break;
-        case OPT_MIN_STABILITY: o->prep.filter.min_stability = need_double("--min-stability", optarg); break;
+        /* SA-1B's predicted_iou can exceed 1 a little; stability is a ratio */
+        case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg, 0, 2); break;
+        case OPT_MIN_STABILITY: o->prep.filter.min_stability = need_double("--min-stability", optarg, 0, 1); break;
         case OPT_MAX_MASKS: o->prep.max_masks = need_u64("--max-masks", optarg, 1, 100000); break;
         case OPT_STRATEGY: {
             int s = sa1b_strategy_parse(optarg);
@@ -180,6 +189,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_STRICT: o->strict = 1; break;
         case 'q': o->quiet = 1; break;
         case OPT_JSON_SUMMARY: o->json_summary = 1; break;
+        case OPT_FORCE: o->force = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
         default: fprintf(stderr, "Try '%s --help' for more information.\n", cli_prog()); exit(CLI_EXIT_USAGE);
@@ -240,7 +250,7 @@ static char *part_path(const options *o, int single_file, const char *stem, uint
 /* Provenance: everything that determines the bytes of a part.  The input
  * is recorded by name (the stem), not by path, so that a tar read from a
  * path and the same tar on stdin with --name give identical shards. */
-static char *provenance(const options *o, const char *stem, uint64_t part)
+static json_t *provenance_json(const options *o, const char *stem, uint64_t part)
 {
     json_t *opt = json_object();
     const sa1b_prep_opts *p = &o->prep;
@@ -264,38 +274,293 @@ static char *provenance(const options *o, const char *stem, uint64_t part)
     json_object_set_new(root, "input", json_string(stem));
     json_object_set_new(root, "part", json_integer((json_int_t)part));
     json_object_set_new(root, "options", opt);
+    return root;
+}
+
+static char *provenance(const options *o, const char *stem, uint64_t part)
+{
+    json_t *root = provenance_json(o, stem, part);
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);
     return s;
 }
 
-/* True when every part of the input exists, opens, and carries exactly the
- * provenance this run would write.  Parts are renamed last-first, so part 0
- * present means the set is complete; the parts are 0.. up to the first
- * missing index. */
-static int outputs_complete(const options *o, int single_file, const char *stem)
+/* The provenance of an input's last part, completed when the input ended:
+ * also the input's size, the CRC32C of its bytes and whether it ended
+ * cleanly (with the last sample read before an early end).  No time stamp:
+ * a path and the same bytes on stdin give the same shard. */
+static char *final_provenance(const options *o, const char *stem, uint64_t part, const sa1b_tar_identity *id,
+                              const char *ends_after)
 {
+    json_t *root = provenance_json(o, stem, part);
+    char crc[16];
+    snprintf(crc, sizeof crc, "%08x", (unsigned)id->crc32c);
+    json_object_set_new(root, "input_bytes", json_integer((json_int_t)id->bytes));
+    json_object_set_new(root, "input_crc32c", json_string(crc));
+    json_object_set_new(root, "input_clean_end", json_boolean(id->clean_end));
+    if (!id->clean_end) json_object_set_new(root, "input_ends_after", json_string(ends_after));
+    char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(root);
+    return s;
+}
+
+/* One part against what this run would write: 1 the same, 0 not (why says
+ * so when there is a reason to tell).  Only what shapes the output counts:
+ * the input's name, the part, the options, and in the input's last part its
+ * recorded size (against size_now) and clean end; not the tool's version.
+ * A shard made before inputs were recorded lacks those keys: its options
+ * decide, as they did then. */
+static int part_matches(const options *o, const char *stem, uint64_t part, const char *path, int last,
+                        uint64_t size_now, char *why, size_t why_len)
+{
+    sa1b_shard *sh = NULL;
+    json_t *want = provenance_json(o, stem, part), *have = NULL;
+    int same = 0;
+    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+        have = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+    }
+    sa1b_shard_close(sh);
+    const char *keys[] = {"tool", "input", "part", "options"};
+    same = have != NULL;
+    for (size_t k = 0; k < 4 && same; k++) same = json_equal(json_object_get(want, keys[k]), json_object_get(have, keys[k]));
+    if (have && !same) snprintf(why, why_len, "its shard was made with other options");
+    json_t *bytes = json_object_get(have, "input_bytes"), *clean = json_object_get(have, "input_clean_end");
+    if (same && last && json_is_false(clean)) {
+        const char *after = json_string_value(json_object_get(have, "input_ends_after"));
+        if (after && *after)
+            snprintf(why, why_len, "the run that made its shard read it to an early end (after %s)", after);
+        else
+            snprintf(why, why_len, "the run that made its shard read it to an early end (before its first sample)");
+        same = 0;
+    }
+    if (same && last && json_is_integer(bytes) && (uint64_t)json_integer_value(bytes) != size_now) {
+        snprintf(why, why_len, "input changed since its shard was made (%lld bytes then, %llu now)",
+                 (long long)json_integer_value(bytes), (unsigned long long)size_now);
+        same = 0;
+    }
+    json_decref(want);
+    json_decref(have);
+    return same;
+}
+
+/* True when every part of the input exists and matches (part_matches).
+ * Parts are renamed last-first, so part 0 present means the set is
+ * complete; the parts are 0.. up to the first missing index.  why: the
+ * reason when an existing output is not taken ("" when none exists). */
+static int outputs_complete(const options *o, int single_file, const char *stem, const char *input, char *why,
+                            size_t why_len)
+{
+    struct stat st;
+    uint64_t size_now = stat(input, &st) == 0 ? (uint64_t)st.st_size : 0;
+    why[0] = 0;
     for (uint64_t part = 0;; part++) {
-        char *path = part_path(o, single_file, stem, part);
+        char *path = part_path(o, single_file, stem, part), *next = NULL;
         if (!path) return 0;
-        int exists = access(path, F_OK) == 0;
-        if (!exists) {
+        if (access(path, F_OK) != 0) {
             free(path);
             return part > 0;
         }
-        sa1b_shard *sh = NULL;
-        char *want = provenance(o, stem, part);
-        int same = 0;
-        if (want && sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
-            const sa1b_shard_info *in = sa1b_shard_get_info(sh);
-            same = in->provenance_len == strlen(want) && memcmp(in->provenance, want, in->provenance_len) == 0;
+        int last = !o->max_images;
+        if (!last) {
+            next = part_path(o, single_file, stem, part + 1);
+            last = next && access(next, F_OK) != 0;
+            free(next);
         }
-        sa1b_shard_close(sh);
-        free(want);
+        int same = part_matches(o, stem, part, path, last, size_now, why, why_len);
         free(path);
         if (!same) return 0;
-        if (!o->max_images) return 1;
+        if (last) return 1;
     }
+}
+
+/* ---- outputs that must not be written ---------------------------------- */
+
+/* True when path is a shard that sa1b-shard wrote (its provenance says so). */
+static int is_our_shard(const char *path)
+{
+    sa1b_shard *sh = NULL;
+    int ours = 0;
+    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+        json_t *p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+        const char *tool = json_string_value(json_object_get(p, "tool"));
+        ours = tool && strcmp(tool, "sa1b-shard") == 0;
+        json_decref(p);
+    }
+    sa1b_shard_close(sh);
+    return ours;
+}
+
+/* Before anything is opened for writing: no output may be an input (the
+ * same file, or stdin redirected from it), two inputs may not share an
+ * output, and an existing output that is not a shard of this tool is
+ * replaced only with --force.  Exit 2 otherwise. */
+static void check_outputs(const options *o, int single_file, int argc, char **argv)
+{
+    if (single_file) { /* the folder of OUT must exist (a directory OUT is created) */
+        const char *slash = strrchr(o->out, '/');
+        char dir[4096];
+        struct stat st;
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
+        if (slash && slash == o->out) snprintf(dir, sizeof dir, "/");
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist", dir);
+    }
+    for (int i = optind; i < argc; i++) {
+        char *stem = input_stem(o, argv[i]);
+        if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
+        for (int k = optind; k < i; k++) {
+            char *other = input_stem(o, argv[k]);
+            int same = other && strcmp(other, stem) == 0;
+            free(other);
+            if (same)
+                cli_usage_error("inputs '%s' and '%s' would both write '%s.shard' (use --name for stdin, or "
+                                "shard them into different folders)", argv[k], argv[i], stem);
+        }
+        /* parts 0..: each that exists is checked (one part without --max-images) */
+        for (uint64_t part = 0;; part++) {
+            char *path = part_path(o, single_file, stem, part);
+            if (!path) cli_die(CLI_EXIT_FATAL, "out of memory");
+            struct stat out_st;
+            if (stat(path, &out_st) != 0) {
+                free(path);
+                break;
+            }
+            for (int k = optind; k < argc; k++) { /* any input, not only this one's */
+                struct stat st;
+                int got = strcmp(argv[k], "-") == 0 ? fstat(0, &st) == 0 && S_ISREG(st.st_mode) : stat(argv[k], &st) == 0;
+                if (got && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino)
+                    cli_usage_error("output '%s' is the input '%s'%s", path, argv[k],
+                                    strcmp(argv[k], "-") == 0 ? " (standard input)" : "");
+            }
+            if (!o->force && S_ISREG(out_st.st_mode) && !is_our_shard(path))
+                cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
+            if (!S_ISREG(out_st.st_mode))
+                cli_usage_error("output '%s' exists and is not a regular file", path);
+            free(path);
+            if (!o->max_images) break;
+        }
+        free(stem);
+    }
+}
+
+/* ---- temporaries ------------------------------------------------------- */
+
+/* The temporaries of this run ("<out>.partial.tmp-XXXXXX" while a part is
+ * written, "<out>.partial" until its input is done), removed by the
+ * SIGINT/SIGTERM handler.  A temporary is locked (fcntl) while its writer
+ * lives, so one that no process holds is stale: the next run writing the
+ * same output removes it. */
+enum { MAX_TEMPS = 512 };
+static struct {
+    volatile sig_atomic_t used;
+    char path[4096];
+} temps[MAX_TEMPS];
+static pthread_mutex_t temps_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int temp_add(const char *path)
+{
+    int k = -1;
+    if (!path || strlen(path) >= sizeof temps[0].path) return -1;
+    pthread_mutex_lock(&temps_mu);
+    for (int i = 0; i < MAX_TEMPS && k < 0; i++)
+        if (!temps[i].used) k = i;
+    if (k >= 0) {
+        memcpy(temps[k].path, path, strlen(path) + 1);
+        atomic_signal_fence(memory_order_seq_cst);
+        temps[k].used = 1;
+    }
+    pthread_mutex_unlock(&temps_mu);
+    return k;
+}
+
+static void temp_drop(int k)
+{
+    if (k < 0) return;
+    pthread_mutex_lock(&temps_mu);
+    temps[k].used = 0;
+    pthread_mutex_unlock(&temps_mu);
+}
+
+static void remove_temps(void)
+{
+    for (int i = 0; i < MAX_TEMPS; i++)
+        if (temps[i].used) unlink(temps[i].path);
+}
+
+static void on_terminate(int sig)
+{
+    remove_temps();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Tests: SA1B_TEST_KILL=WHAT:N raises SIGTERM at a fixed point of the run,
+ * after the N-th sample written (sample), part finished (part) or output
+ * renamed into place (commit), counted over the whole run. */
+static struct {
+    char what[16];
+    unsigned long long n, count[3];
+} kill_hook;
+
+static void test_hook(int what)
+{
+    static const char *const names[] = {"sample", "part", "commit"};
+    if (kill_hook.n && strcmp(kill_hook.what, names[what]) == 0 && ++kill_hook.count[what] == kill_hook.n)
+        raise(SIGTERM);
+}
+
+static void init_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_terminate;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    const char *k = getenv("SA1B_TEST_KILL");
+    if (k && sscanf(k, "%15[a-z]:%llu", kill_hook.what, &kill_hook.n) != 2) kill_hook.n = 0;
+}
+
+/* name is "<part>.partial" or "<part>.partial.tmp-XXXXXX" for a part of
+ * this input (part0: the file name of its part 0). */
+static int own_temp_name(const options *o, const char *part0, const char *name)
+{
+    const char *p = strstr(name, ".partial");
+    if (!p || (p[8] && strncmp(p + 8, ".tmp-", 5) != 0)) return 0;
+    size_t n = (size_t)(p - name), l0 = strlen(part0);
+    if (!o->max_images) return n == l0 && strncmp(name, part0, n) == 0;
+    size_t stem = l0 - strlen("00000.shard"), d = stem; /* <stem>-NNNNN.shard, NNNNN any length >= 5 */
+    if (n < l0 || strncmp(name, part0, stem) != 0) return 0;
+    while (d < n && name[d] >= '0' && name[d] <= '9') d++;
+    return d - stem >= 5 && n - d == 6 && strncmp(name + d, ".shard", 6) == 0;
+}
+
+/* Removes the stale temporaries of this input's outputs (nobody holds
+ * them) and says so; a temporary another process holds is left alone. */
+static void remove_stale_temps(const options *o, int single_file, const char *stem)
+{
+    char *part0 = part_path(o, single_file, stem, 0);
+    if (!part0) return;
+    char *slash = strrchr(part0, '/');
+    const char *dir = slash ? (slash == part0 ? "/" : part0) : ".", *base = slash ? slash + 1 : part0;
+    if (slash) *slash = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (!own_temp_name(o, base, e->d_name)) continue;
+        char path[8200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        int held = fd >= 0 && fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
+        if (fd >= 0) close(fd);
+        if (fd >= 0 && !held && unlink(path) == 0 && !o->quiet)
+            cli_warn("removed '%s', a temporary of an earlier run that ended before finishing it", path);
+    }
+    if (d) closedir(d);
+    free(part0);
 }
 
 /* ---- the work ring ------------------------------------------------------ */
@@ -407,6 +672,7 @@ static int copy_bytes(uint8_t **dst, size_t *cap, size_t *len, const uint8_t *sr
 
 typedef struct totals {
     uint64_t images, masks_kept, masks_dropped, skipped, shards, inputs_skipped, fatal, bytes_in;
+    uint64_t inputs_cut;       /* inputs that ended early (truncated) */
 } totals;
 
 typedef struct job {
@@ -424,13 +690,40 @@ typedef struct job {
     uint64_t part, images_in_part;
     char **finals;             /* final paths of finished parts */
     size_t n_finals;
+    struct part_temps {
+        int slot_tmp, slot_partial; /* the part's temporaries' slots in temps[] */
+        int lock_fd;           /* a finished part's ".partial", locked until it is renamed */
+    } *pt;                     /* [n_finals] */
     int failed;                /* fatal: drop everything of this input */
+    uint64_t pairs;            /* samples read from the input */
+    char last_name[256];       /* the last of them */
 } job;
 
 static char *partial_name(const char *final)
 {
     char *p = NULL;
     return asprintf(&p, "%s.partial", final) < 0 ? NULL : p;
+}
+
+/* Room for one more part in finals and its companions.  0 or -1. */
+static int grow_parts(job *j)
+{
+    size_t n = j->n_finals + 1;
+    char **f = realloc(j->finals, n * sizeof *f);
+    if (f) j->finals = f;
+    struct part_temps *t = realloc(j->pt, n * sizeof *t);
+    if (t) j->pt = t;
+    return f && t ? 0 : -1;
+}
+
+/* A finished part's ".partial" (and its temp slot) once it is renamed or removed. */
+static void release_part(job *j, size_t i)
+{
+    struct part_temps *t = &j->pt[i];
+    temp_drop(t->slot_tmp);
+    temp_drop(t->slot_partial);
+    if (t->lock_fd >= 0) close(t->lock_fd);
+    t->slot_tmp = t->slot_partial = t->lock_fd = -1;
 }
 
 static int open_part(job *j)
@@ -443,9 +736,11 @@ static int open_part(job *j)
     if (final && tmp && prov) {
         sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
-            char **f = realloc(j->finals, (j->n_finals + 1) * sizeof *f);
-            if (f) {
-                j->finals = f;
+            if (grow_parts(j) == 0) {
+                struct part_temps *t = &j->pt[j->n_finals];
+                t->slot_partial = temp_add(tmp);
+                t->slot_tmp = temp_add(sa1b_shard_writer_temp_path(j->w));
+                t->lock_fd = -1;
                 j->finals[j->n_finals++] = final;
                 final = NULL;
                 rc = 0;
@@ -474,11 +769,21 @@ static int close_part(job *j)
     sa1b_shard_writer *w = j->w;
     j->w = NULL;
     j->part++;
+    size_t i = j->n_finals - 1;
     if (sa1b_shard_writer_finish(w, &e) != SA1B_OK) {
-        cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
+        cli_warn("'%s': %s", j->finals[i], e.msg);
         return -1;
     }
+    struct part_temps *t = &j->pt[i];
+    temp_drop(t->slot_tmp); /* renamed to ".partial" */
+    t->slot_tmp = -1;
+    char *p = partial_name(j->finals[i]); /* locked until renamed into place: not stale */
+    t->lock_fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+    if (t->lock_fd >= 0) (void)fcntl(t->lock_fd, F_SETLK, &lk);
+    free(p);
     j->t->shards++;
+    test_hook(1);
     return 0;
 }
 
@@ -498,8 +803,17 @@ static void consume(struct job *j, slot *s)
     if (s->kind == 1 || s->rc != SA1B_OK) {
         j->t->skipped++;
         cli_progress_end(j->bar);
-        cli_warn("%s", s->err.msg);
+        if (strcmp(j->input, "-") == 0)
+            cli_warn("standard input: %s", s->err.msg);
+        else
+            cli_warn("'%s': %s", j->input, s->err.msg);
         if (o->strict) set_failed(j);
+        return;
+    }
+    /* a full part is finished when the next sample comes: the input's last
+     * part stays open until the input ends, for its final provenance */
+    if (j->w && o->max_images && j->images_in_part == o->max_images && close_part(j)) {
+        set_failed(j);
         return;
     }
     if (!j->w && open_part(j)) {
@@ -513,9 +827,10 @@ static void consume(struct job *j, slot *s)
         return;
     }
     j->t->images++;
+    test_hook(0);
     j->t->masks_kept += s->out.masks_kept;
     j->t->masks_dropped += s->out.masks_in - s->out.masks_kept;
-    if (o->max_images && ++j->images_in_part == o->max_images && close_part(j)) set_failed(j);
+    j->images_in_part++;
 }
 
 static void progress(struct job *j, uint64_t bytes_read)
@@ -569,8 +884,8 @@ static void wait_written(ring *r)
 
 /* SIGBUS: a mapped input file (sa1b_tar_open maps regular files) was
  * truncated or could not be read while it was being read; any thread may
- * take the fault, so the only clean way out is to say so and stop (a
- * temporary output may remain; it is never taken for a complete shard). */
+ * take the fault, so the only clean way out is to say so, remove the
+ * temporaries and stop. */
 static const char *volatile bus_input = "an input";
 
 static void on_sigbus(int sig)
@@ -582,7 +897,23 @@ static void on_sigbus(int sig)
         write(2, b, sizeof b - 1) < 0) {
         /* nothing more can be done */
     }
+    remove_temps();
     _exit(CLI_EXIT_FATAL);
+}
+
+/* An input that ended early: one line saying how much of it was read. */
+static void report_cut(job *j)
+{
+    j->t->inputs_cut++;
+    cli_progress_end(j->bar);
+    char label[4200];
+    if (strcmp(j->input, "-") == 0) snprintf(label, sizeof label, "standard input");
+    else snprintf(label, sizeof label, "'%s'", j->input);
+    if (j->pairs)
+        cli_warn("%s: input ends early, after sample %s: %llu images read, the rest lost", label, j->last_name,
+                 (unsigned long long)j->pairs);
+    else
+        cli_warn("%s: input ends early, before its first sample: no image read", label);
 }
 
 /* Returns 0 when the input was processed (possibly with skipped samples),
@@ -621,6 +952,8 @@ static int run_input(job *j)
         } else {
             s->kind = 0;
             snprintf(s->name, sizeof s->name, "%s", smp.name);
+            snprintf(j->last_name, sizeof j->last_name, "%s", smp.name);
+            j->pairs++;
             if (smp.stable) { /* in the mapped input until sa1b_tar_free: no copy */
                 s->jpg_in = smp.jpg;
                 s->jpg_len = smp.jpg_len;
@@ -640,10 +973,20 @@ static int run_input(job *j)
     }
     wait_written(r);
     j->t->bytes_in += sa1b_tar_bytes_read(tar);
+    sa1b_tar_identity id;
+    int have_id = !fatal && sa1b_tar_get_identity(tar, &id) == SA1B_OK;
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
     /* a tar without pairs (only end-of-archive blocks) gives an empty shard */
     if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
+    if (!j->failed && have_id && j->w) { /* the last part records the input */
+        char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name);
+        if (!prov || sa1b_shard_writer_set_provenance(j->w, prov, &e) != SA1B_OK) {
+            cli_warn("out of memory");
+            j->failed = 1;
+        }
+        free(prov);
+    }
     if (!j->failed && close_part(j)) j->failed = 1;
     if (j->failed) {
         sa1b_shard_writer_abort(j->w);
@@ -652,6 +995,7 @@ static int run_input(job *j)
             char *p = partial_name(j->finals[i]);
             if (p) unlink(p);
             free(p);
+            release_part(j, i);
         }
         return -1;
     }
@@ -660,11 +1004,20 @@ static int run_input(job *j)
         char *p = partial_name(j->finals[i]);
         if (!p || rename(p, j->finals[i]) != 0) {
             cli_warn("cannot rename '%s' to '%s': %s", p ? p : "?", j->finals[i], strerror(errno));
+            for (size_t k = 0; k <= i; k++) { /* the parts not renamed go: the set is incomplete */
+                char *q = partial_name(j->finals[k]);
+                if (q) unlink(q);
+                free(q);
+                release_part(j, k);
+            }
             free(p);
             return -1;
         }
         free(p);
+        release_part(j, i);
+        test_hook(2);
     }
+    if (have_id && !id.clean_end) report_cut(j);
     return 0;
 }
 
@@ -672,7 +1025,9 @@ static void free_job_parts(job *j)
 {
     for (size_t i = 0; i < j->n_finals; i++) free(j->finals[i]);
     free(j->finals);
+    free(j->pt);
     j->finals = NULL;
+    j->pt = NULL;
     j->n_finals = 0;
 }
 
@@ -684,10 +1039,12 @@ int main(int argc, char **argv)
     sa.sa_handler = on_sigbus;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
+    init_signals();
     options o;
     parse_options(argc, argv, &o);
     int n_inputs = argc - optind;
     int single_file = n_inputs == 1 && ends_with(o.out, ".shard");
+    check_outputs(&o, single_file, argc, argv);
     if (!single_file) {
         struct stat st;
         if (stat(o.out, &st) != 0) {
@@ -730,18 +1087,24 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
         char *stem = input_stem(&o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
-        if (o.skip_existing && strcmp(argv[i], "-") != 0 && outputs_complete(&o, single_file, stem)) {
-            t.inputs_skipped++;
-            if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
-            free(stem);
-            continue;
+        remove_stale_temps(&o, single_file, stem);
+        char why[200];
+        if (o.skip_existing && strcmp(argv[i], "-") != 0) {
+            if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {
+                t.inputs_skipped++;
+                if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
+                free(stem);
+                continue;
+            }
+            if (*why && !o.quiet) cli_warn("'%s': %s: sharding it again", argv[i], why);
         }
-        uint64_t skipped_before = t.skipped;
-        job j = {&o, &r, single_file, argv[i], stem, &t, &bar, t0, 0, NULL, 0, 0, NULL, 0, 0};
+        uint64_t skipped_before = t.skipped, cut_before = t.inputs_cut;
+        job j = {.o = &o, .r = &r, .single_file = single_file, .input = argv[i], .stem = stem, .t = &t, .bar = &bar,
+                 .t0 = t0};
         if (run_input(&j) != 0) {
             t.fatal++;
             status = CLI_EXIT_FATAL;
-        } else if (t.skipped > skipped_before && status == CLI_EXIT_OK) {
+        } else if ((t.skipped > skipped_before || t.inputs_cut > cut_before) && status == CLI_EXIT_OK) {
             status = CLI_EXIT_PARTIAL;
         }
         free_job_parts(&j);
@@ -770,18 +1133,18 @@ int main(int argc, char **argv)
     double dt = cli_now() - t0;
     if (!o.quiet)
         cli_warn("%llu images, %llu masks kept, %llu dropped, %llu samples skipped, %llu shards written, "
-                 "%llu inputs up to date, %.1f s (%.1f images/s)",
+                 "%llu inputs up to date, %llu inputs cut short, %.1f s (%.1f images/s)",
                  (unsigned long long)t.images, (unsigned long long)t.masks_kept,
                  (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
-                 (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped, dt,
-                 dt > 0 ? (double)t.images / dt : 0.0);
+                 (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
+                 (unsigned long long)t.inputs_cut, dt, dt > 0 ? (double)t.images / dt : 0.0);
     if (o.json_summary)
         printf("{\"images\":%llu,\"masks_kept\":%llu,\"masks_dropped\":%llu,\"skipped\":%llu,"
-               "\"shards\":%llu,\"inputs_up_to_date\":%llu,\"fatal\":%llu,\"bytes_in\":%llu,"
+               "\"shards\":%llu,\"inputs_up_to_date\":%llu,\"inputs_cut_short\":%llu,\"fatal\":%llu,\"bytes_in\":%llu,"
                "\"seconds\":%.3f,\"exit\":%d}\n",
                (unsigned long long)t.images, (unsigned long long)t.masks_kept,
                (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
                (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
-               (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
+               (unsigned long long)t.inputs_cut, (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
     return status;
 }

@@ -9,12 +9,17 @@
 #include "sa1b_shard.h"
 
 #include <getopt.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* An intact shard made from an input that ended early (its provenance says
+ * "input_clean_end": false): images after the cut are missing. */
+enum { EXIT_INCOMPLETE = 4 };
 
 typedef struct options {
     int stats, quiet;
@@ -38,7 +43,8 @@ static void usage(void)
            "  -V, --version    show the version and exit\n"
            "\n"
            "Exit status: 0 every file is intact, 1 a file is damaged or not a shard,\n"
-           "2 usage error, 3 a file could not be read.\n",
+           "2 usage error, 3 a file could not be read, 4 a file is intact but\n"
+           "incomplete (made from an input that ended early).\n",
            cli_prog());
 }
 
@@ -118,7 +124,7 @@ static int verify(const char *file, const options *o)
     sa1b_shard *s = NULL;
     sa1b_error err;
     sa1b_error_clear(&err);
-    int rc = sa1b_shard_open(&s, file, &err);
+    int rc = sa1b_shard_open(&s, cli_shard_path(file), &err);
     if (rc) {
         cli_warn("'%s': %s", file, err.msg);
         if (rc == SA1B_EIO) return CLI_EXIT_FATAL;
@@ -127,6 +133,14 @@ static int verify(const char *file, const options *o)
     }
     const sa1b_shard_info info = *sa1b_shard_get_info(s); /* outlives the close below */
     const sa1b_shard_info *in = &info;
+    char cut_after[300] = ""; /* set when the shard's input ended early: where */
+    json_t *prov = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+    if (json_is_false(json_object_get(prov, "input_clean_end"))) {
+        const char *a = json_string_value(json_object_get(prov, "input_ends_after"));
+        if (a && *a) snprintf(cut_after, sizeof cut_after, "after sample %s", a);
+        else snprintf(cut_after, sizeof cut_after, "before its first sample");
+    }
+    json_decref(prov);
     uint64_t problems = 0;
     if (sa1b_shard_verify_layout(s, &err)) {
         cli_warn("'%s': %s", file, err.msg);
@@ -180,6 +194,9 @@ static int verify(const char *file, const options *o)
         if (problems)
             printf("%s: damaged (%llu problem%s)\n", file, (unsigned long long)problems,
                    problems == 1 ? "" : "s");
+        else if (*cut_after)
+            printf("%s: incomplete (%llu images, %llu masks; its input ended early, %s)\n", file,
+                   (unsigned long long)in->n_images, (unsigned long long)in->n_masks, cut_after);
         else
             printf("%s: ok (%llu images, %llu masks, %llu bytes)\n", file,
                    (unsigned long long)in->n_images, (unsigned long long)in->n_masks,
@@ -189,7 +206,16 @@ static int verify(const char *file, const options *o)
         cli_warn("'%s': %.3f GB checked in %.3f s: %.2f GB/s (%u thread%s)", file,
                  (double)in->file_size / 1e9, dt, dt > 0 ? (double)in->file_size / dt / 1e9 : 0.0,
                  started, started == 1 ? "" : "s");
-    return problems ? CLI_EXIT_PARTIAL : CLI_EXIT_OK;
+    if (!problems && *cut_after)
+        cli_warn("'%s': incomplete: made from an input that ended early, %s; the images after the cut are "
+                 "missing (shard the complete input again)", file, cut_after);
+    return problems ? CLI_EXIT_PARTIAL : *cut_after ? EXIT_INCOMPLETE : CLI_EXIT_OK;
+}
+
+/* Which status wins over several files: unreadable, damaged, incomplete, ok. */
+static int status_rank(int st)
+{
+    return st == CLI_EXIT_FATAL ? 3 : st == CLI_EXIT_PARTIAL ? 2 : st == EXIT_INCOMPLETE ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -227,7 +253,7 @@ int main(int argc, char **argv)
     int status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         int r = verify(argv[i], &o);
-        if (r > status) status = r;
+        if (status_rank(r) > status_rank(status)) status = r;
     }
     fflush(stdout);
     return status;

@@ -17,8 +17,8 @@ check_case() {
     sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/bad.tar" > "$TMP/sum" 2> "$TMP/err"
     rc=$?
     [ $rc -eq 1 ]; ok $? "$name: exit status 1 (got $rc)"
-    grep_ok "^sa1b-shard: $pattern" "$TMP/err" "$name: one line names the file and the problem"
-    is "$(grep -c '^sa1b-shard: sa_' "$TMP/err")" 1 "$name: exactly one problem line"
+    grep_ok "^sa1b-shard: '$TMP/bad.tar': $pattern" "$TMP/err" "$name: one line names the input, the file and the problem"
+    is "$(grep -c "^sa1b-shard: '$TMP/bad.tar': sa_" "$TMP/err")" 1 "$name: exactly one problem line"
     grep_ok '"images":3,.*"skipped":1' "$TMP/sum" "$name: counted, the 3 good samples still land"
     n=$(sa1b-inspect "$TMP/out.shard" 2>/dev/null | grep -c '"type": *"image"')
     is "$n" 3 "$name: the shard holds the 3 good images"
@@ -70,7 +70,7 @@ size=$(( $(stat -c %s "$TMP/bad.tar") - 1024 ))   # drop the two end-of-archive 
 head -c $size "$TMP/bad.tar" > "$TMP/cut.tar"
 sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/cut.tar" > "$TMP/sum" 2> "$TMP/err"
 [ $? -eq 1 ]; ok $? "tar cut at a block boundary inside a pair: exit 1"
-grep_ok "^sa1b-shard: sa_5\\.jpg: no matching sa_5\\.json" "$TMP/err" "the unpaired last member is reported"
+grep_ok "^sa1b-shard: '$TMP/cut.tar': sa_5\\.jpg: no matching sa_5\\.json" "$TMP/err" "the unpaired last member is reported"
 grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "the 4 complete pairs land"
 
 # a tar cut inside a member (the last one, the unpaired sa_5.jpg)
@@ -78,7 +78,12 @@ size=$(( $(stat -c %s "$TMP/bad.tar") - 1024 - 512 * 2 - 100 ))
 head -c $size "$TMP/bad.tar" > "$TMP/cut2.tar"
 sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/cut2.tar" > "$TMP/sum" 2> "$TMP/err"
 [ $? -eq 1 ]; ok $? "tar cut inside a member: exit 1"
-grep_ok "^sa1b-shard: sa_[0-9]\\.(jpg|json): member truncated" "$TMP/err" "the truncated member is reported"
+grep_ok "^sa1b-shard: '$TMP/cut2.tar': sa_[0-9]\\.(jpg|json): member truncated" "$TMP/err" "the truncated member is reported, with its input"
+grep_ok "^sa1b-shard: '$TMP/cut2.tar': input ends early, after sample sa_4: 4 images read, the rest lost" "$TMP/err" \
+    "the summary says the input ended early and how much was read"
+grep_ok '"inputs_cut_short":1' "$TMP/sum" "and counts it"
+sa1b-shard -q --image-size 64 -o "$TMP/stdin.shard" - <"$TMP/cut2.tar" 2>"$TMP/err"
+grep_ok "^sa1b-shard: standard input: sa_[0-9]\\.(jpg|json): member truncated" "$TMP/err" "from stdin the message says so"
 grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "the pairs before it land, one problem reported"
 
 # --strict: the first bad sample is fatal, nothing written

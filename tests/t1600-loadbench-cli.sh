@@ -24,7 +24,7 @@ sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/out" "$TMP/a.tar" "$TMP/b.
 ok $? "make two shards"
 
 run_ok "one epoch" sa1b-loadbench -b 4 -m 4 -k 3 -t 2 --flip 0.5 --verify "$TMP/out/a.shard" "$TMP/out/b.shard"
-grep_ok '^batches 3 images 11 seconds [0-9.]+ images/s [0-9.]+ read_MB/s [0-9.]+ batch_MB/s [0-9.]+ wait [0-9.]+% threads 2 depth 4 damaged 0$' \
+grep_ok '^batches=3 images=11 seconds=[0-9.]+ images/s=[0-9.]+ read=[0-9.]+MB/s batch_data=[0-9.]+MB/s wait=[0-9.]+% threads=2 depth=4 damaged=0$' \
     "$TMP/.out" "summary line on stdout"
 run_ok "--normalize --batches 7 over epochs" sa1b-loadbench -q -n 7 -b 3 --normalize "$TMP/out/a.shard"
 is "$(wc -c < "$TMP/.out" | tr -d ' ')" 0 "--quiet prints nothing"
@@ -42,6 +42,6 @@ n=$(tr ' ' '\n' < "$TMP/.out" | wc -l)
 lines=$(wc -l < "$TMP/.out")
 # 6 images minus the damaged one, plus epoch and step per line
 is "$((n - 2 * lines))" 5 "  the other 5 images are delivered"
-grep_ok "damaged 1$" "$TMP/.err" "  the summary counts it"
+grep_ok "damaged=1$" "$TMP/.err" "  the summary counts it"
 
 done_testing

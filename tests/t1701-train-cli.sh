@@ -9,7 +9,7 @@ run_ok "--version" sa1b-train --version
 grep_ok '^sa1b-train \(sa1b\)' "$TMP/.out" "--version names the program"
 run_status 2 "unknown option" sa1b-train --bogus
 run_status 2 "bad --config" sa1b-train --config huge --out "$TMP/x" --synthetic-batch 1
-grep_ok "tiny or small" "$TMP/.err" "the error names the choices"
+grep_ok "tiny, small or base" "$TMP/.err" "the error names the choices"
 run_status 2 "bad --batch" sa1b-train --batch 0 --out "$TMP/x" --synthetic-batch 1
 run_status 2 "inconsistent model (E % H)" sa1b-train --config tiny --enc-heads 3 --out "$TMP/x" --synthetic-batch 1
 run_status 2 "training without --out" sa1b-train --synthetic-batch 1

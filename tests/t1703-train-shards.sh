@@ -32,10 +32,13 @@ run_ok "--eval-only --export 3" sa1b-train --eval-only "$TMP/a/model-8.safetenso
 is "$(ls "$TMP/ev/export" | grep -c '^0000[0-2]-iou[0-9][0-9][0-9]\.png$')" "3" "three PNG overlays written"
 if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import PIL' 2>/dev/null; then
     size=$(/usr/bin/python3 -c 'import sys, PIL.Image as I; print("%dx%d" % I.open(sys.argv[1]).size)' "$TMP/ev/export/00000-"*.png)
-    is "$size" "128x64" "overlay is ground truth and prediction side by side (2S x S)"
+    # 240x160 images at S=64: content 64x43, enlarged 8 times to reach 512 pixels
+    is "$size" "1024x344" "overlay: ground truth and prediction side by side, cropped to the image, enlarged"
 fi
 run_status 2 "--export without --eval-only" sa1b-train --export 2 --out "$TMP/x" --synthetic-batch 1
 run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 --steps 1 \
     --data "$TMP/train.shard" --out "$TMP/c" -q
 grep_ok "S=64" "$TMP/.err" "the error gives the shards' geometry"
+grep_ok "give the model --image-size 64, .* or shard with sa1b-shard --image-size 128 --mask-size 32\)" "$TMP/.err" \
+    "and the two ways to make them agree"
 done_testing

@@ -114,6 +114,45 @@ int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len)
     return rc;
 }
 
+/* "key=value\n" lines (values already percent-encoded) as run.<key> entries */
+static int add_meta_run(tr_st_writer *w, const char *run)
+{
+    char key[300], val[4100];
+    for (const char *line = run; line && *line;) {
+        const char *eq = strchr(line, '='), *end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        if (!eq || eq > end || (size_t)(eq - line) > 250 || (size_t)(end - eq) > sizeof val) return -1;
+        snprintf(key, sizeof key, "run.%.*s", (int)(eq - line), line);
+        snprintf(val, sizeof val, "%.*s", (int)(end - eq - 1), eq + 1);
+        if (tr_st_writer_meta(w, key, val) < 0) return -1;
+        line = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int tr_ckpt_read_run(const char *path, char **run, char *err, size_t err_len)
+{
+    tr_st_file f;
+    *run = NULL;
+    if (tr_st_load(&f, path, err, err_len) < 0) return -1;
+    size_t len = 0;
+    int rc = 0;
+    for (int i = 0; i < f.n_meta && !rc; i++) {
+        if (strncmp(f.meta_key[i], "run.", 4) != 0) continue;
+        size_t n = strlen(f.meta_key[i]) - 4 + strlen(f.meta_val[i]) + 2;
+        char *r = realloc(*run, len + n + 1);
+        if (!r) {
+            rc = -1, snprintf(err, err_len, "out of memory");
+            break;
+        }
+        *run = r;
+        len += (size_t)sprintf(r + len, "%s=%s\n", f.meta_key[i] + 4, f.meta_val[i]);
+    }
+    tr_st_close(&f);
+    if (rc) free(*run), *run = NULL;
+    return rc;
+}
+
 int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_state *s, const char *path, char *err,
                        size_t err_len)
 {
@@ -139,7 +178,8 @@ int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_stat
         tr_st_writer_meta(w, "scale_good", v);
     }
     add_meta_config(w, &m->cfg);
-    int rc = tr_optim_save_tensors(o, m, w); /* adam.m./adam.v. (and adam8.* for AdamW8bit) */
+    int rc = add_meta_run(w, s->run);
+    if (!rc) rc = tr_optim_save_tensors(o, m, w); /* adam.m./adam.v. (and adam8.* for AdamW8bit) */
     if (rc) snprintf(err, err_len, "cannot describe the state");
     if (!rc) rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);

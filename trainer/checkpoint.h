@@ -4,7 +4,8 @@
  *    buffer prompt.pe_gaussian, F32, __metadata__ S,P,E,L,H,C,h,D;
  *  - state-STEP.bin: the training state, a safetensors file with the AdamW
  *    moments "adam.m.<name>" / "adam.v.<name>" and __metadata__ step,
- *    adam_t, rng (four hex words), data_epoch, data_consumed, format;
+ *    adam_t, rng (four hex words), data_epoch, data_consumed, format, and the
+ *    run record as run.<key> entries;
  *  - the --dump-step file of MODEL.md's "Debug dump".
  * All are written atomically (temporary file + rename).
  */
@@ -30,12 +31,18 @@ typedef struct tr_train_state {
     uint64_t data_epoch, data_consumed;
     double loss_scale;       /* fp16 dynamic loss scale (metadata "loss_scale"; 0: none saved) */
     long scale_good;         /* clean steps since the scale last changed ("scale_good") */
+    const char *run;         /* saved only: the run record (run_dir.h), one "run.<key>" metadata entry a line */
 } tr_train_state;
 
 int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_state *s, const char *path, char *err,
                        size_t err_len);
 int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const char *path, char *err,
                        size_t err_len);
+
+/* The run record of a state file: its "run.<key>" metadata as "key=value\n"
+ * lines (run_dir.h), malloc'd in *run; *run NULL when the file has none (a
+ * state written before records existed).  0, or -1 with err. */
+int tr_ckpt_read_run(const char *path, char **run, char *err, size_t err_len);
 
 /* The debug dump after tr_model_forward + tr_model_backward on b. */
 int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, const char *path, char *err,

@@ -58,8 +58,9 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
     uint32_t S, R;
     sa1b_loader_info(s->L, &s->n_images, &S, &R, NULL, NULL, NULL, NULL);
     if ((int)S != s->opt.S || (int)R != s->opt.R)
-        return snprintf(err, err_len, "'%s': shards have S=%u R=%u, the model needs S=%d R=%d", s->glob, S, R,
-                        s->opt.S, s->opt.R), -1;
+        return snprintf(err, err_len, "'%s': shards have S=%u R=%u, the model needs S=%d R=%d (give the model "
+                        "--image-size %u, a multiple of --patch, or shard with sa1b-shard --image-size %d "
+                        "--mask-size %d)", s->glob, S, R, s->opt.S, s->opt.R, S, s->opt.S, s->opt.R), -1;
     s->epoch = epoch, s->consumed = consumed;
     return 0;
 }

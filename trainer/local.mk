@@ -13,7 +13,7 @@ noinst_LTLIBRARIES += libsa1b-train.la
 libsa1b_train_la_SOURCES = trainer/alloc.c trainer/backend.c trainer/backend_cpu.c trainer/pool.c trainer/batch.c trainer/model.c \
 	trainer/model_params.c trainer/model_layout.c trainer/model_stage.c \
 	trainer/safetensors.c trainer/optim.c trainer/checkpoint.c trainer/data_shards.c \
-	trainer/backend_meta.c trainer/plan.c trainer/vmlimit.c
+	trainer/backend_meta.c trainer/plan.c trainer/vmlimit.c trainer/run_dir.c
 libsa1b_train_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer $(OPENBLAS_CFLAGS) $(JANSSON_CFLAGS)
 # The element-wise loops vectorise (the same bits: no reassociation is
 # allowed, so sums keep their order), sqrtf included (no errno to set).
@@ -21,7 +21,7 @@ libsa1b_train_la_CFLAGS = $(AM_CFLAGS) -ftree-vectorize -fno-math-errno
 libsa1b_train_la_LIBADD = $(OPENBLAS_LIBS) $(JANSSON_LIBS) -lm
 noinst_HEADERS += trainer/alloc.h trainer/backend.h trainer/batch.h trainer/kernels.h trainer/model.h \
 	trainer/tr_rng.h trainer/safetensors.h trainer/optim.h trainer/quant8.h trainer/plan.h trainer/checkpoint.h trainer/data_shards.h \
-	trainer/vmlimit.h trainer/pool.h trainer/model_impl.h
+	trainer/vmlimit.h trainer/pool.h trainer/model_impl.h trainer/run_dir.h
 TRAIN_LIBS = libsa1b-train.la $(SA1B_LIBS) $(OPENBLAS_LIBS) -lm
 
 bin_PROGRAMS += trainer/sa1b-train

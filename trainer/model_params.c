@@ -32,15 +32,20 @@ int tr_config_preset(const char *name, tr_config *c)
 int tr_config_check(const tr_config *c, char *err, size_t n)
 {
     if (c->P < 1 || c->S < c->P || c->S % c->P || c->S > 4096)
-        return snprintf(err, n, "S=%d must be a multiple of P=%d (at most 4096)", c->S, c->P), -1;
+        return snprintf(err, n, "image size %d (--image-size) must be a multiple of the patch size %d (--patch), "
+                        "at most 4096", c->S, c->P), -1;
     if (c->E < 1 || c->H < 1 || c->E % c->H || c->E > 8192)
-        return snprintf(err, n, "E=%d must be a positive multiple of H=%d", c->E, c->H), -1;
+        return snprintf(err, n, "encoder width %d (--enc-width) must be a multiple of its heads %d (--enc-heads), "
+                        "at most 8192", c->E, c->H), -1;
     if (c->C < 8 || c->C % 8 || c->C > 2048)
-        return snprintf(err, n, "C=%d must be a positive multiple of 8 (at most 2048)", c->C), -1;
+        return snprintf(err, n, "decoder width %d (--dec-width) must be a multiple of 8, at most 2048", c->C), -1;
     if (c->h < 1 || (c->C / 2) % c->h)
-        return snprintf(err, n, "C/2=%d must be a multiple of h=%d", c->C / 2, c->h), -1;
-    if (c->L < 0 || c->L > TR_MAX_L) return snprintf(err, n, "L=%d must be in 0..%d", c->L, TR_MAX_L), -1;
-    if (c->D < 1 || c->D > TR_MAX_D) return snprintf(err, n, "D=%d must be in 1..%d", c->D, TR_MAX_D), -1;
+        return snprintf(err, n, "half the decoder width, %d (--dec-width / 2), must be a multiple of its heads %d "
+                        "(--dec-heads)", c->C / 2, c->h), -1;
+    if (c->L < 0 || c->L > TR_MAX_L)
+        return snprintf(err, n, "encoder depth %d (--enc-depth) must be in 0..%d", c->L, TR_MAX_L), -1;
+    if (c->D < 1 || c->D > TR_MAX_D)
+        return snprintf(err, n, "decoder depth %d (--dec-depth) must be in 1..%d", c->D, TR_MAX_D), -1;
     return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "plan.h"
 #include "vmlimit.h"
 #include "pngio.h"
+#include "run_dir.h"
 #include "tr_rng.h"
 
 typedef struct options {
@@ -70,6 +72,12 @@ typedef struct options {
     long unfreeze_step[64], stage_step[64];
     char unfreeze_group[64][32];
     int stage_batch[64];
+    /* the output folder and resume (issue 19) */
+    int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
+    unsigned char given[1024];  /* given[c]: option c was on the command line */
+    char *record;               /* the run record saved in every state file (run_dir.h) */
+    char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
+    int n_owned;
 } options;
 
 static volatile sig_atomic_t stop_requested;
@@ -84,10 +92,26 @@ static void on_signal(int sig)
     stop_requested = 1;
 }
 
+/* Tests: SA1B_TEST_KILL=step:N raises SIGTERM after step N, save:N in the
+ * middle of step N's checkpoint (between the model and the state file);
+ * once (the checkpoint a stop writes may pass the same point again, where a
+ * second signal would end the process at once). */
+static void test_hook(const char *what, long n)
+{
+    static int fired;
+    const char *k = getenv("SA1B_TEST_KILL");
+    char w[16];
+    long at;
+    if (!fired && k && sscanf(k, "%15[a-z]:%ld", w, &at) == 2 && strcmp(w, what) == 0 && at == n) {
+        fired = 1;
+        raise(SIGTERM);
+    }
+}
+
 static void usage(void)
 {
     printf("Usage: %s [OPTION]... --out DIR (--data GLOB | --synthetic-batch SEED)\n"
-           "Train the compact SAM of MODEL.md on the CPU.\n\n"
+           "Train the compact SAM of docs/MODEL.md on the CPU.\n\n"
            "Model:\n"
            "  --config NAME          tiny, small or base (default small)\n"
            "  --image-size S, --patch P, --enc-width E, --enc-depth L, --enc-heads H,\n"
@@ -108,7 +132,8 @@ static void usage(void)
            "  --threads N            threads (default 2)\n"
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
-           "  --resume DIR           continue the run in DIR from DIR/latest\n"
+           "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
+           "  --overwrite            start afresh in an --out DIR that holds a run (removes its files)\n"
            "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
@@ -153,6 +178,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
+enum { O_OVERWRITE = 600 };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -217,7 +243,9 @@ static void parse_options(int argc, char **argv, options *o)
         {"accum", 1, 0, O_ACCUM}, {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"checkpoint-decoder", 0, 0, O_CKPT_DEC},
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
-        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
+        {"overwrite", 0, 0, O_OVERWRITE},
+        {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
     o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0, o->adam_eps = 1e-8;
@@ -233,13 +261,14 @@ static void parse_options(int argc, char **argv, options *o)
         else if (strncmp(argv[i], "--config=", 9) == 0) o->config_name = argv[i] + 9;
     }
     while ((c = getopt_long(argc, argv, "qhV", lo, NULL)) != -1) {
+        if (c >= 0 && c < (int)sizeof o->given) o->given[c] = 1;
         switch (c) {
         case O_CONFIG: o->config_name = optarg; break;
         case O_S: case O_P: case O_E: case O_L: case O_H: case O_C: case O_h: case O_D:
             ov[c - O_S] = (int)parse_long(lo[c - O_CONFIG].name, optarg, c == O_L ? 0 : 1, 4096);
             have[c - O_S] = 1;
             break;
-        case O_STEPS: o->steps = parse_long("--steps", optarg, 0, 1000000000); break;
+        case O_STEPS: o->steps = parse_long("--steps", optarg, 1, 1000000000); break;
         case O_BATCH: o->batch = (int)parse_long("--batch", optarg, 1, 4096); break;
         case O_MASKS: o->masks = (int)parse_long("--masks", optarg, 1, 4096); break;
         case O_POINTS: o->points = (int)parse_long("--points", optarg, 1, 256); break;
@@ -297,6 +326,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_FREEZE: o->freeze = optarg; break;
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
+        case O_OVERWRITE: o->overwrite = 1; break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -444,26 +474,34 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
     if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    test_hook("save", st->step);
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->out, st->step);
+    st->run = o->record;
     if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     if (write_latest(o->out, st->step) < 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
 }
 
 /* One overlay: the image with the ground truth (green) on the left and the
  * prediction (red) on the right, point prompts marked (yellow positive,
- * cyan negative); masks at R are shown nearest-neighbour at S. */
+ * cyan negative); cropped to the image's content (no letterbox band) and
+ * enlarged by a whole factor, nearest-neighbour, to at least 512 pixels on
+ * its long side; masks at R are shown nearest-neighbour. */
 static void export_png(const char *dir, long idx, const tr_batch *b, int img, int pair, const float *logits, double iou)
 {
     int S = b->S, R = b->R, K = b->K;
-    uint8_t *pix = malloc((size_t)S * 2 * S * 3);
+    int cw = b->content[img * 2], ch = b->content[img * 2 + 1];
+    if (cw < 1 || cw > S) cw = S;
+    if (ch < 1 || ch > S) ch = S;
+    int z = (512 + (cw > ch ? cw : ch) - 1) / (cw > ch ? cw : ch), W = cw * z, H = ch * z;
+    uint8_t *pix = malloc((size_t)W * 2 * H * 3);
     if (!pix) cli_die(CLI_EXIT_FATAL, "out of memory");
     const uint8_t *im = b->image + (size_t)img * S * S * 3, *gt = b->masks + (size_t)pair * R * R;
     const float *lg = logits + (size_t)pair * R * R;
-    for (int y = 0; y < S; y++)
-        for (int x = 0; x < S; x++) {
-            int cell = (y * R / S) * R + x * R / S;
+    for (int Y = 0; Y < H; Y++)
+        for (int X = 0; X < W; X++) {
+            int y = Y / z, x = X / z, cell = (y * R / S) * R + x * R / S;
             for (int side = 0; side < 2; side++) {
-                uint8_t *p = pix + ((size_t)y * 2 * S + side * S + x) * 3;
+                uint8_t *p = pix + ((size_t)Y * 2 * W + side * W + X) * 3;
                 const uint8_t *q = im + ((size_t)y * S + x) * 3;
                 int on = side ? lg[cell] > 0 : gt[cell] != 0;
                 for (int c = 0; c < 3; c++) {
@@ -475,25 +513,30 @@ static void export_png(const char *dir, long idx, const tr_batch *b, int img, in
     for (int k = 0; k < K; k++) {
         int lab = b->labels[(size_t)pair * K + k];
         if (lab < 0) continue;
-        int px = (int)lroundf(b->points[((size_t)pair * K + k) * 2]), py = (int)lroundf(b->points[((size_t)pair * K + k) * 2 + 1]);
+        int px = (int)lroundf(b->points[((size_t)pair * K + k) * 2] * z + (z - 1) / 2.0f);
+        int py = (int)lroundf(b->points[((size_t)pair * K + k) * 2 + 1] * z + (z - 1) / 2.0f);
         for (int side = 0; side < 2; side++)
-            for (int d = -2; d <= 2; d++) {
-                int xy[2][2] = {{px + d, py}, {px, py + d}};
-                for (int t = 0; t < 2; t++) {
-                    int xx = xy[t][0], yy = xy[t][1];
-                    if (xx < 0 || yy < 0 || xx >= S || yy >= S) continue;
-                    uint8_t *p = pix + ((size_t)yy * 2 * S + side * S + xx) * 3;
-                    p[0] = lab ? 255 : 0, p[1] = 255, p[2] = lab ? 0 : 255;
+            for (int d = -2 * z; d <= 2 * z; d++)
+                for (int t = -(z / 2); t <= z / 2; t++) { /* a cross, arms 2 image pixels, z/2 thick */
+                    int xy[2][2] = {{px + d, py + t}, {px + t, py + d}};
+                    for (int a = 0; a < 2; a++) {
+                        int xx = xy[a][0], yy = xy[a][1];
+                        if (xx < 0 || yy < 0 || xx >= W || yy >= H) continue;
+                        uint8_t *p = pix + ((size_t)yy * 2 * W + side * W + xx) * 3;
+                        p[0] = lab ? 255 : 0, p[1] = 255, p[2] = lab ? 0 : 255;
+                    }
                 }
-            }
     }
     char path[4200], tmp[4300], err[256];
     snprintf(path, sizeof path, "%s/%05ld-iou%03d.png", dir, idx, (int)lround(iou * 100));
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
-    if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", tmp, strerror(errno));
-    int rc = pngio_write(f, pix, (uint32_t)(2 * S), (uint32_t)S, 3, err, sizeof err);
-    if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
+    if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    int rc = pngio_write(f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err);
+    if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
+    }
     free(pix);
 }
 
@@ -546,6 +589,8 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
 }
 
 static int run(const options *op, tr_backend *be);
+static void prepare_out(const options *o);
+static long read_latest(const char *dir);
 
 static int precision_of(const char *name)
 {
@@ -713,13 +758,197 @@ static void check_address_space(const options *o, tr_backend *be)
             planned ? "about " : "more", planned ? n : "", sug);
 }
 
+/* ---- the output folder (issue 19) ---------------------------------------- */
+
+static int same_dir(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return strcmp(a, b) == 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Before anything is touched: a training run never starts over a run in
+ * --out unless it resumes that run or --overwrite says to start afresh. */
+static void check_out(const options *o)
+{
+    if (o->overwrite && o->resume) cli_usage_error("--overwrite starts a run afresh: not with --resume");
+    if (o->overwrite && (o->plan || o->dump_step || o->eval_only))
+        cli_usage_error("--overwrite applies to a training run: not with --plan, --dump-step or --eval-only");
+    if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
+    if (o->resume && same_dir(o->out, o->resume)) return;
+    char what[300];
+    int held = tr_run_dir_holds_run(o->out, what, sizeof what);
+    if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+    if (held)
+        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
+                "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
+}
+
+/* Creates --out, or with --overwrite empties it of the earlier run's files. */
+static void prepare_out(const options *o)
+{
+    char err[4400];
+    if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
+    if (o->overwrite && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
+}
+
+/* ---- the run record (issue 19) ------------------------------------------- */
+
+/* The settings that shape the model, the data and the schedule, saved in
+ * every state file and restored by --resume.  fixed: a flag given on resume
+ * must agree with the run; otherwise (steps, data paths, checkpointing,
+ * logging) a given flag is taken and an absent one restored. */
+enum { RF_INT, RF_LONG, RF_U64, RF_DBL, RF_STR, RF_UNFREEZE, RF_STAGES };
+typedef struct run_field {
+    const char *key;    /* in the record; the flag is --key with '_' as '-' */
+    int opt, kind, fixed;
+    size_t off;
+} run_field;
+#define RUN_FIELD(key, opt, kind, fixed, field) {key, opt, kind, fixed, offsetof(options, field)}
+static const run_field run_fields[] = {
+    RUN_FIELD("config", O_CONFIG, RF_STR, 1, config_name), RUN_FIELD("image_size", O_S, RF_INT, 1, cfg.S),
+    RUN_FIELD("patch", O_P, RF_INT, 1, cfg.P), RUN_FIELD("enc_width", O_E, RF_INT, 1, cfg.E),
+    RUN_FIELD("enc_depth", O_L, RF_INT, 1, cfg.L), RUN_FIELD("enc_heads", O_H, RF_INT, 1, cfg.H),
+    RUN_FIELD("dec_width", O_C, RF_INT, 1, cfg.C), RUN_FIELD("dec_heads", O_h, RF_INT, 1, cfg.h),
+    RUN_FIELD("dec_depth", O_D, RF_INT, 1, cfg.D), RUN_FIELD("batch", O_BATCH, RF_INT, 1, batch),
+    RUN_FIELD("masks", O_MASKS, RF_INT, 1, masks), RUN_FIELD("points", O_POINTS, RF_INT, 1, points),
+    RUN_FIELD("lr", O_LR, RF_DBL, 1, lr), RUN_FIELD("warmup", O_WARMUP, RF_LONG, 1, warmup),
+    RUN_FIELD("weight_decay", O_WD, RF_DBL, 1, weight_decay), RUN_FIELD("adam_eps", O_EPS, RF_DBL, 1, adam_eps),
+    RUN_FIELD("clip", O_CLIP, RF_DBL, 1, clip), RUN_FIELD("seed", O_SEED, RF_U64, 1, seed),
+    RUN_FIELD("flip", O_FLIP, RF_DBL, 1, flip), RUN_FIELD("optim", O_OPTIM, RF_STR, 1, optim),
+    RUN_FIELD("optim_block", O_OPTIM_BLOCK, RF_INT, 1, optim_block), RUN_FIELD("accum", O_ACCUM, RF_INT, 1, accum),
+    RUN_FIELD("precision", O_PREC, RF_STR, 1, precision),
+    RUN_FIELD("loss_scale_window", O_SCALE_WIN, RF_LONG, 1, scale_window),
+    RUN_FIELD("freeze", O_FREEZE, RF_STR, 1, freeze), RUN_FIELD("unfreeze", O_UNFREEZE, RF_UNFREEZE, 1, n_unfreeze),
+    RUN_FIELD("stage_batch", O_STAGE_BATCH, RF_STAGES, 1, n_stage),
+    RUN_FIELD("steps", O_STEPS, RF_LONG, 0, steps), RUN_FIELD("data", O_DATA, RF_STR, 0, data),
+    RUN_FIELD("val", O_VAL, RF_STR, 0, val), RUN_FIELD("checkpoint_every", O_CKPT_EVERY, RF_INT, 0, ckpt_blocks),
+    RUN_FIELD("checkpoint_decoder", O_CKPT_DEC, RF_INT, 0, ckpt_decoder),
+    RUN_FIELD("log_every", O_LOG, RF_LONG, 0, log_every), RUN_FIELD("ckpt_every", O_CKPT, RF_LONG, 0, ckpt_every),
+};
+
+/* A field's value as the record writes it (strings percent-encoded later). */
+static void field_text(const options *o, const run_field *f, char *buf, size_t len)
+{
+    const char *p = (const char *)o + f->off;
+    size_t n = 0;
+    buf[0] = 0;
+    switch (f->kind) {
+    case RF_INT: snprintf(buf, len, "%d", *(const int *)p); break;
+    case RF_LONG: snprintf(buf, len, "%ld", *(const long *)p); break;
+    case RF_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)p); break;
+    case RF_DBL: snprintf(buf, len, "%.17g", *(const double *)p); break;
+    case RF_STR: snprintf(buf, len, "%s", *(const char *const *)p ? *(const char *const *)p : ""); break;
+    case RF_UNFREEZE:
+        for (int i = 0; i < o->n_unfreeze && n < len; i++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%ld:%s", i ? "," : "", o->unfreeze_step[i], o->unfreeze_group[i]);
+        break;
+    case RF_STAGES:
+        for (int i = 0; i < o->n_stage && n < len; i++)
+            n += (size_t)snprintf(buf + n, len - n, "%s%ld:%d", i ? "," : "", o->stage_step[i], o->stage_batch[i]);
+        break;
+    }
+}
+
+/* "--enc-depth" for the key "enc_depth" */
+static const char *field_flag(const run_field *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "--%s", f->key);
+    for (char *c = buf; *c; c++)
+        if (*c == '_') *c = '-';
+    return buf;
+}
+
+static void make_record(options *o)
+{
+    char v[4200];
+    if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100; /* what the optimizer takes */
+    int rc = 0;
+    for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
+        field_text(o, &run_fields[i], v, sizeof v);
+        rc |= tr_run_rec_add(&o->record, run_fields[i].key, v);
+    }
+    if (o->synthetic) {
+        snprintf(v, sizeof v, "%" PRIu64, o->synthetic_seed);
+        rc |= tr_run_rec_add(&o->record, "synthetic_batch", v);
+    }
+    if (rc) cli_die(CLI_EXIT_FATAL, "out of memory");
+}
+
+/* Appends "--flag value" (value NULL: the flag alone) to the argument list
+ * the run is parsed from again. */
+static void push_arg(options *o, const char *flag, const char *value)
+{
+    for (int k = 0; k < (value ? 2 : 1); k++) {
+        if (o->n_owned == (int)(sizeof o->owned / sizeof *o->owned)) cli_die(CLI_EXIT_FATAL, "run record too long");
+        if (!(o->owned[o->n_owned++] = strdup(k ? value : flag))) cli_die(CLI_EXIT_FATAL, "out of memory");
+    }
+}
+
+/* --resume DIR: the options are parsed again from the command line plus,
+ * for every setting of the run's record that it does not give, "--flag
+ * value" (so that a record is checked like a command line); a given one that
+ * contradicts the run is refused.  A state written before records existed
+ * resumes with the options as given. */
+static void restore_run(options *o, int argc, char **argv)
+{
+    char path[4200], err[512], *rec = NULL, v[4200], mine[4200], flag[40];
+    snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, read_latest(o->resume));
+    if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
+    if (!rec) return;
+    options r = *o; /* the options parsed with the record's settings added */
+    r.n_owned = 0;
+    for (int i = 0; i < argc; i++) push_arg(&r, argv[i], NULL);
+    for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
+        const run_field *f = &run_fields[i];
+        if (!tr_run_rec_get(rec, f->key, v, sizeof v)) continue; /* an older record: the option as given */
+        field_flag(f, flag, sizeof flag);
+        if (f->opt == O_DATA && *v && o->given[O_SYNTH])
+            cli_die(CLI_EXIT_USAGE, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
+                    "leave --synthetic-batch out to continue it", o->synthetic_seed, o->resume, v);
+        field_text(o, f, mine, sizeof mine);
+        if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0)
+            cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
+                    flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
+        if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
+        if (f->opt == O_CKPT_DEC) {
+            if (strcmp(v, "0") != 0) push_arg(&r, flag, NULL);
+        } else {
+            push_arg(&r, flag, v);
+        }
+    }
+    if (tr_run_rec_get(rec, "synthetic_batch", v, sizeof v)) {
+        char mine_s[32];
+        snprintf(mine_s, sizeof mine_s, "%" PRIu64, o->synthetic_seed);
+        if (o->given[O_DATA] || (o->given[O_SYNTH] && strcmp(mine_s, v) != 0))
+            cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
+                    "to continue it", o->given[O_DATA] ? "--data" : "--synthetic-batch", o->given[O_DATA] ? o->data : mine_s,
+                    o->resume, v, o->given[O_DATA] ? "--data" : "--synthetic-batch");
+        if (!o->given[O_SYNTH]) push_arg(&r, "--synthetic-batch", v);
+    }
+    free(rec);
+    int n = r.n_owned;
+    char **args = malloc(((size_t)n + 1) * sizeof *args);
+    if (!args) cli_die(CLI_EXIT_FATAL, "out of memory");
+    memcpy(args, r.owned, (size_t)n * sizeof *args);
+    args[n] = NULL;
+    optind = 0; /* getopt from the start */
+    parse_options(n, args, o);
+    free(args);
+    memcpy(o->owned, r.owned, sizeof o->owned); /* the strings the options point into */
+    o->n_owned = r.n_owned;
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o;
     parse_options(argc, argv, &o);
+    check_out(&o);
+    if (o.resume) restore_run(&o, argc, argv);
     char err[512];
     if (o.plan) return plan_main(&o);
+    if (!o.eval_only && !o.dump_step) make_record(&o);
     if (strcmp(o.backend, "cuda") == 0)
         cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
     check_thread_room(&o);
@@ -727,15 +956,11 @@ int main(int argc, char **argv)
     if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
     be->mem.limit = o.memory_limit;
     check_address_space(&o, be);
-    if (!o.quiet) {
-        tr_mem_stats ms;
-        char line[160];
-        tr_mem_get_stats(&be->mem, &ms);
-        tr_mem_format_line(line, sizeof line, &ms);
-        fprintf(stderr, "%s: %s backend, %s\n", cli_prog(), be->name, line);
-    }
+    /* the startup line comes from run(), once the model and the data are set up */
     int rc = run(&o, be);
     tr_backend_free(be);
+    free(o.record);
+    for (int i = 0; i < o.n_owned; i++) free(o.owned[i]);
     return rc;
 }
 
@@ -797,7 +1022,7 @@ static int run(const options *op, tr_backend *be)
     }
 
     /* training */
-    if (!o.plan && mkdir(o.out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o.out, strerror(errno));
+    if (!o.plan) prepare_out(&o);
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
     oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
@@ -839,8 +1064,10 @@ static int run(const options *op, tr_backend *be)
         char line[160];
         tr_mem_get_stats(&be->mem, &ms);
         tr_mem_format_line(line, sizeof line, &ms);
-        fprintf(stderr, "%s: %s config, %zu parameters, B=%d M=%d K=%d, %d threads, %s, %s\n", cli_prog(),
-                o.config_name, m.n_param_floats, o.batch, o.masks, o.points, be->n_threads, o.optim, line);
+        fprintf(stderr, "%s: %s%s, step %ld of %ld: %s config (S=%d), %zu parameters, batch %d x %d masks x %d points, "
+                "%s, %s backend, %d threads, %s, %s\n", cli_prog(), o.resume ? "resuming " : "training in ", o.resume ? o.resume : o.out,
+                st.step, o.steps, o.config_name, cfg.S, m.n_param_floats, o.batch, o.masks, o.points, o.precision,
+                be->name, be->n_threads, o.optim, line);
     }
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
@@ -909,6 +1136,7 @@ static int run(const options *op, tr_backend *be)
         }
         if (prec == TR_PREC_FP16) st.loss_scale = lscale, st.scale_good = scale_good;
         st.step++;
+        test_hook("step", st.step);
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;

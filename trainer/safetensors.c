@@ -234,16 +234,18 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
     uint8_t *owned = f->owned;
     memset(f, 0, sizeof *f);
     f->owned = owned;
-    if (size < 8) return snprintf(err, err_len, "file of %zu bytes is shorter than the 8-byte header length", size), -1;
+    if (size < 8)
+        return snprintf(err, err_len, "not a checkpoint (safetensors): %zu bytes, shorter than the 8-byte header length", size), -1;
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
     if (hl > size - 8 || hl > TR_ST_MAX_HEADER)
-        return snprintf(err, err_len, "header length %llu exceeds the file (%zu bytes)", (unsigned long long)hl, size), -1;
+        return snprintf(err, err_len, "not a checkpoint (safetensors): its first 8 bytes give a header length of %llu, "
+                        "more than the file's %zu bytes", (unsigned long long)hl, size), -1;
     const uint8_t *data = buf + 8 + hl;
     uint64_t data_size = size - 8 - hl;
     json_error_t je;
     json_t *root = json_loadb((const char *)buf + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return snprintf(err, err_len, "header JSON at byte %d: %s", je.position + 8, je.text), -1;
+    if (!root) return snprintf(err, err_len, "not a checkpoint (safetensors): header JSON at byte %d: %s", je.position + 8, je.text), -1;
     int rc = -1;
     if (!json_is_object(root)) {
         snprintf(err, err_len, "header is not a JSON object");

@@ -77,7 +77,7 @@ echo "$rows" | while IFS='|' read -r name flags; do
     fi
     # memory and time: small config, synthetic batches
     sa1b-train --config small --batch "$B" --masks "$M" --points 2 --synthetic-batch 1 --threads "$TH" \
-        --steps $((STEPS + 1)) --log-every 1 --ckpt-every 1000000 --memory-report -q $flags \
+        --steps $((STEPS + 1)) --log-every 1 --ckpt-every 1000000 --memory-report -q --overwrite $flags \
         --out "$tmp/m-$name" >/dev/null 2>"$tmp/m-$name.err" || { echo "$name: run failed" >&2; cat "$tmp/m-$name.err" >&2; exit 1; }
     pk=$(sed -n 's/^peak bytes: //p' "$tmp/m-$name.err")
     tot=$(sed -n 's/^peak allocated \([0-9]*\) bytes.*/\1/p' "$tmp/m-$name.err")
@@ -92,7 +92,7 @@ echo "$rows" | while IFS='|' read -r name flags; do
         vb=8
         case "$vflags" in *"--accum 2"*) vb=4 ;; esac
         sa1b-train --config tiny --batch "$vb" --masks 5 --points 1 --lr 1e-3 --adam-eps 1e-12 --threads "$TH" \
-            --steps "$MSTEPS" --data "$tmp/train.shard" --val "$tmp/val.shard" --ckpt-every 1000000 -q $vflags \
+            --steps "$MSTEPS" --data "$tmp/train.shard" --val "$tmp/val.shard" --ckpt-every 1000000 -q --overwrite $vflags \
             --out "$tmp/v-$name" >"$tmp/v-$name.out" 2>"$tmp/v-$name.err" || { echo "$name: mIoU run failed" >&2; cat "$tmp/v-$name.err" >&2; exit 1; }
         miou=$(sed -n 's/.*"miou": \([0-9.]*\).*/\1/p' "$tmp/v-$name.out" | tail -1)
         ;;

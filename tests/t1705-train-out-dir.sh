@@ -1,0 +1,39 @@
+#!/bin/sh
+# t1705: --out DIR never starts over a run that DIR holds: without --resume
+# or --overwrite it is refused (exit 2) and nothing in DIR changes;
+# --overwrite starts afresh (the earlier run's files go, other files stay).
+. "$top_srcdir/tests/test-lib.sh"
+common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 2 --synthetic-batch 11 --threads 2 -q"
+run_ok "a run of 8 steps" sa1b-train $common --steps 8 --warmup 1 --log-every 1 --ckpt-every 4 --out "$TMP/a"
+echo "notes" >"$TMP/a/notes.txt"
+snap() { (cd "$TMP/a" && ls -l --time-style=+%s.%N && cksum ./*) }
+snap >"$TMP/before"
+run_status 2 "a new run in its folder is refused" sa1b-train $common --steps 2 --out "$TMP/a"
+grep_ok "output folder '$TMP/a' holds a run with a checkpoint of step 8 .*--resume .*--overwrite" "$TMP/.err" \
+    "the message names the folder, the run's step and the two ways on"
+is "$(wc -l <"$TMP/.err" | tr -d ' ')" "1" "in one line"
+snap >"$TMP/after"
+cmp -s "$TMP/before" "$TMP/after"
+ok $? "nothing in the folder changed"
+
+# a folder with only a log (killed before its first checkpoint) holds a run too
+mkdir "$TMP/l" && echo '{"step": 1}' >"$TMP/l/log.jsonl"
+run_status 2 "a folder with a run's log is refused" sa1b-train $common --steps 2 --out "$TMP/l"
+is "$(cat "$TMP/l/log.jsonl")" '{"step": 1}' "and its log is kept"
+
+# --resume into another folder that holds a run: refused as well
+run_status 2 "--resume with an --out that holds another run" sa1b-train $common --steps 2 --resume "$TMP/a" --out "$TMP/l"
+run_status 2 "--overwrite with --resume" sa1b-train $common --steps 8 --resume "$TMP/a" --overwrite
+run_status 2 "--overwrite with --eval-only" sa1b-train $common --eval-only "$TMP/a/model-8.safetensors" --overwrite
+
+# folders without a run are fine: empty, or with other files
+mkdir "$TMP/e" "$TMP/o" && echo x >"$TMP/o/readme"
+run_ok "an empty existing folder" sa1b-train $common --steps 2 --out "$TMP/e"
+run_ok "a folder with other files" sa1b-train $common --steps 2 --out "$TMP/o"
+is "$(cat "$TMP/o/readme")" "x" "whose files stay"
+
+run_ok "--overwrite starts afresh" sa1b-train $common --steps 2 --warmup 1 --log-every 1 --out "$TMP/a" --overwrite
+is "$(cd "$TMP/a" && ls | tr '\n' ' ')" "latest log.jsonl model-2.safetensors notes.txt state-2.bin " \
+    "only the new run's files and the folder's other files remain"
+is "$(wc -l <"$TMP/a/log.jsonl" | tr -d ' ')" "2" "the log is the new run's"
+done_testing

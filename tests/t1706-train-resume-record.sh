@@ -1,0 +1,73 @@
+#!/bin/sh
+# t1706: every state file carries the run record (model, batch, masks,
+# points, schedule, precision, seeds, data); --resume DIR restores it, so
+# that "--resume DIR --data X" alone (and "--resume DIR" alone) continues a
+# non-default run bit for bit; a flag that contradicts the run is refused in
+# one line naming the run's value; --steps and the data paths may change.
+. "$top_srcdir/tests/test-lib.sh"
+command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null || skip_all "sa1b-synth or sa1b-shard not built"
+run_ok "synthesise" sa1b-synth -n 12 -W 240 -H 160 -m 10 -s 1 -o "$TMP/train.tar" --quiet
+run_ok "shard" sa1b-shard --image-size 64 --mask-size 16 -o "$TMP/train.shard" "$TMP/train.tar"
+run="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 3 --masks 3 --points 1 --accum 2
+     --precision bf16 --lr 2e-3 --warmup 2 --seed 7 --flip 0.25 --weight-decay 0.05 --threads 2 -q"
+run_ok "a non-default run of 8 steps" sa1b-train $run --steps 8 --log-every 1 --ckpt-every 4 \
+    --data "$TMP/train.shard" --out "$TMP/a"
+# shellcheck disable=SC2086
+grep -a -q '"run.masks":"3"' "$TMP/a/state-4.bin" && grep -a -q '"run.precision":"bf16"' "$TMP/a/state-4.bin" &&
+    grep -a -q '"run.enc_depth":"1"' "$TMP/a/state-4.bin" && grep -a -q '"run.config":"tiny"' "$TMP/a/state-4.bin"
+ok $? "the state file holds the run record"
+from4() { # DIR: the run as it was after its step-4 checkpoint
+    mkdir -p "$1"
+    cp "$TMP/a/model-4.safetensors" "$TMP/a/state-4.bin" "$1/"
+    echo 4 >"$1/latest"
+    head -4 "$TMP/a/log.jsonl" >"$1/log.jsonl"
+}
+from4 "$TMP/b"
+run_ok "--resume DIR --data X alone" sa1b-train --resume "$TMP/b" --data "$TMP/train.shard"
+cmp -s "$TMP/a/model-8.safetensors" "$TMP/b/model-8.safetensors"
+ok $? "the final checkpoint is bit-identical to the run done in one go"
+cmp -s "$TMP/a/state-8.bin" "$TMP/b/state-8.bin"
+ok $? "and so is the final state"
+sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/a/log.jsonl" >"$TMP/a.loss"
+sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/b/log.jsonl" >"$TMP/b.loss"
+cmp -s "$TMP/a.loss" "$TMP/b.loss"
+ok $? "the log continues with the same losses, one line a step"
+from4 "$TMP/c"
+run_ok "--resume DIR alone" sa1b-train --resume "$TMP/c" -q
+cmp -s "$TMP/a/model-8.safetensors" "$TMP/c/model-8.safetensors"
+ok $? "continues the run from its recorded data"
+
+# contradictions: refused in one line, nothing touched
+from4 "$TMP/d"
+for flag in "--masks 16:--masks 3" "--config small:--config tiny" "--enc-depth 2:--enc-depth 1" \
+    "--precision fp32:--precision bf16" "--batch 8:--batch 3" "--lr 1e-3:--lr 0.002" "--points 2:--points 1" \
+    "--synthetic-batch 3:--data $TMP/train.shard"; do
+    give=${flag%%:*} has=${flag#*:}
+    # shellcheck disable=SC2086
+    run_status 2 "--resume with $give is refused" sa1b-train --resume "$TMP/d" $give
+    said=$(echo "$give" | sed 's/1e-3/0.001/')
+    grep_ok "^sa1b-train: $said contradicts the run in '$TMP/d', which has $has" "$TMP/.err" "naming the run's value ($has)"
+    is "$(wc -l <"$TMP/.err" | tr -d ' ')" "1" "in one line"
+done
+is "$(cat "$TMP/d/latest") $(wc -l <"$TMP/d/log.jsonl" | tr -d ' ')" "4 4" "a refused resume touches nothing"
+run_ok "flags that agree with the run are fine" sa1b-train --resume "$TMP/d" --config tiny --masks 3 --lr 0.002 \
+    --precision bf16 --threads 1 -q
+cmp -s "$TMP/a/model-8.safetensors" "$TMP/d/model-8.safetensors"
+ok $? "and give the same run (--threads changed)"
+# a record is checked like a command line: a tampered one is refused, nothing trained
+from4 "$TMP/t"
+/usr/bin/python3 - "$TMP/t/state-4.bin" <<'PY' || exit 99
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+h["__metadata__"]["run.batch"] = "0"
+j = json.dumps(h).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
+PY
+run_status 2 "a run record with --batch 0 is refused" sa1b-train --resume "$TMP/t" -q
+grep_ok "batch: '0' is not an integer in 1\.\." "$TMP/.err" "with the option's own check"
+is "$(cat "$TMP/t/latest")" "4" "and nothing is trained"
+run_ok "--steps may change: the run goes on to 10" sa1b-train --resume "$TMP/d" --steps 10 -q
+is "$(cat "$TMP/d/latest")" "10" "to step 10"
+done_testing

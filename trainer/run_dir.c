@@ -1,0 +1,145 @@
+/*
+ * run_dir.c - which files of a folder belong to a training run, and the
+ * run record's text form (see run_dir.h).
+ */
+#include "run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* "<prefix><digits><suffix>" exactly */
+static int numbered(const char *name, const char *prefix, const char *suffix)
+{
+    size_t np = strlen(prefix), ns = strlen(suffix), n = strlen(name);
+    if (n <= np + ns || strncmp(name, prefix, np) != 0 || strcmp(name + n - ns, suffix) != 0) return 0;
+    for (size_t i = np; i < n - ns; i++)
+        if (name[i] < '0' || name[i] > '9') return 0;
+    return 1;
+}
+
+/* A file sa1b-train writes for a run, or its temporary (NAME.tmp). */
+static int run_file(const char *name)
+{
+    char base[256];
+    size_t n = strlen(name);
+    if (n >= sizeof base) return 0;
+    memcpy(base, name, n + 1);
+    if (n > 4 && strcmp(base + n - 4, ".tmp") == 0) base[n - 4] = 0;
+    return !strcmp(base, "latest") || !strcmp(base, "log.jsonl") || numbered(base, "model-", ".safetensors") ||
+           numbered(base, "state-", ".bin");
+}
+
+/* Calls fn on every run file of dir; the number of run files, or -1 with
+ * errno set when dir cannot be read (ENOENT: no such folder). */
+static long each_run_file(const char *dir, int (*fn)(const char *dir, const char *name, void *ctx), void *ctx)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    long n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!run_file(e->d_name)) continue;
+        n++;
+        if (fn && fn(dir, e->d_name, ctx) < 0) {
+            int saved = errno;
+            closedir(d);
+            errno = saved;
+            return -1;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len)
+{
+    long n = each_run_file(dir, NULL, NULL);
+    if (n < 0) {
+        if (errno == ENOENT) return 0;
+        snprintf(what, what_len, "%s", strerror(errno));
+        return -1;
+    }
+    if (n == 0) return 0;
+    char path[4200];
+    long step = -1;
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%ld", &step) != 1) step = -1;
+        fclose(f);
+    }
+    if (step >= 0)
+        snprintf(what, what_len, "a run with a checkpoint of step %ld (%ld files)", step, n);
+    else
+        snprintf(what, what_len, "files of a run (%ld: log, checkpoints)", n);
+    return 1;
+}
+
+static int remove_one(const char *dir, const char *name, void *ctx)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (unlink(path) == 0 || errno == ENOENT) return 0;
+    snprintf(ctx, 4200, "%s", path);
+    return -1;
+}
+
+int tr_run_dir_clear(const char *dir, char *err, size_t err_len)
+{
+    char failed[4200] = "";
+    if (each_run_file(dir, remove_one, failed) >= 0 || errno == ENOENT) return 0;
+    snprintf(err, err_len, "cannot remove '%s': %s", *failed ? failed : dir, strerror(errno));
+    return -1;
+}
+
+static int needs_escape(unsigned char c) { return c < 0x20 || c > 0x7e || c == '%' || c == '"' || c == '\\'; }
+
+int tr_run_rec_add(char **rec, const char *key, const char *value)
+{
+    if (!value) value = "";
+    size_t old = *rec ? strlen(*rec) : 0, n = strlen(key) + 2;
+    for (const char *p = value; *p; p++) n += needs_escape((unsigned char)*p) ? 3 : 1;
+    char *r = realloc(*rec, old + n + 1);
+    if (!r) return -1;
+    char *w = r + old;
+    w += sprintf(w, "%s=", key);
+    for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+        w += needs_escape(*p) ? sprintf(w, "%%%02X", *p) : (*w = (char)*p, 1);
+    *w++ = '\n';
+    *w = 0;
+    *rec = r;
+    return 0;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+const char *tr_run_rec_get(const char *rec, const char *key, char *buf, size_t buf_len)
+{
+    size_t nk = strlen(key);
+    for (const char *line = rec; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        if ((size_t)(end - line) > nk && strncmp(line, key, nk) == 0 && line[nk] == '=') {
+            size_t o = 0;
+            for (const char *p = line + nk + 1; p < end; p++) {
+                int c = (unsigned char)*p;
+                if (c == '%' && end - p >= 3 && hexval(p[1]) >= 0 && hexval(p[2]) >= 0)
+                    c = hexval(p[1]) * 16 + hexval(p[2]), p += 2;
+                if (o + 1 >= buf_len) return NULL;
+                buf[o++] = (char)c;
+            }
+            if (o >= buf_len) return NULL;
+            buf[o] = 0;
+            return buf;
+        }
+        line = *end ? end + 1 : end;
+    }
+    return NULL;
+}

@@ -1,0 +1,37 @@
+/*
+ * run_dir.h - the output folder of a training run and the run record.
+ *
+ * A folder "holds a run" when it contains any file sa1b-train writes for a
+ * run: latest, log.jsonl, model-STEP.safetensors, state-STEP.bin (or one of
+ * their temporaries, NAME.tmp).  sa1b-train refuses to start a new run in
+ * such a folder unless told to resume it or to start afresh (--overwrite,
+ * which removes exactly these files and nothing else).
+ *
+ * The run record: the settings that shape the model, the data and the
+ * schedule, as text lines "key=value\n" (values percent-encoded, so that
+ * any path fits), stored in the state file's __metadata__ as "run.<key>"
+ * entries and read back on --resume.
+ */
+#ifndef SA1B_TRAINER_RUN_DIR_H
+#define SA1B_TRAINER_RUN_DIR_H
+
+#include <stddef.h>
+
+/* 1 when dir holds a run (what: a short description such as "latest step
+ * 30, 6 checkpoint files"), 0 when it does not or does not exist, -1 when
+ * it cannot be read (what: the reason). */
+int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
+
+/* Removes the run's files from dir (the files tr_run_dir_holds_run counts;
+ * nothing else).  0, or -1 with err naming the file that could not go. */
+int tr_run_dir_clear(const char *dir, char *err, size_t err_len);
+
+/* Appends "key=value\n" to the record *rec (malloc'd, *rec NULL to start);
+ * value NULL stores an empty value.  0, or -1 when out of memory. */
+int tr_run_rec_add(char **rec, const char *key, const char *value);
+
+/* The value of key in rec, decoded into buf; NULL when rec lacks the key
+ * (or the value does not fit in buf). */
+const char *tr_run_rec_get(const char *rec, const char *key, char *buf, size_t buf_len);
+
+#endif
