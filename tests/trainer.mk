@@ -85,3 +85,5 @@ TESTS += tests/t1763-train-mem-bf16.sh
 EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
 EXTRA_DIST += tests/t1764-train-mem-limit.sh
+TESTS += tests/t1770-train-dp.sh
+EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp

@@ -155,15 +155,34 @@ void tr_batch_synthetic(tr_batch *b, uint64_t seed)
 
 typedef struct synth_ctx {
     tr_mem *mem;
-    tr_batch *b;
+    tr_batch *b, *global; /* global: the whole batch of every rank (world > 1) */
+    int rank;
     uint64_t seed, i;
 } synth_ctx;
+
+/* Images [i0, i0 + dst->B) of src into dst. */
+static void batch_rows(tr_batch *dst, const tr_batch *src, int i0)
+{
+    size_t n = (size_t)dst->B, S = (size_t)src->S, R = (size_t)src->R, M = (size_t)src->M, K = (size_t)src->K;
+    size_t i = (size_t)i0;
+    memcpy(dst->image, src->image + i * S * S * 3, n * S * S * 3);
+    memcpy(dst->content, src->content + 2 * i, n * 2 * sizeof(int32_t));
+    memcpy(dst->masks, src->masks + i * M * R * R, n * M * R * R);
+    memcpy(dst->valid, src->valid + i * M, n * M);
+    memcpy(dst->points, src->points + i * M * K * 2, n * M * K * 2 * sizeof(float));
+    memcpy(dst->labels, src->labels + i * M * K, n * M * K * sizeof(int32_t));
+}
 
 static int synth_next(void *ctx, tr_batch **out, char *err, size_t err_len)
 {
     (void)err, (void)err_len;
     synth_ctx *s = ctx;
-    tr_batch_synthetic(s->b, s->seed + s->i);
+    if (s->global) { /* this rank's rows of the global batch */
+        tr_batch_synthetic(s->global, s->seed + s->i);
+        batch_rows(s->b, s->global, s->rank * s->b->B);
+    } else {
+        tr_batch_synthetic(s->b, s->seed + s->i);
+    }
     s->i++;
     *out = s->b;
     return 1;
@@ -190,18 +209,28 @@ static void synth_close(void *ctx)
 {
     synth_ctx *s = ctx;
     tr_batch_free(s->mem, s->b);
+    tr_batch_free(s->mem, s->global);
     free(s);
 }
 
 int tr_synthetic_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R,
                              uint64_t seed)
 {
+    return tr_synthetic_source_open_rank(src, mem, B, M, K, S, R, seed, 0, 1);
+}
+
+int tr_synthetic_source_open_rank(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R,
+                                  uint64_t seed, int rank, int world)
+{
     synth_ctx *s = calloc(1, sizeof *s);
     if (!s) return -1;
     s->mem = mem;
     s->seed = seed;
+    s->rank = rank;
     s->b = tr_batch_alloc(mem, B, M, K, S, R);
-    if (!s->b) {
+    if (world > 1) s->global = tr_batch_alloc(mem, B * world, M, K, S, R);
+    if (!s->b || (world > 1 && !s->global)) {
+        tr_batch_free(mem, s->b);
         free(s);
         return -1;
     }

@@ -53,5 +53,11 @@ void tr_batch_synthetic(tr_batch *b, uint64_t seed);
 /* A data source producing tr_batch_synthetic(seed + i) for i = 0, 1, ... */
 int tr_synthetic_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R,
                              uint64_t seed);
+/* The same for rank `rank` of `world` data-parallel processes: batch i is
+ * rows [rank*B, (rank+1)*B) of tr_batch_synthetic(seed + i) over B*world
+ * images, so that the ranks together see the batch one process of B*world
+ * images would. */
+int tr_synthetic_source_open_rank(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R,
+                                  uint64_t seed, int rank, int world);
 
 #endif

@@ -47,6 +47,7 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
     c.threads = (uint32_t)s->opt.threads;
     c.flip_prob = s->opt.flip_prob;
     c.stored_point = s->opt.stored_point;
+    c.rank = (uint32_t)s->opt.rank, c.world = (uint32_t)(s->opt.world > 1 ? s->opt.world : 1);
     c.verify = 1;
     if (s->opt.mem) {
         s->alloc = (sa1b_allocator){.alloc = mem_alloc_cb, .free = mem_free_cb, .ctx = s->opt.mem};

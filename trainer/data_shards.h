@@ -23,6 +23,8 @@ typedef struct tr_shard_options {
     int stored_point;     /* 1: point 0 is the shard's SA-1B point when present (evaluation) */
     int threads;          /* loader workers; 0 = automatic */
     tr_mem *mem;          /* batch buffers are counted here (category data); may be NULL */
+    int rank, world;      /* data parallel: this process's slice of every global batch of
+                             B * world images (world 0 counts as 1) */
 } tr_shard_options;
 
 /* 0, or -1 with err (unreadable shards, S/R not the model's, ...). */

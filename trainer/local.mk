@@ -25,7 +25,10 @@ noinst_HEADERS += trainer/alloc.h trainer/backend.h trainer/batch.h trainer/kern
 TRAIN_LIBS = libsa1b-train.la $(SA1B_LIBS) $(OPENBLAS_LIBS) -lm
 
 bin_PROGRAMS += trainer/sa1b-train
-trainer_sa1b_train_SOURCES = trainer/sa1b-train.c
-trainer_sa1b_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -I$(srcdir)/shard-tools
-trainer_sa1b_train_LDADD = libsa1b-train.la libsa1b-cli.la $(SA1B_LIBS) $(OPENBLAS_LIBS) -lm
+# dist.c: the ranks of a data-parallel job (MPI when configured with it);
+# the program's, since its watchdog reports a hung collective itself
+trainer_sa1b_train_SOURCES = trainer/sa1b-train.c trainer/dist.c
+trainer_sa1b_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -I$(srcdir)/shard-tools $(MPI_CFLAGS)
+trainer_sa1b_train_LDADD = libsa1b-train.la libsa1b-cli.la $(SA1B_LIBS) $(OPENBLAS_LIBS) $(MPI_LIBS) -lm -lpthread
+noinst_HEADERS += trainer/dist.h
 dist_man_MANS += man/sa1b-train.1

@@ -30,6 +30,7 @@
 #include "optim.h"
 #include "plan.h"
 #include "vmlimit.h"
+#include "dist.h"
 #include "pngio.h"
 #include "run_dir.h"
 #include "tr_rng.h"
@@ -72,6 +73,10 @@ typedef struct options {
     long unfreeze_step[64], stage_step[64];
     char unfreeze_group[64][32];
     int stage_batch[64];
+    /* data parallelism (issue 18): this process's rank of world, the job */
+    int rank, world;
+    tr_dist *dist;
+    double collective_timeout;  /* --collective-timeout seconds */
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
@@ -134,6 +139,8 @@ static void usage(void)
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
            "  --overwrite            start afresh in an --out DIR that holds a run (removes its files)\n"
+           "  --collective-timeout S under mpirun: end the job when a rank does not join a sum within S\n"
+           "                         seconds (a rank died or hangs; default 300)\n"
            "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
@@ -178,7 +185,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
-enum { O_OVERWRITE = 600 };
+enum { O_OVERWRITE = 600, O_COLL_TIMEOUT };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -244,13 +251,14 @@ static void parse_options(int argc, char **argv, options *o)
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
-        {"overwrite", 0, 0, O_OVERWRITE},
+        {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
     o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0, o->adam_eps = 1e-8;
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
     o->eval_batches = 8, o->flip = 0.5;
+    o->collective_timeout = 300, o->world = 1;
     o->optim = "adamw", o->optim_block = 256;
     o->accum = 1, o->precision = "fp32", o->scale_window = 1000;
     int ov[8], have[8] = {0};
@@ -327,6 +335,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
         case O_OVERWRITE: o->overwrite = 1; break;
+        case O_COLL_TIMEOUT: o->collective_timeout = (double)parse_long("--collective-timeout", optarg, 1, 86400); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
         case 'V': cli_version(); exit(0);
@@ -399,14 +408,17 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
         return;
     }
     if (glob) {
+        int train = glob == o->data; /* training data: this rank's slice; evaluation: rank 0 reads it all */
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
-                               .stored_point = o->eval_only != NULL, .threads = o->loader_threads, .mem = mem};
+                               .stored_point = o->eval_only != NULL, .threads = o->loader_threads, .mem = mem,
+                               .rank = train ? o->rank : 0, .world = train ? o->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
         return;
     }
     if (o->synthetic) {
-        if (tr_synthetic_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, o->synthetic_seed) < 0)
+        if (tr_synthetic_source_open_rank(src, mem, o->batch, o->masks, K, cfg->S, R, o->synthetic_seed, o->rank,
+                                          o->world) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the synthetic batches");
         return;
     }
@@ -471,6 +483,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
                             tr_data_source *src)
 {
     char path[4096], err[512];
+    if (o->rank) return; /* rank 0 writes (the ranks hold the same weights and state) */
     if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
     if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -872,6 +885,8 @@ static void make_record(options *o)
         snprintf(v, sizeof v, "%" PRIu64, o->synthetic_seed);
         rc |= tr_run_rec_add(&o->record, "synthetic_batch", v);
     }
+    snprintf(v, sizeof v, "%d", o->world); /* data-parallel processes: --batch is per rank */
+    rc |= tr_run_rec_add(&o->record, "world", v);
     if (rc) cli_die(CLI_EXIT_FATAL, "out of memory");
 }
 
@@ -896,6 +911,11 @@ static void restore_run(options *o, int argc, char **argv)
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, read_latest(o->resume));
     if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
     if (!rec) return;
+    int world = tr_run_rec_get(rec, "world", v, sizeof v) ? atoi(v) : 1;
+    if (world != o->world)
+        cli_die(CLI_EXIT_USAGE, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "
+                "the same number (mpirun -np %d; --batch is per process)", o->resume, world, world == 1 ? "" : "es",
+                o->world, world);
     options r = *o; /* the options parsed with the record's settings added */
     r.n_owned = 0;
     for (int i = 0; i < argc; i++) push_arg(&r, argv[i], NULL);
@@ -943,10 +963,19 @@ int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     options o;
-    parse_options(argc, argv, &o);
-    check_out(&o);
-    if (o.resume) restore_run(&o, argc, argv);
     char err[512];
+    parse_options(argc, argv, &o);
+    /* the ranks of a job started by mpirun (one process alone otherwise) */
+    tr_dist *dist = tr_dist_open(&argc, &argv, o.collective_timeout, err, sizeof err);
+    if (!dist) cli_die(CLI_EXIT_FATAL, "%s", err);
+    int rank = tr_dist_rank(dist), world = tr_dist_world(dist);
+    if (world > 1 && (o.plan || o.eval_only || o.dump_step))
+        cli_usage_error("--plan, --eval-only and --dump-step run in one process, not under mpirun with %d", world);
+    check_out(&o);
+    o.world = world; /* (restore_run compares the run's) */
+    if (o.resume) restore_run(&o, argc, argv);
+    o.dist = dist, o.rank = rank, o.world = world;
+    if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) return plan_main(&o);
     if (!o.eval_only && !o.dump_step) make_record(&o);
     if (strcmp(o.backend, "cuda") == 0)
@@ -959,6 +988,7 @@ int main(int argc, char **argv)
     /* the startup line comes from run(), once the model and the data are set up */
     int rc = run(&o, be);
     tr_backend_free(be);
+    tr_dist_close(dist);
     free(o.record);
     for (int i = 0; i < o.n_owned; i++) free(o.owned[i]);
     return rc;
@@ -1022,7 +1052,7 @@ static int run(const options *op, tr_backend *be)
     }
 
     /* training */
-    if (!o.plan) prepare_out(&o);
+    if (!o.plan && o.rank == 0) prepare_out(&o); /* rank 0 writes the run's files */
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
     oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
@@ -1054,9 +1084,9 @@ static int run(const options *op, tr_backend *be)
     }
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
-    if (o.resume) trim_log(logpath, st.step);
-    FILE *log = o.plan ? NULL : fopen(logpath, o.resume ? "a" : "w");
-    if (!log && !o.plan) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
+    if (o.resume && o.rank == 0) trim_log(logpath, st.step);
+    FILE *log = o.plan || o.rank ? NULL : fopen(logpath, o.resume ? "a" : "w");
+    if (!log && !o.plan && o.rank == 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     if (!o.quiet) {
@@ -1072,8 +1102,9 @@ static int run(const options *op, tr_backend *be)
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum;
+    int dp = o.world > 1, stop_all = 0; /* data parallel: the stop the ranks agreed on */
     while (st.step < o.steps) {
-        if (stop_requested) {
+        if (dp ? stop_all : stop_requested) {
             save_checkpoint(&o, &m, &opt, &st, &src);
             cli_warn("interrupted: checkpoint of step %ld written", st.step);
             rc_exit = 130;
@@ -1104,10 +1135,11 @@ static int run(const options *op, tr_backend *be)
             if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
             if (rc == 0) break;
             tr_loss Lk; /* forward + backward (fused per decoder chunk with --checkpoint-decoder) */
-            if (tr_model_step(&m, b, k == 0, lscale, cur_accum > 1, &Lk, err, sizeof err) < 0) die_memory(&o, be, err);
+            if (tr_model_step(&m, b, k == 0, lscale, cur_accum > 1 || dp, &Lk, err, sizeof err) < 0)
+                die_memory(&o, be, err);
             src.release(src.ctx, b);
             got++;
-            if (cur_accum == 1) {
+            if (cur_accum == 1 && !dp) {
                 L = Lk;
             } else {
                 L.loss += Lk.loss * Lk.n_valid, L.focal += Lk.focal * Lk.n_valid, L.dice += Lk.dice * Lk.n_valid;
@@ -1115,12 +1147,22 @@ static int run(const options *op, tr_backend *be)
             }
             n_valid += Lk.n_valid;
         }
-        if (rc == 0) break; /* the data ended: an incomplete step is dropped */
-        if (cur_accum > 1 && n_valid) {
+        if (rc == 0) break; /* the data ended: an incomplete step is dropped (every rank at the same step) */
+        if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
+            double t[7] = {(double)n_valid, L.loss, L.focal, L.dice, L.iou_mse, L.miou, stop_requested ? 1.0 : 0.0};
+            if (tr_dist_sum_f(o.dist, m.grad_mem, m.n_grad_floats, err, sizeof err) < 0 ||
+                tr_dist_sum_d(o.dist, t, 7, err, sizeof err) < 0) {
+                cli_warn("rank %d: %s", o.rank, err);
+                tr_dist_abort(o.dist, CLI_EXIT_FATAL);
+            }
+            n_valid = (long)t[0], L.loss = t[1], L.focal = t[2], L.dice = t[3], L.iou_mse = t[4], L.miou = t[5];
+            stop_all = t[6] > 0;
+        }
+        if ((cur_accum > 1 || dp) && n_valid) {
             L.loss /= n_valid, L.focal /= n_valid, L.dice /= n_valid, L.iou_mse /= n_valid, L.miou /= n_valid;
         }
         L.n_valid = (int)n_valid;
-        double unscale = cur_accum == 1 ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
+        double unscale = cur_accum == 1 && !dp ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
         double lr, gnorm, ss = tr_model_scale_grads(&m, unscale);
         int skipped = !isfinite(ss);
         if (skipped) { /* overflow: no update; fp16 halves its loss scale */
@@ -1140,7 +1182,8 @@ static int run(const options *op, tr_backend *be)
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
-            double dt = now - t_last, ips = dt > 0 ? since * cur_batch * cur_accum / dt : 0, dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
+            double dt = now - t_last, ips = dt > 0 ? (double)since * cur_batch * cur_accum * o.world / dt : 0;
+            double dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
             tr_mem_stats ms;
             char mline[160];
             tr_mem_get_stats(&be->mem, &ms);
@@ -1172,7 +1215,7 @@ static int run(const options *op, tr_backend *be)
         fprintf(stderr, "memory report (training, %s backend):\n", be->name);
         tr_mem_report(stderr, &ms);
     }
-    if (o.val && rc_exit == 0 && !o.plan) {
+    if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
         tr_model ev;
         if (tr_model_init(&ev, be, &cfg, o.batch, o.masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         memcpy(ev.param_mem, m.param_mem, m.n_param_floats * sizeof(float));

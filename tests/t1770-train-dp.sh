@@ -1,0 +1,101 @@
+#!/bin/sh
+# t1770: data-parallel training under mpirun (Open MPI, CPU backend, two
+# ranks on one machine).  N=2 ranks of batch B make the update of one
+# process of batch 2B (a large --adam-eps makes the first update linear in
+# the gradient, so the ranks' reduction order shows as noise, not as +-lr),
+# with accumulation and in bf16; several default steps give the same
+# losses; a run resumed at N=2 is bit-identical to the one in one go; a
+# different number of processes is refused on resume; a rank that hangs
+# ends the job after --collective-timeout, a rank that dies ends it too.
+. "$top_srcdir/tests/test-lib.sh"
+PY=/usr/bin/python3
+command -v mpirun >/dev/null || skip_all "no mpirun (Debian: openmpi-bin)"
+ldd "$BUILD/trainer/sa1b-train" 2>/dev/null | grep -q libmpi || skip_all "sa1b-train built without MPI"
+"$PY" -c 'import numpy' 2>/dev/null || skip_all "no numpy for /usr/bin/python3"
+# CI runs as root; Open MPI's own allocations are not ours to report
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp:${LSAN_OPTIONS:-}"
+mpi() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
+
+cat > "$TMP/upd.py" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+def load(p):
+    with open(p, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+        d = f.read()
+    h.pop("__metadata__", None)
+    return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], dtype=np.float32) for k, v in h.items()}
+w0, a, b = (load(p) for p in sys.argv[1:4])
+ua = np.concatenate([a[k].astype(np.float64) - w0[k] for k in sorted(w0)])
+ub = np.concatenate([b[k].astype(np.float64) - w0[k] for k in sorted(w0)])
+r = np.linalg.norm(ua - ub) / np.linalg.norm(ua)
+print("%.3g" % r)
+sys.exit(0 if np.linalg.norm(ua) > 0 and r <= float(sys.argv[4]) else 1)
+PYEOF
+
+one="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --warmup 0 --adam-eps 1 --steps 1 --ckpt-every 1"
+# name : one process's options : each of 2 ranks' options : tolerance.  A
+# micro-batch of the ranks' global batch is one of the process (the
+# synthetic batches are cut per micro-batch).  bf16 against one batch of 4:
+# the loss gradient of a micro-batch of many pairs is scaled by 1/pairs (not
+# a power of 2) before it is rounded to bf16, that of a rank's sum is not,
+# so values at a rounding boundary go the other way (1e-3); against the
+# same sum in one process (accumulation) the ranks agree as closely as fp32.
+for case in "fp32:--batch 4:--batch 2:1e-4" "fp32 accumulation:--batch 2 --accum 2:--batch 1 --accum 2:1e-4" \
+            "bf16:--batch 4 --precision bf16:--batch 2 --precision bf16:1e-3" \
+            "bf16 against the sum:--batch 2 --accum 2 --precision bf16:--batch 1 --accum 2 --precision bf16:1e-4"; do
+    name=${case%%:*}; rest=${case#*:}; single=${rest%%:*}; rest=${rest#*:}; ranks=${rest%%:*}; tol=${rest#*:}
+    d="$TMP/$(echo "$name" | tr ' ' _)"
+    sa1b-train $one $single --lr 0 --out "$d.w0" 2>/dev/null   # the initial weights
+    sa1b-train $one $single --out "$d.n1" 2>/dev/null
+    mpi sa1b-train $one $ranks --out "$d.n2" >"$d.log" 2>&1
+    ok $? "$name: mpirun -np 2 sa1b-train $ranks"
+    r=$("$PY" "$TMP/upd.py" "$d.w0/model-1.safetensors" "$d.n1/model-1.safetensors" "$d.n2/model-1.safetensors" $tol)
+    ok $? "$name: the update of 2 ranks x ($ranks) is that of one process x ($single) (relative L2 $r <= $tol)"
+done
+
+# several steps with the default settings: the same losses
+five="--config tiny --masks 4 --points 2 --synthetic-batch 7 --threads 1 -q --steps 5 --log-every 1 --ckpt-every 5"
+sa1b-train $five --batch 4 --out "$TMP/l1" 2>/dev/null
+mpi sa1b-train $five --batch 2 --out "$TMP/l2" >"$TMP/l2.log" 2>&1
+ok $? "5 default steps on 2 ranks"
+"$PY" - "$TMP/l1/log.jsonl" "$TMP/l2/log.jsonl" <<'PYEOF'
+import json, sys
+a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
+print("# losses", a, b)
+sys.exit(0 if len(a) == len(b) == 5 and all(abs(x - y) <= 1e-3 * abs(x) for x, y in zip(a, b)) else 1)
+PYEOF
+ok $? "the losses of 5 steps agree to 1e-3"
+test ! -e "$TMP/l2/log.jsonl.1" && test "$(wc -l < "$TMP/l2/log.jsonl")" -eq 5
+ok $? "rank 0 alone writes the log (5 lines)"
+
+# resume at N=2 (stopped by SIGTERM after step 2 on every rank: the ranks
+# agree on the stop at the next step): bit-identical to the run in one go;
+# another N refused
+mpi sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --out "$TMP/g" >/dev/null 2>&1
+mpi -x SA1B_TEST_KILL=step:2 sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --out "$TMP/r" >/dev/null 2>&1
+is "$?" 130 "SIGTERM on every rank: the job stops with a checkpoint (exit 130)"
+mpi sa1b-train --resume "$TMP/r" --threads 1 -q >"$TMP/r.log" 2>&1
+ok $? "resume at 2 ranks"
+cmp -s "$TMP/g/model-4.safetensors" "$TMP/r/model-4.safetensors" && cmp -s "$TMP/g/state-4.bin" "$TMP/r/state-4.bin"
+ok $? "the resumed run ends bit-identical to the one in one go"
+run_status 2 "resume with one process refused" sa1b-train --resume "$TMP/r" --steps 6 --threads 1 -q
+grep_ok "trained by 2 processes and this job has 1" "$TMP/.err" "the message names both"
+
+# a rank that hangs (stopped) or dies ends the job, in one line from a rank
+# that waited; generous bounds, not timings
+hang="--config tiny --batch 2 --masks 4 --synthetic-batch 5 --steps 100000 --threads 1 -q --collective-timeout 5"
+T=$BUILD/trainer/sa1b-train
+timeout -s KILL 120 mpirun --oversubscribe --bind-to none -np 1 "$T" $hang --out "$TMP/h" : -np 1 \
+    sh -c "'$T' $hang --out '$TMP/h' & p=\$!; sleep 3; kill -STOP \$p; wait \$p" >"$TMP/h.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 137 ] && grep -q "did not complete within 5 s" "$TMP/h.log"
+ok $? "a stopped rank: the job ends (exit $rc) with the waiting rank's line"
+timeout -s KILL 120 mpirun --oversubscribe --bind-to none -np 1 "$T" $hang --out "$TMP/k" : -np 1 \
+    sh -c "'$T' $hang --out '$TMP/k' & p=\$!; sleep 3; kill -KILL \$p; wait \$p" >"$TMP/k.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 137 ] || [ "$(grep -c . "$TMP/k.log")" -gt 0 ]
+ok $? "a killed rank: the job ends (exit $rc)"
+done_testing
