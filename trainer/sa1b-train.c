@@ -1103,6 +1103,7 @@ static int run(const options *op, tr_backend *be)
     long since = 0;
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum;
     int dp = o.world > 1, stop_all = 0; /* data parallel: the stop the ranks agreed on */
+    double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
             save_checkpoint(&o, &m, &opt, &st, &src);
@@ -1150,6 +1151,7 @@ static int run(const options *op, tr_backend *be)
         if (rc == 0) break; /* the data ended: an incomplete step is dropped (every rank at the same step) */
         if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
             double t[7] = {(double)n_valid, L.loss, L.focal, L.dice, L.iou_mse, L.miou, stop_requested ? 1.0 : 0.0};
+            double t0 = cli_now();
             if (tr_dist_sum_f(o.dist, m.grad_mem, m.n_grad_floats, err, sizeof err) < 0 ||
                 tr_dist_sum_d(o.dist, t, 7, err, sizeof err) < 0) {
                 cli_warn("rank %d: %s", o.rank, err);
@@ -1157,6 +1159,7 @@ static int run(const options *op, tr_backend *be)
             }
             n_valid = (long)t[0], L.loss = t[1], L.focal = t[2], L.dice = t[3], L.iou_mse = t[4], L.miou = t[5];
             stop_all = t[6] > 0;
+            sync_s += cli_now() - t0;
         }
         if ((cur_accum > 1 || dp) && n_valid) {
             L.loss /= n_valid, L.focal /= n_valid, L.dice /= n_valid, L.iou_mse /= n_valid, L.miou /= n_valid;
@@ -1188,9 +1191,12 @@ static int run(const options *op, tr_backend *be)
             char mline[160];
             tr_mem_get_stats(&be->mem, &ms);
             tr_mem_format_line(mline, sizeof mline, &ms);
-            char extra[96] = ""; /* fp16: the loss scale after this step; a skipped (overflowed) step */
+            char extra[160] = ""; /* fp16: the loss scale after this step; a skipped (overflowed) step */
             if (prec == TR_PREC_FP16) snprintf(extra, sizeof extra, ", \"scale\": %.9g", lscale);
             if (skipped) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"skipped\": true");
+            if (dp) /* the share of the step spent summing over the ranks (waits for the slowest included) */
+                snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"ranks\": %d, \"sync_pct\": %.1f",
+                         o.world, dt > 0 ? 100 * sync_s / dt : 0.0);
             if (log) fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
                     "\"miou\": %.4f, \"lr\": %.6g, \"grad_norm\": %.6g, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
                     "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
@@ -1202,7 +1208,7 @@ static int run(const options *op, tr_backend *be)
                 fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
                         "%.2f img/s  data %.0f%%  %s\n",
                         st.step, o.steps, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, ips, dw, mline);
-            t_last = now, wait_last = wait, since = 0;
+            t_last = now, wait_last = wait, since = 0, sync_s = 0;
         }
         if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) save_checkpoint(&o, &m, &opt, &st, &src);
         if (o.empty_cache_every && st.step % o.empty_cache_every == 0) tr_mem_empty_cache(&be->mem);
