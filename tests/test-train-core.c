@@ -9,7 +9,10 @@
  * host's memory, in every storage mode.  The decoder's granularity is the
  * backend's (tr_sizes.dec_chunk): with every pair in one chunk,
  * checkpointing on and off stay bit-identical, and the results stay those
- * of the CPU's chunks within float rounding.
+ * of the CPU's chunks within float rounding.  Checkpoints and training
+ * states go through the host (downloads and uploads): the same bytes from
+ * either backend, and loaded back into one whose memory is not the host's,
+ * they save the same bytes again.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,7 +22,9 @@
 #include "alloc.h"
 #include "backend.h"
 #include "batch.h"
+#include "checkpoint.h"
 #include "model.h"
+#include "optim.h"
 #include "tap.h"
 
 /* the CPU ops with upload and download counted */
@@ -46,11 +51,37 @@ typedef struct run {
     int up_init, up_step, down_step;
     int host_valid[3]; /* the batches' valid pairs, counted here */
     int n_chunks;
+    char model[300], state[300]; /* the checkpoint and state saved after the steps and an update */
 } run;
 
 /* Three steps of the tiny model on synthetic batches; separate: the
  * backend's memory is not the host's. */
 static int all_pairs(int n_pairs) { return n_pairs; }
+
+static char tmpdir[] = "/tmp/sa1b-core.XXXXXX";
+
+/* the bytes of a file, malloc'd, *n its size; NULL when unreadable */
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(len > 0 ? (size_t)len : 1);
+    *n = b && len >= 0 && fread(b, 1, (size_t)len, f) == (size_t)len ? (size_t)len : 0;
+    fclose(f);
+    return b;
+}
+
+static int same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
+    int same = x && y && na == nb && na > 0 && !memcmp(x, y, na);
+    free(x), free(y);
+    return same;
+}
 
 static int run_steps(const tr_model_opts *o, int separate, run *r)
 {
@@ -88,6 +119,20 @@ static int run_steps(const tr_model_opts *o, int separate, run *r)
         }
         r->n_grads = m.n_grad_floats, r->n_params = m.n_param_floats;
         r->n_chunks = m.n_chunks;
+        /* an update, then the checkpoint and the state through the host */
+        tr_optim_config oc;
+        tr_optim_defaults(&oc, 1e-3, 10);
+        tr_optim opt;
+        if (rc == 0 && tr_optim_init(&opt, &m, &oc) == 0) {
+            tr_optim_step(&opt, &m, NULL);
+            tr_train_state st = {.step = 3, .data_consumed = 3};
+            snprintf(r->model, sizeof r->model, "%s/m%d-%d.safetensors", tmpdir, o->precision, separate);
+            snprintf(r->state, sizeof r->state, "%s/s%d-%d.bin", tmpdir, o->precision, separate);
+            if (tr_ckpt_save_model(&m, r->model, err, sizeof err) < 0 ||
+                tr_ckpt_save_state(&m, &opt, &st, r->state, err, sizeof err) < 0)
+                rc = -1;
+            tr_optim_free(&opt, &m);
+        }
         r->grads = malloc(r->n_grads * sizeof(float));
         r->params = malloc(r->n_params * sizeof(float));
         memcpy(r->grads, m.grad_mem, r->n_grads * sizeof(float));
@@ -104,6 +149,7 @@ static int run_steps(const tr_model_opts *o, int separate, run *r)
 
 int main(void)
 {
+    if (!mkdtemp(tmpdir)) return tap_ok(0, "a temporary directory"), tap_done();
     const struct {
         const char *name;
         tr_model_opts o;
@@ -131,6 +177,35 @@ int main(void)
                b.L[1].loss, b.L[2].loss, b.L[0].n_valid, b.L[1].n_valid, b.L[2].n_valid);
         tap_ok(!memcmp(a.grads, b.grads, a.n_grads * sizeof(float)), "%s: the same gradients, bit for bit",
                modes[i].name);
+        tap_ok(same_file(a.model, b.model) && same_file(a.state, b.state),
+               "%s: checkpoint and state saved through the host: the same bytes from both backends", modes[i].name);
+        /* loaded back into a backend whose memory is not the host's, saved again */
+        char err[256], m2[320], s2[320];
+        tr_backend *be = tr_backend_create("cpu", 2, err, sizeof err);
+        tr_mem host;
+        tr_mem_init(&host);
+        be->host_mem = &host;
+        tr_config cfg;
+        tr_config_preset("tiny", &cfg);
+        tr_model m;
+        tr_optim opt;
+        tr_optim_config oc;
+        tr_optim_defaults(&oc, 1e-3, 10);
+        tr_train_state st = {0};
+        snprintf(m2, sizeof m2, "%s.again", a.model);
+        snprintf(s2, sizeof s2, "%s.again", a.state);
+        int ok = tr_model_init_ex(&m, be, &cfg, 2, 3, 2, &modes[i].o, NULL, err, sizeof err) == 0 &&
+                 tr_optim_init(&opt, &m, &oc) == 0 && tr_ckpt_load_model(&m, a.model, err, sizeof err) == 0 &&
+                 tr_ckpt_load_state(&m, &opt, &st, a.state, err, sizeof err) == 0 &&
+                 tr_ckpt_save_model(&m, m2, err, sizeof err) == 0 && tr_ckpt_save_state(&m, &opt, &st, s2, err, sizeof err) == 0;
+        tap_ok(ok && same_file(a.model, m2) && same_file(a.state, s2),
+               "%s: loaded through the host into the other backend, saved again: the same bytes%s%s", modes[i].name,
+               ok ? "" : ": ", ok ? "" : err);
+        if (ok) tr_optim_free(&opt, &m);
+        tr_model_free(&m);
+        tr_backend_free(be);
+        tr_mem_destroy(&host);
+        remove(m2), remove(s2), remove(a.model), remove(b.model), remove(a.state), remove(b.state);
         free(a.grads), free(a.params), free(b.grads), free(b.params);
     }
     /* granularity: every pair in one decoder chunk */
@@ -156,5 +231,8 @@ int main(void)
     }
     free(d.grads), free(d.params), free(p.grads), free(p.params), free(c.grads), free(c.params);
     free(bp.grads), free(bp.params), free(bc.grads), free(bc.params);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
     return tap_done();
 }

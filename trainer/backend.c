@@ -5,6 +5,7 @@
 #include "backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
@@ -23,4 +24,27 @@ const tr_sizes *tr_backend_sizes(const char *name)
 void tr_backend_free(tr_backend *be)
 {
     if (be) be->destroy(be);
+}
+
+const void *tr_host_view(tr_backend *be, const void *src, size_t n, void **owned)
+{
+    *owned = NULL;
+    if (be->host_mem == &be->mem || !src) return src;
+    if (!(*owned = malloc(n ? n : 1))) return NULL;
+    be->ops->download(be, *owned, src, n);
+    return *owned;
+}
+
+void *tr_host_stage(tr_backend *be, void *dst, size_t n, void **owned)
+{
+    *owned = NULL;
+    if (be->host_mem == &be->mem || !dst) return dst;
+    return *owned = malloc(n ? n : 1);
+}
+
+void tr_host_commit(tr_backend *be, void *dst, void *owned, size_t n)
+{
+    if (!owned) return;
+    be->ops->upload(be, dst, owned, n);
+    free(owned);
 }

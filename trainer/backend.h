@@ -254,6 +254,17 @@ void tr_backend_free(tr_backend *be);
 tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len);
 tr_backend *tr_backend_meta_create(const tr_sizes *target);
 
+/* Host access to backend memory, for files (checkpoints, states, dumps):
+ * tr_host_view: n bytes at src readable on the host, src itself where the
+ * backend's memory is the host's (*owned NULL), else a downloaded copy in
+ * *owned for the caller to free(); NULL when out of host memory.
+ * tr_host_stage: a host buffer to fill for n bytes bound for dst (dst
+ * itself, or *owned), and tr_host_commit, which uploads *owned to dst and
+ * frees it (nothing when owned is NULL). */
+const void *tr_host_view(tr_backend *be, const void *src, size_t n, void **owned);
+void *tr_host_stage(tr_backend *be, void *dst, size_t n, void **owned);
+void tr_host_commit(tr_backend *be, void *dst, void *owned, size_t n);
+
 /* The sizes of the backend of that name (what the planner counts for it);
  * NULL when the name is unknown or not compiled in. */
 const tr_sizes *tr_backend_sizes(const char *name);

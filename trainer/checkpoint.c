@@ -41,11 +41,15 @@ int tr_ckpt_save_model(const tr_model *m, const char *path, char *err, size_t er
     if (!w) return snprintf(err, err_len, "out of memory"), -1;
     add_meta_config(w, &m->cfg);
     int64_t pe_shape[2] = {2, m->cfg.C / 2};
-    int rc = add_params(w, m, m->param_mem, "");
-    if (!rc) rc = tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe_shape, m->pe_gaussian);
+    void *own_p, *own_g; /* the host's view of the parameters (a download off the CPU) */
+    const float *p = tr_host_view(m->be, m->param_mem, m->n_param_floats * sizeof(float), &own_p);
+    const float *pe = tr_host_view(m->be, m->pe_gaussian, (size_t)m->cfg.C * sizeof(float), &own_g);
+    int rc = p && pe ? add_params(w, m, p, "") : -1;
+    if (!rc) rc = tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe_shape, pe);
     if (rc) snprintf(err, err_len, "cannot describe the checkpoint");
     if (!rc) rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);
+    free(own_p), free(own_g);
     return rc;
 }
 
@@ -104,11 +108,21 @@ int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len)
         snprintf(e2, sizeof e2, "model configuration differs from the one asked for");
         rc = -1;
     }
+    void *own_p, *own_g; /* read on the host, then uploaded (off the CPU) */
+    size_t np = m->n_param_floats * sizeof(float), ng = (size_t)m->cfg.C * sizeof(float);
+    float *p = tr_host_stage(m->be, m->param_mem, np, &own_p), *pe = tr_host_stage(m->be, m->pe_gaussian, ng, &own_g);
+    if (!rc && (!p || !pe)) rc = -1, snprintf(e2, sizeof e2, "out of memory");
     for (int i = 0; i < m->n_params && !rc; i++) {
         const tr_param_info *pi = &m->pinfo[i];
-        rc = get_f32(&f, pi->name, m->param_mem + pi->offset, pi->count, e2, sizeof e2);
+        rc = get_f32(&f, pi->name, p + pi->offset, pi->count, e2, sizeof e2);
     }
-    if (!rc) rc = get_f32(&f, "prompt.pe_gaussian", m->pe_gaussian, (size_t)m->cfg.C, e2, sizeof e2);
+    if (!rc) rc = get_f32(&f, "prompt.pe_gaussian", pe, (size_t)m->cfg.C, e2, sizeof e2);
+    if (!rc) {
+        tr_host_commit(m->be, m->param_mem, own_p, np);
+        tr_host_commit(m->be, m->pe_gaussian, own_g, ng);
+    } else {
+        free(own_p), free(own_g);
+    }
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
     tr_st_close(&f);
     return rc;
@@ -179,10 +193,13 @@ int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_stat
     }
     add_meta_config(w, &m->cfg);
     int rc = add_meta_run(w, s->run);
-    if (!rc) rc = tr_optim_save_tensors(o, m, w); /* adam.m./adam.v. (and adam8.* for AdamW8bit) */
+    tr_optim_host h; /* the host's view of the moments (a download off the CPU) */
+    int hv = tr_optim_host_view(o, m->be, &h);
+    if (!rc) rc = hv < 0 ? -1 : tr_optim_save_tensors(o, &h, m, w); /* adam.m./adam.v. (and adam8.* for AdamW8bit) */
     if (rc) snprintf(err, err_len, "cannot describe the state");
     if (!rc) rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);
+    if (hv == 0) tr_optim_host_free(&h);
     return rc;
 }
 
@@ -238,7 +255,13 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
             s->loss_scale = x, s->scale_good = (long)good;
         }
     }
-    if (!rc) rc = tr_optim_load_tensors(o, m, &f, e2, sizeof e2);
+    tr_optim_host h; /* read on the host, then uploaded (off the CPU) */
+    if (!rc && tr_optim_host_stage(o, m->be, &h) < 0) rc = -1, snprintf(e2, sizeof e2, "out of memory");
+    else if (!rc) {
+        rc = tr_optim_load_tensors(o, &h, m, &f, e2, sizeof e2);
+        if (!rc) tr_optim_host_commit(o, m->be, &h);
+        tr_optim_host_free(&h);
+    }
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
     tr_st_close(&f);
     return rc;
@@ -268,27 +291,33 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
         return snprintf(err, err_len, "out of memory"), -1;
     }
     add_meta_config(w, c);
-    int rc = add_params(w, m, m->param_mem, "");
+    void *own[4]; /* the host's views of the parameters, PE, IoU and gradients (downloads off the CPU) */
+    const float *hp = tr_host_view(be, m->param_mem, m->n_param_floats * sizeof(float), &own[0]);
+    const float *hpe = tr_host_view(be, m->pe_gaussian, (size_t)c->C * sizeof(float), &own[1]);
+    const float *hiou = tr_host_view(be, m->a.iou, (size_t)B * M * sizeof(float), &own[2]);
+    const float *hg = tr_host_view(be, m->grad_mem, m->n_grad_floats * sizeof(float), &own[3]);
+    int rc = hp && hpe && hiou && hg ? add_params(w, m, hp, "") : -1;
     int64_t pe[2] = {2, c->C / 2}, si[4] = {B, 3, S, S}, sp[4] = {B, M, K, 2}, sl[3] = {B, M, K},
             sm[4] = {B, M, R, R}, sv[2] = {B, M};
-    rc |= tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe, m->pe_gaussian);
+    rc |= tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe, hpe);
     rc |= tr_st_writer_add(w, "in.image", TR_ST_F32, 4, si, img);
     rc |= tr_st_writer_add(w, "in.points", TR_ST_F32, 4, sp, b->points);
     rc |= tr_st_writer_add(w, "in.labels", TR_ST_I32, 3, sl, b->labels);
     rc |= tr_st_writer_add(w, "in.masks", TR_ST_U8, 4, sm, b->masks);
     rc |= tr_st_writer_add(w, "in.valid", TR_ST_U8, 2, sv, b->valid);
     rc |= tr_st_writer_add(w, "out.logits", TR_ST_F32, 4, sm, logits);
-    rc |= tr_st_writer_add(w, "out.iou", TR_ST_F32, 2, sv, m->a.iou);
+    rc |= tr_st_writer_add(w, "out.iou", TR_ST_F32, 2, sv, hiou);
     rc |= tr_st_writer_add(w, "out.loss", TR_ST_F32, 0, NULL, &sc[0]);
     rc |= tr_st_writer_add(w, "out.focal", TR_ST_F32, 0, NULL, &sc[1]);
     rc |= tr_st_writer_add(w, "out.dice", TR_ST_F32, 0, NULL, &sc[2]);
     rc |= tr_st_writer_add(w, "out.iou_mse", TR_ST_F32, 0, NULL, &sc[3]);
-    rc |= add_params(w, m, m->grad_mem, "grad.");
+    rc |= add_params(w, m, hg, "grad."); /* (a dump freezes nothing: grad_lo is 0) */
     if (rc)
         snprintf(err, err_len, "cannot describe the dump");
     else
         rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);
+    for (int i = 0; i < 4; i++) free(own[i]);
     tr_mem_free(&be->mem, img);
     tr_mem_free(&be->mem, logits);
     return rc ? -1 : 0;

@@ -199,7 +199,65 @@ double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out)
 
 /* ---- training-state tensors ------------------------------------------------------ */
 
-int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w)
+/* the six arrays, their sizes in bytes */
+static void host_arrays(const tr_optim *o, void *const *a[6], size_t n[6])
+{
+    size_t nf = o->n32 * sizeof(float), nq = o->n8, na = o->nblk * sizeof(float);
+    const size_t sz[6] = {nf, nf, na, na, nq, nq};
+    memcpy(n, sz, sizeof sz);
+    a[0] = (void *const *)&o->m, a[1] = (void *const *)&o->v, a[2] = (void *const *)&o->mabs;
+    a[3] = (void *const *)&o->vabs, a[4] = (void *const *)&o->mq, a[5] = (void *const *)&o->vq;
+}
+
+static void **host_slot(tr_optim_host *h, int k)
+{
+    void **s[6] = {(void **)&h->m, (void **)&h->v, (void **)&h->mabs, (void **)&h->vabs, (void **)&h->mq,
+                   (void **)&h->vq};
+    return s[k];
+}
+
+int tr_optim_host_view(const tr_optim *o, tr_backend *be, tr_optim_host *h)
+{
+    void *const *a[6];
+    size_t n[6];
+    memset(h, 0, sizeof *h);
+    host_arrays(o, a, n);
+    for (int k = 0; k < 6; k++) {
+        if (!*a[k]) continue;
+        *host_slot(h, k) = (void *)tr_host_view(be, *a[k], n[k], &h->owned[k]);
+        if (!*host_slot(h, k)) return tr_optim_host_free(h), -1;
+    }
+    return 0;
+}
+
+int tr_optim_host_stage(tr_optim *o, tr_backend *be, tr_optim_host *h)
+{
+    void *const *a[6];
+    size_t n[6];
+    memset(h, 0, sizeof *h);
+    host_arrays(o, a, n);
+    for (int k = 0; k < 6; k++) {
+        if (!*a[k]) continue;
+        *host_slot(h, k) = tr_host_stage(be, *a[k], n[k], &h->owned[k]);
+        if (!*host_slot(h, k)) return tr_optim_host_free(h), -1;
+    }
+    return 0;
+}
+
+void tr_optim_host_commit(tr_optim *o, tr_backend *be, tr_optim_host *h)
+{
+    void *const *a[6];
+    size_t n[6];
+    host_arrays(o, a, n);
+    for (int k = 0; k < 6; k++) tr_host_commit(be, *a[k], h->owned[k], n[k]), h->owned[k] = NULL;
+}
+
+void tr_optim_host_free(tr_optim_host *h)
+{
+    for (int k = 0; k < 6; k++) free(h->owned[k]), h->owned[k] = NULL;
+}
+
+int tr_optim_save_tensors(const tr_optim *o, const tr_optim_host *h, const tr_model *m, tr_st_writer *w)
 {
     char name[128];
     for (int i = 0; i < m->n_params; i++) {
@@ -211,8 +269,8 @@ int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w)
         if (s->q8) {
             int64_t nb = (int64_t)n_blocks(pi->count, o->cfg.block);
             const char *pre[2] = {"adam8.m", "adam8.v"};
-            const uint8_t *codes[2] = {o->mq + s->off, o->vq + s->off};
-            const float *abs[2] = {o->mabs + s->boff, o->vabs + s->boff};
+            const uint8_t *codes[2] = {h->mq + s->off, h->vq + s->off};
+            const float *abs[2] = {h->mabs + s->boff, h->vabs + s->boff};
             for (int k = 0; k < 2; k++) {
                 snprintf(name, sizeof name, "%s.%s", pre[k], pi->name);
                 if (tr_st_writer_add(w, name, TR_ST_U8, pi->ndim, sh, codes[k]) < 0) return -1;
@@ -221,9 +279,9 @@ int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w)
             }
         } else {
             snprintf(name, sizeof name, "adam.m.%s", pi->name);
-            if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, o->m + s->off) < 0) return -1;
+            if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, h->m + s->off) < 0) return -1;
             snprintf(name, sizeof name, "adam.v.%s", pi->name);
-            if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, o->v + s->off) < 0) return -1;
+            if (tr_st_writer_add(w, name, TR_ST_F32, pi->ndim, sh, h->v + s->off) < 0) return -1;
         }
     }
     return 0;
@@ -241,7 +299,8 @@ static int get_tensor(const tr_st_file *f, const char *name, tr_st_dtype dt, voi
     return 0;
 }
 
-int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, char *err, size_t err_len)
+int tr_optim_load_tensors(tr_optim *o, tr_optim_host *h, const tr_model *m, const tr_st_file *f, char *err,
+                          size_t err_len)
 {
     char name[128];
     for (int i = 0; i < m->n_params; i++) {
@@ -251,8 +310,8 @@ int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, c
         if (s->q8) {
             size_t nb = n_blocks(pi->count, o->cfg.block);
             const char *pre[2] = {"adam8.m", "adam8.v"};
-            uint8_t *codes[2] = {o->mq + s->off, o->vq + s->off};
-            float *abs[2] = {o->mabs + s->boff, o->vabs + s->boff};
+            uint8_t *codes[2] = {h->mq + s->off, h->vq + s->off};
+            float *abs[2] = {h->mabs + s->boff, h->vabs + s->boff};
             for (int k = 0; k < 2; k++) {
                 snprintf(name, sizeof name, "%s.%s", pre[k], pi->name);
                 if (get_tensor(f, name, TR_ST_U8, codes[k], pi->count, err, err_len) < 0) return -1;
@@ -265,9 +324,9 @@ int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, c
             }
         } else {
             snprintf(name, sizeof name, "adam.m.%s", pi->name);
-            if (get_tensor(f, name, TR_ST_F32, o->m + s->off, pi->count, err, err_len) < 0) return -1;
+            if (get_tensor(f, name, TR_ST_F32, h->m + s->off, pi->count, err, err_len) < 0) return -1;
             snprintf(name, sizeof name, "adam.v.%s", pi->name);
-            if (get_tensor(f, name, TR_ST_F32, o->v + s->off, pi->count, err, err_len) < 0) return -1;
+            if (get_tensor(f, name, TR_ST_F32, h->v + s->off, pi->count, err, err_len) < 0) return -1;
         }
     }
     return 0;

@@ -83,15 +83,31 @@ double tr_optim_lr(const tr_optim_config *c, long step);
  * are not updated. */
 double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out);
 
+/* The state's arrays as the host sees them, for files: tr_optim_host_view
+ * gives the arrays themselves where the backend's memory is the host's,
+ * else downloaded copies; for a load, tr_optim_host_stage gives buffers to
+ * fill and tr_optim_host_commit uploads them.  tr_optim_host_free frees
+ * what they allocated.  0, or -1 when out of host memory. */
+typedef struct tr_optim_host {
+    float *m, *v, *mabs, *vabs;
+    uint8_t *mq, *vq;
+    void *owned[6];
+} tr_optim_host;
+int tr_optim_host_view(const tr_optim *o, tr_backend *be, tr_optim_host *h);
+int tr_optim_host_stage(tr_optim *o, tr_backend *be, tr_optim_host *h);
+void tr_optim_host_commit(tr_optim *o, tr_backend *be, tr_optim_host *h);
+void tr_optim_host_free(tr_optim_host *h);
+
 /* Training-state tensors: AdamW writes "adam.m.<name>" / "adam.v.<name>"
  * (F32, the parameter's shape); AdamW8bit writes those for its fp32 slots
  * and "adam8.m.<name>" / "adam8.v.<name>" (U8 codes, the parameter's
  * shape) with "adam8.m_absmax.<name>" / "adam8.v_absmax.<name>" (F32
  * [blocks]) for its 8-bit ones.  Inactive parameters write nothing.  The
  * data must stay valid until the writer is written.  0 or -1. */
-int tr_optim_save_tensors(const tr_optim *o, const tr_model *m, tr_st_writer *w);
+int tr_optim_save_tensors(const tr_optim *o, const tr_optim_host *h, const tr_model *m, tr_st_writer *w);
 /* Reads what tr_optim_save_tensors wrote for the same configuration into o
  * (validating names, dtypes and sizes).  0 or -1 with err. */
-int tr_optim_load_tensors(tr_optim *o, const tr_model *m, const tr_st_file *f, char *err, size_t err_len);
+int tr_optim_load_tensors(tr_optim *o, tr_optim_host *h, const tr_model *m, const tr_st_file *f, char *err,
+                          size_t err_len);
 
 #endif

@@ -567,19 +567,17 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
     double sum = 0;
     long n = 0;
     int R = 4 * (m->cfg.S / m->cfg.P), RR = R * R;
-    /* the logits: the model's (fp32) or unpacked from its 16-bit stash */
-    float *buf = NULL;
-    if (m->logits_stash != TR_NO_STASH &&
-        !(buf = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, (size_t)m->B * m->M * RR * sizeof(float))))
-        cli_die(CLI_EXIT_FATAL, "out of memory");
-    const float *logits = buf ? buf : m->a.logits;
+    /* the logits, in host memory (downloaded, or unpacked from a 16-bit stash) */
+    float *buf = tr_mem_alloc(m->be->host_mem, TR_MEM_WORK, (size_t)m->B * m->M * RR * sizeof(float));
+    if (!buf) cli_die(CLI_EXIT_FATAL, "out of memory");
+    const float *logits = buf;
     for (long i = 0; whole || i < o->eval_batches; i++) {
         tr_batch *b;
         int rc = src->next(src->ctx, &b, err, sizeof err);
         if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (rc == 0) break;
         if (tr_model_forward(m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        if (buf) tr_model_get_logits(m, buf);
+        tr_model_get_logits(m, buf);
         for (int p = 0; p < m->B * m->M; p++) {
             if (!b->valid[p]) continue;
             long in = 0, un = 0;
@@ -594,7 +592,7 @@ static int evaluate(const options *o, tr_model *m, tr_data_source *src, int whol
         }
         src->release(src->ctx, b);
     }
-    tr_mem_free(&m->be->mem, buf);
+    tr_mem_free(m->be->host_mem, buf);
     printf("{\"miou\": %.6f, \"masks\": %ld, \"histogram\": [", n ? sum / n : 0.0, n);
     for (int i = 0; i < 10; i++) printf("%s%d", i ? ", " : "", hist[i]);
     printf("]}\n");
@@ -1224,8 +1222,8 @@ static int run(const options *op, tr_backend *be)
     if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
         tr_model ev;
         if (tr_model_init(&ev, be, &cfg, o.batch, o.masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        memcpy(ev.param_mem, m.param_mem, m.n_param_floats * sizeof(float));
-        memcpy(ev.pe_gaussian, m.pe_gaussian, (size_t)cfg.C * sizeof(float));
+        be->ops->copy(be, ev.param_mem, m.param_mem, m.n_param_floats); /* (backend memory to backend memory) */
+        be->ops->copy(be, ev.pe_gaussian, m.pe_gaussian, (size_t)cfg.C);
         tr_data_source vs = {0};
         open_source(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0);
         evaluate(&o, &ev, &vs, 1);
