@@ -187,6 +187,42 @@ int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
 #endif
 }
 
+int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
+{
+    if (d->world == 1) return 0;
+#ifdef HAVE_MPI
+    int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
+    if (!cnt) return snprintf(err, err_len, "out of memory"), -1;
+    int *disp = cnt + d->world;
+    for (int r = 0; r < d->world; r++) {
+        if (lo[r + 1] - lo[r] > (size_t)1 << 30 || lo[r] > (size_t)1 << 30) /* MPI counts are int */
+            return free(cnt), snprintf(err, err_len, "the weights are too large to gather"), -1;
+        cnt[r] = (int)(lo[r + 1] - lo[r]), disp[r] = (int)lo[r];
+    }
+    dog_arm(d, "the weight gather");
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, disp, MPI_FLOAT, MPI_COMM_WORLD);
+    dog_disarm(d);
+    free(cnt);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allgatherv", err, err_len);
+#else
+    (void)buf, (void)lo;
+    return snprintf(err, err_len, "no MPI"), -1;
+#endif
+}
+
+int tr_dist_barrier(tr_dist *d, char *err, size_t err_len)
+{
+    if (d->world == 1) return 0;
+#ifdef HAVE_MPI
+    dog_arm(d, "the barrier");
+    int rc = MPI_Barrier(MPI_COMM_WORLD);
+    dog_disarm(d);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Barrier", err, err_len);
+#else
+    return snprintf(err, err_len, "no MPI"), -1;
+#endif
+}
+
 int tr_dist_bcast(tr_dist *d, void *buf, size_t n, char *err, size_t err_len)
 {
     if (d->world == 1) return 0;

@@ -32,6 +32,11 @@ const char *tr_dist_kind(const tr_dist *d);
  * 0, or -1 with err. */
 int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len);
 int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len);
+/* In place: rank r's part of buf, floats [lo[r], lo[r+1]), on every rank
+ * (lo has world + 1 ascending entries).  0, or -1 with err. */
+int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len);
+/* Every rank here before any goes on.  0, or -1 with err. */
+int tr_dist_barrier(tr_dist *d, char *err, size_t err_len);
 /* buf[n] bytes of rank 0 on every rank.  0, or -1 with err. */
 int tr_dist_bcast(tr_dist *d, void *buf, size_t n, char *err, size_t err_len);
 

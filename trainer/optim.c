@@ -141,7 +141,8 @@ int tr_optim_init(tr_optim *o, tr_model *m, const tr_optim_config *cfg)
     tr_q8_map(o->qmap_u, 0);
     uint8_t *all = malloc((size_t)m->n_params + 1);
     if (!all) return -1;
-    for (int i = 0; i < m->n_params; i++) all[i] = !(o->cfg.skip_frozen && m->frozen && m->frozen[i]);
+    for (int i = 0; i < m->n_params; i++)
+        all[i] = !(o->cfg.skip_frozen && m->frozen && m->frozen[i]) && (!o->cfg.owned || o->cfg.owned[i]);
     int rc = tr_optim_set_trainable(o, m, all);
     free(all);
     return rc;

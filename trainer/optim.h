@@ -31,6 +31,8 @@ typedef struct tr_optim_config {
     int block;            /* AdamW8bit: elements per quantisation block, 64..4096 (default 256) */
     size_t min_8bit;      /* AdamW8bit: smaller tensors keep fp32 moments (default 4096) */
     int skip_frozen;      /* tr_optim_init: no state for parameters the model has frozen (default 0: all) */
+    const uint8_t *owned; /* tr_optim_init: NULL, or state only for parameters i with owned[i] != 0 (a
+                             data-parallel rank's part of the state: --zero 1) */
 } tr_optim_config;
 
 /* Defaults: AdamW, beta1 0.9, beta2 0.999, eps 1e-8, weight decay 0.1,

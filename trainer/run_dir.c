@@ -29,8 +29,13 @@ static int run_file(const char *name)
     if (n >= sizeof base) return 0;
     memcpy(base, name, n + 1);
     if (n > 4 && strcmp(base + n - 4, ".tmp") == 0) base[n - 4] = 0;
+    /* state-STEP.rRANK.bin: a rank's part of the optimizer state (--zero 1) */
+    const char *dot = strchr(base, '.');
+    char first[256];
+    snprintf(first, sizeof first, "%.*s.bin", dot ? (int)(dot - base) : 0, base);
+    int shard = dot && numbered(dot + 1, "r", ".bin") && numbered(first, "state-", ".bin");
     return !strcmp(base, "latest") || !strcmp(base, "log.jsonl") || numbered(base, "model-", ".safetensors") ||
-           numbered(base, "state-", ".bin");
+           numbered(base, "state-", ".bin") || shard;
 }
 
 /* Calls fn on every run file of dir; the number of run files, or -1 with

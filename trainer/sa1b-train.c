@@ -76,6 +76,7 @@ typedef struct options {
     /* data parallelism (issue 18): this process's rank of world, the job */
     int rank, world;
     tr_dist *dist;
+    int zero;                   /* --zero 1: the optimizer state split over the ranks */
     double collective_timeout;  /* --collective-timeout seconds */
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
@@ -141,6 +142,7 @@ static void usage(void)
            "  --overwrite            start afresh in an --out DIR that holds a run (removes its files)\n"
            "  --collective-timeout S under mpirun: end the job when a rank does not join a sum within S\n"
            "                         seconds (a rank died or hangs; default 300)\n"
+           "  --zero N               under mpirun: 1 splits the optimizer state over the ranks (default 0)\n"
            "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
@@ -185,7 +187,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
-enum { O_OVERWRITE = 600, O_COLL_TIMEOUT };
+enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -251,7 +253,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
-        {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT},
+        {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
@@ -335,6 +337,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
         case O_OVERWRITE: o->overwrite = 1; break;
+        case O_ZERO: o->zero = (int)parse_long("--zero", optarg, 0, 1); break;
         case O_COLL_TIMEOUT: o->collective_timeout = (double)parse_long("--collective-timeout", optarg, 1, 86400); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
@@ -479,19 +482,58 @@ static void trim_log(const char *path, long step)
     if (fclose(out) == 0) rename(tmp, path);
 }
 
+/* The state file of step for this rank: state-STEP.bin, or with --zero 1
+ * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
+static void state_path(const options *o, const char *dir, long step, char *path, size_t n)
+{
+    if (o->zero && o->world > 1 && o->rank) snprintf(path, n, "%s/state-%ld.r%d.bin", dir, step, o->rank);
+    else snprintf(path, n, "%s/state-%ld.bin", dir, step);
+}
+
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
                             tr_data_source *src)
 {
     char path[4096], err[512];
-    if (o->rank) return; /* rank 0 writes (the ranks hold the same weights and state) */
+    int parts = o->zero && o->world > 1; /* each rank writes its part of the optimizer state */
+    if (o->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
     if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
-    snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
-    if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    test_hook("save", st->step);
-    snprintf(path, sizeof path, "%s/state-%ld.bin", o->out, st->step);
+    if (o->rank == 0) {
+        snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
+        if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        test_hook("save", st->step);
+    }
+    state_path(o, o->out, st->step, path, sizeof path);
     st->run = o->record;
     if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    if (write_latest(o->out, st->step) < 0) cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
+    if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) { /* every part written before latest names it */
+        cli_warn("rank %d: %s", o->rank, err);
+        tr_dist_abort(o->dist, CLI_EXIT_FATAL);
+    }
+    if (o->rank == 0 && write_latest(o->out, st->step) < 0)
+        cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
+}
+
+/* --zero 1: rank r keeps the optimizer state of the parameters in floats
+ * [lo[r], lo[r+1]) of the weights (whole parameters, about equal shares, in
+ * the layout's order) and gathers the others' weights after each update. */
+typedef struct zero_part {
+    uint8_t *owned; /* [n_params]; NULL: every parameter (no split) */
+    size_t *lo;     /* [world + 1] */
+} zero_part;
+
+static void zero_split(const tr_model *m, int rank, int world, zero_part *z)
+{
+    z->owned = calloc((size_t)m->n_params + 1, 1);
+    z->lo = calloc((size_t)world + 1, sizeof *z->lo);
+    if (!z->owned || !z->lo) cli_die(CLI_EXIT_FATAL, "out of memory");
+    int r = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        size_t off = m->pinfo[i].offset;
+        int want = (int)((double)off * world / (double)m->n_param_floats); /* the rank whose share it starts in */
+        while (r < want && r < world - 1) z->lo[++r] = off;
+        z->owned[i] = r == rank;
+    }
+    while (r < world) z->lo[++r] = m->n_param_floats;
 }
 
 /* One overlay: the image with the ground truth (green) on the left and the
@@ -608,12 +650,13 @@ static int precision_of(const char *name)
     return !strcmp(name, "bf16") ? TR_PREC_BF16 : !strcmp(name, "fp16") ? TR_PREC_FP16 : TR_PREC_FP32;
 }
 
-/* The optimizer's state follows the model's trainable set. */
-static void sync_trainable(tr_model *m, tr_optim *opt)
+/* The optimizer's state follows the model's trainable set (and with
+ * --zero 1 this rank's part of the parameters: owned, NULL for all). */
+static void sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned)
 {
     uint8_t *t = malloc((size_t)m->n_params + 1);
     if (!t) cli_die(CLI_EXIT_FATAL, "out of memory");
-    for (int i = 0; i < m->n_params; i++) t[i] = !m->frozen[i];
+    for (int i = 0; i < m->n_params; i++) t[i] = !m->frozen[i] && (!owned || owned[i]);
     if (tr_optim_set_trainable(opt, m, t) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
     free(t);
 }
@@ -828,7 +871,7 @@ static const run_field run_fields[] = {
     RUN_FIELD("clip", O_CLIP, RF_DBL, 1, clip), RUN_FIELD("seed", O_SEED, RF_U64, 1, seed),
     RUN_FIELD("flip", O_FLIP, RF_DBL, 1, flip), RUN_FIELD("optim", O_OPTIM, RF_STR, 1, optim),
     RUN_FIELD("optim_block", O_OPTIM_BLOCK, RF_INT, 1, optim_block), RUN_FIELD("accum", O_ACCUM, RF_INT, 1, accum),
-    RUN_FIELD("precision", O_PREC, RF_STR, 1, precision),
+    RUN_FIELD("precision", O_PREC, RF_STR, 1, precision), RUN_FIELD("zero", O_ZERO, RF_INT, 1, zero),
     RUN_FIELD("loss_scale_window", O_SCALE_WIN, RF_LONG, 1, scale_window),
     RUN_FIELD("freeze", O_FREEZE, RF_STR, 1, freeze), RUN_FIELD("unfreeze", O_UNFREEZE, RF_UNFREEZE, 1, n_unfreeze),
     RUN_FIELD("stage_batch", O_STAGE_BATCH, RF_STAGES, 1, n_stage),
@@ -1058,9 +1101,12 @@ static int run(const options *op, tr_backend *be)
     oc.skip_frozen = 1; /* no state, not even for a moment, for a frozen encoder */
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
+    zero_part zero = {0};
+    if (o.zero && o.world > 1 && !o.plan) zero_split(&m, o.rank, o.world, &zero);
+    oc.owned = zero.owned;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
-    if (o.freeze) sync_trainable(&m, &opt); /* the model was created with the groups frozen */
+    if (o.freeze) sync_trainable(&m, &opt, zero.owned); /* the model was created with the groups frozen */
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
     float lscale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f; /* fp16 dynamic loss scale */
@@ -1073,8 +1119,8 @@ static int run(const options *op, tr_backend *be)
         int unfrozen = 0; /* stages before the checkpoint */
         for (int u = 0; u < o.n_unfreeze; u++)
             if (o.unfreeze_step[u] < step) set_frozen(&m, o.unfreeze_group[u], 0), unfrozen = 1;
-        if (unfrozen) sync_trainable(&m, &opt);
-        snprintf(path, sizeof path, "%s/state-%ld.bin", o.resume, step);
+        if (unfrozen) sync_trainable(&m, &opt, zero.owned);
+        state_path(&o, o.resume, step, path, sizeof path);
         if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (st.loss_scale > 0 && prec == TR_PREC_FP16) lscale = (float)st.loss_scale, scale_good = st.scale_good;
         if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
@@ -1121,7 +1167,7 @@ static int run(const options *op, tr_backend *be)
             int unfrozen = 0;
             for (int u = 0; u < o.n_unfreeze; u++)
                 if (o.unfreeze_step[u] == st.step) set_frozen(&m, o.unfreeze_group[u], 0), unfrozen = 1;
-            if (unfrozen) sync_trainable(&m, &opt);
+            if (unfrozen) sync_trainable(&m, &opt, zero.owned);
         }
         /* cur_accum micro-batches: gradients summed in the fp32 buffer; one micro-batch: the mean
          * loss's gradient; several: the pair-loss sums divided by the total count of valid pairs */
@@ -1172,6 +1218,10 @@ static int run(const options *op, tr_backend *be)
             scale_good = 0;
         } else {
             gnorm = tr_optim_step(&opt, &m, &lr);
+            if (zero.owned && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0) {
+                cli_warn("rank %d: %s", o.rank, err); /* every rank's updated part, on every rank */
+                tr_dist_abort(o.dist, CLI_EXIT_FATAL);
+            }
             if (prec == TR_PREC_FP16 && ++scale_good >= o.scale_window) {
                 if (lscale < 1e30f) lscale *= 2;
                 scale_good = 0;
@@ -1216,7 +1266,8 @@ static int run(const options *op, tr_backend *be)
     if (o.memory_report) {
         tr_mem_stats ms;
         tr_mem_get_stats(&be->mem, &ms);
-        fprintf(stderr, "memory report (training, %s backend):\n", be->name);
+        if (o.world > 1) fprintf(stderr, "memory report (training, %s backend, rank %d of %d):\n", be->name, o.rank, o.world);
+        else fprintf(stderr, "memory report (training, %s backend):\n", be->name);
         tr_mem_report(stderr, &ms);
     }
     if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
@@ -1232,5 +1283,6 @@ static int run(const options *op, tr_backend *be)
     }
     tr_optim_free(&opt, &m);
     tr_model_free(&m);
+    free(zero.owned), free(zero.lo);
     return rc_exit;
 }
