@@ -94,16 +94,21 @@ grep_ok "trained by 2 processes and this job has 1" "$TMP/.err" "the message nam
 # on each of two ranks, and an exact resume from the parts
 z="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --steps 4 --ckpt-every 2 --batch 2"
 mpi sa1b-train $z --memory-report --out "$TMP/z0" >/dev/null 2>"$TMP/z0.err"
-mpi sa1b-train $z --memory-report --zero 1 --out "$TMP/z1" >/dev/null 2>"$TMP/z1.err"
+mpi --tag-output sa1b-train $z --memory-report --zero 1 --out "$TMP/z1" >/dev/null 2>"$TMP/z1.err"
 ok $? "--zero 1 on 2 ranks"
 cmp -s "$TMP/z0/model-4.safetensors" "$TMP/z1/model-4.safetensors"
 ok $? "--zero 1 gives the weights of --zero 0, bit for bit"
 test -s "$TMP/z1/state-4.bin" && test -s "$TMP/z1/state-4.r1.bin"
 ok $? "each rank writes its part of the state (state-4.bin, state-4.r1.bin)"
 o0=$(sed -n 's/^peak bytes: .*optimizer=\([0-9]*\).*/\1/p' "$TMP/z0.err" | sort -n | tail -1)
-o1=$(sed -n 's/^peak bytes: .*optimizer=\([0-9]*\).*/\1/p' "$TMP/z1.err" | sort -n | tail -1)
+o1=$(sed -n 's/.*peak bytes: .*optimizer=\([0-9]*\).*/\1/p' "$TMP/z1.err" | sort -n | tail -1)
+r0=$(grep '^\[1,0\]' "$TMP/z1.err" | sed -n 's/.*peak bytes: .*optimizer=\([0-9]*\).*/\1/p')
 test -n "$o0" && test -n "$o1" && test $((o1 * 10)) -le $((o0 * 6))
 ok $? "the largest rank's optimizer state: $o1 bytes against $o0 (at most 60%)"
+sa1b-train $z --zero 1 --ranks 2 --plan >"$TMP/zp.out" 2>&1
+p0=$(sed -n 's/^predicted: .* optimizer=\([0-9]*\).*/\1/p' "$TMP/zp.out")
+test -n "$p0" && test "$p0" = "$r0"
+ok $? "--plan --zero 1 --ranks 2 predicts rank 0's optimizer state ($p0 bytes, measured ${r0:-?})"
 mpi -x SA1B_TEST_KILL=step:2 sa1b-train $z --zero 1 --out "$TMP/zr" >/dev/null 2>&1
 mpi sa1b-train --resume "$TMP/zr" --threads 1 -q >/dev/null 2>&1
 ok $? "--zero 1: resume from the parts"

@@ -77,6 +77,7 @@ typedef struct options {
     int rank, world;
     tr_dist *dist;
     int zero;                   /* --zero 1: the optimizer state split over the ranks */
+    int plan_ranks;             /* --ranks N: with --plan, one rank of a job of N */
     double collective_timeout;  /* --collective-timeout seconds */
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
@@ -143,6 +144,7 @@ static void usage(void)
            "  --collective-timeout S under mpirun: end the job when a rank does not join a sum within S\n"
            "                         seconds (a rank died or hangs; default 300)\n"
            "  --zero N               under mpirun: 1 splits the optimizer state over the ranks (default 0)\n"
+           "  --ranks N              with --plan: plan rank 0 of a job of N processes (default 1)\n"
            "  --init CKPT            start from the weights of model checkpoint CKPT (same model), step 0\n"
            "  --log-every N          progress line every N steps (default 10)\n"
            "  --ckpt-every N         checkpoint every N steps (default 500)\n"
@@ -187,7 +189,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
-enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO };
+enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -253,7 +255,7 @@ static void parse_options(int argc, char **argv, options *o)
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
-        {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO},
+        {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
@@ -338,6 +340,7 @@ static void parse_options(int argc, char **argv, options *o)
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
         case O_OVERWRITE: o->overwrite = 1; break;
         case O_ZERO: o->zero = (int)parse_long("--zero", optarg, 0, 1); break;
+        case O_RANKS: o->plan_ranks = (int)parse_long("--ranks", optarg, 1, 65536); break;
         case O_COLL_TIMEOUT: o->collective_timeout = (double)parse_long("--collective-timeout", optarg, 1, 86400); break;
         case 'q': o->quiet = 1; break;
         case 'h': usage(); exit(0);
@@ -1017,7 +1020,11 @@ int main(int argc, char **argv)
     if (o.resume) restore_run(&o, argc, argv);
     o.dist = dist, o.rank = rank, o.world = world;
     if (rank) o.quiet = 1; /* rank 0 reports */
-    if (o.plan) return plan_main(&o);
+    if (o.plan) {
+        o.world = o.plan_ranks ? o.plan_ranks : 1; /* the plan of rank 0 of such a job (--zero 1) */
+        return plan_main(&o);
+    }
+    if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
     if (strcmp(o.backend, "cuda") == 0)
         cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
@@ -1102,7 +1109,7 @@ static int run(const options *op, tr_backend *be)
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
     zero_part zero = {0};
-    if (o.zero && o.world > 1 && !o.plan) zero_split(&m, o.rank, o.world, &zero);
+    if (o.zero && o.world > 1) zero_split(&m, o.rank, o.world, &zero); /* (the planner's too) */
     oc.owned = zero.owned;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
@@ -1146,7 +1153,7 @@ static int run(const options *op, tr_backend *be)
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum;
-    int dp = o.world > 1, stop_all = 0; /* data parallel: the stop the ranks agreed on */
+    int dp = o.world > 1 && !o.plan, stop_all = 0; /* data parallel: the stop the ranks agreed on */
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
@@ -1218,7 +1225,7 @@ static int run(const options *op, tr_backend *be)
             scale_good = 0;
         } else {
             gnorm = tr_optim_step(&opt, &m, &lr);
-            if (zero.owned && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0) {
+            if (zero.owned && dp && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0) {
                 cli_warn("rank %d: %s", o.rank, err); /* every rank's updated part, on every rank */
                 tr_dist_abort(o.dist, CLI_EXIT_FATAL);
             }
