@@ -645,6 +645,12 @@ static void check_out(const options *o)
         cli_usage_error("--overwrite applies to a training run: not with --plan, --dump-step or --eval-only");
     if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
+    struct stat st;
+    char parent[4096];
+    const char *slash = strrchr(o->out, '/');
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
+    if (stat(o->out, &st) != 0 && slash && slash != o->out && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
+        cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist (--out %s is created in it)", parent, o->out);
     char what[300];
     int held = tr_run_dir_holds_run(o->out, what, sizeof what);
     if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
