@@ -502,11 +502,13 @@ static void export_png(const char *dir, long idx, const tr_batch *b, int img, in
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    cli_temp_set(tmp); /* removed if a signal ends the evaluation */
     int rc = pngio_write(f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err);
     if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
     }
+    cli_temp_set(NULL);
     free(pix);
 }
 
