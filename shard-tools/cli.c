@@ -196,6 +196,17 @@ const char *cli_shard_path(const char *arg)
             "give its path, or redirect standard input from it (< FILE)");
 }
 
+void cli_on_termination(void (*handler)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* The temporary output of cli_temp_set, removed by the signal handler. */
 static char temp_path[4096];
 static volatile sig_atomic_t temp_active;
@@ -216,13 +227,7 @@ void cli_temp_set(const char *path)
     memcpy(temp_path, path, strlen(path) + 1);
     temp_active = 1;
     if (!installed) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = temp_on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGHUP, &sa, NULL);
+        cli_on_termination(temp_on_signal);
         installed = 1;
     }
     /* tests: SA1B_TEST_KILL=temp:N raises SIGTERM once the N-th temporary exists */

@@ -53,6 +53,10 @@ int cli_parse_dims(const char *s, uint32_t max, uint32_t *h, uint32_t *w);
 /* "512", "64K", "16M", "16G", "1T" (powers of 1024) */
 int cli_parse_size(const char *s, uint64_t *bytes);
 
+/* Installs handler for SIGINT, SIGTERM and SIGHUP, the signals that end a
+ * program which may have temporary files to remove. */
+void cli_on_termination(void (*handler)(int));
+
 /* Registers the temporary file an output is written to (one at a time), so
  * that SIGINT, SIGTERM or SIGHUP removes it before the program dies of the
  * signal; NULL once it has been renamed into place or removed.  The first

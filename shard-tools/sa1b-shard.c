@@ -513,12 +513,7 @@ static void test_hook(int what)
 
 static void init_signals(void)
 {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_terminate;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    cli_on_termination(on_terminate);
     const char *k = getenv("SA1B_TEST_KILL");
     if (k && sscanf(k, "%15[a-z]:%llu", kill_hook.what, &kill_hook.n) != 2) kill_hook.n = 0;
 }

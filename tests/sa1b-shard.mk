@@ -7,7 +7,8 @@ tests_test_subsample_LDADD = $(SA1B_LIBS)
 TESTS += tests/t1500-shard-basic.sh tests/t1501-shard-strategies.sh tests/t1510-shard-bad-input.sh \
 	tests/t1520-shard-killed.sh tests/t1530-shard-overwrite.sh tests/t1540-shard-rerun.sh tests/t1550-shard-signal.sh
 EXTRA_DIST += tests/t1500-shard-basic.sh tests/t1501-shard-strategies.sh tests/t1510-shard-bad-input.sh \
-	tests/t1520-shard-killed.sh tests/t1530-shard-overwrite.sh tests/t1540-shard-rerun.sh tests/t1550-shard-signal.sh tests/shard_check.py tests/sa1b_tamper.py
+	tests/t1520-shard-killed.sh tests/t1530-shard-overwrite.sh tests/t1540-shard-rerun.sh tests/t1550-shard-signal.sh tests/shard_check.py tests/sa1b_tamper.py \
+	tests/shard_restamp.py
 EXTRA_PROGRAMS += tests/bench/bench-jpeg-floor
 tests_bench_bench_jpeg_floor_SOURCES = tests/bench/bench-jpeg-floor.c
 tests_bench_bench_jpeg_floor_LDADD = $(SA1B_LIBS)

@@ -17,6 +17,9 @@ for bad in "--min-iou 5" "--min-iou -1" "--min-stability 1.5" "--min-iou nan"; d
 done
 run_ok "sa1b-shard --min-iou 1.02 (SA-1B's predicted_iou exceeds 1)" sa1b-shard -q --min-iou 1.02 --image-size 32 \
     -o "$TMP/x.shard" "$TMP/a.tar"
+run_status 3 "sa1b-train --out in a missing folder" sa1b-train --synthetic-batch 1 --out "$TMP/none/run"
+is "$(cat "$TMP/.err")" "sa1b-train: output folder '$TMP/none' does not exist (--out $TMP/none/run is created in it)" \
+    "says so at once"
 run_status 2 "sa1b-train --steps 0" sa1b-train --steps 0 --synthetic-batch 1 --out "$TMP/r"
 grep_ok "^sa1b-train: --steps: '0' is not an integer in 1\.\." "$TMP/.err" "says the range"
 test ! -e "$TMP/r"

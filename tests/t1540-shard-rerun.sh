@@ -80,6 +80,15 @@ done
 is "$total" "24" "all 24 images are present"
 run_ok "every shard verifies" sa1b-verify "$TMP/out/a.shard" "$TMP/out/b.shard" "$TMP/out/c.shard"
 
+# a shard made by another version of sa1b-shard (same options, same input)
+# is up to date: only what shapes the output counts
+/usr/bin/python3 "$SRC/tests/shard_restamp.py" "$TMP/out/a.shard" || exit 99
+run_ok "the restamped shard is valid" sa1b-verify -q "$TMP/out/a.shard"
+sa1b-inspect "$TMP/out/a.shard" | head -1 >"$TMP/pa"
+grep_ok '"version": "9\.9\.9"' "$TMP/pa" "and says another version made it"
+sa1b-shard $opts -o "$TMP/out" "$TMP/tars/a.tar" >"$TMP/sumv" 2>"$TMP/errv"
+grep_ok '"shards":0,"inputs_up_to_date":1' "$TMP/sumv" "another version's shard is up to date"
+
 # another tar under a known name: its size differs, it is sharded again (a
 # tar of the same size is not told apart: inputs are never re-read to decide)
 cp "$TMP/full/d.tar" "$TMP/tars/c.tar"

@@ -3,7 +3,7 @@
 # a checkpoint that latest names and that is complete, and a run that
 # --resume continues bit for bit.  SA1B_TEST_KILL=step:N raises SIGTERM
 # after step N, save:N between the model and the state file of step N's
-# checkpoint: fixed points, no timing.
+# checkpoint: fixed points, no timing.  --export's overlays: temp:N.
 . "$top_srcdir/tests/test-lib.sh"
 common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 3 --points 1 --synthetic-batch 5 --threads 2 -q"
 run_ok "the run in one go" sa1b-train $common --steps 8 --warmup 2 --ckpt-every 3 --log-every 1 --out "$TMP/whole"
@@ -26,4 +26,9 @@ for pt in step:1 step:2 step:3 step:5 step:7 save:3 save:6 step:4 step:6 save:8;
     cmp -s "$TMP/whole/model-8.safetensors" "$d/model-8.safetensors"
     ok $? "SIGTERM at $pt: the resumed run ends bit-identical to the one in one go"
 done
+mkdir "$TMP/ev"
+SA1B_TEST_KILL=temp:2 sa1b-train --eval-only "$TMP/whole/model-8.safetensors" --synthetic-batch 5 --batch 2 --masks 3 \
+    --export 4 --out "$TMP/ev" -q >/dev/null 2>&1
+is "$?:$(ls "$TMP/ev/export" | grep -c '^00000-iou[0-9]*\.png$'):$(ls "$TMP/ev/export" | grep -c tmp)" "143:1:0" \
+    "SIGTERM while --export writes its second overlay: the first stays, no temporary"
 done_testing

@@ -590,11 +590,13 @@ static void export_png(const char *dir, long idx, const tr_batch *b, int img, in
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    cli_temp_set(tmp); /* removed if a signal ends the evaluation */
     int rc = pngio_write(f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err);
     if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) {
         unlink(tmp);
         cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
     }
+    cli_temp_set(NULL);
     free(pix);
 }
 
@@ -833,6 +835,12 @@ static void check_out(const options *o)
         cli_usage_error("--overwrite applies to a training run: not with --plan, --dump-step or --eval-only");
     if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
+    struct stat st;
+    char parent[4096];
+    const char *slash = strrchr(o->out, '/');
+    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
+    if (stat(o->out, &st) != 0 && slash && slash != o->out && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
+        cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist (--out %s is created in it)", parent, o->out);
     char what[300];
     int held = tr_run_dir_holds_run(o->out, what, sizeof what);
     if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
