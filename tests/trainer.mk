@@ -77,6 +77,8 @@ BENCH_SH_DEPS += trainer/sa1b-train shard-tools/sa1b-synth shard-tools/sa1b-shar
 EXTRA_DIST += tests/bench/bench-memory.sh tests/bench/bench-lib.sh
 BENCH_SH += tests/bench/bench-convergence.sh
 EXTRA_DIST += tests/bench/bench-convergence.sh
+# (by hand: builds an older commit beside this one)
+EXTRA_DIST += tests/bench/bench-core.sh tests/bench/st_tensors.py
 TESTS += tests/t1750-train-mem-a.sh
 EXTRA_DIST += tests/t1750-train-mem-a.sh
 TESTS += tests/t1790-train-learns.sh
