@@ -93,16 +93,16 @@ grep_ok "trained by 2 processes and this job has 1" "$TMP/.err" "the message nam
 # the others' weights: the same weights as --zero 0, about half the state
 # on each of two ranks, and an exact resume from the parts
 z="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --steps 4 --ckpt-every 2 --batch 2"
-mpi sa1b-train $z --memory-report --out "$TMP/z0" >/dev/null 2>"$TMP/z0.err"
-mpi --tag-output sa1b-train $z --memory-report --zero 1 --out "$TMP/z1" >/dev/null 2>"$TMP/z1.err"
+mpi --output-filename "$TMP/zq" sa1b-train $z --memory-report --out "$TMP/z0" >/dev/null 2>&1
+mpi --output-filename "$TMP/zo" sa1b-train $z --memory-report --zero 1 --out "$TMP/z1" >/dev/null 2>&1
 ok $? "--zero 1 on 2 ranks"
 cmp -s "$TMP/z0/model-4.safetensors" "$TMP/z1/model-4.safetensors"
 ok $? "--zero 1 gives the weights of --zero 0, bit for bit"
 test -s "$TMP/z1/state-4.bin" && test -s "$TMP/z1/state-4.r1.bin"
 ok $? "each rank writes its part of the state (state-4.bin, state-4.r1.bin)"
-o0=$(sed -n 's/^peak bytes: .*optimizer=\([0-9]*\).*/\1/p' "$TMP/z0.err" | sort -n | tail -1)
-o1=$(sed -n 's/.*peak bytes: .*optimizer=\([0-9]*\).*/\1/p' "$TMP/z1.err" | sort -n | tail -1)
-r0=$(grep '^\[1,0\]' "$TMP/z1.err" | sed -n 's/.*peak bytes: .*optimizer=\([0-9]*\).*/\1/p')
+o0=$(cat "$TMP"/zq/*/rank.*/stderr | sed -n 's/^peak bytes: .*optimizer=\([0-9]*\).*/\1/p' | sort -n | tail -1)
+o1=$(cat "$TMP"/zo/*/rank.*/stderr | sed -n 's/^peak bytes: .*optimizer=\([0-9]*\).*/\1/p' | sort -n | tail -1)
+r0=$(cat "$TMP"/zo/*/rank.0/stderr | sed -n 's/^peak bytes: .*optimizer=\([0-9]*\).*/\1/p')
 test -n "$o0" && test -n "$o1" && test $((o1 * 10)) -le $((o0 * 6))
 ok $? "the largest rank's optimizer state: $o1 bytes against $o0 (at most 60%)"
 sa1b-train $z --zero 1 --ranks 2 --plan >"$TMP/zp.out" 2>&1

@@ -27,8 +27,9 @@ TRAIN_LIBS = libsa1b-train.la $(SA1B_LIBS) $(OPENBLAS_LIBS) -lm
 bin_PROGRAMS += trainer/sa1b-train
 # dist.c: the ranks of a data-parallel job (MPI when configured with it);
 # the program's, since its watchdog reports a hung collective itself
-trainer_sa1b_train_SOURCES = trainer/sa1b-train.c trainer/dist.c
+trainer_sa1b_train_SOURCES = trainer/sa1b-train.c trainer/train_options.c trainer/train_eval.c \
+	trainer/train_memory.c trainer/dist.c
 trainer_sa1b_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -I$(srcdir)/cli $(MPI_CFLAGS)
 trainer_sa1b_train_LDADD = libsa1b-train.la libsa1b-cli.la $(SA1B_LIBS) $(OPENBLAS_LIBS) $(MPI_LIBS) -lm -lpthread
-noinst_HEADERS += trainer/dist.h
+noinst_HEADERS += trainer/dist.h trainer/train.h
 dist_man_MANS += man/sa1b-train.1

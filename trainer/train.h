@@ -1,0 +1,106 @@
+/*
+ * train.h - what the files of the sa1b-train program share (private to
+ * it): the options, and the parts of the program in other files:
+ * train_options.c (the command line, the output folder, the run record),
+ * train_eval.c (evaluation and overlays), train_memory.c (the planner, out
+ * of memory, address-space limits) and sa1b-train.c (the training run).
+ */
+#ifndef SA1B_TRAIN_H
+#define SA1B_TRAIN_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "batch.h"
+#include "checkpoint.h"
+#include "cli.h"
+#include "data_shards.h"
+#include "dist.h"
+#include "model.h"
+#include "optim.h"
+#include "plan.h"
+#include "run_dir.h"
+#include "tr_rng.h"
+#include "vmlimit.h"
+
+typedef struct options {
+    const char *config_name;
+    tr_config cfg;
+    long steps;
+    int batch, masks, points;
+    double lr, weight_decay, clip, adam_eps;
+    long warmup;
+    uint64_t seed;
+    int threads;
+    const char *backend;
+    const char *out, *resume, *init, *eval_only, *dump_step, *data, *val;
+    int synthetic;
+    uint64_t synthetic_seed;
+    long log_every, ckpt_every, eval_batches;
+    double flip;
+    int loader_threads;
+    long export_n;
+    int quiet;
+    /* memory (issue 7 part B) */
+    const char *optim;          /* adamw or adamw8bit */
+    int optim_block;            /* adamw8bit block size */
+    int memory_report, plan;
+    long empty_cache_every;
+    uint64_t memory_budget;
+    uint64_t memory_limit;      /* --memory-limit: cap on the memory held (0: none) */
+    int effective_batch;
+    char *plan_err;             /* planning: where run() reports a failure instead of exiting */
+    size_t plan_err_len;
+    /* computation (issue 7 part A) */
+    int accum;                  /* micro-batches per optimizer step */
+    int ckpt_blocks, ckpt_decoder; /* --checkpoint-every N, --checkpoint-decoder */
+    const char *precision;      /* fp32, bf16 or fp16 */
+    long scale_window;          /* fp16: clean steps before the loss scale doubles */
+    const char *freeze;         /* comma list of groups */
+    int n_unfreeze, n_stage;
+    long unfreeze_step[64], stage_step[64];
+    char unfreeze_group[64][32];
+    int stage_batch[64];
+    /* data parallelism (issue 18): this process's rank of world, the job */
+    int rank, world;
+    tr_dist *dist;
+    int zero;                   /* --zero 1: the optimizer state split over the ranks */
+    int plan_ranks;             /* --ranks N: with --plan, one rank of a job of N */
+    double collective_timeout;  /* --collective-timeout seconds */
+    /* the output folder and resume (issue 19) */
+    int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
+    unsigned char given[1024];  /* given[c]: option c was on the command line */
+    char *record;               /* the run record saved in every state file (run_dir.h) */
+    char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
+    int n_owned;
+} options;
+
+/* train_options.c */
+void parse_options(int argc, char **argv, options *o);
+/* Refuses --out when it holds a run that this one does not continue. */
+void check_out(const options *o);
+/* Creates --out, or with --overwrite empties it of the earlier run's files. */
+void prepare_out(const options *o);
+/* The run record of o, saved in every state file. */
+void make_record(options *o);
+/* --resume: the run's settings restored from its record. */
+void restore_run(options *o, int argc, char **argv);
+
+/* train_eval.c: evaluation on src (every batch when whole, else
+ * --eval-batches), overlays for --export; prints the JSON line. */
+int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole);
+
+/* train_memory.c */
+int plan_main(const options *o);
+int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len);
+_Noreturn void die_memory(const options *o, tr_backend *be, const char *err);
+void check_thread_room(const options *o);
+void check_address_space(const options *o, tr_backend *be);
+
+/* sa1b-train.c */
+int run(const options *op, tr_backend *be);
+long read_latest(const char *dir);
+int src_workers(const options *o);
+void test_hook(const char *what, long n);
+
+#endif
