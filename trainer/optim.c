@@ -217,7 +217,8 @@ static void **host_slot(tr_optim_host *h, int k)
     return s[k];
 }
 
-int tr_optim_host_view(const tr_optim *o, tr_backend *be, tr_optim_host *h)
+/* the host's view (stage 0) or buffers to fill (stage 1) of each array */
+static int host_map(const tr_optim *o, tr_backend *be, tr_optim_host *h, int stage)
 {
     void *const *a[6];
     size_t n[6];
@@ -225,25 +226,16 @@ int tr_optim_host_view(const tr_optim *o, tr_backend *be, tr_optim_host *h)
     host_arrays(o, a, n);
     for (int k = 0; k < 6; k++) {
         if (!*a[k]) continue;
-        *host_slot(h, k) = (void *)tr_host_view(be, *a[k], n[k], &h->owned[k]);
+        *host_slot(h, k) = stage ? tr_host_stage(be, *a[k], n[k], &h->owned[k])
+                                 : (void *)tr_host_view(be, *a[k], n[k], &h->owned[k]);
         if (!*host_slot(h, k)) return tr_optim_host_free(h), -1;
     }
     return 0;
 }
 
-int tr_optim_host_stage(tr_optim *o, tr_backend *be, tr_optim_host *h)
-{
-    void *const *a[6];
-    size_t n[6];
-    memset(h, 0, sizeof *h);
-    host_arrays(o, a, n);
-    for (int k = 0; k < 6; k++) {
-        if (!*a[k]) continue;
-        *host_slot(h, k) = tr_host_stage(be, *a[k], n[k], &h->owned[k]);
-        if (!*host_slot(h, k)) return tr_optim_host_free(h), -1;
-    }
-    return 0;
-}
+int tr_optim_host_view(const tr_optim *o, tr_backend *be, tr_optim_host *h) { return host_map(o, be, h, 0); }
+
+int tr_optim_host_stage(tr_optim *o, tr_backend *be, tr_optim_host *h) { return host_map(o, be, h, 1); }
 
 void tr_optim_host_commit(tr_optim *o, tr_backend *be, tr_optim_host *h)
 {
