@@ -32,6 +32,7 @@
 #include "sa1b_image.h"
 #include "sa1b_loader.h"
 #include "sa1b_shard.h"
+#include "shard_format.h"
 
 enum { BUF_FREE = 0, BUF_FILLING, BUF_READY, BUF_HELD };
 
@@ -518,6 +519,51 @@ static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t 
     return count;
 }
 
+/* A mask stored as runs (version 2) into out[R*R]: rows < hR hold the
+ * cells of columns < wR (mirrored within wR when flip), zero elsewhere,
+ * exactly as ld_mask_row leaves a packed mask; rowcnt[y] counts the set
+ * cells of row y; returns their sum in *pos.  One memset per row piece of
+ * a run of ones, nothing for the zeros but the clearing of the content.
+ * Runs that do not validate are an error naming the mask. */
+static int ld_mask_runs(uint32_t R, const sa1b_shard_mask_view *mv, uint32_t wR, uint32_t hR,
+                        int flip, uint8_t *out, uint32_t *rowcnt, uint64_t *pos, sa1b_error *err)
+{
+    shard_runs_it it;
+    uint32_t v;
+    sa1b_error e;
+    const uint64_t content = (uint64_t)hR * R;
+    memset(out, 0, (size_t)content);
+    memset(rowcnt, 0, (size_t)hR * sizeof *rowcnt);
+    int rc = shard_runs_begin(&it, mv->bits, (size_t)mv->data_len, R, &e);
+    uint64_t k = 0, total = 0;
+    for (int one = 0; !rc && it.left; one ^= 1, k += v) {
+        if ((rc = shard_runs_next(&it, &v, &e))) break;
+        if (!one) continue;
+        uint64_t end = k + v < content ? k + v : content;
+        for (uint64_t a = k; a < end;) { /* the piece of the run in row y */
+            uint32_t y = (uint32_t)(a / R), x0 = (uint32_t)(a % R);
+            uint64_t row_end = (uint64_t)y * R + R;
+            uint32_t x1 = (uint32_t)((end < row_end ? end : row_end) - (uint64_t)y * R);
+            if (x1 > wR) x1 = wR;
+            if (x0 < x1) {
+                uint8_t *row = out + (size_t)y * R;
+                memset(row + (flip ? wR - x1 : x0), 1, x1 - x0);
+                rowcnt[y] += x1 - x0;
+                total += x1 - x0;
+            }
+            a = row_end;
+        }
+    }
+    if (!rc) rc = shard_runs_end(&it, &e);
+    if (rc)
+        return sa1b_error_set(err, rc, (int64_t)mv->data_offset,
+                              "mask row %llu runs at offset %llu: %s",
+                              (unsigned long long)mv->index,
+                              (unsigned long long)mv->data_offset, e.msg);
+    *pos = total;
+    return SA1B_OK;
+}
+
 /* Canvases up to this size are decoded into the worker's scratch (it fits
  * in a core's L2 cache) and streamed into the batch (ld_fill_row). */
 #define LD_HOT_CANVAS ((size_t)256 << 10)
@@ -676,11 +722,15 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         sa1b_shard_mask_view mv;
         rc = sa1b_shard_mask(sd->sh, li, W->sel[m], &mv, err);
         if (rc) return rc;
-        if (!L->cfg.verify) W->bytes += L->mask_bytes;
+        if (!L->cfg.verify) W->bytes += mv.data_len;
         uint8_t *mk = o->masks + ((size_t)b * M + m) * RR;
         /* unpack the content (mirrored when flip), zero outside it, count
          * set cells per row */
         uint64_t pos = 0;
+        if (sa1b_shard_get_info(sd->sh)->mask_format == SA1B_SHARD_RLE) {
+            rc = ld_mask_runs(R, &mv, wR, hR, flip, mk, W->rowcnt, &pos, err);
+            if (rc) return rc;
+        } else
 #ifdef LD_HAVE_AVX2
         if (!flip && R % 32 == 0 && L->avx2)
             pos = ld_unpack_mask_avx2(mv.bits, R, wR, hR, mk, W->rowcnt);

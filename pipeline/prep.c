@@ -22,7 +22,8 @@ typedef struct prep_buf {
     size_t *kept;              /* [cap_masks] */
     size_t cap_masks;
     sa1b_shard_mask_in *masks; /* [cap_masks] */
-    uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed */
+    uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed (or their runs
+                                  side by side) */
     size_t cap_bits;
     uint8_t *grid;             /* [R * R] content-sized resample target */
     size_t cap_grid;
@@ -93,6 +94,21 @@ static int reserve_big(uint8_t **p, size_t *cap, size_t n)
     free(*p);
     *p = q;
     *cap = len;
+    return 0;
+}
+
+/* Grows the runs buffer bits to n bytes, keeping its contents. */
+static int reserve_runs(prep_buf *b, size_t n)
+{
+    if (n <= b->cap_bits) return 0;
+    size_t want = n > SIZE_MAX / 2 ? n : 2 * n;
+    uint8_t *q = NULL;
+    size_t cap = 0;
+    if (reserve_big(&q, &cap, want)) return -1;
+    if (b->cap_bits) memcpy(q, b->bits, b->cap_bits);
+    free(b->bits);
+    b->bits = q;
+    b->cap_bits = cap;
     return 0;
 }
 
@@ -204,9 +220,12 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
 
     /* 6. the kept masks, straight from runs to the letterboxed R x R grid,
      * packed here (in the worker) one by one while the grid is in cache */
+    const int rle = o->mask_format == SA1B_SHARD_RLE;
     const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
+    const size_t runs_bound = (size_t)sa1b_shard_runs_bound(R);
+    size_t runs_used = 0; /* RLE: bytes of runs in bits */
     const uint8_t *old_full = b->full;
-    if (reserve_big(&b->bits, &b->cap_bits, (n_kept ? n_kept : 1) * stride) ||
+    if (reserve_big(&b->bits, &b->cap_bits, rle ? runs_bound : (n_kept ? n_kept : 1) * stride) ||
         reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     if (b->full != old_full || b->full_R != R) { /* nothing known about its rows */
@@ -242,8 +261,16 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             memset(full + (size_t)mlb.new_h * R, 0, (size_t)(b->full_zero_from - mlb.new_h) * R);
             b->full_zero_from = mlb.new_h;
         }
-        uint8_t *dst = b->bits + k * stride;
-        sa1b_shard_pack_mask(full, R, dst);
+        uint8_t *dst = rle ? NULL : b->bits + k * stride;
+        if (rle) { /* runs side by side; pointers set once the buffer stops moving */
+            if (reserve_runs(b, runs_used + runs_bound))
+                return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+            b->masks[k].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
+            runs_used += b->masks[k].data_len;
+        } else {
+            sa1b_shard_pack_mask(full, R, dst);
+            b->masks[k].data_len = 0;
+        }
 
         sa1b_shard_mask_in *mi = &b->masks[k];
         mi->id = m->id;
@@ -259,6 +286,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         mi->point[1] = m->has_point ? (float)(m->point[1] * lb.scale) : NAN;
         mi->bits = dst;
     }
+    for (size_t k = 0, at = 0; rle && k < n_kept; at += b->masks[k].data_len, k++)
+        b->masks[k].bits = b->bits + at;
 
     snprintf(b->file_name, sizeof b->file_name, "%s", a->file_name);
     sa1b_shard_sample_in *s = &out->sample;

@@ -195,7 +195,8 @@ typedef struct sa1b_loader_stats {
 typedef struct sa1b_loader sa1b_loader;
 
 /* Opens and validates the shards (sa1b_shard_open), checks that they agree
- * on S, R and format (SA1B_EMISMATCH), checks the configuration (SA1B_EINVAL:
+ * on S, R and format (SA1B_EMISMATCH; packed and run-length masks, format
+ * versions 1 and 2, mix freely and give the same batches), checks the configuration (SA1B_EINVAL:
  * B, M or K zero, rank >= world, flip_prob outside [0, 1], no shards, a glob
  * matching nothing; SA1B_ERANGE: consumed >= N, sizes overflowing, more
  * than 2^32-1 images), computes the first permutation and starts the

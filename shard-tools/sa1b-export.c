@@ -108,7 +108,7 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
     for (uint32_t j = 0; j < im.n_masks; j++) {
         sa1b_shard_mask_view m;
         SA1B_FORWARD(sa1b_shard_mask(s, i, j, &m, err));
-        sa1b_shard_unpack_mask(s, &m, bits);
+        SA1B_FORWARD(sa1b_shard_decode_mask(s, &m, bits, err));
         uint8_t col[3];
         palette(j, col);
         for (uint32_t y = 0; y < S; y++) {
@@ -123,7 +123,7 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
     for (uint32_t j = 0; o->outlines && j < im.n_masks; j++) {
         sa1b_shard_mask_view m;
         SA1B_FORWARD(sa1b_shard_mask(s, i, j, &m, err));
-        sa1b_shard_unpack_mask(s, &m, bits);
+        SA1B_FORWARD(sa1b_shard_decode_mask(s, &m, bits, err));
         uint8_t col[3];
         palette(j, col);
 #define IN(yy, xx) (bits[(size_t)cell[yy] * R + cell[xx]] != 0)

@@ -74,6 +74,8 @@ static json_t *header_json(const char *file, const sa1b_shard *s)
     json_object_set_new(o, "file_size", json_integer((json_int_t)in->file_size));
     json_object_set_new(o, "mask_bytes", json_integer(in->mask_bytes));
     json_object_set_new(o, "mask_stride", json_integer(in->mask_stride));
+    json_object_set_new(o, "mask_format",
+                        json_string(in->mask_format == SA1B_SHARD_RLE ? "rle" : "packed"));
     json_object_set_new(o, "index_offset", json_integer((json_int_t)sa1b_shard_index_offset(s)));
     json_object_set_new(o, "mask_table_offset",
                         json_integer((json_int_t)sa1b_shard_mask_table_offset(s)));
@@ -130,7 +132,7 @@ static int add_rle(json_t *o, const sa1b_shard *s, const sa1b_shard_mask_view *m
                    sa1b_rle *rle, sa1b_error *err)
 {
     uint32_t R = sa1b_shard_get_info(s)->mask_size;
-    sa1b_shard_unpack_mask(s, m, buf);
+    SA1B_FORWARD(sa1b_shard_decode_mask(s, m, buf, err));
     SA1B_FORWARD(sa1b_rle_encode(rle, buf, R, R, 0, err));
     char *str = NULL;
     size_t len = 0;
@@ -195,9 +197,14 @@ static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
     char h1[32], h2[32], h3[32], h4[32];
     double n = in->n_images ? (double)in->n_images : 1;
     printf("%-16s %s\n", "file", file);
-    printf("%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
-           format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
-           in->mask_size, in->mask_bytes, in->mask_stride);
+    if (in->mask_format == SA1B_SHARD_RLE)
+        printf("%-16s %s %ux%u, masks %ux%u as runs (%.1f bytes each on average)\n", "format",
+               format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
+               in->mask_size, in->n_masks ? (double)mask_bytes / (double)in->n_masks : 0.0);
+    else
+        printf("%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
+               format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
+               in->mask_size, in->mask_bytes, in->mask_stride);
     human_bytes((double)in->file_size, h1, sizeof h1);
     printf("%-16s %s (%llu bytes)\n", "size", h1, (unsigned long long)in->file_size);
     printf("%-16s %llu\n", "images", (unsigned long long)in->n_images);

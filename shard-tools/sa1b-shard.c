@@ -64,6 +64,8 @@ static void usage(void)
            "      --image-format FMT    raw or jpeg (default raw)\n"
            "      --quality Q           JPEG quality for --image-format jpeg (default 90)\n"
            "      --mask-resample MODE  area or nearest (default area)\n"
+           "      --mask-format FMT     packed (format version 1) or rle (runs,\n"
+           "                            version 2; default packed)\n"
            "Filters and subsampling (defaults keep every mask):\n"
            "      --min-area N          drop masks of fewer than N pixels\n"
            "      --min-iou X           drop masks with predicted_iou below X\n"
@@ -90,6 +92,7 @@ enum {
     OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
     OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY
 };
+enum { OPT_MASK_FORMAT = 512 };
 
 static const struct option long_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -101,6 +104,7 @@ static const struct option long_opts[] = {
     {"image-format", required_argument, 0, OPT_IMAGE_FORMAT},
     {"quality", required_argument, 0, OPT_QUALITY},
     {"mask-resample", required_argument, 0, OPT_MASK_RESAMPLE},
+    {"mask-format", required_argument, 0, OPT_MASK_FORMAT},
     {"min-area", required_argument, 0, OPT_MIN_AREA},
     {"min-iou", required_argument, 0, OPT_MIN_IOU},
     {"min-stability", required_argument, 0, OPT_MIN_STABILITY},
@@ -164,6 +168,11 @@ static void parse_options(int argc, char **argv, options *o)
             if (strcmp(optarg, "area") == 0) o->prep.mask_mode = SA1B_MASK_AREA;
             else if (strcmp(optarg, "nearest") == 0) o->prep.mask_mode = SA1B_MASK_NEAREST;
             else cli_usage_error("--mask-resample: '%s' is not area or nearest", optarg);
+            break;
+        case OPT_MASK_FORMAT:
+            if (strcmp(optarg, "packed") == 0) o->prep.mask_format = SA1B_SHARD_PACKED;
+            else if (strcmp(optarg, "rle") == 0) o->prep.mask_format = SA1B_SHARD_RLE;
+            else cli_usage_error("--mask-format: '%s' is not packed or rle", optarg);
             break;
         case OPT_MIN_AREA: o->prep.filter.min_area = need_u64("--min-area", optarg, 0, UINT64_MAX); break;
         case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg); break;
@@ -249,6 +258,8 @@ static char *provenance(const options *o, const char *stem, uint64_t part)
     json_object_set_new(opt, "image_format", json_string(p->image_format == SA1B_SHARD_JPEG ? "jpeg" : "raw"));
     if (p->image_format == SA1B_SHARD_JPEG) json_object_set_new(opt, "quality", json_integer(p->jpeg_quality));
     json_object_set_new(opt, "mask_resample", json_string(p->mask_mode == SA1B_MASK_NEAREST ? "nearest" : "area"));
+    /* only when not the default, so that packed shards keep version 1's bytes */
+    if (p->mask_format == SA1B_SHARD_RLE) json_object_set_new(opt, "mask_format", json_string("rle"));
     json_object_set_new(opt, "min_area", json_integer((json_int_t)p->filter.min_area));
     json_object_set_new(opt, "min_iou", isfinite(p->filter.min_iou) ? json_real(p->filter.min_iou) : json_null());
     json_object_set_new(opt, "min_stability",
@@ -441,7 +452,8 @@ static int open_part(job *j)
     char *prov = provenance(j->o, j->stem, j->part);
     int rc = -1;
     if (final && tmp && prov) {
-        sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
+        sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov,
+                               j->o->prep.mask_format};
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
             char **f = realloc(j->finals, (j->n_finals + 1) * sizeof *f);
             if (f) {

@@ -1,8 +1,8 @@
 /*
  * fuzz-shard.c - libFuzzer target on the shard reader: any bytes given to
  * sa1b_shard_open_memory either fail cleanly or open a shard whose every
- * image, mask (metadata, bits, unpacked bitmap), payload CRC and layout can
- * be walked without reading outside the input.  Each input is tried twice:
+ * image, mask (metadata, bits or runs, decoded bitmap), payload CRC, runs
+ * and layout can be walked without reading outside the input.  Each input is tried twice:
  * as is, and with its header, footer and table CRCs recomputed (where the
  * header's offsets allow), so that mutations reach the row validation behind
  * the checksums.
@@ -40,7 +40,8 @@ static int walk(const uint8_t *data, size_t size)
             sa1b_shard_mask_view m;
             if (sa1b_shard_mask(s, i, j, &m, &err)) abort();
             sa1b_shard_unpack_mask(s, &m, bits);
-            sink += bits[(size_t)in->mask_size * in->mask_size - 1] + m.bits[in->mask_bytes - 1];
+            sa1b_shard_decode_mask(s, &m, bits, &err); /* packed or runs */
+            sink += bits[(size_t)in->mask_size * in->mask_size - 1] + m.bits[m.data_len - 1];
         }
         sa1b_shard_mask_view m;
         if (sa1b_shard_mask(s, i, im.n_masks, &m, &err) != SA1B_ERANGE) abort();

@@ -1,0 +1,95 @@
+/*
+ * shard_runs.c - the run coding of version-2 shard masks (sa1b-shard(5)):
+ * an R x R mask of bytes to varint runs (row-major, the first run of 0s
+ * possibly empty) and back, validating every byte of untrusted input.
+ *
+ * Row-major, not COCO's column-major: the loader's batch masks are
+ * row-major, so a run becomes one memset into the batch, and the point
+ * sampler's per-row counts come from clipping runs to rows.
+ */
+#include "sa1b_shard.h"
+#include "shard_format.h"
+
+#include <string.h>
+
+typedef unsigned long long ull;
+
+uint64_t sa1b_shard_runs_bound(uint32_t R) { return (uint64_t)R * R + 6; }
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+#define RUNS_WORDS 1
+#endif
+
+/* First k in [k, n) with bytes[k] != 0 (want_zero = 0) or == 0
+ * (want_zero = 1); n when none.  Eight bytes at a time where it can. */
+static uint64_t runs_next_change(const uint8_t *b, uint64_t k, uint64_t n, int want_zero)
+{
+#ifdef RUNS_WORDS
+    const uint64_t lo7 = UINT64_C(0x7F7F7F7F7F7F7F7F), hi = UINT64_C(0x8080808080808080);
+    for (; k + 8 <= n; k += 8) {
+        uint64_t x;
+        memcpy(&x, b + k, 8);
+        uint64_t nonzero = (((x & lo7) + lo7) | x) & hi; /* high bit of each nonzero byte */
+        uint64_t hit = want_zero ? ~nonzero & hi : nonzero;
+        if (hit) return k + (uint64_t)(__builtin_ctzll(hit) >> 3);
+    }
+#endif
+    for (; k < n; k++)
+        if ((b[k] == 0) == want_zero) return k;
+    return n;
+}
+
+size_t sa1b_shard_encode_runs(const uint8_t *bytes, uint32_t R, uint8_t *out)
+{
+    const uint64_t n = (uint64_t)R * R;
+    uint8_t *p = out + 5; /* the count goes in front once known */
+    uint32_t count = 0;
+    int one = 0;
+    for (uint64_t k = 0; k < n || count == 0; one ^= 1, count++) {
+        uint64_t next = runs_next_change(bytes, k, n, one);
+        p += shard_varint_put(p, (uint32_t)(next - k));
+        k = next;
+    }
+    uint8_t head[5];
+    size_t h = shard_varint_put(head, count), body = (size_t)(p - (out + 5));
+    memmove(out + h, out + 5, body);
+    memcpy(out, head, h);
+    return h + body;
+}
+
+int sa1b_shard_parse_runs(const uint8_t *data, size_t len, uint32_t R, uint32_t *runs,
+                          size_t cap, size_t *n_runs, sa1b_error *err)
+{
+    shard_runs_it it;
+    SA1B_FORWARD(shard_runs_begin(&it, data, len, R, err));
+    if (it.left > cap)
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "%u runs, room for %zu", it.left, cap);
+    size_t n = 0;
+    uint32_t v;
+    while (it.left) {
+        SA1B_FORWARD(shard_runs_next(&it, &v, err));
+        runs[n++] = v;
+    }
+    SA1B_FORWARD(shard_runs_end(&it, err));
+    *n_runs = n;
+    return SA1B_OK;
+}
+
+/* Decodes the runs straight into out[R*R] (0/1 bytes); all zero when they
+ * do not validate. */
+int shard_runs_decode(const uint8_t *data, size_t len, uint32_t R, uint8_t *out,
+                      sa1b_error *err)
+{
+    shard_runs_it it;
+    uint64_t pos = 0;
+    uint32_t v;
+    int rc = shard_runs_begin(&it, data, len, R, err);
+    for (int one = 0; !rc && it.left; one ^= 1) {
+        if ((rc = shard_runs_next(&it, &v, err))) break;
+        memset(out + pos, one, v);
+        pos += v;
+    }
+    if (!rc) rc = shard_runs_end(&it, err);
+    if (rc) memset(out, 0, (size_t)R * R);
+    return rc;
+}

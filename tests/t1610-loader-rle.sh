@@ -1,0 +1,45 @@
+#!/bin/sh
+# t1610-loader-rle.sh - the loader's batches from sa1b-shard's packed and rle
+# output of the same tar are byte-identical (test-loader-rle compares them
+# under several loader configurations): nearest and area resampling, several
+# S/R (odd R, R = S), landscape, portrait and square images, and masks that
+# the mask grid makes empty (small objects at R = 5) or full (shapes as large
+# as a square image: big.tar at R = 5 has both, checked below).
+. "$top_srcdir/tests/test-lib.sh"
+CMP="$BUILD/tests/test-loader-rle"
+cd "$TMP" || exit 99
+sa1b-synth -n 3 -W 320 -H 200 -m 25 -s 3 --quiet -o land.tar || exit 99
+sa1b-synth -n 3 -W 180 -H 300 -m 25 -s 4 --quiet -o port.tar || exit 99
+sa1b-synth -n 2 -W 256 -H 256 -m 30 -s 5 --quiet -o square.tar || exit 99
+sa1b-synth -n 2 -W 256 -H 256 -m 20 -s 5 --sizes 1:1 --quiet -o big.tar || exit 99
+for tar in land port square big; do
+    for spec in "64 16 area" "48 13 nearest" "40 40 area" "96 5 nearest"; do
+        set -- $spec
+        o="--image-size $1 --mask-size $2 --mask-resample $3 -q -j 2"
+        # shellcheck disable=SC2086
+        sa1b-shard $o -o p.shard $tar.tar && sa1b-shard $o --mask-format rle -o r.shard $tar.tar ||
+            exit 99
+        "$CMP" p.shard r.shard > cmp.tap
+        ! grep -q '^not ok' cmp.tap && grep -q '^ok' cmp.tap
+        ok $? "$tar S=$1 R=$2 $3: packed and rle batches identical ($(grep -c '^ok' cmp.tap) configurations)"
+        grep '^not ok' cmp.tap | sed 's/^/# /'
+    done
+done
+# empty and full masks were among them
+if [ -x /usr/bin/python3 ]; then
+    sa1b-shard --image-size 96 --mask-size 5 --mask-resample nearest -q --mask-format rle \
+        -o e.shard big.tar || exit 99
+    sa1b-inspect --rle e.shard | /usr/bin/python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import coco_rle
+ones = [sum(coco_rle.runs(o["mask_rle"]["counts"])[1::2])
+        for o in map(json.loads, sys.stdin) if o["type"] == "mask"]
+print(sum(n == 0 for n in ones), sum(n == 25 for n in ones))' "$SRC/tests" > ef.txt
+    read -r empty full < ef.txt
+    [ "$empty" -gt 0 ] && [ "$full" -gt 0 ]
+    ok $? "big.tar at R=5 has empty ($empty) and full ($full) masks"
+else
+    skip 1 "no /usr/bin/python3"
+fi
+done_testing
