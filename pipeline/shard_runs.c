@@ -19,12 +19,37 @@ uint64_t sa1b_shard_runs_bound(uint32_t R) { return (uint64_t)R * R + 6; }
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
 #define RUNS_WORDS 1
 #endif
+#if defined(__SSE2__) && defined(__GNUC__)
+#define RUNS_SSE2 1
+#include <emmintrin.h>
+#endif
 
 /* First k in [k, n) with bytes[k] != 0 (want_zero = 0) or == 0
- * (want_zero = 1); n when none.  Eight bytes at a time where it can. */
+ * (want_zero = 1); n when none.  With SSE2 64 bytes at a time while none
+ * of them is wanted (masks are mostly long runs), then 16; eight at a time
+ * without; one at a time for the tail. */
 static uint64_t runs_next_change(const uint8_t *b, uint64_t k, uint64_t n, int want_zero)
 {
-#ifdef RUNS_WORDS
+#ifdef RUNS_SSE2
+    const __m128i zero = _mm_setzero_si128();
+    for (; k + 64 <= n; k += 64) {
+        __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)(b + k));
+        __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(b + k + 16));
+        __m128i v2 = _mm_loadu_si128((const __m128i *)(const void *)(b + k + 32));
+        __m128i v3 = _mm_loadu_si128((const __m128i *)(const void *)(b + k + 48));
+        /* a zero byte among them: their minimum has one; a nonzero: their or */
+        __m128i m = want_zero ? _mm_min_epu8(_mm_min_epu8(v0, v1), _mm_min_epu8(v2, v3))
+                              : _mm_or_si128(_mm_or_si128(v0, v1), _mm_or_si128(v2, v3));
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(m, zero));
+        if (want_zero ? z != 0 : z != 0xFFFFu) break;
+    }
+    for (; k + 16 <= n; k += 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + k));
+        unsigned z = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)); /* bit i: byte i is 0 */
+        unsigned hit = want_zero ? z : z ^ 0xFFFFu;
+        if (hit) return k + (uint64_t)__builtin_ctz(hit);
+    }
+#elif defined(RUNS_WORDS)
     const uint64_t lo7 = UINT64_C(0x7F7F7F7F7F7F7F7F), hi = UINT64_C(0x8080808080808080);
     for (; k + 8 <= n; k += 8) {
         uint64_t x;

@@ -83,3 +83,9 @@ tests_test_shard_runs_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/pi
 tests_test_shard_runs_LDADD = $(SA1B_LIBS)
 EXTRA_DIST += tests/t1350-shard-rle.sh tests/data/v1-input.tar tests/data/v1-jpeg.shard \
 	tests/data/v1-raw.shard
+
+# make bench: bytes per image by part, loader and sa1b-shard speed, rle vs packed
+BENCH_SH += tests/bench/bench-rle-shards.sh
+BENCH_SH_DEPS += shard-tools/sa1b-shard shard-tools/sa1b-synth shard-tools/sa1b-inspect \
+	shard-tools/sa1b-loadbench
+EXTRA_DIST += tests/bench/bench-rle-shards.sh tests/bench/photo_tar.py
