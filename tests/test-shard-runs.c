@@ -7,8 +7,10 @@
  * bytes and one from runs coded by the caller are the same file, open as
  * version 2, decode to the masks given and to the same masks as a packed
  * shard of the same samples, verify, and report runs that were tampered
- * with behind valid CRCs.  Deterministic.
+ * with behind valid CRCs (sa1b_shard_verify_image, sa1b_shard_decode_mask
+ * and the loader, which skips that sample).  Deterministic.
  */
+#include "sa1b_loader.h"
 #include "sa1b_shard.h"
 #include "shard_format.h"
 #include "tap.h"
@@ -139,7 +141,7 @@ typedef struct masks_of {
 static int write_shard(const char *path, int mask_format, int coded, masks_of *mo,
                        const uint8_t *image, sa1b_error *e)
 {
-    sa1b_shard_params p = {32, R_, SA1B_SHARD_JPEG, "{\"test\":1}", mask_format};
+    sa1b_shard_params p = {32, R_, SA1B_SHARD_RAW, "{\"test\":1}", mask_format};
     sa1b_shard_writer *w;
     if (sa1b_shard_writer_open(&w, path, &p, e)) return -1;
     for (int i = 0; i < NIMG; i++) {
@@ -150,7 +152,7 @@ static int write_shard(const char *path, int mask_format, int coded, masks_of *m
         s.scale = 0.5f;
         s.file_name = "x.jpg";
         s.image = image;
-        s.image_len = 13 + (size_t)i * 7; /* payloads of every alignment */
+        s.image_len = 32 * 32 * 3; /* the runs' blocks end anywhere */
         s.n_masks = (uint32_t)i % 4 * 2; /* 0, 2, 4, 6 masks */
         s.masks = coded ? mo[i].coded : mo[i].in;
         int rc = coded ? sa1b_shard_writer_add_packed(w, &s, e) : sa1b_shard_writer_add(w, &s, e);
@@ -178,7 +180,7 @@ static uint8_t *slurp(const char *path, size_t *len)
 static void test_files(void)
 {
     static masks_of mo[NIMG];
-    static uint8_t image[64];
+    static uint8_t image[32 * 32 * 3];
     for (size_t i = 0; i < sizeof image; i++) image[i] = (uint8_t)rnd(256);
     for (int i = 0; i < NIMG; i++)
         for (int j = 0; j < 8; j++) {
@@ -269,6 +271,40 @@ static void test_files(void)
             rc = sa1b_shard_decode_mask(s, &m, x, &e);
             tap_ok(rc == SA1B_EFORMAT && strstr(e.msg, "runs at offset"), "decode reports it: '%s'",
                    e.msg);
+            /* the loader (no --verify: decoding alone) reports that sample as
+             * damaged, names it, and goes on with the others when called again */
+            char t[64];
+            snprintf(t, sizeof t, "%s/t.shard", dir);
+            FILE *fp = fopen(t, "wb");
+            int wrote = fp && fwrite(da, 1, la, fp) == la;
+            if (fp) fclose(fp);
+            sa1b_loader_config lc;
+            sa1b_loader_config_init(&lc);
+            const char *paths[] = {t};
+            lc.paths = paths;
+            lc.n_paths = 1;
+            lc.max_masks = 8;
+            lc.max_epochs = 1;
+            lc.threads = 1;
+            sa1b_loader *L = NULL;
+            int damaged = 0, rows = 0, named = 0;
+            if (wrote && sa1b_loader_open(&L, &lc, &e) == 0) {
+                sa1b_batch *bt;
+                while ((rc = sa1b_loader_next(L, &bt, &e)) != SA1B_EOF) {
+                    if (rc) {
+                        damaged++;
+                        named += strstr(e.msg, "image 3 (id 103)") && strstr(e.msg, "runs at offset");
+                        continue;
+                    }
+                    rows += (int)bt->count;
+                    sa1b_loader_release(L, bt);
+                }
+            }
+            sa1b_loader_close(L);
+            unlink(t);
+            tap_ok(damaged == 1 && named == 1 && rows == NIMG - 1,
+                   "loader: the damaged sample reported (%d, named %d), %d others delivered",
+                   damaged, named, rows);
         } else {
             tap_ok(0, "reopen for tampering");
         }
