@@ -147,6 +147,12 @@ typedef struct sa1b_loader_config {
                                  draws are made as usual, so every other point
                                  and the stream stay the same */
     const sa1b_allocator *allocator; /* NULL: malloc/free */
+    uint32_t mask_size;       /* R of the batches: 0 = the shards'; needed for shards of
+                                 source-size masks (sa1b-shard --mask-size source), which
+                                 are resampled to it, and then equal to the R of any other
+                                 shard in the list */
+    int mask_resample;        /* source-size masks: SA1B_MASK_AREA (0) or SA1B_MASK_NEAREST
+                                 (1) of sa1b_prep.h, as sa1b-shard --mask-resample */
 } sa1b_loader_config;
 
 /* Fills *cfg with the defaults: B 1, M 1, K 1, world 1, everything else 0

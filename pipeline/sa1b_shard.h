@@ -55,18 +55,22 @@ extern "C" {
 #define SA1B_SHARD_MAX_IMAGE_SIZE 16384u /* largest S accepted */
 
 enum { SA1B_SHARD_RAW = 0, SA1B_SHARD_JPEG = 1 }; /* image payload format */
-/* mask format: bit-packed at a fixed stride (version 1) or runs (version 2) */
-enum { SA1B_SHARD_PACKED = 0, SA1B_SHARD_RLE = 1 };
+/* mask format: bit-packed at a fixed stride (version 1), runs at R x R
+ * (version 2), or each annotation's own runs at its image's size (version 2,
+ * mask size 0: readers resample them to the R they want) */
+enum { SA1B_SHARD_PACKED = 0, SA1B_SHARD_RLE = 1, SA1B_SHARD_RLE_SOURCE = 2 };
 
 /* ---- writer ------------------------------------------------------------- */
 
 typedef struct sa1b_shard_params {
     uint32_t image_size;    /* S: images are S x S x 3 RGB letterboxed, 1..16384 */
-    uint32_t mask_size;     /* R: masks are R x R bits, letterboxed the same way, 1..S */
+    uint32_t mask_size;     /* R: masks are R x R bits, letterboxed the same way, 1..S;
+                               0 with SA1B_SHARD_RLE_SOURCE */
     int image_format;       /* SA1B_SHARD_RAW or SA1B_SHARD_JPEG */
     const char *provenance; /* JSON text (tool version, source tar, all options), stored
                                verbatim; NULL stores "{}" */
-    int mask_format;        /* SA1B_SHARD_PACKED (0: version 1) or SA1B_SHARD_RLE (version 2) */
+    int mask_format;        /* SA1B_SHARD_PACKED (0: version 1), SA1B_SHARD_RLE or
+                               SA1B_SHARD_RLE_SOURCE (version 2) */
 } sa1b_shard_params;
 
 typedef struct sa1b_shard_mask_in {
@@ -80,7 +84,8 @@ typedef struct sa1b_shard_mask_in {
     const uint8_t *bits;    /* [R*R] bytes, 0 or nonzero, row-major; the writer bit-packs
                                (or codes as runs) */
     size_t data_len;        /* sa1b_shard_writer_add_packed on an RLE writer: bits holds
-                               data_len bytes made by sa1b_shard_encode_runs */
+                               data_len bytes made by sa1b_shard_encode_runs (source
+                               size: by sa1b_shard_encode_coco_runs) */
 } sa1b_shard_mask_in;
 
 typedef struct sa1b_shard_sample_in {
@@ -131,6 +136,13 @@ uint64_t sa1b_shard_runs_bound(uint32_t R);
  * the bytes written. */
 size_t sa1b_shard_encode_runs(const uint8_t *bytes, uint32_t R, uint8_t *out);
 
+/* Codes the n COCO runs cnts of a mask at its source size (column-major,
+ * the first run background, as sa1b_rle holds them) in the same varints
+ * into out[5 * (n + 1)], empty runs after the first merged away (so that
+ * the coding stays canonical); returns the bytes written.  This is how
+ * SA1B_SHARD_RLE_SOURCE shards store masks: the annotation's own runs. */
+size_t sa1b_shard_encode_coco_runs(const uint32_t *cnts, size_t n, uint8_t *out);
+
 /* Parses len bytes of runs of an R x R mask into runs[] (cap entries; len
  * entries always suffice) and *n_runs, validating everything: varints
  * well-formed, no empty run after the first, no run past R*R, the sum
@@ -167,7 +179,8 @@ typedef struct sa1b_shard_info {
     uint32_t mask_bytes;       /* ceil(R*R / 8): packed bits of one mask (0 for RLE) */
     uint32_t mask_stride;      /* mask_bytes rounded up to 64: distance between masks
                                   (0 for RLE) */
-    int mask_format;           /* SA1B_SHARD_PACKED (version 1) or SA1B_SHARD_RLE (2) */
+    int mask_format;           /* SA1B_SHARD_PACKED (version 1), SA1B_SHARD_RLE or
+                                  SA1B_SHARD_RLE_SOURCE (2; then mask_size is 0) */
 } sa1b_shard_info;
 
 /* One image's row: a view into the map (valid until sa1b_shard_close).
@@ -243,10 +256,23 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
  * mask (sa1b_shard_decode_mask says why). */
 void sa1b_shard_unpack_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out);
 
-/* The same for both formats, with an error for runs that do not validate
- * (SA1B_EFORMAT naming the mask and its offset; out is then all zero). */
+/* The same for every format, with an error for runs that do not validate
+ * (SA1B_EFORMAT naming the mask and its offset; out is then all zero).  A
+ * SA1B_SHARD_RLE_SOURCE mask comes at its source size: out[orig_h * orig_w]
+ * row-major (orig_w, orig_h of its image). */
 int sa1b_shard_decode_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out,
                            sa1b_error *err);
+
+/* Mask m at R x R as sa1b-shard makes masks: letterboxed (content
+ * round(w R / L) x round(h R / L), L = max(w, h), top left, zero around)
+ * and, for a source-size mask, resampled straight from its runs with mode
+ * 0 (area: a cell is set when at least half of the pixels it covers are)
+ * or 1 (nearest: the pixel under the cell centre), SA1B_MASK_AREA and
+ * SA1B_MASK_NEAREST of sa1b_prep.h, the very bytes a packed shard made at
+ * R with that mode holds.  Other shards give their masks when R is theirs
+ * (mode unused), SA1B_EINVAL otherwise.  out[R * R]. */
+int sa1b_shard_resample_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint32_t R,
+                             int mode, uint8_t *out, sa1b_error *err);
 
 /* First image with this image_id (linear search); SA1B_ERANGE when absent. */
 int sa1b_shard_find_image(const sa1b_shard *s, int64_t image_id, uint64_t *index,

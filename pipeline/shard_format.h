@@ -89,7 +89,8 @@ enum {
 /* Version 2 (run-length masks): one more header field; the mask stride is
  * 0 (masks have their own lengths, see shard_runs_* below). */
 enum {
-    HDR_MASK_FORMAT = 136 /* u32: 1 = runs (SA1B_SHARD_RLE); zero in version 1 */
+    HDR_MASK_FORMAT = 136 /* u32: 1 runs at R (SA1B_SHARD_RLE), 2 runs at the source size
+                             (SA1B_SHARD_RLE_SOURCE, mask size 0); zero in version 1 */
 };
 
 /* Run coding of one version-2 mask (sa1b-shard(5)): a varint n (number of
@@ -151,14 +152,14 @@ typedef struct shard_runs_it {
 } shard_runs_it;
 
 static inline int shard_runs_begin(shard_runs_it *it, const uint8_t *data, size_t len,
-                                   uint32_t R, sa1b_error *err)
+                                   uint64_t cells, sa1b_error *err)
 {
     it->p = data;
     it->end = data + len;
     it->i = 0;
     it->sum = 0;
     it->left = 0;
-    it->cells = (uint64_t)R * R;
+    it->cells = cells; /* R * R, or w * h at the source size */
     int r = shard_varint_get(&it->p, it->end, &it->left);
     if (r) return sa1b_error_set(err, SA1B_EFORMAT, -1, "run count: %s", shard_varint_why(r));
     if (it->left == 0) return sa1b_error_set(err, SA1B_EFORMAT, -1, "0 runs");
@@ -197,11 +198,12 @@ static inline int shard_runs_end(const shard_runs_it *it, sa1b_error *err)
 }
 
 /* The whole walk: the runs validate. */
-static inline int shard_runs_check(const uint8_t *data, size_t len, uint32_t R, sa1b_error *err)
+static inline int shard_runs_check(const uint8_t *data, size_t len, uint64_t cells,
+                                   sa1b_error *err)
 {
     shard_runs_it it;
     uint32_t v;
-    SA1B_FORWARD(shard_runs_begin(&it, data, len, R, err));
+    SA1B_FORWARD(shard_runs_begin(&it, data, len, cells, err));
     while (it.left) SA1B_FORWARD(shard_runs_next(&it, &v, err));
     return shard_runs_end(&it, err);
 }
@@ -209,6 +211,10 @@ static inline int shard_runs_check(const uint8_t *data, size_t len, uint32_t R, 
 /* shard_runs.c: decodes into out[R*R] 0/1 bytes (zeros when invalid). */
 int shard_runs_decode(const uint8_t *data, size_t len, uint32_t R, uint8_t *out,
                       sa1b_error *err);
+/* The same for source-size runs (column-major over h x w) into out[h*w]
+ * row-major. */
+int shard_runs_decode_source(const uint8_t *data, size_t len, uint32_t w, uint32_t h,
+                             uint8_t *out, sa1b_error *err);
 
 static inline uint32_t shard_ld32(const uint8_t *p)
 {

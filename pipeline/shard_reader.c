@@ -135,19 +135,22 @@ static int validate_header(sa1b_shard *s, sa1b_error *err)
         return sa1b_error_set(err, SA1B_ERANGE, HDR_IMAGE_SIZE,
                               "header at offset 0: image size %u not in 1..%u", in->image_size,
                               SA1B_SHARD_MAX_IMAGE_SIZE);
-    if (in->mask_size < 1 || in->mask_size > in->image_size)
-        return sa1b_error_set(err, SA1B_ERANGE, HDR_MASK_SIZE,
-                              "header at offset 0: mask size %u not in 1..%u", in->mask_size,
-                              in->image_size);
     if (fmt > SA1B_SHARD_JPEG)
         return sa1b_error_set(err, SA1B_EFORMAT, HDR_IMAGE_FORMAT,
                               "header at offset 0: image format %u unknown", fmt);
     in->image_format = (int)fmt;
-    in->mask_format = version == SA1B_SHARD_VERSION_RLE ? SA1B_SHARD_RLE : SA1B_SHARD_PACKED;
-    if (shard_ld32(b + HDR_MASK_FORMAT) != (uint32_t)in->mask_format)
+    uint32_t mf = shard_ld32(b + HDR_MASK_FORMAT);
+    if (version == SA1B_SHARD_VERSION ? mf != SA1B_SHARD_PACKED
+                                      : mf != SA1B_SHARD_RLE && mf != SA1B_SHARD_RLE_SOURCE)
         return sa1b_error_set(err, SA1B_EFORMAT, HDR_MASK_FORMAT,
-                              "header at offset 0: mask format %u, want %d for version %u",
-                              shard_ld32(b + HDR_MASK_FORMAT), in->mask_format, version);
+                              "header at offset 0: mask format %u, want %s for version %u", mf,
+                              version == SA1B_SHARD_VERSION ? "0" : "1 or 2", version);
+    in->mask_format = (int)mf;
+    const int source = in->mask_format == SA1B_SHARD_RLE_SOURCE;
+    if (source ? in->mask_size != 0 : in->mask_size < 1 || in->mask_size > in->image_size)
+        return sa1b_error_set(err, SA1B_ERANGE, HDR_MASK_SIZE,
+                              "header at offset 0: mask size %u not in %s%u", in->mask_size,
+                              source ? "0.." : "1..", source ? 0 : in->image_size);
     if (in->mask_format == SA1B_SHARD_PACKED) {
         in->mask_bytes = (uint32_t)shard_mask_bytes(in->mask_size);
         in->mask_stride = (uint32_t)shard_mask_stride(in->mask_size);
@@ -280,7 +283,7 @@ static int validate_rows(sa1b_shard *s, sa1b_error *err)
         if (in->mask_format == SA1B_SHARD_PACKED && mlen != (uint64_t)nm * in->mask_stride)
             ROW_ERR(SA1B_EFORMAT, "masks length %llu != %u masks x %u bytes", (ull)mlen, nm,
                     in->mask_stride);
-        if (in->mask_format == SA1B_SHARD_RLE && mlen < (uint64_t)nm * 2)
+        if (in->mask_format != SA1B_SHARD_PACKED && mlen < (uint64_t)nm * 2)
             ROW_ERR(SA1B_EFORMAT, "masks length %llu < %u masks x 2 bytes of runs", (ull)mlen, nm);
         if (!span_ok(mofs, mlen, lo, hi))
             ROW_ERR(SA1B_EFORMAT, "masks block of %llu bytes at offset %llu beyond file size %llu",
@@ -306,7 +309,7 @@ static int validate_rows(sa1b_shard *s, sa1b_error *err)
             uint64_t mro = s->masktab_offset + k * SA1B_SHARD_MASK_ROW_SIZE;
             const uint8_t *mr = b + mro;
             uint64_t d = shard_ld64(mr + MSK_DATA_OFFSET), want = mofs + (uint64_t)j * in->mask_stride;
-            if (in->mask_format == SA1B_SHARD_RLE) {
+            if (in->mask_format != SA1B_SHARD_PACKED) {
                 SA1B_FORWARD(rle_row_check(mr, mro, k, i, j, nm, mofs, mlen, err));
                 want = d;
             }
@@ -463,7 +466,7 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
     out->data_offset = shard_ld64(m + MSK_DATA_OFFSET);
     out->bits = s->base + out->data_offset;
     out->data_len = s->info.mask_bytes;
-    if (s->info.mask_format == SA1B_SHARD_RLE)
+    if (s->info.mask_format != SA1B_SHARD_PACKED)
         out->data_len = rle_data_end(m, j, nm, shard_ld64(r + IDX_MASKS_OFFSET),
                                      shard_ld64(r + IDX_MASKS_LENGTH)) -
                         out->data_offset;
@@ -482,9 +485,9 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
 
 void sa1b_shard_unpack_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out)
 {
-    if (s->info.mask_format == SA1B_SHARD_RLE) {
+    if (s->info.mask_format != SA1B_SHARD_PACKED) {
         sa1b_error e;
-        (void)shard_runs_decode(m->bits, (size_t)m->data_len, s->info.mask_size, out, &e);
+        (void)sa1b_shard_decode_mask(s, m, out, &e);
         return;
     }
     uint64_t n = (uint64_t)s->info.mask_size * s->info.mask_size, k = 0;
@@ -500,12 +503,20 @@ int sa1b_shard_decode_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, u
                            sa1b_error *err)
 {
     if (!s || !m || !out) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
-    if (s->info.mask_format != SA1B_SHARD_RLE) {
+    if (s->info.mask_format == SA1B_SHARD_PACKED) {
         sa1b_shard_unpack_mask(s, m, out);
         return SA1B_OK;
     }
     sa1b_error e;
-    if (shard_runs_decode(m->bits, (size_t)m->data_len, s->info.mask_size, out, &e))
+    int rc;
+    if (s->info.mask_format == SA1B_SHARD_RLE_SOURCE) {
+        const uint8_t *r = s->base + s->index_offset + m->image_index * SA1B_SHARD_INDEX_ROW_SIZE;
+        rc = shard_runs_decode_source(m->bits, (size_t)m->data_len, shard_ld32(r + IDX_ORIG_W),
+                                      shard_ld32(r + IDX_ORIG_H), out, &e);
+    } else {
+        rc = shard_runs_decode(m->bits, (size_t)m->data_len, s->info.mask_size, out, &e);
+    }
+    if (rc)
         return sa1b_error_set(err, e.code, (int64_t)m->data_offset,
                               "image %llu mask row %llu runs at offset %llu: %s",
                               (ull)m->image_index, (ull)m->index, (ull)m->data_offset, e.msg);
@@ -532,7 +543,10 @@ static int verify_runs(const sa1b_shard *s, const sa1b_shard_image_view *im, uin
     sa1b_shard_mask_view m;
     SA1B_FORWARD(sa1b_shard_mask(s, im->index, j, &m, err));
     sa1b_error e;
-    int rc = shard_runs_check(m.bits, (size_t)m.data_len, s->info.mask_size, &e);
+    uint64_t cells = s->info.mask_format == SA1B_SHARD_RLE_SOURCE
+                         ? (uint64_t)im->orig_w * im->orig_h
+                         : (uint64_t)s->info.mask_size * s->info.mask_size;
+    int rc = shard_runs_check(m.bits, (size_t)m.data_len, cells, &e);
     if (rc)
         return sa1b_error_set(err, rc, (int64_t)m.data_offset,
                               "image %llu (id %lld) mask %u runs at offset %llu: %s",
@@ -559,7 +573,7 @@ int sa1b_shard_verify_image(const sa1b_shard *s, uint64_t i, sa1b_error *err)
                               "stored 0x%08x",
                               (ull)i, (long long)im.image_id, (ull)im.masks_offset, c,
                               im.masks_crc);
-    if (s->info.mask_format == SA1B_SHARD_RLE)
+    if (s->info.mask_format != SA1B_SHARD_PACKED)
         for (uint32_t j = 0; j < im.n_masks; j++)
             SA1B_FORWARD(verify_runs(s, &im, j, err));
     return SA1B_OK;

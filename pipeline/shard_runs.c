@@ -86,7 +86,7 @@ int sa1b_shard_parse_runs(const uint8_t *data, size_t len, uint32_t R, uint32_t 
                           size_t cap, size_t *n_runs, sa1b_error *err)
 {
     shard_runs_it it;
-    SA1B_FORWARD(shard_runs_begin(&it, data, len, R, err));
+    SA1B_FORWARD(shard_runs_begin(&it, data, len, (uint64_t)R * R, err));
     if (it.left > cap)
         return sa1b_error_set(err, SA1B_EFORMAT, -1, "%u runs, room for %zu", it.left, cap);
     size_t n = 0;
@@ -108,7 +108,7 @@ int shard_runs_decode(const uint8_t *data, size_t len, uint32_t R, uint8_t *out,
     shard_runs_it it;
     uint64_t pos = 0;
     uint32_t v;
-    int rc = shard_runs_begin(&it, data, len, R, err);
+    int rc = shard_runs_begin(&it, data, len, (uint64_t)R * R, err);
     for (int one = 0; !rc && it.left; one ^= 1) {
         if ((rc = shard_runs_next(&it, &v, err))) break;
         memset(out + pos, one, v);
@@ -116,5 +116,50 @@ int shard_runs_decode(const uint8_t *data, size_t len, uint32_t R, uint8_t *out,
     }
     if (!rc) rc = shard_runs_end(&it, err);
     if (rc) memset(out, 0, (size_t)R * R);
+    return rc;
+}
+
+size_t sa1b_shard_encode_coco_runs(const uint32_t *cnts, size_t n, uint8_t *out)
+{
+    uint8_t *p = out + 5; /* the count goes in front once known */
+    uint32_t count = 0;   /* runs written; run k holds value k % 2 */
+    uint64_t pend = 0;    /* the last run, not written yet (from cnts[0] on) */
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0) {
+            pend = cnts[0]; /* the background run, possibly empty */
+        } else if (cnts[i] != 0) {
+            if ((i % 2) == (count % 2)) { /* the value of pend: an empty run between */
+                pend += cnts[i];
+            } else {
+                p += shard_varint_put(p, (uint32_t)pend);
+                count++;
+                pend = cnts[i];
+            }
+        }
+    }
+    p += shard_varint_put(p, (uint32_t)pend);
+    count++;
+    uint8_t head[5];
+    size_t h = shard_varint_put(head, count), body = (size_t)(p - (out + 5));
+    memmove(out + h, out + 5, body);
+    memcpy(out, head, h);
+    return h + body;
+}
+
+int shard_runs_decode_source(const uint8_t *data, size_t len, uint32_t w, uint32_t h,
+                             uint8_t *out, sa1b_error *err)
+{
+    shard_runs_it it;
+    uint64_t pos = 0;
+    uint32_t v;
+    memset(out, 0, (size_t)w * h);
+    int rc = shard_runs_begin(&it, data, len, (uint64_t)w * h, err);
+    for (int one = 0; !rc && it.left; one ^= 1, pos += v) {
+        if ((rc = shard_runs_next(&it, &v, err))) break;
+        for (uint64_t k = pos; one && k < pos + v; k++) /* column-major to row-major */
+            out[(k % h) * w + k / h] = 1;
+    }
+    if (!rc) rc = shard_runs_end(&it, err);
+    if (rc) memset(out, 0, (size_t)w * h);
     return rc;
 }

@@ -405,13 +405,16 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     if (p->image_size < 1 || p->image_size > SA1B_SHARD_MAX_IMAGE_SIZE)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image size %u not in 1..%u", p->image_size,
                               SA1B_SHARD_MAX_IMAGE_SIZE);
-    if (p->mask_size < 1 || p->mask_size > p->image_size)
-        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask size %u not in 1..%u", p->mask_size,
-                              p->image_size);
+    if (p->mask_format != SA1B_SHARD_PACKED && p->mask_format != SA1B_SHARD_RLE &&
+        p->mask_format != SA1B_SHARD_RLE_SOURCE)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask format %d unknown", p->mask_format);
+    if (p->mask_format == SA1B_SHARD_RLE_SOURCE ? p->mask_size != 0
+                                                 : p->mask_size < 1 || p->mask_size > p->image_size)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask size %u not in %s%u", p->mask_size,
+                              p->mask_format == SA1B_SHARD_RLE_SOURCE ? "0.." : "1..",
+                              p->mask_format == SA1B_SHARD_RLE_SOURCE ? 0 : p->image_size);
     if (p->image_format != SA1B_SHARD_RAW && p->image_format != SA1B_SHARD_JPEG)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image format %d unknown", p->image_format);
-    if (p->mask_format != SA1B_SHARD_PACKED && p->mask_format != SA1B_SHARD_RLE)
-        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask format %d unknown", p->mask_format);
     sa1b_shard_writer *w = calloc(1, sizeof *w);
     if (!w) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
     w->fd = w->names.fd = w->index.fd = w->masks.fd = -1;
@@ -419,16 +422,16 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     w->R = p->mask_size;
     w->format = p->image_format;
     w->mask_format = p->mask_format;
-    w->mask_bytes = w->mask_format == SA1B_SHARD_RLE ? 0 : shard_mask_bytes(w->R);
-    w->mask_stride = w->mask_format == SA1B_SHARD_RLE ? 0 : shard_mask_stride(w->R);
+    w->mask_bytes = w->mask_format != SA1B_SHARD_PACKED ? 0 : shard_mask_bytes(w->R);
+    w->mask_stride = w->mask_format != SA1B_SHARD_PACKED ? 0 : shard_mask_stride(w->R);
     const char *prov = p->provenance ? p->provenance : "{}";
     w->prov_len = strlen(prov);
     w->path = strdup(path);
     w->prov = strdup(prov);
     void *buf = NULL;
     w->buf = posix_memalign(&buf, DIO_ALIGN, WBUF_CAP) == 0 ? buf : NULL;
-    w->pack = malloc((size_t)(w->mask_format == SA1B_SHARD_RLE ? sa1b_shard_runs_bound(w->R)
-                                                               : w->mask_stride));
+    w->pack = malloc((size_t)(w->mask_format != SA1B_SHARD_PACKED ? sa1b_shard_runs_bound(w->R)
+                                                                  : w->mask_stride));
     if (!w->path || !w->prov || !w->buf || !w->pack) {
         wr_free(w);
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
@@ -453,7 +456,9 @@ static int check_runs(const sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
                       sa1b_error *err)
 {
     sa1b_error e;
-    int rc = shard_runs_check(s->masks[j].bits, s->masks[j].data_len, w->R, &e);
+    uint64_t cells = w->mask_format == SA1B_SHARD_RLE_SOURCE ? (uint64_t)s->orig_w * s->orig_h
+                                                             : (uint64_t)w->R * w->R;
+    int rc = shard_runs_check(s->masks[j].bits, s->masks[j].data_len, cells, &e);
     if (rc)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: mask %u: %s",
                               (long long)s->image_id, j, e.msg);
@@ -483,7 +488,12 @@ static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *
         if (!s->masks[j].bits)
             return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: mask %u has no bits",
                                   (long long)s->image_id, j);
-    if (packed && w->mask_format == SA1B_SHARD_RLE)
+    if (!packed && w->mask_format == SA1B_SHARD_RLE_SOURCE && s->n_masks)
+        return sa1b_error_set(err, SA1B_EINVAL, -1,
+                              "image %lld: source-size masks come as runs "
+                              "(sa1b_shard_writer_add_packed)",
+                              (long long)s->image_id);
+    if (packed && w->mask_format != SA1B_SHARD_PACKED)
         for (uint32_t j = 0; j < s->n_masks; j++)
             SA1B_FORWARD(check_runs(w, s, j, err));
     if (s->file_name && strlen(s->file_name) > UINT32_MAX - 1)
@@ -575,7 +585,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
         const sa1b_shard_mask_in *m = &s->masks[j];
         const uint8_t *pk = m->bits;
         size_t pk_len = (size_t)w->mask_stride;
-        if (w->mask_format == SA1B_SHARD_RLE) {
+        if (w->mask_format != SA1B_SHARD_PACKED) {
             pk_len = packed ? m->data_len : sa1b_shard_encode_runs(m->bits, w->R, w->pack);
             if (!packed) pk = w->pack;
         } else if (!packed) {
@@ -689,7 +699,7 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     memset(hdr, 0, sizeof hdr);
     memcpy(hdr + HDR_MAGIC, SA1B_SHARD_MAGIC, 8);
     const uint32_t version =
-        w->mask_format == SA1B_SHARD_RLE ? SA1B_SHARD_VERSION_RLE : SA1B_SHARD_VERSION;
+        w->mask_format != SA1B_SHARD_PACKED ? SA1B_SHARD_VERSION_RLE : SA1B_SHARD_VERSION;
     shard_st32(hdr + HDR_VERSION, version);
     shard_st32(hdr + HDR_HEADER_SIZE, SA1B_SHARD_HEADER_SIZE);
     shard_st32(hdr + HDR_IMAGE_SIZE, w->S);
@@ -713,7 +723,7 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st32(hdr + HDR_NAMES_CRC, names_crc);
     shard_st32(hdr + HDR_INDEX_CRC, index_crc);
     shard_st32(hdr + HDR_MASKTAB_CRC, masktab_crc);
-    if (w->mask_format == SA1B_SHARD_RLE) shard_st32(hdr + HDR_MASK_FORMAT, SA1B_SHARD_RLE);
+    shard_st32(hdr + HDR_MASK_FORMAT, (uint32_t)w->mask_format); /* 0 in version 1 */
     uint32_t hcrc = sa1b_crc32c(0, hdr, HDR_CRC);
     shard_st32(hdr + HDR_CRC, hcrc);
 

@@ -60,7 +60,8 @@ static void usage(void)
            "                            exists with the same provenance\n"
            "Images and masks:\n"
            "      --image-size S        letterbox images to S x S (default 1024)\n"
-           "      --mask-size R         masks at R x R (default S/4)\n"
+           "      --mask-size R         masks at R x R (default S/4); source: each\n"
+           "                            annotation's own runs, loaders pick R\n"
            "      --image-format FMT    raw or jpeg (default raw)\n"
            "      --quality Q           JPEG quality for --image-format jpeg (default 90)\n"
            "      --mask-resample MODE  area or nearest (default area)\n"
@@ -155,7 +156,12 @@ static void parse_options(int argc, char **argv, options *o)
             o->prep.image_size = (uint32_t)need_u64("--image-size", optarg, 16, SA1B_SHARD_MAX_IMAGE_SIZE);
             break;
         case OPT_MASK_SIZE:
-            o->prep.mask_size = (uint32_t)need_u64("--mask-size", optarg, 1, SA1B_SHARD_MAX_IMAGE_SIZE);
+            if (strcmp(optarg, "source") == 0) { /* each annotation's own runs */
+                o->prep.mask_size = 0;
+                o->prep.mask_format = SA1B_SHARD_RLE_SOURCE;
+            } else {
+                o->prep.mask_size = (uint32_t)need_u64("--mask-size", optarg, 1, SA1B_SHARD_MAX_IMAGE_SIZE);
+            }
             o->mask_size_set = 1;
             break;
         case OPT_IMAGE_FORMAT:
@@ -171,7 +177,9 @@ static void parse_options(int argc, char **argv, options *o)
             break;
         case OPT_MASK_FORMAT:
             if (strcmp(optarg, "packed") == 0) o->prep.mask_format = SA1B_SHARD_PACKED;
-            else if (strcmp(optarg, "rle") == 0) o->prep.mask_format = SA1B_SHARD_RLE;
+            else if (strcmp(optarg, "rle") == 0) {
+                if (o->prep.mask_format != SA1B_SHARD_RLE_SOURCE) o->prep.mask_format = SA1B_SHARD_RLE;
+            }
             else cli_usage_error("--mask-format: '%s' is not packed or rle", optarg);
             break;
         case OPT_MIN_AREA: o->prep.filter.min_area = need_u64("--min-area", optarg, 0, UINT64_MAX); break;
@@ -197,6 +205,8 @@ static void parse_options(int argc, char **argv, options *o)
     if (!o->out) cli_usage_error("no output: give -o OUT");
     if (optind >= argc) cli_usage_error("no input: give one or more tars, or - for stdin");
     if (!o->mask_size_set) o->prep.mask_size = o->prep.image_size / 4;
+    if (o->mask_size_set && o->prep.mask_size == 0 && o->prep.mask_format != SA1B_SHARD_RLE_SOURCE)
+        cli_usage_error("--mask-size source stores runs: --mask-format does not apply");
     if (o->prep.mask_size > o->prep.image_size)
         cli_usage_error("--mask-size %u is larger than --image-size %u", o->prep.mask_size, o->prep.image_size);
     int n_stdin = 0;
@@ -259,7 +269,9 @@ static char *provenance(const options *o, const char *stem, uint64_t part)
     if (p->image_format == SA1B_SHARD_JPEG) json_object_set_new(opt, "quality", json_integer(p->jpeg_quality));
     json_object_set_new(opt, "mask_resample", json_string(p->mask_mode == SA1B_MASK_NEAREST ? "nearest" : "area"));
     /* only when not the default, so that packed shards keep version 1's bytes */
-    if (p->mask_format == SA1B_SHARD_RLE) json_object_set_new(opt, "mask_format", json_string("rle"));
+    if (p->mask_format != SA1B_SHARD_PACKED)
+        json_object_set_new(opt, "mask_format",
+                            json_string(p->mask_format == SA1B_SHARD_RLE ? "rle" : "source"));
     json_object_set_new(opt, "min_area", json_integer((json_int_t)p->filter.min_area));
     json_object_set_new(opt, "min_iou", isfinite(p->filter.min_iou) ? json_real(p->filter.min_iou) : json_null());
     json_object_set_new(opt, "min_stability",

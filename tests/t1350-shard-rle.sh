@@ -8,7 +8,8 @@
 # They still open, verify, inspect and export; today's sa1b-shard (packed,
 # the default) rewrites them byte for byte; --mask-format rle gives version-2
 # shards that verify and hold the same masks (sa1b-inspect --rle, exported
-# overlays), in fewer bytes.
+# overlays), in fewer bytes; --mask-size source keeps the annotations' own
+# runs, which the tools read.
 . "$top_srcdir/tests/test-lib.sh"
 cd "$TMP" || exit 99
 D="$SRC/tests/data"
@@ -50,6 +51,36 @@ for spec in "$@"; do
     [ "$(wc -c < "rle-$k.shard")" -lt "$(wc -c < "packed-$k.shard")" ]
     ok $? "rle ($k) is smaller than packed"
 done
+
+# --mask-size source: each annotation's own runs, the loader picks R
+run_ok "source-size masks" sa1b-shard -q --image-size 32 --mask-size source -o src.shard v1.tar
+run_ok "source-size masks verify" sa1b-verify src.shard
+sa1b-inspect src.shard | head -1 > head.json
+grep_ok '"version": 2, "image_size": 32, "mask_size": 0,.*"mask_format": "source"' head.json \
+    "source: version 2, mask size 0, mask format source"
+if [ -x /usr/bin/python3 ]; then
+    mkdir -p x && (cd x && tar xf ../v1.tar) || exit 99
+    sa1b-inspect --rle src.shard | /usr/bin/python3 -c '
+import glob, json, sys
+want = {}
+for f in glob.glob(sys.argv[1] + "/*.json"):
+    for a in json.load(open(f))["annotations"]:
+        want[a["id"]] = (a["segmentation"]["size"], a["segmentation"]["counts"])
+got = [o for o in map(json.loads, sys.stdin) if o["type"] == "mask"]
+same = sum(want[o["id"]] == (o["mask_rle"]["size"], o["mask_rle"]["counts"]) for o in got)
+print(len(got), same)' x > same.txt
+    read -r n same < same.txt
+    [ "$n" -eq 24 ] && [ "$same" -eq 24 ]
+    ok $? "source: inspect --rle gives the annotations' own COCO RLE ($same of $n)"
+else
+    skip 1 "no /usr/bin/python3"
+fi
+sa1b-shard -q --image-size 32 --mask-size 32 -o p32.shard v1.tar || exit 99
+sa1b-export src.shard -i 1 -o src.png && sa1b-export p32.shard -i 1 -o p32.png && cmp -s src.png p32.png
+ok $? "source: exported at S (area) as a packed shard with R = S"
+run_status 2 "--mask-size source with --mask-format packed: usage error" \
+    sa1b-shard --mask-size source --mask-format packed -o y.shard v1.tar
+grep_ok "mask-size source stores runs" "$TMP/.err" "... and says why"
 
 sa1b-inspect --summary rle-jpeg.shard > sum.txt
 grep_ok '^format +jpeg 128x128, masks 32x32 as runs' sum.txt "summary: masks as runs"

@@ -4,7 +4,8 @@
 # under several loader configurations): nearest and area resampling, several
 # S/R (odd R, R = S), landscape, portrait and square images, and masks that
 # the mask grid makes empty (small objects at R = 5) or full (shapes as large
-# as a square image: big.tar at R = 5 has both, checked below).
+# as a square image: big.tar at R = 5 has both, checked below); and a shard
+# of source-size masks read at several R against packed shards made at them.
 . "$top_srcdir/tests/test-lib.sh"
 CMP="$BUILD/tests/test-loader-rle"
 cd "$TMP" || exit 99
@@ -25,6 +26,24 @@ for tar in land port square big; do
         grep '^not ok' cmp.tap | sed 's/^/# /'
     done
 done
+# one shard of source-size masks (sa1b-shard --mask-size source) serves every
+# R: the loader resamples its runs, and its batches equal those of a packed
+# shard made at that R with the same resampling
+for tar in land port big; do
+    sa1b-shard --image-size 64 --mask-size source -q -j 2 -o s.shard $tar.tar || exit 99
+    for spec in "16 area" "13 nearest" "64 area" "5 nearest" "31 area"; do
+        set -- $spec
+        sa1b-shard --image-size 64 --mask-size "$1" --mask-resample "$2" -q -j 2 -o p.shard $tar.tar ||
+            exit 99
+        "$CMP" p.shard s.shard "$1" "$2" > cmp.tap
+        ! grep -q '^not ok' cmp.tap && grep -q '^ok' cmp.tap
+        ok $? "$tar source-size masks at R=$1 $2 == packed at R=$1 ($(grep -c '^ok' cmp.tap) configurations)"
+        grep '^not ok' cmp.tap | sed 's/^/# /'
+    done
+done
+run_status 2 "a source-size shard without --mask-size: a usage error" sa1b-loadbench s.shard
+grep_ok "source-size masks, and no mask size for the loader" "$TMP/.err" "... and says why"
+
 # empty and full masks were among them
 if [ -x /usr/bin/python3 ]; then
     sa1b-shard --image-size 96 --mask-size 5 --mask-resample nearest -q --mask-format rle \

@@ -13,6 +13,9 @@
  *   test-loader-rle A.shard B.shard the same comparison on two given shards
  *                                   (t1610-loader-rle.sh: sa1b-shard's packed
  *                                   and rle output of one tar)
+ *   test-loader-rle A B R MODE      B's loader asked for masks at R with MODE
+ *                                   (area or nearest): B of source-size masks
+ *                                   against A made at R with MODE
  */
 #include "sa1b_loader.h"
 #include "sa1b_shard.h"
@@ -48,7 +51,8 @@ static int same_batch(const sa1b_batch *a, const sa1b_batch *b)
 
 /* Streams of loaders over pa and pb (n paths each) agree batch for batch
  * under several configurations. */
-static void compare(const char *what, const char *const *pa, const char *const *pb, size_t n)
+static void compare(const char *what, const char *const *pa, const char *const *pb, size_t n,
+                    uint32_t mask_size, int mask_resample)
 {
     static const struct {
         uint32_t B, M, K, threads;
@@ -72,6 +76,8 @@ static void compare(const char *what, const char *const *pa, const char *const *
         cb = ca;
         cb.paths = pb;
         cb.verify = 1; /* runs checked on the way */
+        cb.mask_size = mask_size; /* source-size masks: resampled to it */
+        cb.mask_resample = mask_resample;
         sa1b_loader *La = NULL, *Lb = NULL;
         sa1b_error e;
         if (sa1b_loader_open(&La, &ca, &e) || sa1b_loader_open(&Lb, &cb, &e)) {
@@ -157,9 +163,10 @@ static int write_pair(const char *a, const char *b, uint32_t S, uint32_t R)
 int main(int argc, char **argv)
 {
     tap_plan(0);
-    if (argc == 3) {
+    if (argc == 3 || argc == 5) {
         const char *pa[] = {argv[1]}, *pb[] = {argv[2]};
-        compare("given shards", pa, pb, 1);
+        compare("given shards", pa, pb, 1, argc == 5 ? (uint32_t)atoi(argv[3]) : 0,
+                argc == 5 && strcmp(argv[4], "nearest") == 0);
         return tap_done();
     }
     char dir[] = "/tmp/sa1b-test-loader-rle.XXXXXX";
@@ -176,14 +183,14 @@ int main(int argc, char **argv)
             continue;
         }
         const char *pa[] = {a[g]}, *pb[] = {b[g]};
-        compare(what, pa, pb, 1);
+        compare(what, pa, pb, 1, 0, 0);
     }
     /* a list mixing both kinds (same S and R) reads as the packed list */
     char c[80];
     snprintf(c, sizeof c, "%s/p0b.shard", dir);
     if (link(a[0], c) == 0) {
         const char *pa[] = {a[0], c}, *pb[] = {a[0], b[0]};
-        compare("packed + rle list", pa, pb, 2);
+        compare("packed + rle list", pa, pb, 2, 0, 0);
         unlink(c);
     }
     for (int g = 0; g < 3; g++) unlink(a[g]), unlink(b[g]);

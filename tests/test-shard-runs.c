@@ -8,9 +8,11 @@
  * version 2, decode to the masks given and to the same masks as a packed
  * shard of the same samples, verify, and report runs that were tampered
  * with behind valid CRCs (sa1b_shard_verify_image, sa1b_shard_decode_mask
- * and the loader, which skips that sample).  Deterministic.
+ * and the loader, which skips that sample).  Source-size masks: COCO runs
+ * recoded canonically and decoded back.  Deterministic.
  */
 #include "sa1b_loader.h"
+#include "sa1b_rle.h"
 #include "sa1b_shard.h"
 #include "shard_format.h"
 #include "tap.h"
@@ -323,10 +325,78 @@ static void test_files(void)
     rmdir(dir);
 }
 
+/* Source-size masks: an annotation's own (column-major) runs recoded, empty
+ * runs merged away, decoded back to the row-major mask. */
+static void test_source(void)
+{
+    uint8_t out[64], m[7 * 5], back[7 * 5];
+    size_t len = sa1b_shard_encode_coco_runs((const uint32_t[]){3, 0, 2, 0, 0, 5}, 6, out);
+    tap_ok(len == 3 && out[0] == 2 && out[1] == 5 && out[2] == 5,
+           "COCO runs 3 0 2 0 0 5 are coded canonically as 5 5");
+    len = sa1b_shard_encode_coco_runs((const uint32_t[]){0, 4}, 2, out);
+    tap_ok(len == 3 && out[0] == 2 && out[1] == 0 && out[2] == 4, "a leading empty run stays");
+    int bad = 0;
+    sa1b_rle r = SA1B_RLE_INIT;
+    sa1b_error e;
+    for (int t = 0; t < 200; t++) {
+        for (size_t i = 0; i < sizeof m; i++) m[i] = (uint8_t)(t % 7 == 0 ? (uint32_t)t % 2 : rnd(2));
+        sa1b_rle_encode(&r, m, 5, 7, 0, NULL); /* h 5, w 7, row-major in */
+        len = sa1b_shard_encode_coco_runs(r.cnts, r.n, out);
+        bad += shard_runs_decode_source(out, len, 7, 5, back, &e) != 0 ||
+               memcmp(back, m, sizeof m) != 0 || shard_runs_check(out, len, 35, &e) != 0;
+    }
+    sa1b_rle_free(&r);
+    tap_ok(bad == 0, "source runs decode to the row-major mask (200 masks, empty and full too)");
+    uint8_t back6[7 * 6];
+    tap_ok(shard_runs_decode_source(out, len, 7, 6, back6, &e) == SA1B_EFORMAT &&
+               strstr(e.msg, "want 42"),
+           "runs of another size are refused: '%s'", e.msg);
+    /* the writer takes source-size masks as runs of the image's size only */
+    char path[] = "/tmp/sa1b-test-source.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    sa1b_shard_params p = {16, 0, SA1B_SHARD_RAW, NULL, SA1B_SHARD_RLE_SOURCE};
+    sa1b_shard_writer *w = NULL;
+    static uint8_t img[16 * 16 * 3];
+    sa1b_shard_mask_in mk = {0};
+    mk.bits = out;
+    mk.data_len = len; /* runs of a 7 x 5 mask */
+    sa1b_shard_sample_in smp = {0};
+    smp.image_id = 9;
+    smp.orig_w = 7;
+    smp.orig_h = 6; /* not 5 */
+    smp.scale = 16.0f / 7;
+    smp.image = img;
+    smp.image_len = sizeof img;
+    smp.n_masks = 1;
+    smp.masks = &mk;
+    int r1 = -1, r2 = -1, r3 = -1, r4 = -1;
+    if (sa1b_shard_writer_open(&w, path, &p, &e) == 0) {
+        r1 = sa1b_shard_writer_add(w, &smp, &e); /* bytes: refused */
+        r2 = sa1b_shard_writer_add_packed(w, &smp, &e); /* runs of 35 cells for 42 */
+        smp.orig_h = 5;
+        r3 = sa1b_shard_writer_add_packed(w, &smp, &e);
+        r4 = sa1b_shard_writer_finish(w, &e);
+    }
+    sa1b_shard *sh = NULL;
+    sa1b_shard_mask_view mv;
+    uint8_t at4[16];
+    int ok = r1 == SA1B_EINVAL && r2 == SA1B_EINVAL && r3 == 0 && r4 == 0 &&
+             sa1b_shard_open(&sh, path, &e) == 0 && sa1b_shard_verify_image(sh, 0, &e) == 0 &&
+             sa1b_shard_get_info(sh)->mask_size == 0 && sa1b_shard_mask(sh, 0, 0, &mv, &e) == 0 &&
+             sa1b_shard_decode_mask(sh, &mv, back, &e) == 0 && memcmp(back, m, sizeof m) == 0 &&
+             sa1b_shard_resample_mask(sh, &mv, 4, 1, at4, &e) == 0 &&
+             sa1b_shard_resample_mask(sh, &mv, 17, 1, at4, &e) == SA1B_EINVAL;
+    tap_ok(ok, "source-size writer: bytes and runs of another size refused, runs kept, read back");
+    sa1b_shard_close(sh);
+    unlink(path);
+}
+
 int main(void)
 {
     tap_plan(0);
     test_coder();
+    test_source();
     test_validation();
     test_files();
     return tap_done();

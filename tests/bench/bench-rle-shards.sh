@@ -7,11 +7,12 @@
 # (100 masks per image), sharded at the defaults: S=1024, R=256, every mask.
 #
 #  1. bytes per image by part (image payload, masks, the rest) for
-#     raw/jpeg (q90) x packed/rle, and the whole of SA-1B at that rate
-#     (11,186,000 images: 1000 tars of ~11,186);
+#     raw/jpeg (q90) x packed/rle, and jpeg with --mask-size source, and the
+#     whole of SA-1B at that rate (11,186,000 images: 1000 tars of ~11,186);
 #  2. loader images/s and CPU per image (sa1b-loadbench, 64 masks per image)
-#     from rle shards against packed ones, jpeg and raw, runs alternating,
-#     median of 7;
+#     from rle shards against packed ones, jpeg and raw, and from a
+#     --mask-size source shard resampled to 256 against packed, runs
+#     alternating, median of 7;
 #  3. sa1b-shard images/s and CPU per image writing rle against packed,
 #     alternating, median of 5.
 # Usage: bench-rle-shards.sh [IMAGES] [THREADS]   (BENCH_RLE_DIR=DIR keeps the files)
@@ -56,8 +57,10 @@ cpu_ms() { awk -v n="$1" '{ printf "%.3f\n", ($2 + $3) * 1000 / n }' "$2.time"; 
 shard() { # FORMAT MASKS OUT: images/s to stdout, CPU ms per image to $tmp/cpu
     fmt=$1 masks=$2 out=$3
     rm -f "$out"
-    timed "$tmp/run" sa1b-shard -q -j "$T" --json-summary --image-size 1024 --mask-size 256 \
-        --image-format "$fmt" --mask-format "$masks" -o "$out" "$tmp/a.tar"
+    if [ "$masks" = source ]; then m="--mask-size source"; else m="--mask-size 256 --mask-format $masks"; fi
+    # shellcheck disable=SC2086
+    timed "$tmp/run" sa1b-shard -q -j "$T" --json-summary --image-size 1024 $m \
+        --image-format "$fmt" -o "$out" "$tmp/a.tar"
     cpu_ms "$N" "$tmp/run" >"$tmp/cpu"
     sed 's/.*"images":\([0-9]*\).*"seconds":\([0-9.]*\).*/\1 \2/' "$tmp/run.txt" |
         awk '{printf "%.3f\n", $1 / $2}'
@@ -77,7 +80,7 @@ src=$(wc -c <"$tmp/a.tar")
 awk -v b="$src" -v n="$N" -v all="$SA1B_IMAGES" 'BEGIN {
     printf "%-22s %10.1f %10s %10s %10s %9.2f TB\n", "source tar", b / n / 1000, "-", "-", "-", b / n * all / 1e12 }'
 for fmt in raw jpeg; do
-    for masks in packed rle; do
+    for masks in packed rle $([ $fmt = jpeg ] && echo source); do
         shard "$fmt" "$masks" "$tmp/$fmt-$masks.shard" >/dev/null
         sa1b-inspect "$tmp/$fmt-$masks.shard" | awk -v name="$fmt, $masks" -v all="$SA1B_IMAGES" '
             /"type": "shard"/ { match($0, /"file_size": [0-9]+/); fs = substr($0, RSTART + 13, RLENGTH - 13) }
@@ -107,23 +110,29 @@ if [ -n "$real" ] && [ -n "$photos" ] && $PY -c 'import PIL' 2>/dev/null; then
             printf "real SA-1B masks (%s, %d masks): %.1f bytes per mask as runs; with 100 such masks\n", f, nm, per
             printf "%-22s %10.1f %10s %10.1f %10s %9.2f TB\n", "jpeg, rle (real masks)", (row + 100 * per) / 1000,
                    "as above", 100 * per / 1000, "", (row + 100 * per) * all / 1e12 }'
+    sa1b-shard -q --image-size 1024 --mask-size source --image-format jpeg -o "$tmp/real-src.shard" \
+        "$tmp/real.tar"
+    sa1b-inspect --summary "$tmp/real-src.shard" | sed -n 's/^format .*(\(.*\) bytes each.*/\1/p' |
+        awk '{ printf "the same masks at the source size (--mask-size source): %.1f bytes per mask\n", $1 }'
 fi
 
 echo
 echo "2. loader: images/s (wall) and CPU ms per image, 64 masks per image, $T threads"
 echo "   (median of 7 alternating runs of 3 epochs)"
+echo "   (the last row: rle = the source-size masks of --mask-size source, resampled to 256)"
 header
-for fmt in jpeg raw; do
+for case in jpeg:rle raw:rle jpeg:source; do
+    fmt=${case%:*} other=${case#*:}
     : >"$tmp/lp" >"$tmp/lr" >"$tmp/cp" >"$tmp/cr"
     for i in 1 2 3 4 5 6 7; do
         for masks in p r; do
-            [ $masks = p ] && f="$tmp/$fmt-packed.shard" || f="$tmp/$fmt-rle.shard"
-            timed "$tmp/run" sa1b-loadbench -e 3 -b 8 -m 64 -t "$T" "$f"
+            [ $masks = p ] && f="$tmp/$fmt-packed.shard" || f="$tmp/$fmt-$other.shard"
+            timed "$tmp/run" sa1b-loadbench -e 3 -b 8 -m 64 -t "$T" --mask-size 256 "$f"
             sed 's/.*images\/s \([0-9.]*\).*/\1/' "$tmp/run.txt" >>"$tmp/l$masks"
             cpu_ms $((3 * N)) "$tmp/run" >>"$tmp/c$masks"
         done
     done
-    row "$fmt" "$tmp/lp" "$tmp/lr" "$tmp/cp" "$tmp/cr"
+    row "$fmt$([ "$other" = source ] && echo " src")" "$tmp/lp" "$tmp/lr" "$tmp/cp" "$tmp/cr"
 done
 
 echo
