@@ -1094,8 +1094,8 @@ static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_er
         }
         if (cfg->mask_size && in->mask_size && in->mask_size != cfg->mask_size) {
             rc = sa1b_error_set(err, SA1B_EMISMATCH, -1,
-                                "'%s': masks of %ux%u, the loader is asked for %u", names[i],
-                                in->mask_size, in->mask_size, cfg->mask_size);
+                                "'%s': S=%u R=%u, but masks of %ux%u are asked for", names[i],
+                                in->image_size, in->mask_size, cfg->mask_size, cfg->mask_size);
             goto out;
         }
         if (i == 0) {

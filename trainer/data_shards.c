@@ -48,6 +48,7 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
     c.flip_prob = s->opt.flip_prob;
     c.stored_point = s->opt.stored_point;
     c.verify = 1;
+    c.mask_size = (uint32_t)s->opt.R; /* source-size masks: resampled to the model's R */
     if (s->opt.mem) {
         s->alloc = (sa1b_allocator){.alloc = mem_alloc_cb, .free = mem_free_cb, .ctx = s->opt.mem};
         c.allocator = &s->alloc;
