@@ -252,7 +252,8 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
                     sa1b_error *err);
 
 /* Unpacks m's bits into out[R*R] bytes of 0/1, row-major.  On an RLE
- * shard it decodes the runs; runs that do not validate give an all-zero
+ * shard it decodes the runs (a source-size mask into out[orig_h * orig_w],
+ * as sa1b_shard_decode_mask); runs that do not validate give an all-zero
  * mask (sa1b_shard_decode_mask says why). */
 void sa1b_shard_unpack_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out);
 
