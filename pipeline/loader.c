@@ -32,6 +32,7 @@
 #include "sa1b_image.h"
 #include "sa1b_loader.h"
 #include "sa1b_shard.h"
+#include "shard_format.h"
 
 enum { BUF_FREE = 0, BUF_FILLING, BUF_READY, BUF_HELD };
 
@@ -518,6 +519,77 @@ static uint32_t ld_mask_row(const sa1b_loader *L, const uint8_t *bits, uint32_t 
     return count;
 }
 
+/* A mask stored as runs (version 2) into out[R*R]: rows < hR hold the
+ * cells of columns < wR (mirrored within wR when flip), zero elsewhere,
+ * exactly as ld_mask_row leaves a packed mask; rowcnt[y] counts the set
+ * cells of row y; returns their sum in *pos.  One memset per row piece of
+ * a run of ones, nothing for the zeros but the clearing of the content.
+ * Runs that do not validate are an error naming the mask. */
+static int ld_mask_runs(uint32_t R, const sa1b_shard_mask_view *mv, uint32_t wR, uint32_t hR,
+                        int flip, uint8_t *out, uint32_t *rowcnt, uint64_t *pos, sa1b_error *err)
+{
+    shard_runs_it it;
+    uint32_t v;
+    sa1b_error e;
+    const uint64_t content = (uint64_t)hR * R;
+    memset(out, 0, (size_t)content);
+    memset(rowcnt, 0, (size_t)hR * sizeof *rowcnt);
+    int rc = shard_runs_begin(&it, mv->bits, (size_t)mv->data_len, (uint64_t)R * R, &e);
+    uint64_t k = 0, total = 0;
+    for (int one = 0; !rc && it.left; one ^= 1, k += v) {
+        if ((rc = shard_runs_next(&it, &v, &e))) break;
+        if (!one) continue;
+        uint64_t end = k + v < content ? k + v : content;
+        for (uint64_t a = k; a < end;) { /* the piece of the run in row y */
+            uint32_t y = (uint32_t)(a / R), x0 = (uint32_t)(a % R);
+            uint64_t row_end = (uint64_t)y * R + R;
+            uint32_t x1 = (uint32_t)((end < row_end ? end : row_end) - (uint64_t)y * R);
+            if (x1 > wR) x1 = wR;
+            if (x0 < x1) {
+                uint8_t *row = out + (size_t)y * R;
+                memset(row + (flip ? wR - x1 : x0), 1, x1 - x0);
+                rowcnt[y] += x1 - x0;
+                total += x1 - x0;
+            }
+            a = row_end;
+        }
+    }
+    if (!rc) rc = shard_runs_end(&it, &e);
+    if (rc)
+        return sa1b_error_set(err, rc, (int64_t)mv->data_offset,
+                              "mask row %llu runs at offset %llu: %s",
+                              (unsigned long long)mv->index,
+                              (unsigned long long)mv->data_offset, e.msg);
+    *pos = total;
+    return SA1B_OK;
+}
+
+/* A source-size mask (sa1b-shard --mask-size source) resampled to the
+ * loader's R x R as sa1b-shard would have made it (sa1b_shard_resample_mask,
+ * the configured nearest/area rule), then mirrored within wR when flip;
+ * rowcnt[y] counts the set cells of row y, their sum goes to *pos. */
+static int ld_mask_source(const sa1b_loader *L, ld_worker *W, const sa1b_shard *sh,
+                          const sa1b_shard_mask_view *mv, uint32_t wR, uint32_t hR, int flip,
+                          uint8_t *out, uint64_t *pos, sa1b_error *err)
+{
+    const uint32_t R = L->R;
+    SA1B_FORWARD(sa1b_shard_resample_mask(sh, mv, R, L->cfg.mask_resample, out, err));
+    uint64_t total = 0;
+    for (uint32_t y = 0; y < hR; y++) {
+        uint8_t *row = out + (size_t)y * R;
+        uint32_t count = 0;
+        for (uint32_t x = 0; x < wR; x++) count += row[x];
+        if (flip) {
+            memcpy(W->tmprow, row, wR);
+            ld_reverse(row, W->tmprow, wR);
+        }
+        W->rowcnt[y] = count;
+        total += count;
+    }
+    *pos = total;
+    return SA1B_OK;
+}
+
 /* Canvases up to this size are decoded into the worker's scratch (it fits
  * in a core's L2 cache) and streamed into the batch (ld_fill_row). */
 #define LD_HOT_CANVAS ((size_t)256 << 10)
@@ -676,11 +748,19 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
         sa1b_shard_mask_view mv;
         rc = sa1b_shard_mask(sd->sh, li, W->sel[m], &mv, err);
         if (rc) return rc;
-        if (!L->cfg.verify) W->bytes += L->mask_bytes;
+        if (!L->cfg.verify) W->bytes += mv.data_len;
         uint8_t *mk = o->masks + ((size_t)b * M + m) * RR;
         /* unpack the content (mirrored when flip), zero outside it, count
          * set cells per row */
         uint64_t pos = 0;
+        int mask_format = sa1b_shard_get_info(sd->sh)->mask_format;
+        if (mask_format == SA1B_SHARD_RLE_SOURCE) {
+            rc = ld_mask_source(L, W, sd->sh, &mv, wR, hR, flip, mk, &pos, err);
+            if (rc) return rc;
+        } else if (mask_format == SA1B_SHARD_RLE) {
+            rc = ld_mask_runs(R, &mv, wR, hR, flip, mk, W->rowcnt, &pos, err);
+            if (rc) return rc;
+        } else
 #ifdef LD_HAVE_AVX2
         if (!flip && R % 32 == 0 && L->avx2)
             pos = ld_unpack_mask_avx2(mv.bits, R, wR, hR, mk, W->rowcnt);
@@ -997,16 +1077,37 @@ static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_er
             goto out;
         }
         const sa1b_shard_info *in = sa1b_shard_get_info(s->sh);
+        /* the R of this shard's batches: its own, or the configured one for
+         * source-size masks, which are resampled to it */
+        uint32_t shard_R = in->mask_size ? in->mask_size : cfg->mask_size;
+        if (!shard_R) {
+            rc = sa1b_error_set(err, SA1B_EINVAL, -1,
+                                "'%s': source-size masks, and no mask size for the loader",
+                                names[i]);
+            goto out;
+        }
+        if (cfg->mask_resample != 0 && cfg->mask_resample != 1) {
+            rc = sa1b_error_set(err, SA1B_EINVAL, -1,
+                                "loader: mask resampling %d is not 0 (area) or 1 (nearest)",
+                                cfg->mask_resample);
+            goto out;
+        }
+        if (cfg->mask_size && in->mask_size && in->mask_size != cfg->mask_size) {
+            rc = sa1b_error_set(err, SA1B_EMISMATCH, -1,
+                                "'%s': S=%u R=%u, but masks of %ux%u are asked for", names[i],
+                                in->image_size, in->mask_size, cfg->mask_size, cfg->mask_size);
+            goto out;
+        }
         if (i == 0) {
             L->S = in->image_size;
-            L->R = in->mask_size;
+            L->R = shard_R;
             L->format = (uint32_t)in->image_format;
             L->mask_bytes = in->mask_bytes;
-        } else if (in->image_size != L->S || in->mask_size != L->R ||
+        } else if (in->image_size != L->S || shard_R != L->R ||
                    (uint32_t)in->image_format != L->format) {
             rc = sa1b_error_set(err, SA1B_EMISMATCH, -1,
                                 "'%s': S=%u R=%u %s, but '%s' has S=%u R=%u %s", names[i],
-                                in->image_size, in->mask_size,
+                                in->image_size, shard_R,
                                 in->image_format == SA1B_SHARD_JPEG ? "jpeg" : "raw",
                                 L->shards[0].path, L->S, L->R,
                                 L->format == SA1B_SHARD_JPEG ? "jpeg" : "raw");

@@ -22,7 +22,8 @@ typedef struct prep_buf {
     size_t *kept;              /* [cap_masks] */
     size_t cap_masks;
     sa1b_shard_mask_in *masks; /* [cap_masks] */
-    uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed */
+    uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed (or their runs
+                                  side by side) */
     size_t cap_bits;
     uint8_t *grid;             /* [R * R] content-sized resample target */
     size_t cap_grid;
@@ -94,6 +95,39 @@ static int reserve_big(uint8_t **p, size_t *cap, size_t n)
     *p = q;
     *cap = len;
     return 0;
+}
+
+/* Grows the runs buffer bits to n bytes, keeping its contents. */
+static int reserve_runs(prep_buf *b, size_t n)
+{
+    if (n <= b->cap_bits) return 0;
+    size_t want = n > SIZE_MAX / 2 ? n : 2 * n;
+    uint8_t *q = NULL;
+    size_t cap = 0;
+    if (reserve_big(&q, &cap, want)) return -1;
+    if (b->cap_bits) memcpy(q, b->bits, b->cap_bits);
+    free(b->bits);
+    b->bits = q;
+    b->cap_bits = cap;
+    return 0;
+}
+
+/* The fields of a kept mask but its data: shard coordinates are the
+ * source's times scale. */
+static void fill_mask_in(sa1b_shard_mask_in *mi, const sa1b_mask_anno *m, const sa1b_cand *c,
+                         double scale)
+{
+    mi->id = m->id;
+    mi->area = (float)((double)c->area * scale * scale);
+    for (int j = 0; j < 4; j++) {
+        mi->bbox[j] = (float)(c->bbox[j] * scale);
+        mi->orig_bbox[j] = (float)m->bbox[j];
+    }
+    mi->orig_area = m->area;
+    mi->predicted_iou = (float)m->predicted_iou;
+    mi->stability_score = (float)m->stability_score;
+    mi->point[0] = m->has_point ? (float)(m->point[0] * scale) : NAN;
+    mi->point[1] = m->has_point ? (float)(m->point[1] * scale) : NAN;
 }
 
 static int reserve_masks(prep_buf *b, size_t n)
@@ -190,7 +224,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     if (sa1b_jpeg_letterbox(ctx, jpg, jpg_len, S, b->image, &lb, &e))
         return sa1b_error_set(err, e.code, e.offset, "%s.jpg: %s", name, e.msg);
-    if (sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
+    const int source = o->mask_format == SA1B_SHARD_RLE_SOURCE; /* R 0: the annotation's runs */
+    if (!source && sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
     const uint8_t *payload = b->image;
     size_t payload_len = (size_t)S * S * 3;
@@ -204,9 +239,12 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
 
     /* 6. the kept masks, straight from runs to the letterboxed R x R grid,
      * packed here (in the worker) one by one while the grid is in cache */
+    const int rle = o->mask_format != SA1B_SHARD_PACKED;
     const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
+    const size_t runs_bound = (size_t)sa1b_shard_runs_bound(R);
+    size_t runs_used = 0; /* RLE: bytes of runs in bits */
     const uint8_t *old_full = b->full;
-    if (reserve_big(&b->bits, &b->cap_bits, (n_kept ? n_kept : 1) * stride) ||
+    if (reserve_big(&b->bits, &b->cap_bits, rle ? runs_bound : (n_kept ? n_kept : 1) * stride) ||
         reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     if (b->full != old_full || b->full_R != R) { /* nothing known about its rows */
@@ -214,7 +252,15 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         b->full_zero_from = R;
     }
     const float scale = (float)lb.scale;
-    for (size_t k = 0; k < n_kept; k++) {
+    for (size_t k = 0; source && k < n_kept; k++) { /* the runs of the source, recoded */
+        const sa1b_rle *r = &b->rles[b->kept[k]];
+        if (r->n > (SIZE_MAX - runs_used) / 5 - 1 || reserve_runs(b, runs_used + 5 * (r->n + 1)))
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+        b->masks[k].data_len = sa1b_shard_encode_coco_runs(r->cnts, r->n, b->bits + runs_used);
+        runs_used += b->masks[k].data_len;
+        fill_mask_in(&b->masks[k], &a->masks[b->kept[k]], &b->cands[b->kept[k]], lb.scale);
+    }
+    for (size_t k = 0; !source && k < n_kept; k++) {
         size_t i = b->kept[k];
         const sa1b_rle *r = &b->rles[i];
         const sa1b_mask_anno *m = &a->masks[i];
@@ -242,23 +288,22 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             memset(full + (size_t)mlb.new_h * R, 0, (size_t)(b->full_zero_from - mlb.new_h) * R);
             b->full_zero_from = mlb.new_h;
         }
-        uint8_t *dst = b->bits + k * stride;
-        sa1b_shard_pack_mask(full, R, dst);
-
-        sa1b_shard_mask_in *mi = &b->masks[k];
-        mi->id = m->id;
-        mi->area = (float)((double)b->cands[i].area * lb.scale * lb.scale);
-        for (int j = 0; j < 4; j++) {
-            mi->bbox[j] = (float)(b->cands[i].bbox[j] * lb.scale);
-            mi->orig_bbox[j] = (float)m->bbox[j];
+        uint8_t *dst = rle ? NULL : b->bits + k * stride;
+        if (rle) { /* runs side by side; pointers set once the buffer stops moving */
+            if (reserve_runs(b, runs_used + runs_bound))
+                return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+            b->masks[k].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
+            runs_used += b->masks[k].data_len;
+        } else {
+            sa1b_shard_pack_mask(full, R, dst);
+            b->masks[k].data_len = 0;
         }
-        mi->orig_area = m->area;
-        mi->predicted_iou = (float)m->predicted_iou;
-        mi->stability_score = (float)m->stability_score;
-        mi->point[0] = m->has_point ? (float)(m->point[0] * lb.scale) : NAN;
-        mi->point[1] = m->has_point ? (float)(m->point[1] * lb.scale) : NAN;
-        mi->bits = dst;
+
+        fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
+        b->masks[k].bits = dst;
     }
+    for (size_t k = 0, at = 0; rle && k < n_kept; at += b->masks[k].data_len, k++)
+        b->masks[k].bits = b->bits + at;
 
     snprintf(b->file_name, sizeof b->file_name, "%s", a->file_name);
     sa1b_shard_sample_in *s = &out->sample;

@@ -147,6 +147,12 @@ typedef struct sa1b_loader_config {
                                  draws are made as usual, so every other point
                                  and the stream stay the same */
     const sa1b_allocator *allocator; /* NULL: malloc/free */
+    uint32_t mask_size;       /* R of the batches: 0 = the shards'; needed for shards of
+                                 source-size masks (sa1b-shard --mask-size source), which
+                                 are resampled to it, and then equal to the R of any other
+                                 shard in the list */
+    int mask_resample;        /* source-size masks: SA1B_MASK_AREA (0) or SA1B_MASK_NEAREST
+                                 (1) of sa1b_prep.h, as sa1b-shard --mask-resample */
 } sa1b_loader_config;
 
 /* Fills *cfg with the defaults: B 1, M 1, K 1, world 1, everything else 0
@@ -195,7 +201,8 @@ typedef struct sa1b_loader_stats {
 typedef struct sa1b_loader sa1b_loader;
 
 /* Opens and validates the shards (sa1b_shard_open), checks that they agree
- * on S, R and format (SA1B_EMISMATCH), checks the configuration (SA1B_EINVAL:
+ * on S, R and format (SA1B_EMISMATCH; packed and run-length masks, format
+ * versions 1 and 2, mix freely and give the same batches), checks the configuration (SA1B_EINVAL:
  * B, M or K zero, rank >= world, flip_prob outside [0, 1], no shards, a glob
  * matching nothing; SA1B_ERANGE: consumed >= N, sizes overflowing, more
  * than 2^32-1 images), computes the first permutation and starts the

@@ -39,6 +39,8 @@ typedef struct sa1b_prep_opts {
     sa1b_strategy strategy;
     size_t max_masks;      /* 0: keep every mask passing the filter */
     uint64_t seed;
+    int mask_format;       /* SA1B_SHARD_PACKED (default) or SA1B_SHARD_RLE: the masks of
+                              the sample come packed or as runs (each mask's data_len) */
 } sa1b_prep_opts;
 
 /* Defaults of sa1b-shard: S 1024, R S/4, raw, quality 90, area, no filter,
@@ -49,7 +51,7 @@ void sa1b_prep_opts_default(sa1b_prep_opts *o);
  * SA1B_PREP_OUT_INIT; sa1b_prep_out_free releases them. */
 typedef struct sa1b_prep_out {
     sa1b_shard_sample_in sample;  /* what sa1b_shard_writer_add_packed takes (the masks
-                                     come packed); points into the buffers */
+                                     come packed, or as runs); points into the buffers */
     uint32_t masks_in;            /* annotations in the JSON */
     uint32_t masks_kept;          /* = sample.n_masks */
     void *priv_;                  /* buffers */

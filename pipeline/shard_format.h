@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sa1b_error.h"
+
 /* header (256 bytes at offset 0) */
 enum {
     HDR_MAGIC = 0,            /* char[8] "SA1BSHRD" */
@@ -83,6 +85,136 @@ enum {
     MSK_POINT = 68,      /* f32[2] */
     MSK_IMAGE_INDEX = 76 /* u32 */
 };
+
+/* Version 2 (run-length masks): one more header field; the mask stride is
+ * 0 (masks have their own lengths, see shard_runs_* below). */
+enum {
+    HDR_MASK_FORMAT = 136 /* u32: 1 runs at R (SA1B_SHARD_RLE), 2 runs at the source size
+                             (SA1B_SHARD_RLE_SOURCE, mask size 0); zero in version 1 */
+};
+
+/* Run coding of one version-2 mask (sa1b-shard(5)): a varint n (number of
+ * runs, >= 1), then n varints, the lengths of alternating runs of 0 and 1
+ * cells over the R x R mask in row-major order, starting with a 0 run that
+ * may be empty; every later run is >= 1 and they sum to R*R.  Varints are
+ * unsigned LEB128 (7 bits per byte, low first, high bit = more follows),
+ * minimal (no final 0x00 byte after the first) and below 2^32. */
+
+/* Reads one varint at *p (< end).  Returns 0 and advances *p, or a
+ * negative reason: -1 the bytes end inside it, -2 it exceeds 32 bits,
+ * -3 it is not minimal. */
+static inline int shard_varint_get(const uint8_t **p, const uint8_t *end, uint32_t *v)
+{
+    const uint8_t *q = *p;
+    uint32_t x = 0;
+    *v = 0;
+    for (unsigned sh = 0;; sh += 7) {
+        if (q == end) return -1;
+        uint8_t c = *q++;
+        if (sh == 28 && c > 0x0F) return -2;
+        x |= (uint32_t)(c & 0x7F) << sh;
+        if (!(c & 0x80)) {
+            if (c == 0 && sh) return -3;
+            *v = x;
+            *p = q;
+            return 0;
+        }
+    }
+}
+
+static inline const char *shard_varint_why(int r)
+{
+    return r == -1 ? "the bytes end inside a varint"
+           : r == -2 ? "a varint exceeds 32 bits"
+                     : "a varint is not minimal";
+}
+
+/* Writes v as a varint at p; returns the bytes written (1..5). */
+static inline size_t shard_varint_put(uint8_t *p, uint32_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* A validating walk over one mask's runs: begin reads the count, next
+ * yields each run (checked: no empty run after the first, none past R*R),
+ * end checks the sum and that no byte is left.  Messages say what is wrong
+ * without saying where (callers name the mask and its offset). */
+typedef struct shard_runs_it {
+    const uint8_t *p, *end;
+    uint32_t left, i; /* runs still to read; index of the next */
+    uint64_t sum, cells;
+} shard_runs_it;
+
+static inline int shard_runs_begin(shard_runs_it *it, const uint8_t *data, size_t len,
+                                   uint64_t cells, sa1b_error *err)
+{
+    it->p = data;
+    it->end = data + len;
+    it->i = 0;
+    it->sum = 0;
+    it->left = 0;
+    it->cells = cells; /* R * R, or w * h at the source size */
+    int r = shard_varint_get(&it->p, it->end, &it->left);
+    if (r) return sa1b_error_set(err, SA1B_EFORMAT, -1, "run count: %s", shard_varint_why(r));
+    if (it->left == 0) return sa1b_error_set(err, SA1B_EFORMAT, -1, "0 runs");
+    if (it->left > (uint64_t)(it->end - it->p)) /* every run takes a byte */
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "%u runs in %llu bytes", it->left,
+                              (unsigned long long)(it->end - it->p));
+    return SA1B_OK;
+}
+
+static inline int shard_runs_next(shard_runs_it *it, uint32_t *v, sa1b_error *err)
+{
+    int r = shard_varint_get(&it->p, it->end, v);
+    if (r) return sa1b_error_set(err, SA1B_EFORMAT, -1, "run %u: %s", it->i, shard_varint_why(r));
+    if (*v == 0 && it->i > 0)
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "run %u of length 0", it->i);
+    if (*v > it->cells - it->sum)
+        return sa1b_error_set(err, SA1B_EFORMAT, -1,
+                              "run %u of length %u overruns the %llu cells (sum %llu)", it->i, *v,
+                              (unsigned long long)it->cells,
+                              (unsigned long long)(it->sum + *v));
+    it->sum += *v;
+    it->i++;
+    it->left--;
+    return SA1B_OK;
+}
+
+static inline int shard_runs_end(const shard_runs_it *it, sa1b_error *err)
+{
+    if (it->p != it->end)
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "%llu bytes after the %u runs",
+                              (unsigned long long)(it->end - it->p), it->i);
+    if (it->sum != it->cells)
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "runs sum to %llu, want %llu",
+                              (unsigned long long)it->sum, (unsigned long long)it->cells);
+    return SA1B_OK;
+}
+
+/* The whole walk: the runs validate. */
+static inline int shard_runs_check(const uint8_t *data, size_t len, uint64_t cells,
+                                   sa1b_error *err)
+{
+    shard_runs_it it;
+    uint32_t v;
+    SA1B_FORWARD(shard_runs_begin(&it, data, len, cells, err));
+    while (it.left) SA1B_FORWARD(shard_runs_next(&it, &v, err));
+    return shard_runs_end(&it, err);
+}
+
+/* shard_runs.c: decodes into out[R*R] 0/1 bytes (zeros when invalid). */
+int shard_runs_decode(const uint8_t *data, size_t len, uint32_t R, uint8_t *out,
+                      sa1b_error *err);
+/* The same for source-size runs (column-major over h x w) into out[h*w]
+ * row-major. */
+int shard_runs_decode_source(const uint8_t *data, size_t len, uint32_t w, uint32_t h,
+                             uint8_t *out, sa1b_error *err);
 
 static inline uint32_t shard_ld32(const uint8_t *p)
 {

@@ -69,10 +69,11 @@ static int validate_header(sa1b_shard *s, sa1b_error *err)
     uint32_t version = shard_ld32(b + HDR_VERSION);
     uint32_t hcrc = shard_ld32(b + HDR_CRC);
     uint32_t c = sa1b_crc32c(0, b, HDR_CRC);
-    if (version != SA1B_SHARD_VERSION)
+    if (version != SA1B_SHARD_VERSION && version != SA1B_SHARD_VERSION_RLE)
         return sa1b_error_set(err, SA1B_EUNSUPPORTED, HDR_VERSION,
-                              "header at offset 8: version %u not supported (this reader knows %u)",
-                              version, SA1B_SHARD_VERSION);
+                              "header at offset 8: version %u not supported (this reader knows "
+                              "%u and %u)",
+                              version, SA1B_SHARD_VERSION, SA1B_SHARD_VERSION_RLE);
     if (c != hcrc)
         return sa1b_error_set(err, SA1B_ECHECKSUM, 0,
                               "header at offset 0: CRC32C 0x%08x != stored 0x%08x", c, hcrc);
@@ -134,16 +135,26 @@ static int validate_header(sa1b_shard *s, sa1b_error *err)
         return sa1b_error_set(err, SA1B_ERANGE, HDR_IMAGE_SIZE,
                               "header at offset 0: image size %u not in 1..%u", in->image_size,
                               SA1B_SHARD_MAX_IMAGE_SIZE);
-    if (in->mask_size < 1 || in->mask_size > in->image_size)
-        return sa1b_error_set(err, SA1B_ERANGE, HDR_MASK_SIZE,
-                              "header at offset 0: mask size %u not in 1..%u", in->mask_size,
-                              in->image_size);
     if (fmt > SA1B_SHARD_JPEG)
         return sa1b_error_set(err, SA1B_EFORMAT, HDR_IMAGE_FORMAT,
                               "header at offset 0: image format %u unknown", fmt);
     in->image_format = (int)fmt;
-    in->mask_bytes = (uint32_t)shard_mask_bytes(in->mask_size);
-    in->mask_stride = (uint32_t)shard_mask_stride(in->mask_size);
+    uint32_t mf = shard_ld32(b + HDR_MASK_FORMAT);
+    if (version == SA1B_SHARD_VERSION ? mf != SA1B_SHARD_PACKED
+                                      : mf != SA1B_SHARD_RLE && mf != SA1B_SHARD_RLE_SOURCE)
+        return sa1b_error_set(err, SA1B_EFORMAT, HDR_MASK_FORMAT,
+                              "header at offset 0: mask format %u, want %s for version %u", mf,
+                              version == SA1B_SHARD_VERSION ? "0" : "1 or 2", version);
+    in->mask_format = (int)mf;
+    const int source = in->mask_format == SA1B_SHARD_RLE_SOURCE;
+    if (source ? in->mask_size != 0 : in->mask_size < 1 || in->mask_size > in->image_size)
+        return sa1b_error_set(err, SA1B_ERANGE, HDR_MASK_SIZE,
+                              "header at offset 0: mask size %u not in %s%u", in->mask_size,
+                              source ? "0.." : "1..", source ? 0 : in->image_size);
+    if (in->mask_format == SA1B_SHARD_PACKED) {
+        in->mask_bytes = (uint32_t)shard_mask_bytes(in->mask_size);
+        in->mask_stride = (uint32_t)shard_mask_stride(in->mask_size);
+    }
     if (shard_ld32(b + HDR_MASK_STRIDE) != in->mask_stride)
         return sa1b_error_set(err, SA1B_EFORMAT, HDR_MASK_STRIDE,
                               "header at offset 0: mask stride %u != %u for mask size %u",
@@ -195,6 +206,39 @@ static int validate_header(sa1b_shard *s, sa1b_error *err)
     return SA1B_OK;
 }
 
+/* End of the runs of mask row k (RLE): the next row's data offset, or the
+ * end of the masks block for the image's last mask (j = nm - 1). */
+static uint64_t rle_data_end(const uint8_t *mr, uint32_t j, uint32_t nm, uint64_t mofs,
+                             uint64_t mlen)
+{
+    return j + 1 < nm ? shard_ld64(mr + SA1B_SHARD_MASK_ROW_SIZE + MSK_DATA_OFFSET) : mofs + mlen;
+}
+
+/* Mask row k (mask j of image i, RLE): its runs start where the previous
+ * mask's end (the first at the masks block) and take at least 2 bytes
+ * before the next one's (the last: the block end).  Their content is
+ * checked by sa1b_shard_verify_image and on decoding. */
+static int rle_row_check(const uint8_t *mr, uint64_t mro, uint64_t k,
+                         uint64_t i, uint32_t j, uint32_t nm, uint64_t mofs, uint64_t mlen,
+                         sa1b_error *err)
+{
+    uint64_t d = shard_ld64(mr + MSK_DATA_OFFSET), end = rle_data_end(mr, j, nm, mofs, mlen);
+    uint64_t start = j == 0 ? mofs : shard_ld64(mr - SA1B_SHARD_MASK_ROW_SIZE + MSK_DATA_OFFSET);
+    if (j == 0 ? d != start : d <= start)
+        return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)mro,
+                              "mask row %llu at offset %llu: data offset %llu, want %s%llu "
+                              "(image %llu mask %u)",
+                              (ull)k, (ull)mro, (ull)d, j ? "> " : "", (ull)start, (ull)i, j);
+    if (end < d || end - d < 2 || end > mofs + mlen)
+        return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)mro,
+                              "mask row %llu at offset %llu: runs at %llu end at %llu, outside "
+                              "the masks block %llu..%llu or shorter than 2 bytes "
+                              "(image %llu mask %u)",
+                              (ull)k, (ull)mro, (ull)d, (ull)end, (ull)mofs, (ull)(mofs + mlen),
+                              (ull)i, j);
+    return SA1B_OK;
+}
+
 static int validate_rows(sa1b_shard *s, sa1b_error *err)
 {
     const uint8_t *b = s->base;
@@ -236,9 +280,11 @@ static int validate_rows(sa1b_shard *s, sa1b_error *err)
         if (mofs % SA1B_SHARD_ALIGN)
             ROW_ERR(SA1B_EFORMAT, "masks offset %llu not %u-byte aligned", (ull)mofs,
                     SA1B_SHARD_ALIGN);
-        if (mlen != (uint64_t)nm * in->mask_stride)
+        if (in->mask_format == SA1B_SHARD_PACKED && mlen != (uint64_t)nm * in->mask_stride)
             ROW_ERR(SA1B_EFORMAT, "masks length %llu != %u masks x %u bytes", (ull)mlen, nm,
                     in->mask_stride);
+        if (in->mask_format != SA1B_SHARD_PACKED && mlen < (uint64_t)nm * 2)
+            ROW_ERR(SA1B_EFORMAT, "masks length %llu < %u masks x 2 bytes of runs", (ull)mlen, nm);
         if (!span_ok(mofs, mlen, lo, hi))
             ROW_ERR(SA1B_EFORMAT, "masks block of %llu bytes at offset %llu beyond file size %llu",
                     (ull)mlen, (ull)mofs, (ull)in->file_size);
@@ -263,6 +309,10 @@ static int validate_rows(sa1b_shard *s, sa1b_error *err)
             uint64_t mro = s->masktab_offset + k * SA1B_SHARD_MASK_ROW_SIZE;
             const uint8_t *mr = b + mro;
             uint64_t d = shard_ld64(mr + MSK_DATA_OFFSET), want = mofs + (uint64_t)j * in->mask_stride;
+            if (in->mask_format != SA1B_SHARD_PACKED) {
+                SA1B_FORWARD(rle_row_check(mr, mro, k, i, j, nm, mofs, mlen, err));
+                want = d;
+            }
             if (d != want)
                 return sa1b_error_set(err, SA1B_EFORMAT, (int64_t)mro,
                                       "mask row %llu at offset %llu: data offset %llu, want %llu "
@@ -415,6 +465,11 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
     out->id = (int64_t)shard_ld64(m + MSK_ID);
     out->data_offset = shard_ld64(m + MSK_DATA_OFFSET);
     out->bits = s->base + out->data_offset;
+    out->data_len = s->info.mask_bytes;
+    if (s->info.mask_format != SA1B_SHARD_PACKED)
+        out->data_len = rle_data_end(m, j, nm, shard_ld64(r + IDX_MASKS_OFFSET),
+                                     shard_ld64(r + IDX_MASKS_LENGTH)) -
+                        out->data_offset;
     out->orig_area = (int64_t)shard_ld64(m + MSK_ORIG_AREA);
     out->area = shard_ldf(m + MSK_AREA);
     for (int q = 0; q < 4; q++) {
@@ -430,6 +485,11 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
 
 void sa1b_shard_unpack_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out)
 {
+    if (s->info.mask_format != SA1B_SHARD_PACKED) {
+        sa1b_error e;
+        (void)sa1b_shard_decode_mask(s, m, out, &e);
+        return;
+    }
     uint64_t n = (uint64_t)s->info.mask_size * s->info.mask_size, k = 0;
     const uint8_t *bits = m->bits;
     for (; k + 8 <= n; k += 8) {
@@ -437,6 +497,30 @@ void sa1b_shard_unpack_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, 
         for (int q = 0; q < 8; q++) out[k + q] = (uint8_t)((v >> q) & 1);
     }
     for (; k < n; k++) out[k] = (uint8_t)((bits[k >> 3] >> (k & 7)) & 1);
+}
+
+int sa1b_shard_decode_mask(const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *out,
+                           sa1b_error *err)
+{
+    if (!s || !m || !out) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
+    if (s->info.mask_format == SA1B_SHARD_PACKED) {
+        sa1b_shard_unpack_mask(s, m, out);
+        return SA1B_OK;
+    }
+    sa1b_error e;
+    int rc;
+    if (s->info.mask_format == SA1B_SHARD_RLE_SOURCE) {
+        const uint8_t *r = s->base + s->index_offset + m->image_index * SA1B_SHARD_INDEX_ROW_SIZE;
+        rc = shard_runs_decode_source(m->bits, (size_t)m->data_len, shard_ld32(r + IDX_ORIG_W),
+                                      shard_ld32(r + IDX_ORIG_H), out, &e);
+    } else {
+        rc = shard_runs_decode(m->bits, (size_t)m->data_len, s->info.mask_size, out, &e);
+    }
+    if (rc)
+        return sa1b_error_set(err, e.code, (int64_t)m->data_offset,
+                              "image %llu mask row %llu runs at offset %llu: %s",
+                              (ull)m->image_index, (ull)m->index, (ull)m->data_offset, e.msg);
+    return SA1B_OK;
 }
 
 int sa1b_shard_find_image(const sa1b_shard *s, int64_t image_id, uint64_t *index, sa1b_error *err)
@@ -450,6 +534,25 @@ int sa1b_shard_find_image(const sa1b_shard *s, int64_t image_id, uint64_t *index
         }
     }
     return sa1b_error_set(err, SA1B_ERANGE, -1, "no image with id %lld", (long long)image_id);
+}
+
+/* Mask j of image im (RLE): its runs validate. */
+static int verify_runs(const sa1b_shard *s, const sa1b_shard_image_view *im, uint32_t j,
+                       sa1b_error *err)
+{
+    sa1b_shard_mask_view m;
+    SA1B_FORWARD(sa1b_shard_mask(s, im->index, j, &m, err));
+    sa1b_error e;
+    uint64_t cells = s->info.mask_format == SA1B_SHARD_RLE_SOURCE
+                         ? (uint64_t)im->orig_w * im->orig_h
+                         : (uint64_t)s->info.mask_size * s->info.mask_size;
+    int rc = shard_runs_check(m.bits, (size_t)m.data_len, cells, &e);
+    if (rc)
+        return sa1b_error_set(err, rc, (int64_t)m.data_offset,
+                              "image %llu (id %lld) mask %u runs at offset %llu: %s",
+                              (ull)im->index, (long long)im->image_id, j, (ull)m.data_offset,
+                              e.msg);
+    return SA1B_OK;
 }
 
 int sa1b_shard_verify_image(const sa1b_shard *s, uint64_t i, sa1b_error *err)
@@ -470,6 +573,9 @@ int sa1b_shard_verify_image(const sa1b_shard *s, uint64_t i, sa1b_error *err)
                               "stored 0x%08x",
                               (ull)i, (long long)im.image_id, (ull)im.masks_offset, c,
                               im.masks_crc);
+    if (s->info.mask_format != SA1B_SHARD_PACKED)
+        for (uint32_t j = 0; j < im.n_masks; j++)
+            SA1B_FORWARD(verify_runs(s, &im, j, err));
     return SA1B_OK;
 }
 

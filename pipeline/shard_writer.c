@@ -70,7 +70,8 @@ struct sa1b_shard_writer {
     char *path, *tmp_path;
     uint32_t S, R;
     int format;
-    uint64_t mask_bytes, mask_stride;
+    int mask_format; /* SA1B_SHARD_PACKED or SA1B_SHARD_RLE */
+    uint64_t mask_bytes, mask_stride; /* 0 for RLE */
     char *prov;
     size_t prov_len;
     char *prov_final;       /* sa1b_shard_writer_set_provenance: written after the tables' payloads */
@@ -83,7 +84,7 @@ struct sa1b_shard_writer {
      * offset is relative to the names table until finish; masks: 80-byte
      * rows, final */
     wr_table names, index, masks;
-    uint8_t *pack; /* one packed mask, mask_stride bytes */
+    uint8_t *pack; /* one packed mask, mask_stride bytes (RLE: runs_bound bytes of runs) */
 };
 
 /* Starts writeback of what reached the file since the last call, once
@@ -410,9 +411,14 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     if (p->image_size < 1 || p->image_size > SA1B_SHARD_MAX_IMAGE_SIZE)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image size %u not in 1..%u", p->image_size,
                               SA1B_SHARD_MAX_IMAGE_SIZE);
-    if (p->mask_size < 1 || p->mask_size > p->image_size)
-        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask size %u not in 1..%u", p->mask_size,
-                              p->image_size);
+    if (p->mask_format != SA1B_SHARD_PACKED && p->mask_format != SA1B_SHARD_RLE &&
+        p->mask_format != SA1B_SHARD_RLE_SOURCE)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask format %d unknown", p->mask_format);
+    if (p->mask_format == SA1B_SHARD_RLE_SOURCE ? p->mask_size != 0
+                                                 : p->mask_size < 1 || p->mask_size > p->image_size)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "mask size %u not in %s%u", p->mask_size,
+                              p->mask_format == SA1B_SHARD_RLE_SOURCE ? "0.." : "1..",
+                              p->mask_format == SA1B_SHARD_RLE_SOURCE ? 0 : p->image_size);
     if (p->image_format != SA1B_SHARD_RAW && p->image_format != SA1B_SHARD_JPEG)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image format %d unknown", p->image_format);
     sa1b_shard_writer *w = calloc(1, sizeof *w);
@@ -421,15 +427,17 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     w->S = p->image_size;
     w->R = p->mask_size;
     w->format = p->image_format;
-    w->mask_bytes = shard_mask_bytes(w->R);
-    w->mask_stride = shard_mask_stride(w->R);
+    w->mask_format = p->mask_format;
+    w->mask_bytes = w->mask_format != SA1B_SHARD_PACKED ? 0 : shard_mask_bytes(w->R);
+    w->mask_stride = w->mask_format != SA1B_SHARD_PACKED ? 0 : shard_mask_stride(w->R);
     const char *prov = p->provenance ? p->provenance : "{}";
     w->prov_len = strlen(prov);
     w->path = strdup(path);
     w->prov = strdup(prov);
     void *buf = NULL;
     w->buf = posix_memalign(&buf, DIO_ALIGN, WBUF_CAP) == 0 ? buf : NULL;
-    w->pack = malloc((size_t)w->mask_stride);
+    w->pack = malloc((size_t)(w->mask_format != SA1B_SHARD_PACKED ? sa1b_shard_runs_bound(w->R)
+                                                                  : w->mask_stride));
     if (!w->path || !w->prov || !w->buf || !w->pack) {
         wr_free(w);
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
@@ -449,7 +457,21 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     return SA1B_OK;
 }
 
-static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
+/* Mask j of s, given as runs, validates (a shard never holds bad runs). */
+static int check_runs(const sa1b_shard_writer *w, const sa1b_shard_sample_in *s, uint32_t j,
+                      sa1b_error *err)
+{
+    sa1b_error e;
+    uint64_t cells = w->mask_format == SA1B_SHARD_RLE_SOURCE ? (uint64_t)s->orig_w * s->orig_h
+                                                             : (uint64_t)w->R * w->R;
+    int rc = shard_runs_check(s->masks[j].bits, s->masks[j].data_len, cells, &e);
+    if (rc)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: mask %u: %s",
+                              (long long)s->image_id, j, e.msg);
+    return SA1B_OK;
+}
+
+static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int packed,
                         sa1b_error *err)
 {
     uint64_t raw_len = (uint64_t)w->S * w->S * 3;
@@ -472,6 +494,14 @@ static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *
         if (!s->masks[j].bits)
             return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: mask %u has no bits",
                                   (long long)s->image_id, j);
+    if (!packed && w->mask_format == SA1B_SHARD_RLE_SOURCE && s->n_masks)
+        return sa1b_error_set(err, SA1B_EINVAL, -1,
+                              "image %lld: source-size masks come as runs "
+                              "(sa1b_shard_writer_add_packed)",
+                              (long long)s->image_id);
+    if (packed && w->mask_format != SA1B_SHARD_PACKED)
+        for (uint32_t j = 0; j < s->n_masks; j++)
+            SA1B_FORWARD(check_runs(w, s, j, err));
     if (s->file_name && strlen(s->file_name) > UINT32_MAX - 1)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "file name too long");
     return SA1B_OK;
@@ -539,7 +569,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
 {
     if (!w || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
     if (w->failed) return sa1b_error_set(err, SA1B_EIO, -1, "writer failed earlier");
-    SA1B_FORWARD(check_sample(w, s, err));
+    SA1B_FORWARD(check_sample(w, s, packed, err));
     if (w->n_images >= UINT32_MAX)
         return sa1b_error_set(err, SA1B_ERANGE, -1, "too many images in one shard");
     const char *name = s->file_name ? s->file_name : "";
@@ -552,7 +582,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     const uint64_t masks_offset = w->pos;
     uint32_t mcrc = 0;
     /* packed masks side by side (sa1b-shard's): one checksum over them all */
-    int one_run = packed && s->n_masks > 0;
+    int one_run = packed && s->n_masks > 0 && w->mask_format == SA1B_SHARD_PACKED;
     for (uint32_t j = 1; one_run && j < s->n_masks; j++)
         one_run = s->masks[j].bits == s->masks[0].bits + (size_t)j * w->mask_stride;
     if (one_run) mcrc = sa1b_crc32c(0, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride);
@@ -560,11 +590,15 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     for (uint32_t j = 0; j < s->n_masks; j++) {
         const sa1b_shard_mask_in *m = &s->masks[j];
         const uint8_t *pk = m->bits;
-        if (!packed) {
+        size_t pk_len = (size_t)w->mask_stride;
+        if (w->mask_format != SA1B_SHARD_PACKED) {
+            pk_len = packed ? m->data_len : sa1b_shard_encode_runs(m->bits, w->R, w->pack);
+            if (!packed) pk = w->pack;
+        } else if (!packed) {
             sa1b_shard_pack_mask(m->bits, w->R, w->pack);
             pk = w->pack;
         }
-        if (!one_run) mcrc = sa1b_crc32c(mcrc, pk, (size_t)w->mask_stride);
+        if (!one_run) mcrc = sa1b_crc32c(mcrc, pk, pk_len);
         memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
         shard_st64(row + MSK_ID, (uint64_t)m->id);
         shard_st64(row + MSK_DATA_OFFSET, w->pos);
@@ -580,16 +614,18 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
         shard_stf(row + MSK_POINT + 4, m->point[1]);
         shard_st32(row + MSK_IMAGE_INDEX, (uint32_t)w->n_images);
         if ((rc = tab_append(w, &w->masks, row, SA1B_SHARD_MASK_ROW_SIZE, err)) ||
-            (rc = wr_bytes(w, pk, (size_t)w->mask_stride, err)))
+            (rc = wr_bytes(w, pk, pk_len, err)))
             goto failed;
     }
+    const uint64_t masks_len = w->pos - masks_offset;
+    if ((rc = wr_align(w, err))) goto failed; /* runs end anywhere; packed: a no-op */
     /* the index row; its name offset is relative to the names table until
      * finish knows where that lands */
     memset(row, 0, sizeof row);
     shard_st64(row + IDX_IMAGE_OFFSET, image_offset);
     shard_st64(row + IDX_IMAGE_LENGTH, s->image_len);
     shard_st64(row + IDX_MASKS_OFFSET, masks_offset);
-    shard_st64(row + IDX_MASKS_LENGTH, (uint64_t)s->n_masks * w->mask_stride);
+    shard_st64(row + IDX_MASKS_LENGTH, masks_len);
     shard_st64(row + IDX_NAME_OFFSET, tab_len(&w->names));
     shard_st32(row + IDX_NAME_LENGTH, (uint32_t)name_len);
     shard_st32(row + IDX_N_MASKS, s->n_masks);
@@ -677,7 +713,9 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
 
     memset(hdr, 0, sizeof hdr);
     memcpy(hdr + HDR_MAGIC, SA1B_SHARD_MAGIC, 8);
-    shard_st32(hdr + HDR_VERSION, SA1B_SHARD_VERSION);
+    const uint32_t version =
+        w->mask_format != SA1B_SHARD_PACKED ? SA1B_SHARD_VERSION_RLE : SA1B_SHARD_VERSION;
+    shard_st32(hdr + HDR_VERSION, version);
     shard_st32(hdr + HDR_HEADER_SIZE, SA1B_SHARD_HEADER_SIZE);
     shard_st32(hdr + HDR_IMAGE_SIZE, w->S);
     shard_st32(hdr + HDR_MASK_SIZE, w->R);
@@ -700,12 +738,13 @@ static int wr_tables(sa1b_shard_writer *w, sa1b_error *err)
     shard_st32(hdr + HDR_NAMES_CRC, names_crc);
     shard_st32(hdr + HDR_INDEX_CRC, index_crc);
     shard_st32(hdr + HDR_MASKTAB_CRC, masktab_crc);
+    shard_st32(hdr + HDR_MASK_FORMAT, (uint32_t)w->mask_format); /* 0 in version 1 */
     uint32_t hcrc = sa1b_crc32c(0, hdr, HDR_CRC);
     shard_st32(hdr + HDR_CRC, hcrc);
 
     memset(ftr, 0, sizeof ftr);
     memcpy(ftr + FTR_MAGIC, SA1B_SHARD_MAGIC, 8);
-    shard_st32(ftr + FTR_VERSION, SA1B_SHARD_VERSION);
+    shard_st32(ftr + FTR_VERSION, version);
     shard_st32(ftr + FTR_FOOTER_SIZE, SA1B_SHARD_FOOTER_SIZE);
     shard_st64(ftr + FTR_N_IMAGES, w->n_images);
     shard_st64(ftr + FTR_N_MASKS, w->n_masks);

@@ -87,7 +87,8 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
                   uint8_t *rgb, sa1b_error *err)
 {
     const sa1b_shard_info *in = sa1b_shard_get_info(s);
-    const uint32_t S = in->image_size, R = in->mask_size;
+    /* source-size masks are drawn at S x S (resampled as sa1b-shard would) */
+    const uint32_t S = in->image_size, R = in->mask_size ? in->mask_size : S;
     sa1b_shard_image_view im;
     SA1B_FORWARD(sa1b_shard_image(s, i, &im, err));
     SA1B_FORWARD(sa1b_shard_verify_image(s, i, err));
@@ -108,7 +109,7 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
     for (uint32_t j = 0; j < im.n_masks; j++) {
         sa1b_shard_mask_view m;
         SA1B_FORWARD(sa1b_shard_mask(s, i, j, &m, err));
-        sa1b_shard_unpack_mask(s, &m, bits);
+        SA1B_FORWARD(sa1b_shard_resample_mask(s, &m, R, 0, bits, err));
         uint8_t col[3];
         palette(j, col);
         for (uint32_t y = 0; y < S; y++) {
@@ -123,7 +124,7 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
     for (uint32_t j = 0; o->outlines && j < im.n_masks; j++) {
         sa1b_shard_mask_view m;
         SA1B_FORWARD(sa1b_shard_mask(s, i, j, &m, err));
-        sa1b_shard_unpack_mask(s, &m, bits);
+        SA1B_FORWARD(sa1b_shard_resample_mask(s, &m, R, 0, bits, err));
         uint8_t col[3];
         palette(j, col);
 #define IN(yy, xx) (bits[(size_t)cell[yy] * R + cell[xx]] != 0)

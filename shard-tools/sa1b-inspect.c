@@ -74,6 +74,10 @@ static json_t *header_json(const char *file, const sa1b_shard *s)
     json_object_set_new(o, "file_size", json_integer((json_int_t)in->file_size));
     json_object_set_new(o, "mask_bytes", json_integer(in->mask_bytes));
     json_object_set_new(o, "mask_stride", json_integer(in->mask_stride));
+    json_object_set_new(o, "mask_format",
+                        json_string(in->mask_format == SA1B_SHARD_RLE          ? "rle"
+                                    : in->mask_format == SA1B_SHARD_RLE_SOURCE ? "source"
+                                                                               : "packed"));
     json_object_set_new(o, "index_offset", json_integer((json_int_t)sa1b_shard_index_offset(s)));
     json_object_set_new(o, "mask_table_offset",
                         json_integer((json_int_t)sa1b_shard_mask_table_offset(s)));
@@ -129,16 +133,26 @@ static json_t *mask_json(const char *file, const sa1b_shard_image_view *im,
 static int add_rle(json_t *o, const sa1b_shard *s, const sa1b_shard_mask_view *m, uint8_t *buf,
                    sa1b_rle *rle, sa1b_error *err)
 {
-    uint32_t R = sa1b_shard_get_info(s)->mask_size;
-    sa1b_shard_unpack_mask(s, m, buf);
-    SA1B_FORWARD(sa1b_rle_encode(rle, buf, R, R, 0, err));
+    uint32_t h = sa1b_shard_get_info(s)->mask_size, w = h;
+    uint8_t *big = NULL; /* source-size masks: the image's size */
+    if (sa1b_shard_get_info(s)->mask_format == SA1B_SHARD_RLE_SOURCE) {
+        sa1b_shard_image_view im;
+        SA1B_FORWARD(sa1b_shard_image(s, m->image_index, &im, err));
+        h = im.orig_h, w = im.orig_w;
+        if (!(buf = big = malloc((size_t)h * w)))
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
+    }
+    int rc = sa1b_shard_decode_mask(s, m, buf, err);
+    if (!rc) rc = sa1b_rle_encode(rle, buf, h, w, 0, err);
+    free(big);
+    SA1B_FORWARD(rc);
     char *str = NULL;
     size_t len = 0;
     SA1B_FORWARD(sa1b_rle_to_string(rle, &str, &len, err));
     json_t *r = json_object();
     json_t *size = json_array();
-    json_array_append_new(size, json_integer(R));
-    json_array_append_new(size, json_integer(R));
+    json_array_append_new(size, json_integer(h));
+    json_array_append_new(size, json_integer(w));
     json_object_set_new(r, "size", size);
     json_object_set_new(r, "counts", json_stringn(str, len));
     json_object_set_new(o, "mask_rle", r);
@@ -195,9 +209,18 @@ static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
     char h1[32], h2[32], h3[32], h4[32];
     double n = in->n_images ? (double)in->n_images : 1;
     printf("%-16s %s\n", "file", file);
-    printf("%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
-           format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
-           in->mask_size, in->mask_bytes, in->mask_stride);
+    if (in->mask_format == SA1B_SHARD_RLE_SOURCE)
+        printf("%-16s %s %ux%u, masks at the source size as runs (%.1f bytes each on average)\n",
+               "format", format_name(in->image_format), in->image_size, in->image_size,
+               in->n_masks ? (double)mask_bytes / (double)in->n_masks : 0.0);
+    else if (in->mask_format == SA1B_SHARD_RLE)
+        printf("%-16s %s %ux%u, masks %ux%u as runs (%.1f bytes each on average)\n", "format",
+               format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
+               in->mask_size, in->n_masks ? (double)mask_bytes / (double)in->n_masks : 0.0);
+    else
+        printf("%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
+               format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
+               in->mask_size, in->mask_bytes, in->mask_stride);
     human_bytes((double)in->file_size, h1, sizeof h1);
     printf("%-16s %s (%llu bytes)\n", "size", h1, (unsigned long long)in->file_size);
     printf("%-16s %llu\n", "images", (unsigned long long)in->n_images);

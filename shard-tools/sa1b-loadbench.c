@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "sa1b_loader.h"
+#include "sa1b_shard.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -38,6 +39,9 @@ static void usage(void)
            "      --normalize        deliver normalised float NCHW images\n"
            "      --drop-last        skip the short last batch of every epoch\n"
            "      --verify           check every sample's CRC32C\n"
+           "      --mask-size R      masks at R x R (needed for --mask-size source shards,\n"
+           "                         which are resampled to it; default: the shards' R)\n"
+           "      --mask-resample M  area or nearest, for source-size masks (default area)\n"
            "      --skip-damaged     report damaged samples and go on (default: stop)\n"
            "      --print-ids        print \"epoch step id id ...\" per batch on stdout\n"
            "                         (the summary then goes to stderr)\n"
@@ -54,6 +58,7 @@ enum {
     OPT_RANK = 256, OPT_WORLD, OPT_RESUME, OPT_FLIP, OPT_NORMALIZE, OPT_DROP_LAST, OPT_VERIFY,
     OPT_SKIP, OPT_PRINT_IDS
 };
+enum { OPT_MASK_SIZE = 512, OPT_MASK_RESAMPLE };
 
 static uint64_t need_u64(const char *opt, const char *s, uint64_t min, uint64_t max)
 {
@@ -84,6 +89,8 @@ int main(int argc, char **argv)
         {"verify", no_argument, NULL, OPT_VERIFY},
         {"skip-damaged", no_argument, NULL, OPT_SKIP},
         {"print-ids", no_argument, NULL, OPT_PRINT_IDS},
+        {"mask-size", required_argument, NULL, OPT_MASK_SIZE},
+        {"mask-resample", required_argument, NULL, OPT_MASK_RESAMPLE},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -133,6 +140,14 @@ int main(int argc, char **argv)
         case OPT_NORMALIZE: cfg.normalize = 1; break;
         case OPT_DROP_LAST: cfg.drop_last = 1; break;
         case OPT_VERIFY: cfg.verify = 1; break;
+        case OPT_MASK_SIZE:
+            cfg.mask_size = (uint32_t)need_u64("--mask-size", optarg, 1, SA1B_SHARD_MAX_IMAGE_SIZE);
+            break;
+        case OPT_MASK_RESAMPLE:
+            if (strcmp(optarg, "area") == 0) cfg.mask_resample = 0;
+            else if (strcmp(optarg, "nearest") == 0) cfg.mask_resample = 1;
+            else cli_usage_error("--mask-resample: '%s' is not area or nearest", optarg);
+            break;
         case OPT_SKIP: skip = 1; break;
         case OPT_PRINT_IDS: print_ids = 1; break;
         case 'q': quiet = 1; break;

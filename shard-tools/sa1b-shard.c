@@ -66,10 +66,13 @@ static void usage(void)
            "                            of sa1b-shard\n"
            "Images and masks:\n"
            "      --image-size S        letterbox images to S x S (default 1024)\n"
-           "      --mask-size R         masks at R x R (default S/4)\n"
+           "      --mask-size R         masks at R x R (default S/4); source: each\n"
+           "                            annotation's own runs, loaders pick R\n"
            "      --image-format FMT    raw or jpeg (default raw)\n"
            "      --quality Q           JPEG quality for --image-format jpeg (default 90)\n"
            "      --mask-resample MODE  area or nearest (default area)\n"
+           "      --mask-format FMT     packed (format version 1) or rle (runs,\n"
+           "                            version 2; default packed)\n"
            "Filters and subsampling (defaults keep every mask):\n"
            "      --min-area N          drop masks of fewer than N pixels\n"
            "      --min-iou X           drop masks with predicted_iou below X\n"
@@ -96,6 +99,7 @@ enum {
     OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
     OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY, OPT_FORCE
 };
+enum { OPT_MASK_FORMAT = 512 };
 
 static const struct option long_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -107,6 +111,7 @@ static const struct option long_opts[] = {
     {"image-format", required_argument, 0, OPT_IMAGE_FORMAT},
     {"quality", required_argument, 0, OPT_QUALITY},
     {"mask-resample", required_argument, 0, OPT_MASK_RESAMPLE},
+    {"mask-format", required_argument, 0, OPT_MASK_FORMAT},
     {"min-area", required_argument, 0, OPT_MIN_AREA},
     {"min-iou", required_argument, 0, OPT_MIN_IOU},
     {"min-stability", required_argument, 0, OPT_MIN_STABILITY},
@@ -159,7 +164,12 @@ static void parse_options(int argc, char **argv, options *o)
             o->prep.image_size = (uint32_t)need_u64("--image-size", optarg, 16, SA1B_SHARD_MAX_IMAGE_SIZE);
             break;
         case OPT_MASK_SIZE:
-            o->prep.mask_size = (uint32_t)need_u64("--mask-size", optarg, 1, SA1B_SHARD_MAX_IMAGE_SIZE);
+            if (strcmp(optarg, "source") == 0) { /* each annotation's own runs */
+                o->prep.mask_size = 0;
+                o->prep.mask_format = SA1B_SHARD_RLE_SOURCE;
+            } else {
+                o->prep.mask_size = (uint32_t)need_u64("--mask-size", optarg, 1, SA1B_SHARD_MAX_IMAGE_SIZE);
+            }
             o->mask_size_set = 1;
             break;
         case OPT_IMAGE_FORMAT:
@@ -172,6 +182,13 @@ static void parse_options(int argc, char **argv, options *o)
             if (strcmp(optarg, "area") == 0) o->prep.mask_mode = SA1B_MASK_AREA;
             else if (strcmp(optarg, "nearest") == 0) o->prep.mask_mode = SA1B_MASK_NEAREST;
             else cli_usage_error("--mask-resample: '%s' is not area or nearest", optarg);
+            break;
+        case OPT_MASK_FORMAT:
+            if (strcmp(optarg, "packed") == 0) o->prep.mask_format = SA1B_SHARD_PACKED;
+            else if (strcmp(optarg, "rle") == 0) {
+                if (o->prep.mask_format != SA1B_SHARD_RLE_SOURCE) o->prep.mask_format = SA1B_SHARD_RLE;
+            }
+            else cli_usage_error("--mask-format: '%s' is not packed or rle", optarg);
             break;
         case OPT_MIN_AREA: o->prep.filter.min_area = need_u64("--min-area", optarg, 0, UINT64_MAX); break;
         /* SA-1B's predicted_iou can exceed 1 a little; stability is a ratio */
@@ -198,6 +215,8 @@ static void parse_options(int argc, char **argv, options *o)
     if (!o->out) cli_usage_error("no output: give -o OUT");
     if (optind >= argc) cli_usage_error("no input: give one or more tars, or - for stdin");
     if (!o->mask_size_set) o->prep.mask_size = o->prep.image_size / 4;
+    if (o->mask_size_set && o->prep.mask_size == 0 && o->prep.mask_format != SA1B_SHARD_RLE_SOURCE)
+        cli_usage_error("--mask-size source stores runs: --mask-format does not apply");
     if (o->prep.mask_size > o->prep.image_size)
         cli_usage_error("--mask-size %u is larger than --image-size %u", o->prep.mask_size, o->prep.image_size);
     int n_stdin = 0;
@@ -259,6 +278,10 @@ static json_t *provenance_json(const options *o, const char *stem, uint64_t part
     json_object_set_new(opt, "image_format", json_string(p->image_format == SA1B_SHARD_JPEG ? "jpeg" : "raw"));
     if (p->image_format == SA1B_SHARD_JPEG) json_object_set_new(opt, "quality", json_integer(p->jpeg_quality));
     json_object_set_new(opt, "mask_resample", json_string(p->mask_mode == SA1B_MASK_NEAREST ? "nearest" : "area"));
+    /* only when not the default, so that packed shards keep version 1's bytes */
+    if (p->mask_format != SA1B_SHARD_PACKED)
+        json_object_set_new(opt, "mask_format",
+                            json_string(p->mask_format == SA1B_SHARD_RLE ? "rle" : "source"));
     json_object_set_new(opt, "min_area", json_integer((json_int_t)p->filter.min_area));
     json_object_set_new(opt, "min_iou", isfinite(p->filter.min_iou) ? json_real(p->filter.min_iou) : json_null());
     json_object_set_new(opt, "min_stability",
@@ -729,7 +752,8 @@ static int open_part(job *j)
     char *prov = provenance(j->o, j->stem, j->part);
     int rc = -1;
     if (final && tmp && prov) {
-        sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov};
+        sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov,
+                               j->o->prep.mask_format};
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
             if (grow_parts(j) == 0) {
                 struct part_temps *t = &j->pt[j->n_finals];

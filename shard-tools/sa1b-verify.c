@@ -29,7 +29,8 @@ typedef struct options {
 static void usage(void)
 {
     printf("Usage: %s [OPTIONS] FILE...\n"
-           "Check sa1b shards: structure, layout and the CRC32C of every payload.\n"
+           "Check sa1b shards: structure, layout and the CRC32C of every payload\n"
+           "(and the runs of every mask of a version-2 shard).\n"
            "Problems go to stderr with their byte offset and record; one line per\n"
            "file to stdout (\"FILE: ok ...\" or \"FILE: damaged ...\").\n"
            "\n"

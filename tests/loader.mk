@@ -22,3 +22,12 @@ BENCHES += tests/bench/bench-loader
 tests_bench_bench_loader_SOURCES = tests/bench/bench-loader.c
 tests_bench_bench_loader_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_bench_bench_loader_LDADD = $(SA1B_LIBS)
+
+# batches from packed (version 1) and run-length (version 2) shards of the
+# same samples are byte-identical; t1610 does it on sa1b-shard's output
+check_PROGRAMS += tests/test-loader-rle
+TESTS += tests/test-loader-rle tests/t1610-loader-rle.sh
+tests_test_loader_rle_SOURCES = tests/test-loader-rle.c
+tests_test_loader_rle_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_loader_rle_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/t1610-loader-rle.sh

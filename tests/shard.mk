@@ -56,3 +56,36 @@ TESTS += tests/test-shard-pack
 tests_test_shard_pack_SOURCES = tests/test-shard-pack.c
 tests_test_shard_pack_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_shard_pack_LDADD = $(SA1B_LIBS)
+
+# fuzz target on the run decoder of version-2 masks; its corpus is replayed by make check
+check_PROGRAMS += tests/fuzz/replay-runs
+TESTS += tests/fuzz/replay-runs
+tests_fuzz_replay_runs_SOURCES = tests/fuzz/fuzz-runs.c tests/fuzz/replay.c
+tests_fuzz_replay_runs_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/pipeline -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/runs"'
+tests_fuzz_replay_runs_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/runs
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-runs
+FUZZ_TARGETS += tests/fuzz/fuzz-runs
+tests_fuzz_fuzz_runs_SOURCES = tests/fuzz/fuzz-runs.c
+tests_fuzz_fuzz_runs_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/pipeline
+tests_fuzz_fuzz_runs_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_runs_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_runs_LDADD = $(SA1B_LIBS)
+endif
+
+# run-length masks (format version 2): the coder, the reader, the tools, and
+# the version-1 fixtures written before version 2 existed
+check_PROGRAMS += tests/test-shard-runs
+TESTS += tests/test-shard-runs tests/t1350-shard-rle.sh
+tests_test_shard_runs_SOURCES = tests/test-shard-runs.c
+tests_test_shard_runs_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/pipeline
+tests_test_shard_runs_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/t1350-shard-rle.sh tests/data/v1-input.tar tests/data/v1-jpeg.shard \
+	tests/data/v1-raw.shard
+
+# make bench: bytes per image by part, loader and sa1b-shard speed, rle vs packed
+BENCH_SH += tests/bench/bench-rle-shards.sh
+BENCH_SH_DEPS += shard-tools/sa1b-shard shard-tools/sa1b-synth shard-tools/sa1b-inspect \
+	shard-tools/sa1b-loadbench
+EXTRA_DIST += tests/bench/bench-rle-shards.sh tests/bench/photo_tar.py

@@ -1,6 +1,7 @@
 #!/bin/sh
 # t1703: sa1b-train on real shards: sa1b-synth -> sa1b-shard -> train with
-# the loader, evaluate on validation shards, resume bit for bit.
+# the loader, evaluate on validation shards, resume bit for bit; shards of
+# source-size masks train as the packed shard at the model's R.
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null || skip_all "sa1b-synth or sa1b-shard not built"
 run_ok "synthesise" sa1b-synth -n 12 -W 240 -H 160 -m 10 -s 1 -o "$TMP/train.tar" --quiet
@@ -41,4 +42,17 @@ run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 
 grep_ok "S=64" "$TMP/.err" "the error gives the shards' geometry"
 grep_ok "give the model --image-size 64, .* or shard with sa1b-shard --image-size 128 --mask-size 32\)" "$TMP/.err" \
     "and the two ways to make them agree"
+# shards of source-size masks are resampled to the model's R (area, as
+# sa1b-shard's default): the very batches, so the very losses, of the
+# packed shard made at that R
+run_ok "shard at the source size" sa1b-shard --image-size 64 --mask-size source -o "$TMP/src.shard" \
+    "$TMP/train.tar"
+run_ok "train on source-size masks" sa1b-train $common --steps 4 --log-every 1 \
+    --data "$TMP/src.shard" --out "$TMP/s"
+run_ok "the same on the packed shard" sa1b-train $common --steps 4 --log-every 1 \
+    --data "$TMP/train.shard" --out "$TMP/p"
+sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/s/log.jsonl" >"$TMP/s.loss"
+sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/p/log.jsonl" >"$TMP/p.loss"
+cmp -s "$TMP/p.loss" "$TMP/s.loss" && [ "$(wc -l <"$TMP/s.loss")" -eq 4 ]
+ok $? "the losses of the 4 steps equal those on the packed shard"
 done_testing

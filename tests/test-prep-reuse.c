@@ -3,8 +3,9 @@
  * samples of changing geometry (landscape, portrait, square, thin; the
  * mask grid's zero rows below the content are cleared only where an
  * earlier sample may have left something) gives the very bytes of a fresh
- * sa1b_prep_out per sample: image, every mask's packed bits and fields.
- * Both mask modes, several S and R.  Samples are generated (a flat JPEG
+ * sa1b_prep_out per sample: image, every mask's packed bits (or runs) and
+ * fields; the runs of --mask-format rle decode to the packed masks.  Both
+ * mask modes, both mask formats, several S and R.  Samples are generated (a flat JPEG
  * and random blob masks encoded as COCO RLE); deterministic.
  */
 #include <stdio.h>
@@ -76,6 +77,26 @@ static void make(sa1b_imgctx *ctx, gen *g, uint32_t w, uint32_t h, int nm, int i
     free(m);
 }
 
+/* 1 when the masks of x, runs, decode to the packed masks of y. */
+static int runs_match_packed(const sa1b_shard_sample_in *x, const sa1b_shard_sample_in *y,
+                             uint32_t R)
+{
+    size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R), n;
+    uint32_t *runs = malloc((RR + 1) * sizeof *runs);
+    uint8_t *m = malloc(RR), *pk = malloc(stride);
+    int ok = x->n_masks == y->n_masks;
+    for (uint32_t k = 0; ok && k < x->n_masks; k++) {
+        ok = sa1b_shard_parse_runs(x->masks[k].bits, x->masks[k].data_len, R, runs, RR + 1, &n,
+                                   NULL) == 0;
+        size_t at = 0;
+        for (size_t i = 0; ok && i < n; at += runs[i], i++) memset(m + at, (int)(i % 2), runs[i]);
+        if (ok) sa1b_shard_pack_mask(m, R, pk);
+        ok = ok && memcmp(pk, y->masks[k].bits, stride) == 0;
+    }
+    free(runs), free(m), free(pk);
+    return ok;
+}
+
 /* 1 when the two prepared samples are the same bytes. */
 static int same(const sa1b_prep_out *a, const sa1b_prep_out *b, uint32_t R)
 {
@@ -86,7 +107,9 @@ static int same(const sa1b_prep_out *a, const sa1b_prep_out *b, uint32_t R)
     size_t stride = (size_t)sa1b_shard_mask_stride(R);
     for (uint32_t k = 0; k < x->n_masks; k++) {
         const sa1b_shard_mask_in *p = &x->masks[k], *q = &y->masks[k];
-        if (memcmp(p->bits, q->bits, stride) || p->id != q->id || p->area != q->area ||
+        size_t len = p->data_len ? p->data_len : stride; /* runs, or packed */
+        if (p->data_len != q->data_len || memcmp(p->bits, q->bits, len) || p->id != q->id ||
+            p->area != q->area ||
             memcmp(p->bbox, q->bbox, sizeof p->bbox))
             return 0;
     }
@@ -114,14 +137,17 @@ int main(void)
     tap_plan(0);
     static const uint32_t SR[][2] = {{32, 16}, {32, 8}, {48, 48}, {33, 13}, {16, 16}};
     for (size_t c = 0; c < sizeof SR / sizeof SR[0]; c++)
-        for (int mode = 0; mode < 2; mode++) {
+        for (int mode = 0; mode < 4; mode++) {
             sa1b_prep_opts o;
             sa1b_prep_opts_default(&o);
             o.image_size = SR[c][0];
             o.mask_size = SR[c][1];
-            o.mask_mode = mode ? SA1B_MASK_NEAREST : SA1B_MASK_AREA;
+            o.mask_mode = mode % 2 ? SA1B_MASK_NEAREST : SA1B_MASK_AREA;
+            o.mask_format = mode >= 2 ? SA1B_SHARD_RLE : SA1B_SHARD_PACKED;
+            sa1b_prep_opts op = o; /* the same, packed */
+            op.mask_format = SA1B_SHARD_PACKED;
             sa1b_prep_out reused = SA1B_PREP_OUT_INIT;
-            int bad = 0, ran = 0;
+            int bad = 0, ran = 0, unlike = 0;
             for (int i = 0; i < NS; i++) {
                 sa1b_prep_out fresh = SA1B_PREP_OUT_INIT;
                 int r1 = sa1b_prep_run(ctx, &o, "s", g[i].jpg, g[i].jpg_len,
@@ -131,11 +157,21 @@ int main(void)
                                        (const uint8_t *)g[i].json, g[i].json_len, &fresh, &e);
                 bad += r1 != r2 || (!r1 && !same(&reused, &fresh, o.mask_size));
                 ran += !r1;
+                if (o.mask_format == SA1B_SHARD_RLE) {
+                    sa1b_prep_out packed = SA1B_PREP_OUT_INIT;
+                    unlike += sa1b_prep_run(ctx, &op, "s", g[i].jpg, g[i].jpg_len,
+                                            (const uint8_t *)g[i].json, g[i].json_len, &packed,
+                                            &e) != 0 ||
+                              !runs_match_packed(&fresh.sample, &packed.sample, o.mask_size);
+                    sa1b_prep_out_free(&packed);
+                }
                 sa1b_prep_out_free(&fresh);
             }
             sa1b_prep_out_free(&reused);
-            tap_ok(bad == 0 && ran == NS, "S=%u R=%u %s: a reused output == a fresh one on %d samples",
-                   o.image_size, o.mask_size, mode ? "nearest" : "area", ran);
+            tap_ok(bad == 0 && ran == NS && unlike == 0,
+                   "S=%u R=%u %s %s: a reused output == a fresh one on %d samples%s",
+                   o.image_size, o.mask_size, mode % 2 ? "nearest" : "area",
+                   mode >= 2 ? "rle" : "packed", ran, mode >= 2 ? ", runs == packed" : "");
         }
     for (int i = 0; i < NS; i++) {
         free(g[i].jpg);

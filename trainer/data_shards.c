@@ -49,14 +49,28 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
     c.stored_point = s->opt.stored_point;
     c.rank = (uint32_t)s->opt.rank, c.world = (uint32_t)(s->opt.world > 1 ? s->opt.world : 1);
     c.verify = 1;
+    c.mask_size = (uint32_t)s->opt.R; /* source-size masks: resampled to the model's R */
     if (s->opt.mem) {
         s->alloc = (sa1b_allocator){.alloc = mem_alloc_cb, .free = mem_free_cb, .ctx = s->opt.mem};
         c.allocator = &s->alloc;
     }
     sa1b_error e;
     sa1b_error_clear(&e);
-    if (sa1b_loader_open(&s->L, &c, &e) != 0) return snprintf(err, err_len, "%s", e.msg), -1;
     uint32_t S, R;
+    if (sa1b_loader_open(&s->L, &c, &e) != 0) {
+        /* shards of another fixed mask size: opened as they are, to say what would agree */
+        sa1b_error e2;
+        sa1b_error_clear(&e2);
+        c.mask_size = 0;
+        if (sa1b_loader_open(&s->L, &c, &e2) != 0) return snprintf(err, err_len, "%s", e.msg), -1;
+        sa1b_loader_info(s->L, NULL, &S, &R, NULL, NULL, NULL, NULL);
+        sa1b_loader_close(s->L);
+        s->L = NULL;
+        if ((int)S == s->opt.S && (int)R == s->opt.R) return snprintf(err, err_len, "%s", e.msg), -1;
+        return snprintf(err, err_len, "'%s': shards have S=%u R=%u, the model needs S=%d R=%d (give the model "
+                        "--image-size %u, a multiple of --patch, or shard with sa1b-shard --image-size %d "
+                        "--mask-size %d)", s->glob, S, R, s->opt.S, s->opt.R, S, s->opt.S, s->opt.R), -1;
+    }
     sa1b_loader_info(s->L, &s->n_images, &S, &R, NULL, NULL, NULL, NULL);
     if ((int)S != s->opt.S || (int)R != s->opt.R)
         return snprintf(err, err_len, "'%s': shards have S=%u R=%u, the model needs S=%d R=%d (give the model "

@@ -1,8 +1,8 @@
 /*
  * fuzz-shard.c - libFuzzer target on the shard reader: any bytes given to
  * sa1b_shard_open_memory either fail cleanly or open a shard whose every
- * image, mask (metadata, bits, unpacked bitmap), payload CRC and layout can
- * be walked without reading outside the input.  Each input is tried twice:
+ * image, mask (metadata, bits or runs, decoded bitmap), payload CRC, runs
+ * and layout can be walked without reading outside the input.  Each input is tried twice:
  * as is, and with its header, footer and table CRCs recomputed (where the
  * header's offsets allow), so that mutations reach the row validation behind
  * the checksums.
@@ -28,7 +28,10 @@ static int walk(const uint8_t *data, size_t size)
     const sa1b_shard_info *in = sa1b_shard_get_info(s);
     uint8_t *bits = NULL;
     volatile uint64_t sink = in->provenance_len + (uint64_t)in->provenance[in->provenance_len];
-    if (in->n_masks) bits = malloc((size_t)in->mask_size * in->mask_size);
+    /* R x R masks, or source-size ones up to 2^20 pixels (bigger ones are
+     * validated by verify and resampled to R = 8, not decoded) */
+    const size_t cells = in->mask_size ? (size_t)in->mask_size * in->mask_size : (size_t)1 << 20;
+    if (in->n_masks) bits = malloc(cells);
     for (uint64_t i = 0; i < in->n_images; i++) {
         sa1b_shard_image_view im;
         if (sa1b_shard_image(s, i, &im, &err)) abort(); /* validated at open */
@@ -39,8 +42,15 @@ static int walk(const uint8_t *data, size_t size)
         for (uint32_t j = 0; j < im.n_masks; j++) {
             sa1b_shard_mask_view m;
             if (sa1b_shard_mask(s, i, j, &m, &err)) abort();
-            sa1b_shard_unpack_mask(s, &m, bits);
-            sink += bits[(size_t)in->mask_size * in->mask_size - 1] + m.bits[in->mask_bytes - 1];
+            size_t n = in->mask_size ? cells : (size_t)im.orig_w * im.orig_h;
+            if (n <= cells) {
+                sa1b_shard_unpack_mask(s, &m, bits);
+                sa1b_shard_decode_mask(s, &m, bits, &err); /* packed or runs */
+                sink += bits[n - 1];
+            }
+            if (!in->mask_size && in->image_size >= 8 && sa1b_shard_resample_mask(s, &m, 8, j % 2, bits, &err) == 0)
+                sink += bits[63];
+            sink += m.bits[m.data_len - 1];
         }
         sa1b_shard_mask_view m;
         if (sa1b_shard_mask(s, i, im.n_masks, &m, &err) != SA1B_ERANGE) abort();
