@@ -253,7 +253,9 @@ int main(int argc, char **argv)
     if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) {
         o.world = o.plan_ranks ? o.plan_ranks : 1; /* the plan of rank 0 of such a job (--zero 1) */
-        return plan_main(&o);
+        int rc = plan_main(&o);
+        tr_dist_close(dist);
+        return rc;
     }
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
