@@ -56,3 +56,5 @@ TESTS += tests/test-shard-pack
 tests_test_shard_pack_SOURCES = tests/test-shard-pack.c
 tests_test_shard_pack_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_shard_pack_LDADD = $(SA1B_LIBS)
+TESTS += tests/t1311-manifest.sh
+EXTRA_DIST += tests/t1311-manifest.sh
