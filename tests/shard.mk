@@ -58,3 +58,5 @@ tests_test_shard_pack_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_shard_pack_LDADD = $(SA1B_LIBS)
 TESTS += tests/t1311-manifest.sh
 EXTRA_DIST += tests/t1311-manifest.sh
+TESTS += tests/t1331-shard-numpy-masks.sh
+EXTRA_DIST += tests/t1331-shard-numpy-masks.sh tests/shard-numpy-masks.py
