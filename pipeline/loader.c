@@ -950,6 +950,7 @@ static int ld_manifest_names(const char *file, sa1b_manifest **man, char ***name
 {
     sa1b_error e;
     int rc = sa1b_manifest_read(man, file, &e);
+    if (rc == SA1B_ERANGE) rc = SA1B_EFORMAT; /* bad data, not a bad configuration */
     if (rc) return sa1b_error_set(err, rc, e.offset, "'%s': %s", file, e.msg);
     size_t n = (*man)->n_shards;
     *names = malloc(n * sizeof **names);

@@ -201,9 +201,10 @@ typedef struct sa1b_loader sa1b_loader;
  * on S, R and format (SA1B_EMISMATCH), checks the configuration (SA1B_EINVAL:
  * B, M or K zero, rank >= world, flip_prob outside [0, 1], no shards, a glob
  * matching nothing; SA1B_ERANGE: consumed >= N, sizes overflowing, more
- * than 2^32-1 images; a manifest that cannot be read or is not valid, or
- * a shard whose size or image count differs from its manifest row:
- * SA1B_EMISMATCH), computes the first permutation and starts the
+ * than 2^32-1 images; a manifest that cannot be read: SA1B_EIO, one that
+ * is not valid: SA1B_EFORMAT or SA1B_EUNSUPPORTED, a shard whose size or
+ * image count differs from its manifest row: SA1B_EMISMATCH), computes the
+ * first permutation and starts the
  * workers.  On error *L is NULL and err names the shard when one is to
  * blame. */
 int sa1b_loader_open(sa1b_loader **L, const sa1b_loader_config *cfg, sa1b_error *err);

@@ -4,7 +4,7 @@
  * `sa1b-inspect --manifest` writes), read instead of a glob by the loader
  * and checked against the files by `sa1b-verify --manifest`.
  *
- * Implements: the manifest of man/sa1b-shard.5 ("MANIFEST"):
+ * Implements: the manifest of man/sa1b-shard.5 (subsection "Manifest"):
  *
  *   {"sa1b_manifest": 1, "images": N, "masks": M, "bytes": B,
  *    "shards": [{"file": "out/sa_000000.shard", "bytes": 123456,
