@@ -345,9 +345,28 @@ static json_t *manifest_row(const char *file, sa1b_shard_info *first, int *statu
     return row;
 }
 
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Usage error when two of files[0..n) are one file under two names (the
+ * loader would read it twice an epoch). */
+static void check_distinct(char **files, int n)
+{
+    char **real = calloc((size_t)n, sizeof *real);
+    if (!real) cli_die(CLI_EXIT_FATAL, "out of memory");
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if ((real[k] = realpath(files[i], NULL))) k++; /* a missing file is reported later */
+    qsort(real, (size_t)k, sizeof *real, str_cmp);
+    for (int i = 1; i < k; i++)
+        if (strcmp(real[i - 1], real[i]) == 0) cli_usage_error("'%s' is named twice", real[i]);
+    for (int i = 0; i < k; i++) free(real[i]);
+    free(real);
+}
+
 /* Prints the manifest of files[0..n), or nothing when one is bad. */
 static int manifest(char **files, int n)
 {
+    check_distinct(files, n);
     json_t *rows = json_array(), *root = json_object();
     sa1b_shard_info first = {0};
     uint64_t images = 0, masks = 0, bytes = 0;

@@ -98,9 +98,10 @@ grep_ok "^sa1b-verify: 'cut.json': not JSON: line [0-9]+, column [0-9]+: " "$TMP
 run_status 3 "a manifest that does not exist: exit 3" sa1b-verify --manifest nothere.json
 run_status 2 "sa1b-inspect --manifest -: usage error" sa1b-inspect --manifest -
 run_status 2 "--manifest with --summary: usage error" sa1b-inspect --manifest --summary out/a.shard
-run_status 2 "the same shard twice: refused" sa1b-inspect --manifest out/a.shard ./out/a.shard out/a.shard
+run_status 2 "the same shard under two names: refused" sa1b-inspect --manifest out/a.shard out/b.shard ./out/a.shard
 test ! -s "$TMP/.out"
 ok $? "and nothing printed"
+grep_ok "^sa1b-inspect: '/.*/out/a.shard' is named twice$" "$TMP/.err" "one line names it"
 printf 'not a shard' >out/bogus.shard
 run_status 1 "a file that is not a shard: exit 1" sa1b-inspect --manifest out/a.shard out/bogus.shard
 test ! -s "$TMP/.out"
