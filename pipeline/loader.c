@@ -31,6 +31,7 @@
 #include "rng.h"
 #include "sa1b_image.h"
 #include "sa1b_loader.h"
+#include "sa1b_manifest.h"
 #include "sa1b_shard.h"
 #include "shard_format.h"
 
@@ -1024,16 +1025,38 @@ static int ld_strcmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The shard paths of a manifest file (pointers into *man). */
+static int ld_manifest_names(const char *file, sa1b_manifest **man, char ***names, sa1b_error *err)
+{
+    sa1b_error e;
+    int rc = sa1b_manifest_read(man, file, &e);
+    if (rc == SA1B_ERANGE) rc = SA1B_EFORMAT; /* bad data, not a bad configuration */
+    if (rc) return sa1b_error_set(err, rc, e.offset, "'%s': %s", file, e.msg);
+    size_t n = (*man)->n_shards;
+    *names = malloc(n * sizeof **names);
+    if (!*names) {
+        sa1b_manifest_free(*man);
+        *man = NULL;
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: %zu shards", n);
+    }
+    for (size_t i = 0; i < (*man)->n_shards; i++) (*names)[i] = (char *)(*man)->shards[i].path;
+    return SA1B_OK;
+}
+
 static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_error *err)
 {
     char **names = NULL;
     size_t n = 0;
     glob_t g;
     int have_glob = 0, rc = SA1B_OK;
+    sa1b_manifest *man = NULL;
     if (cfg->n_paths > 0) {
         if (!cfg->paths) return sa1b_error_set(err, SA1B_EINVAL, -1, "loader: paths is NULL");
         names = (char **)cfg->paths; /* not modified */
         n = cfg->n_paths;
+    } else if (cfg->glob && sa1b_manifest_is_name(cfg->glob)) { /* a manifest: its files, in its order */
+        if ((rc = ld_manifest_names(cfg->glob, &man, &names, err))) return rc;
+        n = man->n_shards;
     } else if (cfg->glob) {
         int g_rc = glob(cfg->glob, 0, NULL, &g);
         if (g_rc == GLOB_NOMATCH || (g_rc == 0 && g.gl_pathc == 0)) {
@@ -1117,6 +1140,13 @@ static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_er
             rc = sa1b_error_set(err, SA1B_EFORMAT, -1, "'%s': S=%u R=%u", names[i], L->S, L->R);
             goto out;
         }
+        if (man && (in->n_images != man->shards[i].images || in->file_size != man->shards[i].bytes)) {
+            rc = sa1b_error_set(err, SA1B_EMISMATCH, -1, "'%s': %llu images in %llu bytes, but the manifest '%s' "
+                                "says %llu in %llu", names[i], (unsigned long long)in->n_images,
+                                (unsigned long long)in->file_size, cfg->glob,
+                                (unsigned long long)man->shards[i].images, (unsigned long long)man->shards[i].bytes);
+            goto out;
+        }
         s->first = total;
         s->n = in->n_images;
         if (in->n_images > UINT32_MAX || total + in->n_images > UINT32_MAX) {
@@ -1129,6 +1159,8 @@ static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_er
     L->N = total;
 out:
     if (have_glob) globfree(&g);
+    if (man) free(names);
+    sa1b_manifest_free(man);
     return rc;
 }
 

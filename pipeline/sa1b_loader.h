@@ -124,7 +124,10 @@ typedef struct sa1b_allocator {
 typedef struct sa1b_loader_config {
     const char *const *paths; /* [n_paths] shard files, in this order */
     size_t n_paths;
-    const char *glob;         /* used when n_paths == 0: glob(3) pattern, sorted */
+    const char *glob;         /* used when n_paths == 0: glob(3) pattern, sorted;
+                                 a name ending in ".json" is a manifest
+                                 (sa1b_manifest.h): its files, in its order,
+                                 each with the size and image count it lists */
     uint32_t batch_size;      /* B: images per rank per batch, >= 1 */
     uint32_t max_masks;       /* M: masks per image, >= 1 */
     uint32_t points;          /* K: points per mask, >= 1 */
@@ -205,7 +208,10 @@ typedef struct sa1b_loader sa1b_loader;
  * versions 1 and 2, mix freely and give the same batches), checks the configuration (SA1B_EINVAL:
  * B, M or K zero, rank >= world, flip_prob outside [0, 1], no shards, a glob
  * matching nothing; SA1B_ERANGE: consumed >= N, sizes overflowing, more
- * than 2^32-1 images), computes the first permutation and starts the
+ * than 2^32-1 images; a manifest that cannot be read: SA1B_EIO, one that
+ * is not valid: SA1B_EFORMAT or SA1B_EUNSUPPORTED, a shard whose size or
+ * image count differs from its manifest row: SA1B_EMISMATCH), computes the
+ * first permutation and starts the
  * workers.  On error *L is NULL and err names the shard when one is to
  * blame. */
 int sa1b_loader_open(sa1b_loader **L, const sa1b_loader_config *cfg, sa1b_error *err);

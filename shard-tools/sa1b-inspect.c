@@ -5,6 +5,7 @@
  * with --summary, a table for people.  Man page: sa1b-inspect(1).
  */
 #include "cli.h"
+#include "sa1b_manifest.h"
 #include "sa1b_rle.h"
 #include "sa1b_shard.h"
 
@@ -16,12 +17,13 @@
 #include <string.h>
 
 typedef struct options {
-    int masks, rle, summary;
+    int masks, rle, summary, manifest;
 } options;
 
 static void usage(void)
 {
     printf("Usage: %s [OPTIONS] FILE...\n"
+           "       %s --manifest FILE... > manifest.json\n"
            "Print the contents of sa1b shards as JSON lines: first the header and\n"
            "provenance (\"type\": \"shard\"), then one line per image (\"type\": \"image\").\n"
            "\n"
@@ -30,12 +32,15 @@ static void usage(void)
            "  -r, --rle        with the mask lines, add the bitmap as COCO RLE (\"mask_rle\");\n"
            "                   implies --masks\n"
            "  -s, --summary    print a table for people instead of JSON lines\n"
+           "      --manifest   print one JSON manifest of all the files instead (sizes,\n"
+           "                   CRC32C, counts, provenance; sa1b-shard(5)), or nothing\n"
+           "                   when one of them is not a valid shard\n"
            "  -h, --help       show this help and exit\n"
            "  -V, --version    show the version and exit\n"
            "\n"
            "Exit status: 0 all files read, 1 a file is not a valid shard, 2 usage error,\n"
            "3 a file could not be read.\n",
-           cli_prog());
+           cli_prog(), cli_prog());
 }
 
 /* A float as JSON: null when not finite (jansson refuses NaN). */
@@ -316,12 +321,119 @@ static int inspect(const char *file, const options *o)
     return CLI_EXIT_OK;
 }
 
+/* ---- --manifest ------------------------------------------------------- */
+
+/* One manifest row: the shard's file, size, CRC32C of the whole file,
+ * counts, format and provenance; NULL (and a message) when file is not a
+ * shard or disagrees with the first one on S, R or the format. */
+static json_t *manifest_row(const char *file, sa1b_shard_info *first, int *status)
+{
+    sa1b_shard *s = NULL;
+    sa1b_error err;
+    sa1b_error_clear(&err);
+    int rc = sa1b_shard_open(&s, file, &err);
+    json_t *row = NULL;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    if (!rc) {
+        const sa1b_shard_info *in = sa1b_shard_get_info(s);
+        if (!first->image_size) *first = *in;
+        if (in->image_size != first->image_size || in->mask_size != first->mask_size ||
+            in->image_format != first->image_format)
+            rc = sa1b_error_set(&err, SA1B_EMISMATCH, -1, "S=%u R=%u %s, unlike the first shard (S=%u R=%u %s)",
+                                in->image_size, in->mask_size, format_name(in->image_format),
+                                first->image_size, first->mask_size, format_name(first->image_format));
+        else if (!(rc = sa1b_file_crc32c(file, &bytes, &crc, &err)) && bytes != in->file_size)
+            rc = sa1b_error_set(&err, SA1B_EIO, -1, "changed while it was read");
+    }
+    if (!rc) {
+        json_t *h = header_json(file, s);
+        char hex[9];
+        snprintf(hex, sizeof hex, "%08x", crc);
+        row = json_object();
+        json_object_set_new(row, "file", json_string(file));
+        json_object_set_new(row, "bytes", json_integer((json_int_t)bytes));
+        json_object_set_new(row, "crc32c", json_string(hex));
+        const char *keep[] = {"images", "masks", "image_size", "mask_size", "image_format", "provenance"};
+        for (size_t k = 0; k < sizeof keep / sizeof *keep; k++)
+            json_object_set(row, keep[k], json_object_get(h, keep[k]));
+        json_object_set(row, "shard_version", json_object_get(h, "version"));
+        json_decref(h);
+    } else {
+        cli_warn("'%s': %s", file, err.msg);
+        int st = rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL;
+        if (st > *status) *status = st;
+    }
+    sa1b_shard_close(s);
+    return row;
+}
+
+static int str_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Usage error when two of files[0..n) are one file under two names (the
+ * loader would read it twice an epoch). */
+static void check_distinct(char **files, int n)
+{
+    char **real = calloc((size_t)n, sizeof *real);
+    if (!real) cli_die(CLI_EXIT_FATAL, "out of memory");
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if ((real[k] = realpath(files[i], NULL))) k++; /* a missing file is reported later */
+    qsort(real, (size_t)k, sizeof *real, str_cmp);
+    for (int i = 1; i < k; i++)
+        if (strcmp(real[i - 1], real[i]) == 0) cli_usage_error("'%s' is named twice", real[i]);
+    for (int i = 0; i < k; i++) free(real[i]);
+    free(real);
+}
+
+/* Prints the manifest of files[0..n), or nothing when one is bad. */
+static int manifest(char **files, int n)
+{
+    check_distinct(files, n);
+    json_t *rows = json_array(), *root = json_object();
+    sa1b_shard_info first = {0};
+    uint64_t images = 0, masks = 0, bytes = 0;
+    int status = CLI_EXIT_OK;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(files[i], "-") == 0) cli_usage_error("--manifest lists shard files, not standard input");
+        json_t *row = manifest_row(files[i], &first, &status);
+        if (!row) continue;
+        images += (uint64_t)json_integer_value(json_object_get(row, "images"));
+        masks += (uint64_t)json_integer_value(json_object_get(row, "masks"));
+        bytes += (uint64_t)json_integer_value(json_object_get(row, "bytes"));
+        json_array_append_new(rows, row);
+    }
+    json_object_set_new(root, "sa1b_manifest", json_integer(SA1B_MANIFEST_VERSION));
+    json_object_set_new(root, "images", json_integer((json_int_t)images));
+    json_object_set_new(root, "masks", json_integer((json_int_t)masks));
+    json_object_set_new(root, "bytes", json_integer((json_int_t)bytes));
+    json_object_set_new(root, "shards", rows);
+    char *text = status ? NULL : json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+    json_decref(root);
+    if (status) return status;
+    if (!text) cli_die(CLI_EXIT_FATAL, "out of memory");
+    /* what is printed must read back: the same file twice, say, is refused */
+    sa1b_manifest *m = NULL;
+    sa1b_error err;
+    if (sa1b_manifest_parse(&m, text, strlen(text), NULL, &err)) {
+        cli_warn("cannot write the manifest: %s", err.msg);
+        free(text);
+        return err.code == SA1B_ENOMEM ? CLI_EXIT_FATAL : CLI_EXIT_USAGE;
+    }
+    sa1b_manifest_free(m);
+    if (fputs(text, stdout) < 0 || putchar('\n') == EOF || fflush(stdout) != 0)
+        cli_die(CLI_EXIT_FATAL, "write error on stdout");
+    free(text);
+    return CLI_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     static const struct option longopts[] = {
         {"masks", no_argument, NULL, 'm'},   {"rle", no_argument, NULL, 'r'},
         {"summary", no_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+        {"manifest", no_argument, NULL, 'M'},
         {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     options o = {0};
     int c;
@@ -331,6 +443,7 @@ int main(int argc, char **argv)
         case 'm': o.masks = 1; break;
         case 'r': o.rle = o.masks = 1; break;
         case 's': o.summary = 1; break;
+        case 'M': o.manifest = 1; break;
         case 'h': usage(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
         case '?':
@@ -341,6 +454,8 @@ int main(int argc, char **argv)
     }
     if (optind >= argc) cli_usage_error("no shard file given");
     if (o.summary && o.masks) cli_usage_error("--summary cannot be combined with --masks or --rle");
+    if (o.manifest && (o.summary || o.masks)) cli_usage_error("--manifest cannot be combined with --summary, --masks or --rle");
+    if (o.manifest) return manifest(argv + optind, argc - optind);
     int status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         int r = inspect(argv[i], &o);

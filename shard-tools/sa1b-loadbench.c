@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "sa1b_loader.h"
 #include "sa1b_shard.h"
+#include "sa1b_manifest.h"
 
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,8 +21,9 @@
 static void usage(void)
 {
     printf("Usage: %s [OPTIONS] SHARD...\n"
-           "Run the sa1b loader alone over shards and report images/s, MB/s and the\n"
-           "fraction of the time the consumer waited for a batch.\n"
+           "       %s [OPTIONS] MANIFEST.json\n"
+           "Run the sa1b loader alone over shards (or those a manifest lists) and report\n"
+           "images/s, MB/s and the fraction of the time the consumer waited for a batch.\n"
            "\n"
            "Options:\n"
            "  -n, --batches N        stop after N batches (default: the epochs)\n"
@@ -51,7 +53,7 @@ static void usage(void)
            "\n"
            "Exit status: 0 success, 1 damaged samples were found, 2 usage error,\n"
            "3 the shards could not be opened or the loader failed.\n",
-           cli_prog());
+           cli_prog(), cli_prog());
 }
 
 enum {
@@ -164,8 +166,12 @@ int main(int argc, char **argv)
     if (cfg.rank >= (cfg.world ? cfg.world : 1))
         cli_usage_error("--rank %u is not below --world %u", cfg.rank, cfg.world ? cfg.world : 1);
     if (!have_epochs && batches == 0) cfg.max_epochs = 1;
-    cfg.paths = (const char *const *)(argv + optind);
-    cfg.n_paths = (size_t)(argc - optind);
+    if (argc - optind == 1 && sa1b_manifest_is_name(argv[optind])) {
+        cfg.glob = argv[optind]; /* a manifest: the loader reads its list */
+    } else {
+        cfg.paths = (const char *const *)(argv + optind);
+        cfg.n_paths = (size_t)(argc - optind);
+    }
 
     sa1b_loader *L;
     sa1b_error err;

@@ -83,7 +83,7 @@ static void usage(void)
            "      --seed N              seed of every random choice (default 0)\n"
            "Running:\n"
            "  -j, --threads N           worker threads (default: all cores)\n"
-           "      --strict              stop at the first bad sample (exit 3)\n"
+           "      --strict              stop at the first bad sample or cut input (exit 3)\n"
            "  -q, --quiet               no progress bar and no summary line\n"
            "      --json-summary        print a JSON summary on stdout\n"
            "  -h, --help                show this help and exit\n"
@@ -996,6 +996,10 @@ static int run_input(job *j)
     int have_id = !fatal && sa1b_tar_get_identity(tar, &id) == SA1B_OK;
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
+    if (!j->failed && have_id && !id.clean_end && j->o->strict) { /* --strict: a cut input is a bad one */
+        report_cut(j);
+        j->failed = 1;
+    }
     /* a tar without pairs (only end-of-archive blocks) gives an empty shard */
     if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
     if (!j->failed && have_id && j->w) { /* the last part records the input */

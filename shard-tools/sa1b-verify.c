@@ -6,15 +6,20 @@
  * stdout.  Man page: sa1b-verify(1).
  */
 #include "cli.h"
+#include "sa1b_manifest.h"
 #include "sa1b_shard.h"
 
+#include <errno.h>
 #include <getopt.h>
+#include <glob.h>
 #include <jansson.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* An intact shard made from an input that ended early (its provenance says
@@ -23,12 +28,14 @@ enum { EXIT_INCOMPLETE = 4 };
 
 typedef struct options {
     int stats, quiet;
-    unsigned jobs; /* threads checking payloads */
+    unsigned jobs;        /* threads checking payloads */
+    const char *manifest; /* --manifest FILE */
 } options;
 
 static void usage(void)
 {
     printf("Usage: %s [OPTIONS] FILE...\n"
+           "       %s [OPTIONS] --manifest MANIFEST [DIR|FILE]...\n"
            "Check sa1b shards: structure, layout and the CRC32C of every payload\n"
            "(and the runs of every mask of a version-2 shard).\n"
            "Problems go to stderr with their byte offset and record; one line per\n"
@@ -37,6 +44,11 @@ static void usage(void)
            "Options:\n"
            "  -j, --jobs N     check payloads with N threads (default: the number of\n"
            "                   processors, at most 8); the output does not depend on N\n"
+           "  -m, --manifest MANIFEST\n"
+           "                   check the files MANIFEST lists (sa1b-inspect --manifest):\n"
+           "                   each is there, with the size and CRC32C listed, and\n"
+           "                   intact; with DIRs (their *.shard files) or FILEs, also\n"
+           "                   that they are exactly the files listed\n"
            "  -q, --quiet      no result lines on stdout (problems are still reported)\n"
            "  -s, --stats      report the throughput of every file on stderr (the\n"
            "                   default when stderr is a terminal)\n"
@@ -45,8 +57,10 @@ static void usage(void)
            "\n"
            "Exit status: 0 every file is intact, 1 a file is damaged or not a shard,\n"
            "2 usage error, 3 a file could not be read, 4 a file is intact but\n"
-           "incomplete (made from an input that ended early).\n",
-           cli_prog());
+           "incomplete (made from an input that ended early).  With --manifest, a file\n"
+           "missing, unlisted or unlike its row counts as damaged (1); a manifest that\n"
+           "is not valid: 1.\n",
+           cli_prog(), cli_prog());
 }
 
 /* One failed image: reported after all workers are done, in image order. */
@@ -219,22 +233,133 @@ static int status_rank(int st)
     return st == CLI_EXIT_FATAL ? 3 : st == CLI_EXIT_PARTIAL ? 2 : st == EXIT_INCOMPLETE ? 1 : 0;
 }
 
+/* ---- --manifest ------------------------------------------------------- */
+
+typedef struct given {
+    char *arg, *real; /* as named, and its realpath */
+    int listed;
+} given;
+
+static int given_cmp(const void *a, const void *b)
+{
+    return strcmp(((const given *)a)->real, ((const given *)b)->real);
+}
+
+/* The files to compare with the manifest: each DIR's *.shard files and each
+ * FILE, by realpath, sorted by it. */
+static given *collect(char **args, int n, size_t *n_out)
+{
+    given *g = NULL;
+    size_t ng = 0, cap = 0;
+    for (int i = 0; i < n; i++) {
+        struct stat st;
+        glob_t gl = {0};
+        char **names = &args[i];
+        size_t nn = 1;
+        if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            char pat[PATH_MAX];
+            snprintf(pat, sizeof pat, "%s/*.shard", args[i]);
+            int rc = glob(pat, 0, NULL, &gl);
+            if (rc != 0 && rc != GLOB_NOMATCH) cli_die(CLI_EXIT_FATAL, "'%s': cannot list the folder", args[i]);
+            names = gl.gl_pathv;
+            nn = rc == GLOB_NOMATCH ? 0 : gl.gl_pathc;
+        }
+        for (size_t k = 0; k < nn; k++) {
+            if (ng == cap && !(g = realloc(g, (cap = cap ? 2 * cap : 16) * sizeof *g)))
+                cli_die(CLI_EXIT_FATAL, "out of memory");
+            g[ng].arg = strdup(names[k]);
+            g[ng].real = realpath(names[k], NULL);
+            g[ng].listed = 0;
+            if (!g[ng].arg) cli_die(CLI_EXIT_FATAL, "out of memory");
+            if (!g[ng].real) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", names[k], strerror(errno));
+            ng++;
+        }
+        if (names != &args[i]) globfree(&gl);
+    }
+    if (ng) qsort(g, ng, sizeof *g, given_cmp);
+    *n_out = ng;
+    return g;
+}
+
+/* One listed file against its row: there, same size, CRC32C and counts. */
+static int check_row(const sa1b_manifest_shard *r, const options *o)
+{
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    sa1b_error err;
+    if (sa1b_file_crc32c(r->path, &bytes, &crc, &err)) {
+        cli_warn("'%s': listed in '%s' as '%s': %s", r->path, o->manifest, r->file, err.msg);
+        if (!o->quiet) printf("%s: missing (listed in the manifest)\n", r->path);
+        return CLI_EXIT_PARTIAL;
+    }
+    sa1b_shard *s = NULL;
+    const sa1b_shard_info *in = NULL;
+    if (bytes == r->bytes && crc == r->crc32c && sa1b_shard_open(&s, r->path, &err) == SA1B_OK)
+        in = sa1b_shard_get_info(s);
+    int same = !s || (in->n_images == r->images && in->n_masks == r->masks);
+    sa1b_shard_close(s);
+    if (bytes != r->bytes || crc != r->crc32c || !same) {
+        cli_warn("'%s': %llu bytes, crc32c %08x%s, but '%s' lists %llu bytes, crc32c %08x, %llu images, %llu masks",
+                 r->path, (unsigned long long)bytes, crc, same ? "" : " and other counts", o->manifest,
+                 (unsigned long long)r->bytes, r->crc32c, (unsigned long long)r->images,
+                 (unsigned long long)r->masks);
+        if (!o->quiet) printf("%s: differs from the manifest\n", r->path);
+        return CLI_EXIT_PARTIAL;
+    }
+    return verify(r->path, o);
+}
+
+static int check_manifest(char **args, int n, const options *o)
+{
+    sa1b_manifest *m = NULL;
+    sa1b_error err;
+    int rc = sa1b_manifest_read(&m, o->manifest, &err);
+    if (rc) {
+        cli_warn("'%s': %s", o->manifest, err.msg);
+        return rc == SA1B_EIO ? CLI_EXIT_FATAL : CLI_EXIT_PARTIAL;
+    }
+    size_t ng = 0;
+    given *g = collect(args, n, &ng);
+    int status = CLI_EXIT_OK;
+    for (size_t i = 0; i < m->n_shards; i++) {
+        const sa1b_manifest_shard *r = &m->shards[i];
+        char *real = realpath(r->path, NULL);
+        given key = {.real = real}, *hit = real && ng ? bsearch(&key, g, ng, sizeof *g, given_cmp) : NULL;
+        free(real);
+        if (hit) hit->listed = 1;
+        int st = check_row(r, o);
+        if (status_rank(st) > status_rank(status)) status = st;
+    }
+    for (size_t k = 0; k < ng; k++) {
+        if (!g[k].listed) {
+            cli_warn("'%s': not in the manifest '%s'", g[k].arg, o->manifest);
+            if (!o->quiet) printf("%s: not in the manifest\n", g[k].arg);
+            if (status_rank(CLI_EXIT_PARTIAL) > status_rank(status)) status = CLI_EXIT_PARTIAL;
+        }
+        free(g[k].arg);
+        free(g[k].real);
+    }
+    free(g);
+    sa1b_manifest_free(m);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'},
-        {"stats", no_argument, NULL, 's'},
+        {"stats", no_argument, NULL, 's'}, {"manifest", required_argument, NULL, 'm'},
         {"help", no_argument, NULL, 'h'},  {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
-    options o = {0, 0, 1};
+    options o = {0, 0, 1, NULL};
     o.stats = isatty(STDERR_FILENO);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     o.jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (unsigned)ncpu;
     uint64_t v;
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":j:qshV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":j:qsm:hV", longopts, NULL)) != -1) {
         switch (c) {
         case 'j':
             if (cli_parse_u64(optarg, 1, 256, &v)) cli_usage_error("bad --jobs '%s' (1..256)", optarg);
@@ -242,6 +367,7 @@ int main(int argc, char **argv)
             break;
         case ':': cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         case 'q': o.quiet = 1; break;
+        case 'm': o.manifest = optarg; break;
         case 's': o.stats = 1; break;
         case 'h': usage(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
@@ -249,6 +375,11 @@ int main(int argc, char **argv)
             if (optopt) cli_usage_error("unknown option '-%c'", optopt);
             cli_usage_error("unknown option '%s'", argv[optind - 1]);
         }
+    }
+    if (o.manifest) {
+        int st = check_manifest(argv + optind, argc - optind, &o);
+        fflush(stdout);
+        return st;
     }
     if (optind >= argc) cli_usage_error("no shard file given");
     int status = CLI_EXIT_OK;

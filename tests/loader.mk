@@ -31,3 +31,25 @@ tests_test_loader_rle_SOURCES = tests/test-loader-rle.c
 tests_test_loader_rle_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_loader_rle_LDADD = $(SA1B_LIBS)
 EXTRA_DIST += tests/t1610-loader-rle.sh
+
+check_PROGRAMS += tests/test-manifest
+TESTS += tests/test-manifest
+tests_test_manifest_SOURCES = tests/test-manifest.c
+tests_test_manifest_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
+tests_test_manifest_LDADD = $(SA1B_LIBS)
+
+# fuzz target on the manifest reader; its corpus is replayed by make check
+check_PROGRAMS += tests/fuzz/replay-manifest
+TESTS += tests/fuzz/replay-manifest
+tests_fuzz_replay_manifest_SOURCES = tests/fuzz/fuzz-manifest.c tests/fuzz/replay.c
+tests_fuzz_replay_manifest_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/manifest"'
+tests_fuzz_replay_manifest_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/manifest
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-manifest
+FUZZ_TARGETS += tests/fuzz/fuzz-manifest
+tests_fuzz_fuzz_manifest_SOURCES = tests/fuzz/fuzz-manifest.c
+tests_fuzz_fuzz_manifest_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_manifest_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_manifest_LDADD = $(SA1B_LIBS)
+endif

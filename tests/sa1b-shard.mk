@@ -15,3 +15,5 @@ tests_bench_bench_jpeg_floor_LDADD = $(SA1B_LIBS)
 BENCH_SH += tests/bench/bench-shard.sh
 BENCH_SH_DEPS += tests/bench/bench-jpeg-floor shard-tools/sa1b-shard shard-tools/sa1b-synth
 EXTRA_DIST += tests/bench/bench-shard.sh tests/bench/bench-shard-ab.sh tests/bench/shard_baseline.py
+TESTS += tests/t1560-contrib.sh
+EXTRA_DIST += tests/t1560-contrib.sh contrib/sa1b-parallel.sh contrib/sa1b-slurm.sbatch contrib/sa1b-stream.sh

@@ -89,3 +89,8 @@ BENCH_SH += tests/bench/bench-rle-shards.sh
 BENCH_SH_DEPS += shard-tools/sa1b-shard shard-tools/sa1b-synth shard-tools/sa1b-inspect \
 	shard-tools/sa1b-loadbench
 EXTRA_DIST += tests/bench/bench-rle-shards.sh tests/bench/photo_tar.py
+
+TESTS += tests/t1311-manifest.sh
+EXTRA_DIST += tests/t1311-manifest.sh
+TESTS += tests/t1331-shard-numpy-masks.sh
+EXTRA_DIST += tests/t1331-shard-numpy-masks.sh tests/shard-numpy-masks.py

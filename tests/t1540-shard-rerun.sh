@@ -59,6 +59,19 @@ cat "$TMP/bcut.tar" | sa1b-shard -q -j 2 --image-size 32 --name bcut -o "$TMP/bc
 cmp -s "$TMP/bcut.shard" "$TMP/bcut2.shard"
 ok $? "the same shard through a pipe"
 run_status 4 "which sa1b-verify calls incomplete" sa1b-verify -q "$TMP/bcut2.shard"
+# --strict: a cut input is a bad one, exit 3 and nothing of it written, from
+# a path and from a pipe
+run_status 3 "--strict: a tar cut between samples exits 3" \
+    sa1b-shard --strict -j 2 --image-size 32 -o "$TMP/strict.shard" "$TMP/bcut.tar"
+grep_ok "^sa1b-shard: '$TMP/bcut.tar': input ends early, after sample sa_3: 3 images read, the rest lost$" "$TMP/.err" \
+    "with the same line"
+test ! -e "$TMP/strict.shard" && test ! -e "$TMP/strict.shard.partial"
+ok $? "and no shard (nor a temporary) is left"
+cat "$TMP/bcut.tar" | sa1b-shard --strict -q -j 2 --image-size 32 --name bcut -o "$TMP/strict2.shard" - 2>"$TMP/err"
+is "$?" "3" "--strict through a pipe: exit 3"
+test ! -e "$TMP/strict2.shard"
+ok $? "and no shard"
+run_ok "--strict, a complete tar: exit 0" sa1b-shard --strict -q -j 2 --image-size 32 -o "$TMP/strict3.shard" "$TMP/full/b.tar"
 
 # the complete tar arrives under the same name: only b is sharded again
 cp "$TMP/full/b.tar" "$TMP/tars/b.tar"

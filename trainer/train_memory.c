@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "train.h"
+#include "sa1b_manifest.h"
 
 /* --plan: the training path of run() on the meta backend for a plan point. */
 int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len)
@@ -103,11 +104,20 @@ void check_thread_room(const options *o)
             "before any training (raise the limit or use fewer --threads)", l, o->threads, n);
 }
 
-/* Bytes of the shard files matching glob (the loader maps them whole). */
+/* Bytes of the shard files matching glob, or a manifest lists (the loader
+ * maps them whole). */
 static uint64_t glob_bytes(const char *pattern)
 {
     glob_t g;
     uint64_t n = 0;
+    if (sa1b_manifest_is_name(pattern)) {
+        sa1b_manifest *mf = NULL;
+        sa1b_error e;
+        sa1b_error_clear(&e);
+        if (sa1b_manifest_read(&mf, pattern, &e) == 0) n = mf->bytes;
+        sa1b_manifest_free(mf);
+        return n;
+    }
     if (glob(pattern, 0, NULL, &g) != 0) return 0;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         struct stat sb;

@@ -1,0 +1,135 @@
+#!/bin/sh
+# t1560: the contrib/ recipes for sharding SA-1B beyond one process: GNU
+# parallel over a list of tars (local jobs and --sshlogin ":"), the Slurm
+# array script (run with SLURM_ARRAY_TASK_ID set, no Slurm needed) and the
+# stream from the link file (file:// URLs) give shards byte-identical to
+# sequential sa1b-shard runs; failures are reported and redone on rerun;
+# the scripts are shellcheck-clean and answer --help.
+. "$top_srcdir/tests/test-lib.sh"
+command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
+C="$SRC/contrib"
+cd "$TMP" || exit 99
+for n in 0 1 2; do
+    sa1b-synth --quiet -n 6 -W 160 -H 120 -m 5 -s $((n + 11)) -o "$TMP/sa_00000$n.tar" || exit 99
+done
+printf '%s\n' "$TMP/sa_000000.tar" "$TMP/sa_000001.tar" "$TMP/sa_000002.tar" >"$TMP/tars.txt"
+opts="--image-size 32 --max-masks 3 --strategy quality"
+for n in 0 1 2; do   # the reference: one sequential run per tar
+    # shellcheck disable=SC2086
+    sa1b-shard -q -j 1 $opts -o "$TMP/seq/" "$TMP/sa_00000$n.tar" || exit 99
+done
+same_as_seq() { # DIR DESC: DIR holds exactly the three sequential shards, byte for byte
+    r=0
+    for n in 0 1 2; do cmp -s "$TMP/seq/sa_00000$n.shard" "$1/sa_00000$n.shard" || r=1; done
+    [ "$(find "$1" -name '*.shard' | wc -l)" -eq 3 ] || r=1
+    ok $r "$2"
+}
+
+for s in sa1b-parallel.sh sa1b-slurm.sbatch sa1b-stream.sh; do
+    "$C/$s" --help >"$TMP/help" 2>&1
+    ok $? "$s --help: exit 0"
+    grep_ok "^Usage: (sbatch --array=0-999 )?contrib/$s " "$TMP/help" "$s --help prints its usage"
+    "$C/$s" --no-such-option >/dev/null 2>"$TMP/err"
+    is "$?" "2" "$s: a usage error exits 2"
+done
+if command -v shellcheck >/dev/null; then
+    run_ok "the contrib scripts are shellcheck-clean" shellcheck "$C/sa1b-parallel.sh" "$C/sa1b-slurm.sbatch" "$C/sa1b-stream.sh"
+else
+    skip 1 "shellcheck missing"
+fi
+
+# GNU parallel
+if command -v parallel >/dev/null; then
+    # shellcheck disable=SC2086
+    run_ok "sa1b-parallel.sh: 3 tars, 3 jobs of 1 thread" "$C/sa1b-parallel.sh" -t 1 -J 3 -o "$TMP/par" "$TMP/tars.txt" -- $opts
+    same_as_seq "$TMP/par" "its shards equal the sequential runs byte for byte"
+    # shellcheck disable=SC2016
+    run_ok "through --sshlogin (':' is this machine), the list on stdin" \
+        sh -c '"$1" -S : -t 2 -J 2 -o "$2" - -- $3 <"$4"' sh "$C/sa1b-parallel.sh" "$TMP/par-ssh" "$opts" "$TMP/tars.txt"
+    same_as_seq "$TMP/par-ssh" "the same shards"
+
+    # a download cut short in the list: reported, then redone alone
+    size=$(stat -c %s "$TMP/sa_000001.tar")
+    mkdir "$TMP/cut" && cp "$TMP/sa_000000.tar" "$TMP/sa_000002.tar" "$TMP/cut/"
+    head -c $((size / 2 + 100)) "$TMP/sa_000001.tar" >"$TMP/cut/sa_000001.tar"
+    ls "$TMP"/cut/*.tar >"$TMP/cut.txt"
+    # shellcheck disable=SC2086
+    "$C/sa1b-parallel.sh" -o "$TMP/rerun" --joblog "$TMP/joblog" "$TMP/cut.txt" -- $opts 2>"$TMP/err"
+    is "$?" "1" "a cut tar among them: exit 1"
+    grep_ok "^sa1b-shard: '$TMP/cut/sa_000001.tar': input ends early" "$TMP/err" "sa1b-shard's line names it"
+    grep_ok "^sa1b-parallel.sh: exit 1 \(host :\): .*sa_000001.tar$" "$TMP/err" "and the script's summary too"
+    is "$(awk -F'\t' 'NR > 1' "$TMP/joblog" | wc -l)" "3" "--joblog keeps a line per tar"
+    cp "$TMP/sa_000001.tar" "$TMP/cut/sa_000001.tar"
+    ls -i "$TMP/rerun/sa_000000.shard" "$TMP/rerun/sa_000002.shard" >"$TMP/inodes1"
+    # shellcheck disable=SC2086
+    run_ok "the same command once the tar is whole: exit 0" "$C/sa1b-parallel.sh" -o "$TMP/rerun" "$TMP/cut.txt" -- $opts
+    ls -i "$TMP/rerun/sa_000000.shard" "$TMP/rerun/sa_000002.shard" >"$TMP/inodes2"
+    cmp -s "$TMP/inodes1" "$TMP/inodes2"
+    ok $? "the complete shards were left alone"
+    same_as_seq "$TMP/rerun" "and the set equals the sequential runs"
+    run_status 3 "a list that cannot be read: exit 3" "$C/sa1b-parallel.sh" -o "$TMP/x" "$TMP/nonexistent"
+    grep_ok "^sa1b-parallel.sh: cannot read '$TMP/nonexistent'$" "$TMP/.err" "in one line"
+else
+    skip 15 "GNU parallel missing (Debian: parallel)"
+fi
+
+# Slurm array: task K shards line K+1
+r=0
+for k in 2 0 1; do
+    # shellcheck disable=SC2086
+    SLURM_ARRAY_TASK_ID=$k SLURM_CPUS_PER_TASK=2 "$C/sa1b-slurm.sbatch" "$TMP/tars.txt" "$TMP/slurm" $opts || r=1
+done
+ok $r "sa1b-slurm.sbatch: array tasks 2, 0, 1: exit 0"
+same_as_seq "$TMP/slurm" "their shards equal the sequential runs"
+SLURM_ARRAY_TASK_ID=3 "$C/sa1b-slurm.sbatch" "$TMP/tars.txt" "$TMP/slurm" >/dev/null 2>"$TMP/err"
+is "$?" "2" "a task past the list's end: exit 2"
+grep_ok "^sa1b-slurm.sbatch: task 3: '$TMP/tars.txt' has no line 4 \(3 lines\)$" "$TMP/err" "one line says so"
+(unset SLURM_ARRAY_TASK_ID; "$C/sa1b-slurm.sbatch" "$TMP/tars.txt" "$TMP/slurm" >/dev/null 2>"$TMP/err")
+is "$?" "2" "outside an array job: exit 2"
+
+# streaming from SA-1B's link file (file:// URLs stand for the CDN's)
+if command -v curl >/dev/null; then
+    printf 'file_name\tcdn_link\r\n' >"$TMP/links.txt"   # as fetched: CRLF line ends
+    for n in 0 1 2; do printf 'sa_00000%d.tar\tfile://%s/sa_00000%d.tar\r\n' $n "$TMP" $n >>"$TMP/links.txt"; done
+    printf 'sa_000007.tar\tfile://%s/cut/half.tar\n' "$TMP" >>"$TMP/links.txt"
+    printf 'sa_000008.tar\tfile://%s/nonexistent.tar\n' "$TMP" >>"$TMP/links.txt"
+    head -c $((size / 2 + 100)) "$TMP/sa_000001.tar" >"$TMP/cut/half.tar"
+    # shellcheck disable=SC2086
+    run_ok "sa1b-stream.sh: three tars of the link file" "$C/sa1b-stream.sh" -t 2 -o "$TMP/stream" "$TMP/links.txt" \
+        sa_000000 sa_000001.tar sa_000002 -- $opts
+    same_as_seq "$TMP/stream" "their shards equal the sequential runs"
+    (cd "$TMP" && sha256sum sa_000000.tar) >"$TMP/want.sha256"
+    cmp -s "$TMP/want.sha256" "$TMP/stream/sa_000000.tar.sha256"
+    ok $? "the SHA-256 of the streamed bytes is recorded in sha256sum's format"
+    # shellcheck disable=SC2086
+    run_ok "a rerun" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000000 -- $opts
+    grep_ok "^sa1b-stream.sh: 'sa_000000.tar': complete shard exists, skipped$" "$TMP/.err" "skips what is complete"
+    cat "$TMP"/stream/*.tar.sha256 >"$TMP/SHA256SUMS"
+    sed 's/^0/1/; t; s/^./0/' "$TMP/stream/sa_000002.tar.sha256" >"$TMP/bad.sums"   # one hex digit changed
+    rm "$TMP/stream/sa_000000.shard"
+    # shellcheck disable=SC2086
+    run_ok "--sums: a download checked against the earlier run's checksums" \
+        "$C/sa1b-stream.sh" --sums "$TMP/SHA256SUMS" -o "$TMP/stream" "$TMP/links.txt" sa_000000 -- $opts
+    same_as_seq "$TMP/stream" "(its shard removed and streamed again) still identical"
+    rm "$TMP/stream/sa_000002.shard"
+    # shellcheck disable=SC2086
+    run_status 3 "a wrong checksum: exit 3" "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/stream" "$TMP/links.txt" sa_000002 -- $opts
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': SHA-256 [0-9a-f]{64}, but '$TMP/bad.sums' says [0-9a-f]{64}: no shard kept$" \
+        "$TMP/.err" "one line gives both checksums"
+    test ! -e "$TMP/stream/sa_000002.shard" && test ! -e "$TMP/stream/sa_000002.tar.sha256"
+    ok $? "and neither shard nor checksum is kept"
+    # shellcheck disable=SC2086
+    run_status 3 "a download cut short: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000007 -- $opts
+    grep_ok "^sa1b-stream.sh: 'sa_000007.tar': the download ended early: no shard kept$" "$TMP/.err" "one line says so"
+    test -z "$(find "$TMP/stream" -name 'sa_000007*')"
+    ok $? "nothing of it is kept"
+    run_status 3 "a failed download: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000008
+    grep_ok "^sa1b-stream.sh: 'sa_000008.tar': download failed \(curl exit [0-9]+\): no shard kept$" "$TMP/.err" "one line says so"
+    run_status 2 "a name not in the link file: exit 2" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000099
+    grep_ok "^sa1b-stream.sh: '$TMP/links.txt' has no line for 'sa_000099.tar'$" "$TMP/.err" "one line says so"
+    run_status 3 "not a link file: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/tars.txt"
+    grep_ok "^sa1b-stream.sh: '$TMP/tars.txt': not an SA-1B link file" "$TMP/.err" "one line says so"
+else
+    skip 20 "curl missing"
+fi
+done_testing
