@@ -55,7 +55,7 @@ static void usage(void)
            "  --export N             with --eval-only: write N PNG overlays to OUT/export/\n"
            "  --dump-step FILE       one forward/backward on the first batch, write FILE, exit\n"
            "Data:\n"
-           "  --data GLOB|MANIFEST   training shards (sa1b-shard output; a .json: sa1b-inspect --manifest)\n"
+           "  --data GLOB|MANIFEST   training shards (sa1b-shard output; a .json: a manifest of them)\n"
            "  --val GLOB             validation shards (evaluated after training, or with --eval-only)\n"
            "  --flip P               horizontal flip probability of training images (default 0.5)\n"
            "  --loader-threads N     loader worker threads (default: automatic)\n"
