@@ -98,9 +98,12 @@ PyObject *sa1bpy_view(PyObject *owner, void *ptr, Py_ssize_t nbytes, const char 
     PyObject *flat = PyObject_CallFunction(frombuffer, "Os", (PyObject *)v, dtype);
     Py_DECREF(v);
     if (!flat) return NULL;
-    PyObject *arr = PyObject_CallMethod(flat, "reshape", "O", shape);
-    Py_DECREF(flat);
-    return arr;
+    /* shaped in place, so that the array's base is the View itself */
+    if (PyObject_SetAttrString(flat, "shape", shape) < 0) {
+        Py_DECREF(flat);
+        return NULL;
+    }
+    return flat;
 }
 
 PyObject *sa1bpy_empty(PyObject *shape, const char *dtype, char order, Py_buffer *buf)
