@@ -14,7 +14,7 @@ TESTS += $(PY_TESTS)
 if HAVE_PYEXT
 noinst_LTLIBRARIES += python/_sa1b.la
 python__sa1b_la_SOURCES = python/src/sa1bpy.h python/src/module.c python/src/mask.c \
-	python/src/shard.c
+	python/src/shard.c python/src/loader.c
 python__sa1b_la_CPPFLAGS = $(AM_CPPFLAGS) $(PYEXT_CPPFLAGS)
 # -rpath makes libtool build the (never installed) module as a shared object
 python__sa1b_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/python

@@ -6,7 +6,7 @@
 
 A thin CPython extension over libsa1b; numpy is its only dependency.
 """
-from sa1b._sa1b import Shard, verify, version
+from sa1b._sa1b import Loader, Shard, verify, version
 
-__all__ = ["Shard", "verify", "version", "mask"]
+__all__ = ["Loader", "Shard", "verify", "version", "mask"]
 __version__ = version()

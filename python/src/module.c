@@ -140,7 +140,8 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC PyInit__sa1b(void);
 PyMODINIT_FUNC PyInit__sa1b(void)
 {
-    PyTypeObject *types[] = {&Sa1bView_Type, &Sa1bShard_Type};
+    PyTypeObject *types[] = {&Sa1bView_Type, &Sa1bShard_Type, &Sa1bLoader_Type,
+                             &Sa1bBatchOwner_Type};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
         if (PyType_Ready(types[i]) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
@@ -149,7 +150,9 @@ PyMODINIT_FUNC PyInit__sa1b(void)
         PyModule_AddFunctions(m, sa1bpy_shard_methods) < 0)
         goto fail;
     if (PyModule_AddObjectRef(m, "View", (PyObject *)&Sa1bView_Type) < 0 ||
-        PyModule_AddObjectRef(m, "Shard", (PyObject *)&Sa1bShard_Type) < 0)
+        PyModule_AddObjectRef(m, "Shard", (PyObject *)&Sa1bShard_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Loader", (PyObject *)&Sa1bLoader_Type) < 0 ||
+        PyModule_AddObjectRef(m, "Batch", (PyObject *)&Sa1bBatchOwner_Type) < 0)
         goto fail;
     return m;
 fail:

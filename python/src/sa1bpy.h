@@ -37,6 +37,8 @@ PyObject *sa1bpy_numpy(const char *name);
 
 extern PyTypeObject Sa1bView_Type;
 extern PyTypeObject Sa1bShard_Type;
+extern PyTypeObject Sa1bLoader_Type;
+extern PyTypeObject Sa1bBatchOwner_Type;
 
 /* Method tables of the parts (NULL-terminated), merged by module.c. */
 extern PyMethodDef sa1bpy_mask_methods[];
