@@ -1,0 +1,64 @@
+"""test_torch.py SHARD... - sa1b.torch.ShardDataset: with 2 DataLoader
+workers on each of 2 ranks, and without workers, every image exactly once
+per epoch and the same number of batches everywhere; tensors are views of
+the loader's batch (no copy) in the main process; set_epoch changes the
+order."""
+import collections
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError:
+    tap.skip_all("no torch (Debian: python3-torch)")
+import numpy as np  # noqa: E402
+import sa1b  # noqa: E402
+from sa1b.torch import ShardDataset, to_torch  # noqa: E402
+
+PATHS = sys.argv[1:]
+ALL = sorted(i for p in PATHS for s in [sa1b.Shard(p)] for i in (s.meta(k)["image_id"] for k in range(len(s))))
+
+
+def run(workers, world, epoch=0):
+    """ids per (rank) and batch counts per (rank, worker stream)"""
+    ids, counts = [], collections.Counter()
+    for rank in range(world):
+        ds = ShardDataset(PATHS, batch=2, masks=2, points=1, seed=3, rank=rank, world=world, threads=1)
+        ds.set_epoch(epoch)
+        dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=workers)
+        for b in dl:
+            if not (isinstance(b["image"], torch.Tensor) and b["image"].dtype == torch.uint8):
+                raise AssertionError("not a uint8 tensor: %r" % type(b["image"]))
+            got = b["image_id"][b["image_id"] >= 0].tolist()
+            ids += got
+            counts[rank] += 1
+    return ids, counts
+
+
+for workers, world in [(0, 1), (2, 1), (0, 2), (2, 2)]:
+    ids, counts = run(workers, world)
+    tap.eq(sorted(ids), ALL, "%d workers, %d ranks: every image exactly once" % (workers, world))
+    tap.eq(len(set(counts.values())), 1, "%d workers, %d ranks: every rank the same number of batches" % (workers, world))
+e0, _ = run(2, 2, epoch=0)
+e1, _ = run(2, 2, epoch=1)
+tap.ok(sorted(e0) == sorted(e1) and e0 != e1, "set_epoch(1): the same images in another order")
+
+L = sa1b.Loader(PATHS, batch=2, masks=2, threads=1)
+b = next(L)
+t = to_torch(b)
+tap.ok(t["image"].data_ptr() == b["image"].__array_interface__["data"][0], "to_torch: a view, no copy")
+del b
+tap.eq(L.held, 1, "the tensor keeps the batch")
+t["masks"] = t["image"] = None
+t = None
+tap.eq(L.held, 0, "and gives it back when it dies")
+first = next(iter(torch.utils.data.DataLoader(ShardDataset(PATHS, batch=2, threads=1), batch_size=None)))
+tap.ok(set(first) >= {"image", "image_id", "labels", "masks", "points", "valid"},
+       "a batch has image, masks, points, labels, valid, image_id", sorted(first))
+tap.eq((tuple(first["image"].shape), first["points"].dtype, first["labels"].dtype, first["image_id"].dtype),
+       ((2, 32, 32, 3), torch.float32, torch.int32, torch.int64), "shapes and dtypes")
+tap.done()
