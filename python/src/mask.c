@@ -399,6 +399,18 @@ static int crowd_flags(PyObject *o, Py_ssize_t n, Py_buffer *b)
     return 0;
 }
 
+/* IoU of boxes D and G ([x, y, w, h]) as pycocotools' bbIou: 0 unless they
+ * overlap with positive width and height; iscrowd divides by D's area. */
+static double box_iou(const double *D, const double *G, int crowd)
+{
+    double iw = fmin(D[2] + D[0], G[2] + G[0]) - fmax(D[0], G[0]);
+    if (iw <= 0) return 0;
+    double ih = fmin(D[3] + D[1], G[3] + G[1]) - fmax(D[1], G[1]);
+    if (ih <= 0) return 0;
+    double inter = iw * ih, da = D[2] * D[3], ga = G[2] * G[3];
+    return inter / (crowd ? da : da + ga - inter);
+}
+
 /* _rle_iou(dt, gt, iscrowd) -> float64 [m*n], o[g*m + d] as pycocotools. */
 static PyObject *m_rle_iou(PyObject *self, PyObject *args)
 {
@@ -411,6 +423,16 @@ static PyObject *m_rle_iou(PyObject *self, PyObject *args)
         return NULL;
     }
     PyObject *ret = NULL;
+    /* every pair must have one size (pycocotools reads past the smaller) */
+    for (Py_ssize_t i = 0; i < dt.n + gt.n; i++) {
+        uint32_t h = i < dt.n ? dt.h[i] : gt.h[i - dt.n], w = i < dt.n ? dt.w[i] : gt.w[i - dt.n];
+        uint32_t h0 = dt.n ? dt.h[0] : gt.h[0], w0 = dt.n ? dt.w[0] : gt.w[0];
+        if (h != h0 || w != w0) {
+            PyErr_Format(PyExc_ValueError, "iou: %s[%zd] is %ux%u, the first mask %ux%u",
+                         i < dt.n ? "dt" : "gt", i < dt.n ? i : i - dt.n, h, w, h0, w0);
+            goto out;
+        }
+    }
     Py_buffer cb;
     if (crowd_flags(crowd_o, gt.n, &cb) < 0) goto out;
     PyObject *shape = Py_BuildValue("(n)", dt.n * gt.n);
@@ -421,16 +443,33 @@ static PyObject *m_rle_iou(PyObject *self, PyObject *args)
         PyBuffer_Release(&cb);
         goto out;
     }
+    double *boxes = PyMem_Malloc(sizeof(double) * 4 * (size_t)(dt.n + gt.n));
+    if (!boxes) {
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&cb);
+        Py_DECREF(arr);
+        PyErr_NoMemory();
+        goto out;
+    }
     sa1b_error err;
     sa1b_error_clear(&err);
     int rc = SA1B_OK;
     Py_BEGIN_ALLOW_THREADS
-    double *o = b.buf;
+    double *o = b.buf, *db = boxes, *gb = boxes + 4 * dt.n;
     const uint8_t *crowd = cb.buf;
+    /* as pycocotools: pairs whose boxes do not overlap are 0 without a look
+     * at their runs (the boxes are toBbox's, quirks included, so the
+     * answers stay identical) */
+    for (Py_ssize_t d = 0; d < dt.n; d++) sa1b_rle_bbox(&dt.rles[d], db + 4 * d);
+    for (Py_ssize_t g = 0; g < gt.n; g++) sa1b_rle_bbox(&gt.rles[g], gb + 4 * g);
     for (Py_ssize_t g = 0; g < gt.n && rc == SA1B_OK; g++)
-        for (Py_ssize_t d = 0; d < dt.n && rc == SA1B_OK; d++)
-            rc = sa1b_rle_iou(&dt.rles[d], &gt.rles[g], crowd[g] != 0, &o[g * dt.n + d], &err);
+        for (Py_ssize_t d = 0; d < dt.n && rc == SA1B_OK; d++) {
+            o[g * dt.n + d] = 0;
+            if (box_iou(db + 4 * d, gb + 4 * g, 0) > 0)
+                rc = sa1b_rle_iou(&dt.rles[d], &gt.rles[g], crowd[g] != 0, &o[g * dt.n + d], &err);
+        }
     Py_END_ALLOW_THREADS
+    PyMem_Free(boxes);
     PyBuffer_Release(&b);
     PyBuffer_Release(&cb);
     if (rc != SA1B_OK) {
@@ -478,21 +517,9 @@ static PyObject *m_bb_iou(PyObject *self, PyObject *args)
             const double *dt = db.buf, *gt = gb.buf;
             const uint8_t *crowd = cb.buf;
             double *o = b.buf;
-            for (Py_ssize_t g = 0; g < n; g++) {
-                const double *G = gt + 4 * g;
-                double ga = G[2] * G[3];
-                for (Py_ssize_t d = 0; d < m; d++) {
-                    const double *D = dt + 4 * d;
-                    double da = D[2] * D[3];
-                    o[g * m + d] = 0;
-                    double iw = fmin(D[2] + D[0], G[2] + G[0]) - fmax(D[0], G[0]);
-                    if (iw <= 0) continue;
-                    double ih = fmin(D[3] + D[1], G[3] + G[1]) - fmax(D[1], G[1]);
-                    if (ih <= 0) continue;
-                    double inter = iw * ih;
-                    o[g * m + d] = inter / (crowd[g] ? da : da + ga - inter);
-                }
-            }
+            for (Py_ssize_t g = 0; g < n; g++)
+                for (Py_ssize_t d = 0; d < m; d++)
+                    o[g * m + d] = box_iou(dt + 4 * d, gt + 4 * g, crowd[g]);
             PyBuffer_Release(&b);
         }
         PyBuffer_Release(&cb);
