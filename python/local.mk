@@ -10,7 +10,8 @@ PY_TEST_FILES = python/tests/tap.py python/tests/py-lib.sh python/tests/make-ven
 	python/tests/test_mask.py python/tests/test_shard.py python/tests/test_loader.py \
 	python/tests/test_torch.py
 EXTRA_DIST += $(PY_PACKAGE) $(PY_TESTS) $(PY_TEST_FILES) python/setup.py python/pyproject.toml \
-	python/.gitignore python/README.md python/bench/bench_mask.py tests/bench/bench-python-mask.sh
+	python/.gitignore python/README.md python/bench/bench_mask.py tests/bench/bench-python-mask.sh \
+	python/examples/train_torch.py
 TESTS += $(PY_TESTS)
 
 if HAVE_PYEXT

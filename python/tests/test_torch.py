@@ -5,6 +5,7 @@ the loader's batch (no copy) in the main process; set_epoch changes the
 order."""
 import collections
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,4 +62,11 @@ tap.ok(set(first) >= {"image", "image_id", "labels", "masks", "points", "valid"}
        "a batch has image, masks, points, labels, valid, image_id", sorted(first))
 tap.eq((tuple(first["image"].shape), first["points"].dtype, first["labels"].dtype, first["image_id"].dtype),
        ((2, 32, 32, 3), torch.float32, torch.int32, torch.int64), "shapes and dtypes")
+# the README's training loop (python/examples/train_torch.py) runs and learns nothing absurd
+example = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples", "train_torch.py")
+run = subprocess.run([sys.executable, example, *PATHS, "--steps", "10", "--batch", "4"],
+                     capture_output=True, text=True)
+losses = [float(line.split()[-1]) for line in run.stdout.splitlines() if " loss " in line]
+tap.ok(run.returncode == 0 and len(losses) == 1 and 0 < losses[0] < 10,
+       "examples/train_torch.py trains 10 steps", run.stdout + run.stderr[-2000:])
 tap.done()
