@@ -6,7 +6,7 @@
 PY_PACKAGE = python/sa1b/__init__.py python/sa1b/mask.py python/sa1b/torch.py
 PY_TESTS = tests/t1880-python-mask.sh tests/t1881-python-shard.sh tests/t1882-python-loader.sh \
 	tests/t1883-python-torch.sh tests/t1884-python-pip.sh
-PY_TEST_FILES = python/tests/tap.py python/tests/py-lib.sh python/tests/make-venv.sh \
+PY_TEST_FILES = python/tests/tap.py python/tests/py-lib.sh python/tests/make-venv.sh python/tests/lsan.supp \
 	python/tests/test_mask.py python/tests/test_shard.py python/tests/test_loader.py \
 	python/tests/test_torch.py
 EXTRA_DIST += $(PY_PACKAGE) $(PY_TESTS) $(PY_TEST_FILES) python/setup.py python/pyproject.toml \

@@ -3,9 +3,10 @@
 # interpreter, python/venv from make-venv.sh) and PYTHONPATH (the package
 # staged by the build in python/stage), or skips the whole test saying what
 # is missing.  Under AddressSanitizer (scripts/test --sanitize) the
-# interpreter is not instrumented: the runtime is preloaded, and the leaks
-# of the interpreter and numpy are suppressed (python/tests/lsan.supp),
-# never the extension's.
+# interpreter is not instrumented: PY is then a wrapper that preloads the
+# runtime into it (not into the shell's tools, which would fail on their own
+# leaks), and the leaks of the interpreter and numpy are suppressed
+# (python/tests/lsan.supp), never the extension's.
 STAGE="$BUILD/python/stage"
 PY="$BUILD/python/venv/bin/python"
 [ -d "$STAGE/sa1b" ] || skip_all "the Python extension is not built (no Python.h at configure; Debian: python3-dev)"
@@ -15,7 +16,14 @@ PYTHONPATH="$STAGE"
 export PYTHONPATH
 asan=$(ldd "$STAGE"/sa1b/_sa1b*.so 2>/dev/null | awk '/libasan/ { print $3 }')
 if [ -n "$asan" ]; then
-    LD_PRELOAD=$asan
-    LSAN_OPTIONS="suppressions=$SRC/python/tests/lsan.supp:print_suppressions=0"
-    export LD_PRELOAD LSAN_OPTIONS
+    {
+        echo '#!/bin/sh'
+        echo "LD_PRELOAD='$asan'"
+        echo "LSAN_OPTIONS='suppressions=$SRC/python/tests/lsan.supp:print_suppressions=0'"
+        echo "ASAN_OPTIONS='${ASAN_OPTIONS:+$ASAN_OPTIONS:}malloc_context_size=2'"
+        echo 'export LD_PRELOAD LSAN_OPTIONS ASAN_OPTIONS'
+        echo "exec '$PY' \"\$@\""
+    } >"$TMP/python"
+    chmod +x "$TMP/python"
+    PY="$TMP/python"
 fi
