@@ -14,7 +14,9 @@ Where they differ, on purpose:
     that ends inside a number, runs that do not add up to h*w raise
     ValueError naming the object (pycocotools reads past the end, or
     returns whatever memory held);
-  * decode([]) and masks of different sizes in one decode raise ValueError.
+  * decode([]) and masks of different sizes in one call raise ValueError;
+  * encode takes any nonzero byte as foreground (pycocotools compares each
+    byte with 0 or 1, so a mask holding 2 or 255 gets other runs).
 
 And what pycocotools lacks:
   * decode(rles, size=(h, w), resample="nearest" | "area"): masks decoded

@@ -83,6 +83,9 @@ def check_reference():
         tag = "%dx%d" % (h, w)
         agree(lambda M: M.encode(m), "encode %s x%d (with empty and full)" % (tag, n))
         agree(lambda M: M.encode(np.ascontiguousarray(m[:, :, 0])), "encode %s 2-D C order" % tag)
+        big = np.asfortranarray(m * rng.integers(1, 256, m.shape, dtype=np.uint8))
+        tap.eq(S.encode(big), P.encode(np.asfortranarray((big != 0).astype(np.uint8))),
+               "encode %s: any nonzero byte is foreground (pycocotools toggles on each value)" % tag)
         rles = P.encode(m)
         agree(lambda M: M.decode(rles), "decode %s: [h, w, n] uint8 Fortran order" % tag)
         agree(lambda M: M.decode(rles[0]), "decode %s one object: [h, w]" % tag)
