@@ -732,38 +732,34 @@ void sa1b_rle_bbox_sa1b(const sa1b_rle *r, double bbox[4])
     bbox[3] = (double)(ymax - ymin);
 }
 
-/* Walks two run lists of one total length in step: calls back per
- * segment of constant (va, vb).  Zero-length runs anywhere are fine. */
-typedef struct pair_walk {
-    const uint32_t *a, *b;
-    size_t na, nb, ia, ib;
-    uint64_t ra, rb; /* remaining in the current runs */
-} pair_walk;
-
-static void pw_init(pair_walk *w, const sa1b_rle *A, const sa1b_rle *B)
-{
-    w->a = A->cnts;
-    w->b = B->cnts;
-    w->na = A->n;
-    w->nb = B->n;
-    w->ia = w->ib = 0;
-    w->ra = w->na ? w->a[0] : 0;
-    w->rb = w->nb ? w->b[0] : 0;
-}
-
-/* Next segment: its length (0 at the end) and values. */
-static uint64_t pw_next(pair_walk *w, int *va, int *vb)
-{
-    while (w->ra == 0 && w->ia + 1 < w->na) w->ra = w->a[++w->ia];
-    while (w->rb == 0 && w->ib + 1 < w->nb) w->rb = w->b[++w->ib];
-    if (w->ra == 0 || w->rb == 0) return 0;
-    uint64_t c = w->ra < w->rb ? w->ra : w->rb;
-    *va = (int)(w->ia & 1);
-    *vb = (int)(w->ib & 1);
-    w->ra -= c;
-    w->rb -= c;
-    return c;
-}
+/* Walks two run lists of one total length in step, one segment of constant
+ * values (va, vb) of length c at a time, for BODY (a statement using va,
+ * vb and c).  A run that ends moves its list to the next run; a
+ * zero-length run gives a segment of length 0 (BODY must accept c = 0).
+ * The walk stops when either list is used up (the other has only
+ * zero-length runs left, the totals being equal).  A macro, so that the
+ * loop is one tight loop in each caller. */
+#define PAIR_WALK(A, B, BODY)                                                  \
+    do {                                                                       \
+        const uint32_t *pw_a = (A)->cnts, *pw_b = (B)->cnts;                   \
+        size_t pw_na = (A)->n, pw_nb = (B)->n, pw_ia = 0, pw_ib = 0;           \
+        uint64_t pw_ra = pw_na ? pw_a[0] : 0, pw_rb = pw_nb ? pw_b[0] : 0;     \
+        unsigned va = 0, vb = 0;                                               \
+        while (pw_ia < pw_na && pw_ib < pw_nb) {                               \
+            uint64_t c = pw_ra < pw_rb ? pw_ra : pw_rb;                        \
+            BODY;                                                              \
+            pw_ra -= c;                                                        \
+            pw_rb -= c;                                                        \
+            if (!pw_ra && ++pw_ia < pw_na) {                                   \
+                pw_ra = pw_a[pw_ia];                                           \
+                va ^= 1;                                                       \
+            }                                                                  \
+            if (!pw_rb && ++pw_ib < pw_nb) {                                   \
+                pw_rb = pw_b[pw_ib];                                           \
+                vb ^= 1;                                                       \
+            }                                                                  \
+        }                                                                      \
+    } while (0)
 
 int sa1b_rle_iou(const sa1b_rle *dt, const sa1b_rle *gt, int iscrowd, double *iou,
                  sa1b_error *err)
@@ -775,14 +771,11 @@ int sa1b_rle_iou(const sa1b_rle *dt, const sa1b_rle *gt, int iscrowd, double *io
     if (dt->h != gt->h || dt->w != gt->w)
         return sa1b_error_set(err, SA1B_EMISMATCH, -1, "iou: mask sizes %ux%u and %ux%u differ",
                               dt->h, dt->w, gt->h, gt->w);
-    pair_walk pw;
-    pw_init(&pw, dt, gt);
-    uint64_t inter = 0, uni = 0, c;
-    int va, vb;
-    while ((c = pw_next(&pw, &va, &vb)) > 0) {
-        if (va | vb) uni += c;
-        if (va & vb) inter += c;
-    }
+    uint64_t inter = 0, uni = 0;
+    PAIR_WALK(dt, gt, {
+        uni += (va | vb) ? c : 0;
+        inter += (va & vb) ? c : 0;
+    });
     if (inter == 0) return SA1B_OK;
     uint64_t den = iscrowd ? sa1b_rle_area(dt) : uni;
     *iou = (double)inter / (double)den;
@@ -793,20 +786,19 @@ int sa1b_rle_iou(const sa1b_rle *dt, const sa1b_rle *gt, int iscrowd, double *io
  * na + nb + 1 runs); returns the run count. */
 static size_t merge2(uint32_t *out, const sa1b_rle *A, const sa1b_rle *B, int intersect)
 {
-    pair_walk pw;
-    pw_init(&pw, A, B);
     size_t m = 0;
-    int cur = 0, va, vb;
-    uint64_t len = 0, c;
-    while ((c = pw_next(&pw, &va, &vb)) > 0) {
-        int v = intersect ? (va & vb) : (va | vb);
-        if (v == cur) len += c;
-        else {
+    unsigned cur = 0;
+    uint64_t len = 0;
+    PAIR_WALK(A, B, {
+        unsigned v = intersect ? (va & vb) : (va | vb);
+        if (v == cur) {
+            len += c;
+        } else if (c) { /* a zero-length segment changes nothing */
             out[m++] = (uint32_t)len;
             len = c;
             cur = v;
         }
-    }
+    });
     out[m++] = (uint32_t)len;
     return m;
 }
