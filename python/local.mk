@@ -10,8 +10,8 @@ PY_TEST_FILES = python/tests/tap.py python/tests/py-lib.sh python/tests/make-ven
 	python/tests/test_mask.py python/tests/test_shard.py python/tests/test_loader.py \
 	python/tests/test_torch.py
 EXTRA_DIST += $(PY_PACKAGE) $(PY_TESTS) $(PY_TEST_FILES) python/setup.py python/pyproject.toml \
-	python/.gitignore python/README.md python/bench/bench_mask.py tests/bench/bench-python-mask.sh \
-	python/examples/train_torch.py
+	python/.gitignore python/README.md python/bench/bench_mask.py tests/bench/bench-python.sh \
+	python/examples/train_torch.py python/bench/bench_loader.py
 TESTS += $(PY_TESTS)
 
 if HAVE_PYEXT
@@ -24,9 +24,9 @@ python__sa1b_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/
 python__sa1b_la_LIBADD = $(SA1B_LIBS)
 
 check_DATA = python/stage.stamp python/venv.stamp
-# make bench: sa1b.mask against pycocotools.mask on the real SA-1B masks
-BENCH_SH += tests/bench/bench-python-mask.sh
-BENCH_SH_DEPS += python/stage.stamp python/venv.stamp
+# make bench: sa1b.mask against pycocotools.mask, sa1b.torch against webdataset
+BENCH_SH += tests/bench/bench-python.sh
+BENCH_SH_DEPS += python/stage.stamp python/venv.stamp shard-tools/sa1b-shard shard-tools/sa1b-synth
 python/stage.stamp: python/_sa1b.la $(PY_PACKAGE)
 	$(AM_V_GEN)rm -rf python/stage && $(MKDIR_P) python/stage/sa1b && \
 	for f in $(PY_PACKAGE); do cp $(srcdir)/$$f python/stage/sa1b/ || exit 1; done && \
