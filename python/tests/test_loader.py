@@ -1,11 +1,15 @@
-"""test_loader.py SHARD... [-- DAMAGED] - sa1b.Loader against sa1b-loadbench --print-ids
+"""test_loader.py SHARD... -- DAMAGED -- JPEG... - sa1b.Loader against sa1b-loadbench --print-ids
 (the same order for several configurations) and against sa1b.Shard (the
 same images and masks, mirrored when flipped; points inside or outside
 their mask as labelled); zero-copy views whose base returns the batch;
 determinism over thread counts; errors, and with verify=True the damaged
 shard DAMAGED (one image's payload flipped) reported by name and skipped
-on the next call.  The built programs are in PATH."""
+on the next call; JPEG shards (the same tars) decoded in the workers: the
+same order as sa1b-loadbench, and each image the shard's JPEG as PIL
+decodes it inside the content, zeros outside.  The built programs are in
+PATH."""
 import gc
+import io
 import os
 import subprocess
 import sys
@@ -16,20 +20,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tap  # noqa: E402
 import sa1b  # noqa: E402
 
-ARGS = sys.argv[1:]
-PATHS = ARGS[:ARGS.index("--")] if "--" in ARGS else ARGS
-DAMAGED = ARGS[ARGS.index("--") + 1] if "--" in ARGS else None
+ARGS = " ".join(sys.argv[1:]).split(" -- ")
+PATHS = ARGS[0].split()
+DAMAGED = ARGS[1] if len(ARGS) > 1 else None
+JPEG = ARGS[2].split() if len(ARGS) > 2 else []
 
 
-def loadbench_ids(args):
-    out = subprocess.run(["sa1b-loadbench", "-q", "--print-ids", *args, *PATHS], check=True,
-                         capture_output=True, text=True)
+def loadbench_ids(args, paths=None):
+    out = subprocess.run(["sa1b-loadbench", "-q", "--print-ids", *args, *(paths or PATHS)],
+                         check=True, capture_output=True, text=True)
     return out.stdout.splitlines()
 
 
-def python_ids(**kw):
+def python_ids(paths=None, **kw):
     lines = []
-    for b in sa1b.Loader(PATHS, **kw):
+    for b in sa1b.Loader(paths or PATHS, **kw):
         ids = b["image_id"][:b["count"]].tolist()
         lines.append(" ".join(str(v) for v in [b["epoch"], b["step"]] + ids))
     return lines
@@ -164,6 +169,24 @@ def check_errors():
     tap.raises(TypeError, lambda: sa1b.Loader(PATHS, bogus=1), "an unknown keyword")
 
 
+def check_jpeg():
+    if not JPEG:
+        return
+    from PIL import Image
+    tap.eq(python_ids(JPEG, batch=3, seed=4, epochs=2), loadbench_ids(["-b", "3", "-s", "4", "-e", "2"], JPEG),
+           "JPEG shards: order as sa1b-loadbench")
+    shards = [sa1b.Shard(p) for p in JPEG]
+    good = True
+    for b in sa1b.Loader(JPEG, batch=4, threads=2):
+        for r in range(b["count"]):
+            payload = shards[b["shard"][r]].image(int(b["shard_index"][r])).tobytes()
+            want = np.asarray(Image.open(io.BytesIO(payload)).convert("RGB"))
+            w, h = b["content_size"][r]
+            got = b["image"][r]
+            good &= bool(np.array_equal(got[:h, :w], want[:h, :w]) and not got[h:].any() and not got[:, w:].any())
+    tap.ok(good, "JPEG payloads decoded by the workers: PIL's decode inside the content, zeros outside")
+
+
 def check_damaged():
     if DAMAGED is None:
         return
@@ -184,4 +207,5 @@ if __name__ == "__main__":
     check_lifetime()
     check_errors()
     check_damaged()
+    check_jpeg()
     tap.done()
