@@ -235,8 +235,30 @@ def check_extensions():
     tap.raises(ValueError, lambda: S.decode([]), "decode of nothing")
 
 
+def check_hostile():
+    """random strings and sizes: a result or ValueError, never a crash (the
+    suite runs this under ASan too)"""
+    rng = np.random.default_rng(99)
+    outcomes = set()
+    for _ in range(3000):
+        n = int(rng.integers(0, 24))
+        counts = bytes(rng.integers(40, 120, n, dtype=np.uint8))
+        h, w = int(rng.integers(0, 9)), int(rng.integers(0, 9))
+        rle = {"size": [h, w], "counts": counts}
+        try:
+            m = S.decode(rle)
+            S.area([rle]), S.toBbox([rle]), S.merge([rle, rle]), S.iou([rle], [rle], [0])
+            S.decode(rle, size=(3, 2), resample="area")
+            outcomes.add("ok" if S.encode(np.asfortranarray(m))["size"] == [h, w] else "bad")
+        except ValueError:
+            outcomes.add("ValueError")
+    tap.ok(outcomes == {"ok", "ValueError"}, "3000 random strings: valid ones decode, the rest raise ValueError",
+           outcomes)
+
+
 if __name__ == "__main__":
     check_reference()
     check_real()
     check_extensions()
+    check_hostile()
     tap.done()

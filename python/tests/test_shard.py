@@ -116,10 +116,48 @@ def check_bad(path):
                "%s: opens, and verify_image finds the damaged image" % tag, match="CRC32C")
 
 
+def check_hostile(path, tmpdir):
+    """random byte changes and cuts of a good shard: Shard() either raises
+    ValueError/OSError or gives a shard whose every accessor works or
+    raises ValueError; never a crash (the suite runs this under ASan)"""
+    data = bytearray(open(path, "rb").read())
+    rng = np.random.default_rng(7)
+    bad = os.path.join(tmpdir, "hostile.shard")
+    outcomes = set()
+    for k in range(300):
+        d = bytearray(data)
+        if k % 3 == 0:
+            d = d[:int(rng.integers(0, len(d)))]
+        else:
+            for _ in range(int(rng.integers(1, 4))):
+                d[int(rng.integers(0, len(d)))] = int(rng.integers(0, 256))
+        with open(bad + ".tmp", "wb") as f:
+            f.write(d)
+        os.replace(bad + ".tmp", bad)  # a new file: earlier maps keep theirs
+        try:
+            s = sa1b.Shard(bad)
+        except (ValueError, OSError):
+            outcomes.add("refused")
+            continue
+        try:
+            for i in range(len(s)):
+                s.meta(i), s.image(i).sum(), s.masks(i).sum(), s.masks(i, packed=True).sum()
+                s.verify_image(i)
+            s.mask_table()
+            sa1b.verify(bad)
+            outcomes.add("intact")
+        except ValueError:
+            outcomes.add("damage found")
+    tap.ok("refused" in outcomes and "damage found" in outcomes and outcomes <= {"refused", "intact", "damage found"},
+           "300 random corruptions of %s: refused at open or found by verify, never a crash"
+           % os.path.basename(path), outcomes)
+
+
 if __name__ == "__main__":
     cut = sys.argv.index("--")
     for good in sys.argv[1:cut]:
         check_good(good)
+    check_hostile(sys.argv[1], os.path.dirname(os.path.abspath(sys.argv[1])))
     for bad in sys.argv[cut + 1:]:
         check_bad(bad)
     tap.raises(OSError, lambda: sa1b.Shard("no-such.shard"), "a missing file is OSError naming it",
