@@ -735,7 +735,8 @@ void sa1b_rle_bbox_sa1b(const sa1b_rle *r, double bbox[4])
 /* Walks two run lists of one total length in step, one segment of constant
  * values (va, vb) of length c at a time, for BODY (a statement using va,
  * vb and c).  A run that ends moves its list to the next run; a
- * zero-length run gives a segment of length 0 (BODY must accept c = 0).
+ * zero-length run gives a segment of length 0 (BODY must accept c = 0;
+ * it is a macro argument: no commas outside parentheses).
  * The walk stops when either list is used up (the other has only
  * zero-length runs left, the totals being equal).  A macro, so that the
  * loop is one tight loop in each caller. */

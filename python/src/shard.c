@@ -23,6 +23,11 @@ static int shard_init(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *path_o;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O&:Shard", kwlist, PyUnicode_FSDecoder, &path_o))
         return -1;
+    if (sh->s) { /* views of the map may live: never unmap it under them */
+        Py_DECREF(path_o);
+        PyErr_SetString(PyExc_ValueError, "Shard: already opened");
+        return -1;
+    }
     PyObject *bytes = PyUnicode_EncodeFSDefault(path_o);
     if (!bytes) {
         Py_DECREF(path_o);
@@ -44,7 +49,6 @@ static int shard_init(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(path_o);
         return -1;
     }
-    sa1b_shard_close(sh->s);
     Py_XSETREF(sh->path, path_o);
     sh->s = s;
     return 0;

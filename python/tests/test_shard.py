@@ -97,6 +97,7 @@ def check_good(path):
         tap.raises(ValueError, lambda: img.__setitem__(0, 1), "%s: views are read-only" % tag)
         s = sa1b.Shard(path)
         tap.raises(IndexError, lambda: s.image(len(s)), "%s: index past the end" % tag)
+        tap.raises(ValueError, lambda: s.__init__(path), "%s: __init__ again is refused (views may live)" % tag)
         tap.eq(s.meta(-1)["index"], len(s) - 1, "%s: negative index from the end" % tag)
     tap.ok(sa1b.verify(path) is None, "%s: sa1b.verify passes" % tag)
 
