@@ -44,6 +44,33 @@ for workers, world in [(0, 1), (2, 1), (0, 2), (2, 2)]:
     ids, counts = run(workers, world)
     tap.eq(sorted(ids), ALL, "%d workers, %d ranks: every image exactly once" % (workers, world))
     tap.eq(len(set(counts.values())), 1, "%d workers, %d ranks: every rank the same number of batches" % (workers, world))
+def ddp_rank(rank, world, init, out):
+    """one DDP process: rank and world from torch.distributed, 2 workers"""
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    ds = ShardDataset(PATHS, batch=2, masks=1, points=1, seed=3, threads=1)
+    ids = []
+    for b in torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2):
+        ids += b["image_id"][b["image_id"] >= 0].tolist()
+    with open("%s.%d" % (out, rank), "w") as f:
+        f.write(" ".join(map(str, ids)))
+    torch.distributed.destroy_process_group()
+
+
+if torch.distributed.is_available():
+    import tempfile
+    import torch.multiprocessing as mp
+    tmp = tempfile.mkdtemp()
+    # fork: spawn would re-run this script (it has no main guard)
+    mp.start_processes(ddp_rank, args=(2, "file://" + os.path.join(tmp, "init"), os.path.join(tmp, "ids")),
+                       nprocs=2, start_method="fork")
+    got = []
+    for r in range(2):
+        with open(os.path.join(tmp, "ids.%d" % r)) as f:
+            got += [int(v) for v in f.read().split()]
+    tap.eq(sorted(got), ALL, "torch.distributed (gloo, 2 processes) x 2 workers: rank and world taken from it, "
+           "every image exactly once")
+else:
+    tap.skip(1, "torch.distributed is not available")
 e0, _ = run(2, 2, epoch=0)
 e1, _ = run(2, 2, epoch=1)
 tap.ok(sorted(e0) == sorted(e1) and e0 != e1, "set_epoch(1): the same images in another order")
