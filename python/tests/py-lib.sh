@@ -9,7 +9,7 @@
 # (python/tests/lsan.supp), never the extension's.
 STAGE="$BUILD/python/stage"
 PY="$BUILD/python/venv/bin/python"
-[ -d "$STAGE/sa1b" ] || skip_all "the Python extension is not built (no Python.h at configure; Debian: python3-dev)"
+[ -d "$STAGE/sa1b" ] || skip_all "the Python extension is not built (--with-python=no, or no Python.h at configure: Debian python3-dev)"
 [ -x "$PY" ] || skip_all "no virtual environment for the tests (Debian: python3-venv)"
 "$PY" -c 'import numpy' 2>/dev/null || skip_all "no numpy (Debian: python3-numpy)"
 PYTHONPATH="$STAGE"
