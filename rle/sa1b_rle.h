@@ -114,7 +114,8 @@ int sa1b_rle_iou(const sa1b_rle *dt, const sa1b_rle *gt, int iscrowd, double *io
  * size, computed on the runs.  out may not alias an input.  As
  * pycocotools' rleMerge, n = 1 copies the runs as they are and n >= 2
  * gives canonical runs (see sa1b_rle_encode).  Errors: n = 0 or runs that
- * do not sum to h*w (SA1B_EINVAL), sizes that differ (SA1B_EMISMATCH). */
+ * do not sum to h*w (SA1B_EINVAL), sizes that differ (SA1B_EMISMATCH),
+ * both leaving out untouched; SA1B_ENOMEM leaves out empty. */
 int sa1b_rle_merge(sa1b_rle *out, const sa1b_rle *const *in, size_t n, int intersect,
                    sa1b_error *err);
 

@@ -8,6 +8,9 @@
  *   - parse, format, encode, full decode: straightforward per-pixel /
  *     per-character code in the style of pycocotools' maskApi.c (decode
  *     into a column-major buffer pixel by pixel, then transpose);
+ *   - encode of a column-major mask (what pycocotools.mask.encode gets),
+ *     IoU and union of each mask with the next one: maskApi's loops
+ *     (rleEncode, rleIou's run walk without its box test, rleMerge);
  *   - resampling to 64x64 and 256x256: a full decode followed by the same
  *     resize on the pixels (nearest: pick the centre pixels; area: the
  *     exact box filter), once with our full decode and once with the naive
@@ -37,6 +40,7 @@ typedef struct mask {
     size_t len;
     sa1b_rle r;
     uint8_t *pix; /* row-major 0/1 */
+    uint8_t *cm;  /* column-major 0/1 */
 } mask;
 
 static mask *masks;
@@ -125,12 +129,10 @@ static size_t naive_to_string(const uint32_t *cnts, size_t m, char *s)
     return p;
 }
 
-/* row-major mask -> column-major copy -> rleEncode's per-pixel loop */
-static size_t naive_encode(const uint8_t *m, uint32_t h, uint32_t w, uint8_t *cm, uint32_t *cnts)
+/* rleEncode's per-pixel loop over a column-major mask of a pixels */
+static size_t naive_encode_cm(const uint8_t *cm, size_t a, uint32_t *cnts)
 {
-    for (uint32_t x = 0; x < w; x++)
-        for (uint32_t y = 0; y < h; y++) cm[(size_t)x * h + y] = m[(size_t)y * w + x];
-    size_t a = (size_t)h * w, k = 0;
+    size_t k = 0;
     uint8_t p = 0;
     uint32_t c = 0;
     for (size_t j = 0; j < a; j++) {
@@ -143,6 +145,76 @@ static size_t naive_encode(const uint8_t *m, uint32_t h, uint32_t w, uint8_t *cm
     }
     cnts[k++] = c;
     return k;
+}
+
+/* row-major mask -> column-major copy -> rleEncode's per-pixel loop */
+static size_t naive_encode(const uint8_t *m, uint32_t h, uint32_t w, uint8_t *cm, uint32_t *cnts)
+{
+    for (uint32_t x = 0; x < w; x++)
+        for (uint32_t y = 0; y < h; y++) cm[(size_t)x * h + y] = m[(size_t)y * w + x];
+    return naive_encode_cm(cm, (size_t)h * w, cnts);
+}
+
+/* rleIou's walk over two run lists (no box test): |A & B| / |A | B| */
+static double naive_iou(const sa1b_rle *A, const sa1b_rle *B)
+{
+    size_t ka = A->n, kb = B->n, a = 1, b = 1;
+    uint32_t ca = A->cnts[0], cb = B->cnts[0], c;
+    int va = 0, vb = 0, ct = 1;
+    double u = 0, in = 0;
+    while (ct > 0) {
+        c = ca < cb ? ca : cb;
+        if (va || vb) {
+            u += c;
+            if (va && vb) in += c;
+        }
+        ct = 0;
+        ca -= c;
+        if (!ca && a < ka) {
+            ca = A->cnts[a++];
+            va = !va;
+        }
+        ct += ca;
+        cb -= c;
+        if (!cb && b < kb) {
+            cb = B->cnts[b++];
+            vb = !vb;
+        }
+        ct += cb;
+    }
+    return in > 0 ? in / u : 0;
+}
+
+/* rleMerge's walk for two masks (union), runs into out; returns the count */
+static size_t naive_union(const sa1b_rle *A, const sa1b_rle *B, uint32_t *out)
+{
+    size_t ka = A->n, kb = B->n, a = 1, b = 1, m = 0;
+    uint32_t ca = A->cnts[0], cb = B->cnts[0], c, cc = 0;
+    int v = 0, va = 0, vb = 0, vp, ct = 1;
+    while (ct > 0) {
+        c = ca < cb ? ca : cb;
+        cc += c;
+        ct = 0;
+        ca -= c;
+        if (!ca && a < ka) {
+            ca = A->cnts[a++];
+            va = !va;
+        }
+        ct += ca;
+        cb -= c;
+        if (!cb && b < kb) {
+            cb = B->cnts[b++];
+            vb = !vb;
+        }
+        ct += cb;
+        vp = v;
+        v = va || vb;
+        if (v != vp || ct == 0) {
+            out[m++] = cc;
+            cc = 0;
+        }
+    }
+    return m;
 }
 
 /* rleDecode's per-pixel loop into column-major, then a transpose */
@@ -238,6 +310,40 @@ static void op_encode_naive(size_t i, int arg)
 {
     (void)arg;
     sink += naive_encode(masks[i].pix, masks[i].h, masks[i].w, scratch2, runbuf);
+}
+static void op_encode_cm(size_t i, int arg)
+{
+    (void)arg;
+    sa1b_rle_encode(&enc_r, masks[i].cm, masks[i].h, masks[i].w, 1, NULL);
+}
+static void op_encode_cm_naive(size_t i, int arg)
+{
+    (void)arg;
+    sink += naive_encode_cm(masks[i].cm, (size_t)masks[i].h * masks[i].w, runbuf);
+}
+static double iou_sink;
+static void op_iou(size_t i, int arg)
+{
+    (void)arg;
+    double o = 0;
+    sa1b_rle_iou(&masks[i].r, &masks[(i + 1) % nmasks].r, 0, &o, NULL);
+    iou_sink += o;
+}
+static void op_iou_naive(size_t i, int arg)
+{
+    (void)arg;
+    iou_sink += naive_iou(&masks[i].r, &masks[(i + 1) % nmasks].r);
+}
+static void op_union(size_t i, int arg)
+{
+    (void)arg;
+    const sa1b_rle *in[2] = {&masks[i].r, &masks[(i + 1) % nmasks].r};
+    sa1b_rle_merge(&enc_r, in, 2, 0, NULL);
+}
+static void op_union_naive(size_t i, int arg)
+{
+    (void)arg;
+    sink += naive_union(&masks[i].r, &masks[(i + 1) % nmasks].r, runbuf);
 }
 static void op_decode(size_t i, int arg)
 {
@@ -369,7 +475,13 @@ int main(void)
         totruns += m->r.n;
         totarea += sa1b_rle_area(&m->r);
         m->pix = malloc(hw);
+        m->cm = malloc(hw);
+        if (!m->pix || !m->cm) {
+            fprintf(stderr, "bench-rle: out of memory\n");
+            return 1;
+        }
         sa1b_rle_decode(&m->r, m->pix, 0);
+        sa1b_rle_decode(&m->r, m->cm, 1);
     }
     scratch = malloc(maxhw);
     scratch2 = malloc(maxhw);
@@ -390,6 +502,24 @@ int main(void)
         op_encode(i, 0);
         if (k != enc_r.n || memcmp(runbuf, enc_r.cnts, k * sizeof *runbuf) != 0) {
             fprintf(stderr, "bench-rle: mask %zu: encode differs from naive\n", i);
+            return 1;
+        }
+        k = naive_encode_cm(m->cm, hw, runbuf);
+        op_encode_cm(i, 0);
+        if (k != enc_r.n || memcmp(runbuf, enc_r.cnts, k * sizeof *runbuf) != 0) {
+            fprintf(stderr, "bench-rle: mask %zu: column-major encode differs from naive\n", i);
+            return 1;
+        }
+        double o = -1;
+        sa1b_rle_iou(&m->r, &masks[(i + 1) % nmasks].r, 0, &o, NULL);
+        if (o != naive_iou(&m->r, &masks[(i + 1) % nmasks].r)) {
+            fprintf(stderr, "bench-rle: mask %zu: iou differs from naive\n", i);
+            return 1;
+        }
+        k = naive_union(&m->r, &masks[(i + 1) % nmasks].r, runbuf);
+        op_union(i, 0);
+        if (k != enc_r.n || memcmp(runbuf, enc_r.cnts, k * sizeof *runbuf) != 0) {
+            fprintf(stderr, "bench-rle: mask %zu: union differs from naive\n", i);
             return 1;
         }
         for (int mode = 0; mode < 2; mode++)
@@ -418,6 +548,12 @@ int main(void)
     row("format (runs -> string)", t, "naive rleToString", tb);
     timeit2(op_encode, 0, 3, op_encode_naive, 0, 1, &t, &tb);
     row("encode (row-major mask)", t, "transpose + rleEncode", tb);
+    timeit2(op_encode_cm, 0, 3, op_encode_cm_naive, 0, 1, &t, &tb);
+    row("encode (column-major)", t, "rleEncode", tb);
+    timeit2(op_iou, 0, 50, op_iou_naive, 0, 50, &t, &tb);
+    row("iou (mask, next mask)", t, "rleIou's walk", tb);
+    timeit2(op_union, 0, 50, op_union_naive, 0, 50, &t, &tb);
+    row("union (mask, next mask)", t, "rleMerge", tb);
     timeit2(op_decode, 0, 3, op_decode_naive, 0, 1, &t, &tb);
     row("full decode (row-major)", t, "rleDecode + transpose", tb);
     for (int mode = 0; mode < 2; mode++)
@@ -435,6 +571,7 @@ int main(void)
     for (size_t i = 0; i < nmasks; i++) {
         free(masks[i].counts);
         free(masks[i].pix);
+        free(masks[i].cm);
         sa1b_rle_free(&masks[i].r);
     }
     free(masks);

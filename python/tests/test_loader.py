@@ -1,0 +1,211 @@
+"""test_loader.py SHARD... -- DAMAGED -- JPEG... - sa1b.Loader against sa1b-loadbench --print-ids
+(the same order for several configurations) and against sa1b.Shard (the
+same images and masks, mirrored when flipped; points inside or outside
+their mask as labelled); zero-copy views whose base returns the batch;
+determinism over thread counts; errors, and with verify=True the damaged
+shard DAMAGED (one image's payload flipped) reported by name and skipped
+on the next call; JPEG shards (the same tars) decoded in the workers: the
+same order as sa1b-loadbench, and each image the shard's JPEG as PIL
+decodes it inside the content, zeros outside.  The built programs are in
+PATH."""
+import gc
+import io
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tap  # noqa: E402
+import sa1b  # noqa: E402
+
+ARGS = " ".join(sys.argv[1:]).split(" -- ")
+PATHS = ARGS[0].split()
+DAMAGED = ARGS[1] if len(ARGS) > 1 else None
+JPEG = ARGS[2].split() if len(ARGS) > 2 else []
+
+
+def loadbench_ids(args, paths=None):
+    out = subprocess.run(["sa1b-loadbench", "-q", "--print-ids", *args, *(paths or PATHS)],
+                         check=True, capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def python_ids(paths=None, **kw):
+    lines = []
+    for b in sa1b.Loader(paths or PATHS, **kw):
+        ids = b["image_id"][:b["count"]].tolist()
+        lines.append(" ".join(str(v) for v in [b["epoch"], b["step"]] + ids))
+    return lines
+
+
+def check_order():
+    configs = [
+        (["-b", "4", "-e", "2", "-s", "9"], dict(batch=4, epochs=2, seed=9)),
+        (["-b", "3", "-s", "1", "--rank", "1", "--world", "2"], dict(batch=3, seed=1, rank=1, world=2)),
+        (["-b", "3", "-s", "1", "--rank", "0", "--world", "2"], dict(batch=3, seed=1, rank=0, world=2)),
+        (["-b", "5", "-s", "4", "--resume", "1:10"], dict(batch=5, seed=4, epoch=1, consumed=10)),
+        (["-b", "4", "-s", "2", "--drop-last", "-e", "3"], dict(batch=4, seed=2, drop_last=True, epochs=3)),
+        (["-b", "2", "-s", "7", "--flip", "0.5", "-k", "3", "-m", "2"],
+         dict(batch=2, seed=7, flip=0.5, points=3, masks=2)),
+    ]
+    for args, kw in configs:
+        tap.eq(python_ids(**kw), loadbench_ids(args), "order as sa1b-loadbench %s" % " ".join(args))
+
+
+def mirror(a, w):
+    """a [.., W] with its first w columns mirrored"""
+    out = a.copy()
+    out[..., :w] = a[..., :w][..., ::-1]
+    return out
+
+
+def check_content():
+    shards = [sa1b.Shard(p) for p in PATHS]
+    tables = [s.mask_table() for s in shards]
+    S, R = shards[0].image_size, shards[0].mask_size
+    img_ok = mask_ok = pt_ok = pad_ok = True
+    seen = 0
+    for b in sa1b.Loader(PATHS, batch=4, masks=3, points=4, seed=3, flip=0.5, threads=2):
+        B = b["image"].shape[0]
+        for r in range(B):
+            if r >= b["count"]:
+                pad_ok &= bool(b["image_id"][r] == -1 and not b["valid"][r].any()
+                               and (b["labels"][r] == -1).all() and not b["image"][r].any())
+                continue
+            seen += 1
+            sh, si = int(b["shard"][r]), int(b["shard_index"][r])
+            meta = shards[sh].meta(si)
+            w, h = b["content_size"][r]
+            flipped = bool(b["flipped"][r])
+            want = shards[sh].image(si)
+            if flipped:
+                want = mirror(want.transpose(0, 2, 1), w).transpose(0, 2, 1)
+            img_ok &= bool(np.array_equal(b["image"][r], want) and meta["image_id"] == b["image_id"][r])
+            ids = tables[sh]["id"][meta["first_mask"]:meta["first_mask"] + meta["n_masks"]]
+            all_masks = shards[sh].masks(si)
+            n = int(b["n_masks"][r])
+            mask_ok &= n == min(3, meta["n_masks"]) and int(b["n_masks_total"][r]) == meta["n_masks"]
+            longest = max(meta["orig_w"], meta["orig_h"])
+            wr = max(1, int(np.floor(meta["orig_w"] * R / longest + 0.5)))
+            for j in range(3):
+                if j >= n:
+                    mask_ok &= bool(not b["valid"][r, j] and b["mask_id"][r, j] == -1 and not b["masks"][r, j].any())
+                    continue
+                k = int(np.nonzero(ids == b["mask_id"][r, j])[0][0])
+                want = all_masks[k]
+                if flipped:
+                    want = mirror(want, wr)
+                mask_ok &= bool(b["valid"][r, j] and np.array_equal(b["masks"][r, j], want))
+                for p in range(4):
+                    x, y = b["points"][r, j, p]
+                    lab = b["labels"][r, j, p]
+                    if lab == -1:
+                        continue
+                    cx, cy = int((x + 0.5) * R // S), int((y + 0.5) * R // S)
+                    inside = b["masks"][r, j, cy, cx] == 1
+                    pt_ok &= bool(lab == (p % 2 == 0) and inside == (lab == 1))
+    total = sum(len(s) for s in shards)
+    tap.eq(seen, total, "every image once in the epoch")
+    tap.ok(img_ok, "images are the shard's, mirrored within the content when flipped")
+    tap.ok(mask_ok, "masks are the shard's masks named by mask_id, mirrored when flipped; padding empty")
+    tap.ok(pt_ok, "even points positive and inside their mask, odd ones negative and outside")
+    tap.ok(pad_ok, "rows that pad the short last batch: image_id -1, nothing valid, labels -1, zeros")
+
+
+def batches(**kw):
+    return [{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in b.items()}
+            for b in sa1b.Loader(PATHS, **kw)]
+
+
+def same_batches(x, y):
+    return len(x) == len(y) and all(a.keys() == b.keys() and all(
+        np.array_equal(a[k], b[k]) if isinstance(a[k], np.ndarray) else a[k] == b[k] for k in a)
+        for a, b in zip(x, y))
+
+
+def check_lifetime():
+    one = batches(batch=3, masks=2, points=2, seed=5, flip=0.5, threads=1, depth=2)
+    two = batches(batch=3, masks=2, points=2, seed=5, flip=0.5, threads=2, depth=5)
+    tap.ok(same_batches(one, two), "1 thread depth 2 and 2 threads depth 5: the same batches")
+    norm = next(iter(sa1b.Loader(PATHS, batch=2, normalize=True)))
+    tap.ok(norm["image"].dtype == np.float32 and norm["image"].shape[1] == 3, "normalize: [B, 3, S, S] float32")
+    L = sa1b.Loader(PATHS, batch=2, depth=2, threads=1, epochs=None)
+    b = next(L)
+    img = b["image"]
+    tap.ok(isinstance(img.base, sa1b._sa1b.View) and type(img.base.owner).__name__ == "Batch",
+           "an array's base is a View of the Batch")
+    tap.ok(img.base.owner is b["masks"].base.owner is b["labels"].base.owner,
+           "every array of a batch views the same Batch")
+    tap.eq(L.held, 1, "one batch held")
+    b2 = next(L)
+    tap.raises(ValueError, lambda: next(L), "asking for a third with depth 2 while two are held", match="held")
+    tap.raises(ValueError, L.close, "close() refuses while batches are alive", match="alive")
+    del b
+    tap.eq(L.held, 2, "a batch lives while one of its arrays does")
+    del img
+    gc.collect()
+    tap.eq(L.held, 1, "the last array gone, the batch went back")
+    b3 = next(L)
+    tap.ok(b3["image_id"][0] != -1, "and the loader goes on")
+    b2["image"][...] = 7  # the arrays are the caller's to write while it holds them
+    del b2, b3
+    gc.collect()
+    tap.eq(L.held, 0, "all batches back")
+    tap.ok(L.close() is None, "close")
+    tap.raises(ValueError, lambda: next(L), "next after close", match="closed")
+
+
+def check_errors():
+    tap.raises(OSError, lambda: sa1b.Loader(["no-such.shard"]), "a missing shard: OSError naming it",
+               match="no-such.shard")
+    tap.raises(ValueError, lambda: sa1b.Loader([]), "no shards")
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, rank=2, world=2), "rank >= world")
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, batch=0), "batch 0")
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, flip=1.5), "flip outside [0, 1]")
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, batch=-1), "a negative batch")
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, consumed=10 ** 6), "consumed beyond the epoch")
+    tap.raises(TypeError, lambda: sa1b.Loader(PATHS, bogus=1), "an unknown keyword")
+
+
+def check_jpeg():
+    if not JPEG:
+        return
+    from PIL import Image
+    tap.eq(python_ids(JPEG, batch=3, seed=4, epochs=2), loadbench_ids(["-b", "3", "-s", "4", "-e", "2"], JPEG),
+           "JPEG shards: order as sa1b-loadbench")
+    shards = [sa1b.Shard(p) for p in JPEG]
+    good = True
+    for b in sa1b.Loader(JPEG, batch=4, threads=2):
+        for r in range(b["count"]):
+            payload = shards[b["shard"][r]].image(int(b["shard_index"][r])).tobytes()
+            want = np.asarray(Image.open(io.BytesIO(payload)).convert("RGB"))
+            w, h = b["content_size"][r]
+            got = b["image"][r]
+            good &= bool(np.array_equal(got[:h, :w], want[:h, :w]) and not got[h:].any() and not got[:, w:].any())
+    tap.ok(good, "JPEG payloads decoded by the workers: PIL's decode inside the content, zeros outside")
+
+
+def check_damaged():
+    if DAMAGED is None:
+        return
+    n = len(sa1b.Shard(DAMAGED))
+    L = sa1b.Loader([DAMAGED], batch=n, verify=True, threads=1)
+    tap.raises(ValueError, lambda: next(L), "verify=True: the damaged sample raises, naming the shard",
+               match=os.path.basename(DAMAGED))
+    b = next(L)
+    tap.eq(b["count"], n - 1, "the next call delivers the batch without it")
+    ids = set(b["image_id"][:b["count"]].tolist())
+    L2 = sa1b.Loader([DAMAGED], batch=n, verify=False, threads=1)
+    tap.eq(len(set(next(L2)["image_id"].tolist()) - ids), 1, "exactly that one image is missing")
+
+
+if __name__ == "__main__":
+    check_order()
+    check_content()
+    check_lifetime()
+    check_errors()
+    check_damaged()
+    check_jpeg()
+    tap.done()

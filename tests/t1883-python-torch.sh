@@ -1,0 +1,12 @@
+#!/bin/sh
+# t1883-python-torch.sh - sa1b.torch's IterableDataset with DataLoader
+# workers and DDP ranks: every sample exactly once per epoch
+# (python/tests/test_torch.py).  Skips without torch.
+. "$top_srcdir/tests/test-lib.sh"
+. "$SRC/python/tests/py-lib.sh"
+"$PY" -c 'import torch' 2>/dev/null || skip_all "no torch (Debian: python3-torch)"
+cd "$TMP" || exit 99
+sa1b-synth -n 7 -W 200 -H 150 -m 4 -s 5 -o a.tar --quiet &&
+sa1b-synth -n 6 -W 150 -H 220 -m 3 -s 6 --first-id 100 -o b.tar --quiet &&
+sa1b-shard -q --image-size 32 --mask-size 8 -o out a.tar b.tar || exit 99
+"$PY" "$SRC/python/tests/test_torch.py" out/a.shard out/b.shard
