@@ -333,20 +333,30 @@ size_t sa1b_rle_string_bound(size_t n)
 }
 
 /* Writes the string into buf, which has room for sa1b_rle_string_bound(n). */
+/* 5-bit groups of x in COCO's string coding: the fewest whose two's
+ * complement holds x (its bits and its sign). */
+static inline int str_groups(int64_t x)
+{
+    uint64_t u = x < 0 ? ~(uint64_t)x : (uint64_t)x;
+    int bits = (u ? 64 - __builtin_clzll(u) : 0) + 1;
+    return (bits + 4) / 5;
+}
+
 static size_t write_string(const uint32_t *c, size_t n, char *buf)
 {
     char *o = buf;
     for (size_t i = 0; i < n; i++) {
         int64_t x = c[i];
         if (i > 2) x -= c[i - 2];
-        int more = 1;
-        while (more) {
-            int g = (int)(x & 0x1f);
-            x >>= 5; /* arithmetic shift: gcc/clang on every target we build */
-            more = (g & 0x10) ? x != -1 : x != 0;
-            if (more) g |= 0x20;
-            *o++ = (char)(g + 48);
+        /* the groups low first, each but the last with the continuation bit
+         * (as maskApi's loop writes them, without its test per group) */
+        int k = str_groups(x);
+        if (k == 1) {
+            *o++ = (char)((x & 0x1f) + 48);
+            continue;
         }
+        for (int j = 0; j < k - 1; j++) *o++ = (char)((((x >> (5 * j)) & 0x1f) | 0x20) + 48);
+        *o++ = (char)(((x >> (5 * (k - 1))) & 0x1f) + 48); /* arithmetic shift: gcc/clang everywhere we build */
     }
     return (size_t)(o - buf);
 }
@@ -358,13 +368,7 @@ static size_t string_len(const uint32_t *c, size_t n)
     for (size_t i = 0; i < n; i++) {
         int64_t x = c[i];
         if (i > 2) x -= c[i - 2];
-        int more = 1;
-        while (more) {
-            int g = (int)(x & 0x1f);
-            x >>= 5;
-            more = (g & 0x10) ? x != -1 : x != 0;
-            len++;
-        }
+        len += (size_t)str_groups(x);
     }
     return len;
 }
