@@ -66,7 +66,8 @@ static void *watchdog(void *arg)
              * collective that does not return) */
             fprintf(stderr, "sa1b-train: rank %d of %d: %s did not complete within %.0f s "
                     "(another rank died or hangs): ending the job\n", d->rank, d->world, d->what, d->timeout_s);
-            MPI_Abort(MPI_COMM_WORLD, 3);
+            /* no MPI call from this thread (MPI_THREAD_FUNNELED): a rank that
+             * exits without finalizing makes the launcher end the others */
             _exit(3);
         }
     }

@@ -6,8 +6,8 @@
  *
  * A collective that does not complete within the timeout (a rank died or
  * hangs) ends the whole job: a watchdog thread reports the rank and the
- * collective in one line and aborts every process (MPI_Abort), so a job
- * never hangs silently.
+ * collective in one line and exits the process, which makes the launcher
+ * end the others, so a job never hangs silently.
  */
 #ifndef SA1B_TRAINER_DIST_H
 #define SA1B_TRAINER_DIST_H
