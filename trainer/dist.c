@@ -4,10 +4,8 @@
 #include "dist.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,15 +31,6 @@ static double now_s(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-int tr_dist_available(void)
-{
-#ifdef HAVE_MPI
-    return 1;
-#else
-    return 0;
-#endif
 }
 
 /* launched by an MPI launcher (Open MPI, MPICH/PMI, PMIx) */
@@ -151,7 +140,16 @@ void tr_dist_close(tr_dist *d)
 
 int tr_dist_rank(const tr_dist *d) { return d->rank; }
 int tr_dist_world(const tr_dist *d) { return d->world; }
-const char *tr_dist_kind(const tr_dist *d) { return d->mpi ? "mpi" : "none"; }
+
+/* The collectives.  Without MPI a job is one process (tr_dist_open
+ * refuses one started by a launcher), so there is nothing to do. */
+#ifdef HAVE_MPI
+/* after a collective: the watchdog off, and 0 or -1 with the library's message */
+static int coll_done(tr_dist *d, int rc, const char *call, char *err, size_t err_len)
+{
+    dog_disarm(d);
+    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, call, err, err_len);
+}
 
 /* MPI counts are int: large buffers go in pieces */
 #define PIECE ((size_t)1 << 28)
@@ -159,39 +157,25 @@ const char *tr_dist_kind(const tr_dist *d) { return d->mpi ? "mpi" : "none"; }
 int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len)
 {
     if (d->world == 1) return 0;
-#ifdef HAVE_MPI
     dog_arm(d, "the gradient sum");
-    for (size_t o = 0; o < n; o += PIECE) {
-        int rc = MPI_Allreduce(MPI_IN_PLACE, buf + o, (int)(n - o < PIECE ? n - o : PIECE), MPI_FLOAT, MPI_SUM,
-                               MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS) return dog_disarm(d), mpi_fail(rc, "MPI_Allreduce", err, err_len);
-    }
-    dog_disarm(d);
-    return 0;
-#else
-    (void)buf, (void)n;
-    return snprintf(err, err_len, "no MPI"), -1;
-#endif
+    int rc = MPI_SUCCESS;
+    for (size_t o = 0; o < n && rc == MPI_SUCCESS; o += PIECE)
+        rc = MPI_Allreduce(MPI_IN_PLACE, buf + o, (int)(n - o < PIECE ? n - o : PIECE), MPI_FLOAT, MPI_SUM,
+                           MPI_COMM_WORLD);
+    return coll_done(d, rc, "MPI_Allreduce", err, err_len);
 }
 
 int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
 {
     if (d->world == 1) return 0;
-#ifdef HAVE_MPI
     dog_arm(d, "the loss sum");
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    dog_disarm(d);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allreduce", err, err_len);
-#else
-    (void)buf, (void)n;
-    return snprintf(err, err_len, "no MPI"), -1;
-#endif
+    return coll_done(d, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce",
+                     err, err_len);
 }
 
 int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
 {
     if (d->world == 1) return 0;
-#ifdef HAVE_MPI
     int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
     if (!cnt) return snprintf(err, err_len, "out of memory"), -1;
     int *disp = cnt + d->world;
@@ -202,41 +186,41 @@ int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t
     }
     dog_arm(d, "the weight gather");
     int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, disp, MPI_FLOAT, MPI_COMM_WORLD);
-    dog_disarm(d);
     free(cnt);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Allgatherv", err, err_len);
-#else
-    (void)buf, (void)lo;
-    return snprintf(err, err_len, "no MPI"), -1;
-#endif
+    return coll_done(d, rc, "MPI_Allgatherv", err, err_len);
 }
 
 int tr_dist_barrier(tr_dist *d, char *err, size_t err_len)
 {
     if (d->world == 1) return 0;
-#ifdef HAVE_MPI
     dog_arm(d, "the barrier");
-    int rc = MPI_Barrier(MPI_COMM_WORLD);
-    dog_disarm(d);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Barrier", err, err_len);
+    return coll_done(d, MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", err, err_len);
+}
 #else
-    return snprintf(err, err_len, "no MPI"), -1;
-#endif
+int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len)
+{
+    (void)d, (void)buf, (void)n, (void)err, (void)err_len;
+    return 0;
 }
 
-int tr_dist_bcast(tr_dist *d, void *buf, size_t n, char *err, size_t err_len)
+int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
 {
-    if (d->world == 1) return 0;
-#ifdef HAVE_MPI
-    dog_arm(d, "the broadcast");
-    int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
-    dog_disarm(d);
-    return rc == MPI_SUCCESS ? 0 : mpi_fail(rc, "MPI_Bcast", err, err_len);
-#else
-    (void)buf, (void)n;
-    return snprintf(err, err_len, "no MPI"), -1;
-#endif
+    (void)d, (void)buf, (void)n, (void)err, (void)err_len;
+    return 0;
 }
+
+int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
+{
+    (void)d, (void)buf, (void)lo, (void)err, (void)err_len;
+    return 0;
+}
+
+int tr_dist_barrier(tr_dist *d, char *err, size_t err_len)
+{
+    (void)d, (void)err, (void)err_len;
+    return 0;
+}
+#endif
 
 _Noreturn void tr_dist_abort(tr_dist *d, int code)
 {

@@ -25,8 +25,6 @@ void tr_dist_close(tr_dist *d);
 
 int tr_dist_rank(const tr_dist *d);
 int tr_dist_world(const tr_dist *d);
-/* "mpi" or "none": what the ranks talk through. */
-const char *tr_dist_kind(const tr_dist *d);
 
 /* In place: buf[n] = the sum over ranks (every rank gets the same bits).
  * 0, or -1 with err. */
@@ -37,14 +35,9 @@ int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len);
 int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len);
 /* Every rank here before any goes on.  0, or -1 with err. */
 int tr_dist_barrier(tr_dist *d, char *err, size_t err_len);
-/* buf[n] bytes of rank 0 on every rank.  0, or -1 with err. */
-int tr_dist_bcast(tr_dist *d, void *buf, size_t n, char *err, size_t err_len);
 
 /* Ends every process of the job with status code, now (a failure one rank
  * saw that the others cannot finish without). */
 _Noreturn void tr_dist_abort(tr_dist *d, int code);
-
-/* Whether this build can run data parallel (MPI compiled in). */
-int tr_dist_available(void);
 
 #endif
