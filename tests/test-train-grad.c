@@ -72,7 +72,7 @@ typedef struct { int N, I, O; float *x, *w, *b, *y, *r; } lin_ctx;
 static double lin_loss(void *c)
 {
     lin_ctx *l = c;
-    be->ops->linear_forward(be, l->y, l->x, l->w, l->b, l->N, l->I, l->O);
+    be->ops->linear_forward(be, tr_f32(l->y), tr_f32(l->x), tr_f32(l->w), tr_f32(l->b), l->N, l->I, l->O);
     return dot(l->y, l->r, (size_t)l->N * l->O);
 }
 static void test_linear(int with_bias)
@@ -80,7 +80,7 @@ static void test_linear(int with_bias)
     lin_ctx l = {.N = 7, .I = 5, .O = 6};
     l.x = rnd(35, 1), l.w = rnd(30, 1), l.b = with_bias ? rnd(6, 1) : NULL, l.y = zeros(42), l.r = rnd(42, 1);
     float *dx = zeros(35), *dw = zeros(30), *db = zeros(6);
-    be->ops->linear_backward(be, dx, dw, with_bias ? db : NULL, l.r, l.x, l.w, 7, 5, 6);
+    be->ops->linear_backward(be, tr_f32(dx), dw, with_bias ? db : NULL, tr_f32(l.r), tr_f32(l.x), tr_f32(l.w), 7, 5, 6);
     CHECK(with_bias ? "linear dx" : "linear (no bias) dx", lin_loss, &l, l.x, dx, 35, 1e-2, 1e-3);
     CHECK(with_bias ? "linear dw" : "linear (no bias) dw", lin_loss, &l, l.w, dw, 30, 1e-2, 1e-3);
     if (with_bias) CHECK("linear db", lin_loss, &l, l.b, db, 6, 1e-2, 1e-3);
@@ -92,7 +92,7 @@ typedef struct { int N, C; float eps; float *x, *w, *b, *y, *m, *rs, *r; } ln_ct
 static double ln_loss(void *c)
 {
     ln_ctx *l = c;
-    be->ops->layernorm_forward(be, l->y, l->m, l->rs, l->x, l->w, l->b, l->N, l->C, l->eps);
+    be->ops->layernorm_forward(be, tr_f32(l->y), l->m, l->rs, tr_f32(l->x), tr_f32(l->w), tr_f32(l->b), l->N, l->C, l->eps);
     return dot(l->y, l->r, (size_t)l->N * l->C);
 }
 static void test_layernorm(void)
@@ -110,7 +110,7 @@ static void test_layernorm(void)
     double want = (l.x[3] - mean) / sqrt(var + 1e-5) * l.w[3] + l.b[3];
     tap_is_close(l.y[3], want, 1e-5, "layernorm forward uses the biased variance");
     float *dx = zeros(40), *dw = zeros(8), *db = zeros(8);
-    be->ops->layernorm_backward(be, dx, dw, db, l.r, l.x, l.w, l.m, l.rs, 5, 8);
+    be->ops->layernorm_backward(be, tr_f32(dx), dw, db, tr_f32(l.r), tr_f32(l.x), tr_f32(l.w), l.m, l.rs, 5, 8);
     CHECK("layernorm dx", ln_loss, &l, l.x, dx, 40, 1e-2, 2e-3);
     CHECK("layernorm dw", ln_loss, &l, l.w, dw, 8, 1e-2, 1e-3);
     CHECK("layernorm db", ln_loss, &l, l.b, db, 8, 1e-2, 1e-3);
@@ -123,9 +123,9 @@ static double act_loss(void *c)
 {
     act_ctx *a = c;
     if (a->relu)
-        be->ops->relu_forward(be, a->y, a->x, a->n);
+        be->ops->relu_forward(be, tr_f32(a->y), tr_f32(a->x), a->n);
     else
-        be->ops->gelu_forward(be, a->y, a->x, a->n);
+        be->ops->gelu_forward(be, tr_f32(a->y), tr_f32(a->x), a->n);
     return dot(a->y, a->r, a->n);
 }
 /* GELU against the exact form in double over [-14, 14]: float precision
@@ -164,7 +164,7 @@ static void test_gelu_precision(void)
         d[i] = (float)tr_rng_normal(&rng);
     }
     x[5] = NAN, x[6] = -INFINITY, x[7] = 0.0f, x[8] = -0.0f, x[9] = 1.0f, x[10] = -9.3f * (float)M_SQRT2;
-    be->ops->gelu_forward(be, y, x, N);
+    be->ops->gelu_forward(be, tr_f32(y), tr_f32(x), N);
     int same = 1;
     for (int i = 0; i < N; i++) {
         float r = tr_gelu(x[i]);
@@ -173,7 +173,7 @@ static void test_gelu_precision(void)
     tap_ok(same, "gelu: the backend's loop gives the scalar kernel's bits");
     float *d0 = malloc(N * sizeof *d0);
     memcpy(d0, d, N * sizeof *d);
-    be->ops->gelu_backward(be, d, g, x, N);
+    be->ops->gelu_backward(be, tr_f32(d), tr_f32(g), tr_f32(x), N);
     same = 1;
     for (int i = 0; i < N; i++) {
         float r = d0[i] + g[i] * tr_gelu_grad(x[i]);
@@ -195,9 +195,9 @@ static void test_activations(void)
             if (fabsf(a.x[i]) < 0.05f) a.x[i] = 0.3f; /* away from the ReLU kink */
         float *dx = zeros(50);
         if (relu)
-            be->ops->relu_backward(be, dx, a.r, a.x, 50);
+            be->ops->relu_backward(be, tr_f32(dx), tr_f32(a.r), tr_f32(a.x), 50);
         else
-            be->ops->gelu_backward(be, dx, a.r, a.x, 50);
+            be->ops->gelu_backward(be, tr_f32(dx), tr_f32(a.r), tr_f32(a.x), 50);
         CHECK(relu ? "relu dx" : "gelu dx", act_loss, &a, a.x, dx, 50, 1e-2, 1e-3);
         free(a.x), free(a.y), free(a.r), free(dx);
     }
@@ -208,7 +208,7 @@ typedef struct { tr_attn_dims d; float *q, *k, *v, *o, *att, *r; size_t no; } at
 static double at_loss(void *c)
 {
     at_ctx *a = c;
-    be->ops->attention_forward(be, a->o, a->att, a->q, a->k, a->v, &a->d);
+    be->ops->attention_forward(be, tr_f32(a->o), tr_f32(a->att), tr_f32(a->q), tr_f32(a->k), tr_f32(a->v), &a->d);
     return dot(a->o, a->r, a->no);
 }
 static void test_attention_packed(void)
@@ -242,7 +242,7 @@ static void test_attention_packed(void)
         tap_is_close(a.o[((size_t)n * T + t) * E + hd * dh], out0, 1e-5, "attention forward: heads are contiguous chunks");
     }
     float *dqkv = zeros(nqkv);
-    be->ops->attention_backward(be, dqkv, dqkv + E, dqkv + 2 * E, a.r, a.q, a.k, a.v, a.att, &a.d);
+    be->ops->attention_backward(be, tr_f32(dqkv), tr_f32(dqkv + E), tr_f32(dqkv + 2 * E), tr_f32(a.r), tr_f32(a.q), tr_f32(a.k), tr_f32(a.v), tr_f32(a.att), &a.d);
     CHECK("attention (packed qkv) dqkv", at_loss, &a, qkv, dqkv, nqkv, 1e-2, 2e-3);
     free(qkv), free(a.o), free(a.att), free(a.r), free(dqkv);
 }
@@ -260,7 +260,7 @@ static void test_attention_cross(void)
     a.no = nq, a.o = zeros(nq), a.att = zeros((size_t)N * H * Tq * Tk), a.r = rnd(nq, 1);
     at_loss(&a);
     float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    be->ops->attention_backward(be, dq, dk, dv, a.r, a.q, a.k, a.v, a.att, &a.d);
+    be->ops->attention_backward(be, tr_f32(dq), tr_f32(dk), tr_f32(dv), tr_f32(a.r), tr_f32(a.q), tr_f32(a.k), tr_f32(a.v), tr_f32(a.att), &a.d);
     CHECK("attention (cross) dq", at_loss, &a, (float *)a.q, dq, nq, 1e-2, 2e-3);
     CHECK("attention (cross) dk", at_loss, &a, (float *)a.k, dk, nk, 1e-2, 2e-3);
     CHECK("attention (cross) dv", at_loss, &a, (float *)a.v, dv, nk, 1e-2, 2e-3);
@@ -273,7 +273,7 @@ typedef struct { int N, H, W, Ci, Co; float *x, *w, *b, *y, *s, *r; size_t ny; }
 static double ct_loss(void *c)
 {
     ct_ctx *t = c;
-    be->ops->convt2x2_forward(be, t->y, t->x, t->w, t->b, t->s, t->N, t->H, t->W, t->Ci, t->Co);
+    be->ops->convt2x2_forward(be, tr_f32(t->y), tr_f32(t->x), tr_f32(t->w), tr_f32(t->b), t->s, t->N, t->H, t->W, t->Ci, t->Co);
     return dot(t->y, t->r, t->ny);
 }
 static void test_convt(void)
@@ -289,7 +289,7 @@ static void test_convt(void)
     tap_is_close(t.y[((size_t)1 * 24 + (2 * 2 + 1) * 4 + 2 * 1 + 0) * 3 + 2], want, 1e-5,
                  "convtranspose forward matches the PyTorch layout [in, out, 2, 2]");
     float *dx = zeros(nx), *dw = zeros(nw), *db = zeros(3);
-    be->ops->convt2x2_backward(be, dx, dw, db, t.r, t.x, t.w, t.s, 2, 3, 2, 4, 3);
+    be->ops->convt2x2_backward(be, tr_f32(dx), dw, db, tr_f32(t.r), tr_f32(t.x), tr_f32(t.w), t.s, 2, 3, 2, 4, 3);
     CHECK("convtranspose dx", ct_loss, &t, t.x, dx, nx, 1e-2, 1e-3);
     CHECK("convtranspose dw", ct_loss, &t, t.w, dw, nw, 1e-2, 1e-3);
     CHECK("convtranspose db", ct_loss, &t, t.b, db, 3, 1e-2, 1e-3);
@@ -301,7 +301,7 @@ typedef struct { int NP, K, C, S; float *pts, *gauss, *le, *nap, *it, *mt, *T0, 
 static double tok_loss(void *c)
 {
     tok_ctx *t = c;
-    be->ops->prompt_tokens_forward(be, t->T0, t->pts, t->lab, t->gauss, t->le, t->nap, t->it, t->mt, t->NP, t->K,
+    be->ops->prompt_tokens_forward(be, tr_f32(t->T0), t->pts, t->lab, t->gauss, tr_f32(t->le), tr_f32(t->nap), tr_f32(t->it), tr_f32(t->mt), t->NP, t->K,
                                    t->C, t->S);
     return dot(t->T0, t->r, (size_t)t->NP * (t->K + 2) * t->C);
 }
@@ -321,14 +321,14 @@ static void test_prompt(void)
     tap_is_close(t.T0[2 * 8 + 4 + 1], cos(z1) + t.le[8 + 4 + 1], 1e-5, "point token: then cos");
     tap_is_close(t.T0[4 * 8 + 3], t.nap[3], 0, "padding point is not_a_point alone");
     float *dle = zeros(16), *dnap = zeros(8), *dit = zeros(8), *dmt = zeros(8);
-    be->ops->prompt_tokens_backward(be, dle, dnap, dit, dmt, t.r, lab, 3, 3, 8);
+    be->ops->prompt_tokens_backward(be, dle, dnap, dit, dmt, tr_f32(t.r), lab, 3, 3, 8);
     CHECK("prompt label_emb grad", tok_loss, &t, t.le, dle, 16, 1e-2, 1e-3);
     CHECK("prompt not_a_point grad", tok_loss, &t, t.nap, dnap, 8, 1e-2, 1e-3);
     CHECK("dec iou_token grad", tok_loss, &t, t.it, dit, 8, 1e-2, 1e-3);
     CHECK("dec mask_token grad", tok_loss, &t, t.mt, dmt, 8, 1e-2, 1e-3);
     /* dense PE: cell (r, c) -> PE((c + .5)/G, (r + .5)/G) */
     float pe[4 * 4 * 8];
-    be->ops->pe_dense(be, pe, t.gauss, 4, 8);
+    be->ops->pe_dense(be, tr_f32(pe), t.gauss, 4, 8);
     double zz = 2 * M_PI * ((2 * (2.5 / 4) - 1) * t.gauss[0] + (2 * (1.5 / 4) - 1) * t.gauss[4]);
     tap_is_close(pe[(1 * 4 + 2) * 8 + 0], sin(zz), 1e-5, "dense PE: row-major cells, x from the column");
     free(t.pts), free(t.gauss), free(t.le), free(t.nap), free(t.it), free(t.mt), free(t.T0), free(t.r);
@@ -339,14 +339,14 @@ typedef struct { int B, M, GG, C; float *emb, *nm, *K, *r; } key_ctx;
 static double key_loss(void *c)
 {
     key_ctx *k = c;
-    be->ops->keys_forward(be, k->K, k->emb, k->nm, k->B, k->M, k->GG, k->C);
+    be->ops->keys_forward(be, tr_f32(k->K), tr_f32(k->emb), tr_f32(k->nm), k->B, k->M, k->GG, k->C);
     return dot(k->K, k->r, (size_t)k->B * k->M * k->GG * k->C);
 }
 typedef struct { int N, RR, c; float *U, *h, *lg, *r; } md_ctx;
 static double md_loss(void *c)
 {
     md_ctx *m = c;
-    be->ops->mask_dot_forward(be, m->lg, m->U, m->h, m->N, m->RR, m->c);
+    be->ops->mask_dot_forward(be, tr_f32(m->lg), tr_f32(m->U), tr_f32(m->h), m->N, m->RR, m->c);
     return dot(m->lg, m->r, (size_t)m->N * m->RR);
 }
 static void test_keys_dot(void)
@@ -354,14 +354,14 @@ static void test_keys_dot(void)
     key_ctx k = {.B = 2, .M = 3, .GG = 4, .C = 5};
     k.emb = rnd(40, 1), k.nm = rnd(5, 1), k.K = zeros(120), k.r = rnd(120, 1);
     float *demb = zeros(40), *dnm = zeros(5);
-    be->ops->keys_backward(be, demb, dnm, k.r, 2, 3, 4, 5);
+    be->ops->keys_backward(be, tr_f32(demb), dnm, tr_f32(k.r), 2, 3, 4, 5);
     CHECK("image keys demb", key_loss, &k, k.emb, demb, 40, 1e-2, 1e-3);
     CHECK("prompt no_mask grad", key_loss, &k, k.nm, dnm, 5, 1e-2, 1e-3);
     free(k.emb), free(k.nm), free(k.K), free(k.r), free(demb), free(dnm);
     md_ctx m = {.N = 3, .RR = 16, .c = 4};
     m.U = rnd(192, 1), m.h = rnd(12, 1), m.lg = zeros(48), m.r = rnd(48, 1);
     float *dU = zeros(192), *dh = zeros(12);
-    be->ops->mask_dot_backward(be, dU, dh, m.r, m.U, m.h, 3, 16, 4);
+    be->ops->mask_dot_backward(be, tr_f32(dU), tr_f32(dh), tr_f32(m.r), tr_f32(m.U), tr_f32(m.h), 3, 16, 4);
     CHECK("hypernetwork dot dU", md_loss, &m, m.U, dU, 192, 1e-2, 1e-3);
     CHECK("hypernetwork dot dhyp", md_loss, &m, m.h, dh, 12, 1e-2, 1e-3);
     free(m.U), free(m.h), free(m.lg), free(m.r), free(dU), free(dh);
@@ -376,7 +376,7 @@ static tr_loss sam_loss_mean(float *dx, float *di, const float *x, const float *
     tr_loss L = {0};
     for (int n = 0; n < N; n++) L.n_valid += valid[n] ? 1 : 0;
     double s[4] = {0};
-    be->ops->sam_loss(be, dx, di, x, iou, y, valid, N, RR, 1.0f, L.n_valid, s);
+    be->ops->sam_loss(be, tr_f32(dx), tr_f32(di), tr_f32(x), tr_f32(iou), y, valid, N, RR, 1.0f, L.n_valid, s);
     if (L.n_valid) {
         L.focal = s[0] / L.n_valid, L.dice = s[1] / L.n_valid, L.iou_mse = s[2] / L.n_valid, L.miou = s[3] / L.n_valid;
         L.loss = 20.0 * L.focal + L.dice + L.iou_mse;

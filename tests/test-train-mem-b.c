@@ -20,6 +20,7 @@
 #include "model.h"
 #include "optim.h"
 #include "plan.h"
+#include "backend_widen.h"
 #include "quant8.h"
 #include "tap.h"
 
@@ -332,12 +333,17 @@ static void test_adamw8bit(tr_backend *be)
 
 static void test_meta_ops(void)
 {
-    const tr_ops *o = tr_meta_ops();
+    tr_backend *mb = tr_backend_meta_create(NULL);
     typedef void (*fp)(void);
-    const fp *slots = (const fp *)(const void *)o;
+    const fp *slots = (const fp *)(const void *)mb->ops;
     int missing = 0;
-    for (size_t i = 0; i < sizeof *o / sizeof(fp); i++) missing += slots[i] == NULL;
+    for (size_t i = 0; i < sizeof *mb->ops / sizeof(fp); i++) missing += slots[i] == NULL;
     tap_ok(missing == 0, "meta backend sets every op of tr_ops (%d missing)", missing);
+    slots = (const fp *)(const void *)mb->kern;
+    missing = 0;
+    for (size_t i = 0; i < sizeof *mb->kern / sizeof(fp); i++) missing += slots[i] == NULL;
+    tap_ok(missing == 0, "and every fp32 kernel it widens for (%d missing)", missing);
+    tr_backend_free(mb);
 }
 
 /* 50 steps of the training loop (forward, backward, AdamW8bit) on synthetic

@@ -5,6 +5,7 @@
  * tr_ops written as a loop over the shared kernels of kernels.h.
  */
 #include "backend.h"
+#include "backend_widen.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -36,15 +37,10 @@ static void par(tr_backend *be, size_t n, size_t work, void (*fn)(void *, size_t
     tr_pool_run(be->impl, n, fn, ctx);
 }
 
-/* ---- 16-bit storage (be->prec) ---------------------------------------------- */
+/* ---- 16-bit storage -------------------------------------------------------- */
 
-static void rnd_w(void *ctx, size_t b, size_t e);
-
-/* Rounds x[n] in place to the storage precision of activations when it is
- * 16-bit (x: an activation or activation gradient just written). */
-static void rnd(tr_backend *be, float *x, size_t n);
-
-/* Rows of len floats at stride ld, rounded in place (strided head slices). */
+/* Rows of len floats at stride ld, rounded in place to prec (strided head
+ * slices; nothing for fp32). */
 static void rnd_rows(int prec, float *x, int rows, int len, int ld)
 {
     if (prec == TR_PREC_FP32 || !x) return;
@@ -67,24 +63,6 @@ typedef struct pc {
     int ta, tb;
     double *dd;
 } pc;
-
-/* (one loop per format, so that each vectorises: the same values) */
-static void rnd_w(void *ctx, size_t b, size_t e)
-{
-    pc *p = ctx;
-    float *o = p->o;
-    if (p->i0 == TR_PREC_BF16)
-        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], TR_PREC_BF16);
-    else
-        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], p->i0);
-}
-
-static void rnd(tr_backend *be, float *x, size_t n)
-{
-    if (be->prec == TR_PREC_FP32 || !x) return;
-    pc p = {.o = x, .i0 = be->prec};
-    par(be, n, 2, rnd_w, &p);
-}
 
 /* ---- GEMM ------------------------------------------------------------------ */
 
@@ -220,14 +198,12 @@ static void cpu_linear_forward(tr_backend *be, float *out, const float *inp, con
         par(be, (size_t)N, (size_t)O, bias_fill_w, &p);
     }
     cpu_gemm(be, 0, 1, N, O, In, 1.0f, inp, In, w, In, b ? 1.0f : 0.0f, out, O);
-    rnd(be, out, (size_t)N * O);
 }
 
 static void cpu_linear_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, int N, int In, int O)
 {
     if (dinp) cpu_gemm(be, 0, 0, N, In, O, 1.0f, dout, O, w, In, 1.0f, dinp, In);
-    rnd(be, dinp, (size_t)N * In);
     if (dw) cpu_gemm(be, 1, 0, O, In, N, 1.0f, dout, O, inp, In, 1.0f, dw, In);
     if (db) colsum_add(be, db, dout, (size_t)N, O, O);
 }
@@ -247,7 +223,6 @@ static void cpu_layernorm_forward(tr_backend *be, float *out, float *mean, float
 {
     pc p = {.o = out, .o2 = mean, .o3 = rstd, .a = inp, .b = w, .c = b, .i0 = C, .f0 = eps};
     par(be, (size_t)N, 4 * (size_t)C, ln_fwd_w, &p);
-    rnd(be, out, (size_t)N * C); /* statistics stay fp32 */
 }
 
 static void ln_stats_w(void *ctx, size_t b, size_t e)
@@ -301,7 +276,6 @@ static void cpu_layernorm_backward(tr_backend *be, float *dinp, float *dw, float
     if (dinp) {
         pc p = {.o = dinp, .a = dout, .b = inp, .c = w, .d = mean, .e = rstd, .i0 = C};
         par(be, (size_t)N, 4 * (size_t)C, ln_bwd_dx_w, &p);
-        rnd(be, dinp, (size_t)N * C);
     }
     if (dw || db) {
         pc p = {.o = dw, .o2 = db, .a = dout, .b = inp, .d = mean, .e = rstd, .i0 = C, .n = (size_t)N};
@@ -429,38 +403,33 @@ static void acc_w(void *ctx, size_t b, size_t e)
 static void zero_w(void *ctx, size_t b, size_t e)
 {
     pc *p = ctx;
-    memset(p->o + b, 0, (e - b) * sizeof(float));
+    memset((char *)p->o + b, 0, e - b);
 }
 
 static void cpu_gelu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
     pc p = {.o = out, .a = inp};
     par(be, n, 8, gelu_f_w, &p);
-    rnd(be, out, n);
 }
 static void cpu_gelu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
     pc p = {.o = dinp, .a = dout, .b = inp};
     par(be, n, 8, gelu_b_w, &p);
-    rnd(be, dinp, n);
 }
 static void cpu_relu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
     pc p = {.o = out, .a = inp};
     par(be, n, 1, relu_f_w, &p);
-    rnd(be, out, n);
 }
 static void cpu_relu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
     pc p = {.o = dinp, .a = dout, .b = inp};
     par(be, n, 1, relu_b_w, &p);
-    rnd(be, dinp, n);
 }
 static void cpu_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
 {
     pc p = {.o = out, .a = a, .b = b};
     par(be, n, 1, add_w, &p);
-    rnd(be, out, n);
 }
 static void add_bcast_w(void *ctx, size_t b, size_t e)
 {
@@ -475,15 +444,14 @@ static void cpu_add_bcast(tr_backend *be, float *out, const float *a, const floa
 {
     pc p = {.o = out, .a = a, .b = b, .n = n};
     par(be, N, n, add_bcast_w, &p);
-    rnd(be, out, N * n);
 }
 static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
 {
     pc p = {.o = dst, .a = src};
     par(be, n, 1, acc_w, &p);
-    rnd(be, dst, n);
 }
-static void cpu_zero(tr_backend *be, float *dst, size_t n)
+/* n bytes */
+static void cpu_zero(tr_backend *be, void *dst, size_t n)
 {
     pc p = {.o = dst};
     par(be, n, 1, zero_w, &p);
@@ -507,14 +475,13 @@ static void attn_f_w(void *ctx, size_t b, size_t e)
         for (int t = 0; t < d->Tq; t++) tr_softmax_row(att + (size_t)t * d->Tk, d->Tk, scale);
         rnd_rows(p->i0, att, d->Tq, d->Tk, d->Tk); /* probabilities computed in fp32, stored rounded */
         gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, att, d->Tk, v, d->ldv, 0.0f, out, d->ldo);
-        rnd_rows(p->i0, out, d->Tq, d->dh, d->ldo);
     }
 }
 
 static void cpu_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
-                                  const float *v, const tr_attn_dims *d)
+                                  const float *v, const tr_attn_dims *d, int prec)
 {
-    pc p = {.o = out, .o2 = att, .a = q, .b = k, .c = v, .ad = d, .i0 = be->prec};
+    pc p = {.o = out, .o2 = att, .a = q, .b = k, .c = v, .ad = d, .i0 = prec};
     par(be, (size_t)d->N * d->heads, (size_t)d->Tq * d->Tk * d->dh, attn_f_w, &p);
 }
 
@@ -540,9 +507,6 @@ static void attn_b_w(void *ctx, size_t b, size_t e)
         /* dq += dS k ; dk += dS^T q */
         if (p->o) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, p->o + n * d->sq + off, d->ldq);
         if (p->o2) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, p->o2 + n * d->sk + off, d->ldk);
-        if (p->o) rnd_rows(p->i0, p->o + n * d->sq + off, d->Tq, d->dh, d->ldq);
-        if (p->o2) rnd_rows(p->i0, p->o2 + n * d->sk + off, d->Tk, d->dh, d->ldk);
-        if (p->o3) rnd_rows(p->i0, p->o3 + n * d->sv + off, d->Tk, d->dh, d->ldv);
     }
 }
 
@@ -554,8 +518,7 @@ static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *
     float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK,
                              tr_cpu_sizes.attention_workspace((size_t)d->N, (size_t)d->heads, (size_t)d->Tq, (size_t)d->Tk));
     if (!ds) return; /* out of memory: recorded by the allocator, the model's step fails */
-    pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d,
-            .i0 = be->prec};
+    pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
     par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &p);
     tr_mem_free(&be->mem, ds);
 }
@@ -590,7 +553,6 @@ static void cpu_convt2x2_forward(tr_backend *be, float *out, const float *inp, c
     cpu_gemm(be, 0, 0, (int)npix, 4 * Co, Ci, 1.0f, inp, Ci, w, 4 * Co, 0.0f, scratch, 4 * Co);
     pc p = {.o = out, .a = scratch, .b = b, .i0 = H, .i1 = W, .i2 = Co, .i3 = 0};
     par(be, npix, 4 * (size_t)Co, convt_scatter_w, &p);
-    rnd(be, out, npix * 4 * Co);
 }
 
 static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
@@ -601,7 +563,6 @@ static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float 
     pc p = {.o = (float *)dout, .a = scratch, .i0 = H, .i1 = W, .i2 = Co, .i3 = 1};
     par(be, npix, 4 * (size_t)Co, convt_scatter_w, &p);
     if (dinp) cpu_gemm(be, 0, 1, (int)npix, Ci, 4 * Co, 1.0f, scratch, 4 * Co, w, 4 * Co, 1.0f, dinp, Ci);
-    rnd(be, dinp, npix * Ci);
     if (dw) cpu_gemm(be, 1, 0, Ci, 4 * Co, (int)npix, 1.0f, inp, Ci, scratch, 4 * Co, 1.0f, dw, 4 * Co);
     if (db) colsum_add(be, db, dout, npix * 4, Co, Co);
 }
@@ -638,7 +599,6 @@ static void cpu_patch_im2col(tr_backend *be, float *patches, const uint8_t *imag
 {
     pc p = {.o = patches, .u8 = image, .i32 = content, .i0 = S, .i1 = P};
     par(be, (size_t)B * (S / P) * (S / P), 3 * (size_t)P * P, im2col_w, &p);
-    rnd(be, patches, (size_t)B * S * S * 3);
 }
 
 static void cpu_image_normalize(tr_backend *be, float *out, const uint8_t *image, const int32_t *content,
@@ -649,7 +609,6 @@ static void cpu_image_normalize(tr_backend *be, float *out, const uint8_t *image
             for (int y = 0; y < S; y++)
                 for (int x = 0; x < S; x++)
                     out[(((size_t)b * 3 + ch) * S + y) * S + x] = norm_px(image, content, b, S, y, x, ch);
-    rnd(be, out, (size_t)B * 3 * S * S);
 }
 
 /* ---- prompt encoder ---------------------------------------------------------- */
@@ -670,7 +629,6 @@ static void cpu_pe_dense(tr_backend *be, float *out, const float *gauss, int G, 
     for (int r = 0; r < G; r++)
         for (int c = 0; c < G; c++)
             pe_point(out + ((size_t)r * G + c) * C, (c + 0.5) / G, (r + 0.5) / G, gauss, C);
-    rnd(be, out, (size_t)G * G * C);
 }
 
 static void cpu_prompt_tokens_forward(tr_backend *be, float *T0, const float *points, const int32_t *labels,
@@ -696,7 +654,6 @@ static void cpu_prompt_tokens_forward(tr_backend *be, float *T0, const float *po
             for (int c = 0; c < C; c++) row[c] += le[c];
         }
     }
-    rnd(be, T0, (size_t)NP * T * C);
 }
 
 static void tok_bwd_w(void *ctx, size_t b, size_t e)
@@ -757,7 +714,6 @@ static void cpu_keys_forward(tr_backend *be, float *Kimg, const float *emb, cons
 {
     pc p = {.o = Kimg, .a = emb, .b = no_mask, .i0 = M, .i1 = GG, .i2 = C};
     par(be, (size_t)B * M * GG, (size_t)C, keys_f_w, &p);
-    rnd(be, Kimg, (size_t)B * M * GG * C);
 }
 
 static void keys_b_w(void *ctx, size_t b, size_t e)
@@ -780,7 +736,6 @@ static void cpu_keys_backward(tr_backend *be, float *demb, float *dno_mask, cons
     if (demb) {
         pc p = {.o = demb, .a = dKimg, .i0 = M, .i1 = GG, .i2 = C};
         par(be, (size_t)B * GG, (size_t)M * C, keys_b_w, &p);
-        rnd(be, demb, (size_t)B * GG * C);
     }
     if (dno_mask) colsum_add(be, dno_mask, dKimg, (size_t)B * M * GG, C, C);
 }
@@ -790,7 +745,6 @@ static void cpu_rows_gather(tr_backend *be, float *out, const float *inp, int N,
     (void)be;
     for (int n = 0; n < N; n++)
         memcpy(out + (size_t)n * C, inp + ((size_t)n * T + t) * C, (size_t)C * sizeof(float));
-    rnd(be, out, (size_t)N * C);
 }
 
 static void cpu_rows_scatter_add(tr_backend *be, float *dinp, const float *dout, int N, int T, int C, int t)
@@ -801,7 +755,6 @@ static void cpu_rows_scatter_add(tr_backend *be, float *dinp, const float *dout,
         const float *s = dout + (size_t)n * C;
         for (int c = 0; c < C; c++) d[c] += s[c];
     }
-    rnd(be, dinp, (size_t)N * T * C);
 }
 
 /* ---- mask logits --------------------------------------------------------------- */
@@ -823,7 +776,6 @@ static void cpu_mask_dot_forward(tr_backend *be, float *logits, const float *U, 
 {
     pc p = {.o = logits, .a = U, .b = hyp, .i0 = RR, .i1 = c};
     par(be, (size_t)N * RR, (size_t)c, mdot_f_w, &p);
-    rnd(be, logits, (size_t)N * RR);
 }
 
 static void mdot_b_w(void *ctx, size_t b, size_t e)
@@ -855,8 +807,6 @@ static void cpu_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const 
     if (c > 256) abort(); /* C/8 <= 256 is checked by the config */
     pc p = {.o = dU, .o2 = dhyp, .a = dlogits, .b = U, .c = hyp, .i0 = RR, .i1 = c};
     par(be, (size_t)N, 2 * (size_t)RR * c, mdot_b_w, &p);
-    rnd(be, dU, (size_t)N * RR * c);
-    rnd(be, dhyp, (size_t)N * c);
 }
 
 /* ---- loss ---------------------------------------------------------------------- */
@@ -929,8 +879,6 @@ static void cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const floa
     pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
             .f0 = count > 0 ? (float)((double)scale / count) : 0.0f, .dd = r};
     par(be, (size_t)N, 16 * (size_t)RR, loss_w, &p);
-    rnd(be, dlogits, (size_t)N * RR); /* the loss is fp32; its gradients are stored like activations */
-    rnd(be, diou, (size_t)N);
     double s[4] = {0};
     for (int n = 0; n < N; n++)
         if (valid[n])
@@ -1028,24 +976,31 @@ static void cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, fl
 static void copy_w(void *ctx, size_t b, size_t e)
 {
     pc *p = ctx;
-    memcpy(p->o + b, p->a + b, (e - b) * sizeof(float));
+    memcpy((char *)p->o + b, (const char *)p->a + b, e - b);
 }
 
-static void cpu_copy(tr_backend *be, float *dst, const float *src, size_t n)
+/* n bytes */
+static void cpu_copy(tr_backend *be, void *dst, const void *src, size_t n)
 {
     pc p = {.o = dst, .a = src};
     par(be, n, 1, copy_w, &p);
 }
 
+/* (one loop per format, so that each vectorises: the same values) */
 static void round_w(void *ctx, size_t b, size_t e)
 {
     pc *p = ctx;
-    for (size_t i = b; i < e; i++) p->o[i] = tr_round_prec(p->a[i], p->i0);
+    float *o = p->o;
+    if (p->i0 == TR_PREC_BF16)
+        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], TR_PREC_BF16);
+    else
+        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], p->i0);
 }
 
-static void cpu_round_to(tr_backend *be, float *dst, const float *src, size_t n, int prec)
+static void cpu_round(tr_backend *be, float *x, size_t n, int prec)
 {
-    pc p = {.o = dst, .a = src, .i0 = prec};
+    if (prec == TR_PREC_FP32 || !x) return;
+    pc p = {.o = x, .i0 = prec};
     par(be, n, 2, round_w, &p);
 }
 
@@ -1079,13 +1034,13 @@ static void unpack_w(void *ctx, size_t b, size_t e)
         for (size_t i = b; i < e; i++) f[i] = tr_from_16(h[i], p->prec);
 }
 
-static void cpu_pack16(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
+static void cpu_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
 {
     pc16 p = {.h = dst, .cf = src, .prec = prec};
     par(be, n, 2, pack_w, &p);
 }
 
-static void cpu_unpack16(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
+static void cpu_widen(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
 {
     pc16 p = {.f = dst, .ch = src, .prec = prec};
     par(be, n, 2, unpack_w, &p);
@@ -1093,8 +1048,7 @@ static void cpu_unpack16(tr_backend *be, float *dst, const uint16_t *src, size_t
 
 /* ---- the backend --------------------------------------------------------------- */
 
-static const tr_ops cpu_ops = {
-    .gemm = cpu_gemm,
+static const tr_kern cpu_kern = {
     .linear_forward = cpu_linear_forward,
     .linear_backward = cpu_linear_backward,
     .layernorm_forward = cpu_layernorm_forward,
@@ -1106,7 +1060,6 @@ static const tr_ops cpu_ops = {
     .relu_backward = cpu_relu_backward,
     .add = cpu_add,
     .accumulate = cpu_accumulate,
-    .zero = cpu_zero,
     .add_bcast = cpu_add_bcast,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
@@ -1124,17 +1077,19 @@ static const tr_ops cpu_ops = {
     .mask_dot_forward = cpu_mask_dot_forward,
     .mask_dot_backward = cpu_mask_dot_backward,
     .sam_loss = cpu_sam_loss,
-    .upload = cpu_move,
-    .download = cpu_move,
-    .sumsq = cpu_sumsq,
-    .scale = cpu_scale,
-    .adamw = cpu_adamw,
-    .adamw8bit = cpu_adamw8bit,
+    .zero = cpu_zero,
     .copy = cpu_copy,
-    .round_to = cpu_round_to,
-    .pack16 = cpu_pack16,
-    .unpack16 = cpu_unpack16,
+    .round = cpu_round,
+    .widen = cpu_widen,
+    .narrow = cpu_narrow,
 };
+
+/* The backend and its op table in one allocation (be first: free(be)
+ * frees both). */
+typedef struct cpu_backend {
+    tr_backend be;
+    tr_ops ops;
+} cpu_backend;
 
 /* The warm-up: one GEMM on every pool thread at once, so that what the BLAS
  * maps per thread (its buffer, a malloc arena) is mapped before the first
@@ -1207,15 +1162,21 @@ static void cpu_destroy(tr_backend *be)
 
 tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
 {
-    tr_backend *be = calloc(1, sizeof *be);
-    if (!be) {
+    cpu_backend *cb = calloc(1, sizeof *cb);
+    if (!cb) {
         snprintf(err, err_len, "out of memory");
         return NULL;
     }
+    tr_backend *be = &cb->be;
+    tr_widen_ops(&cb->ops); /* the typed ops over cpu_kern, and the rest: */
+    cb->ops.gemm = cpu_gemm;
+    cb->ops.sumsq = cpu_sumsq, cb->ops.scale = cpu_scale;
+    cb->ops.adamw = cpu_adamw, cb->ops.adamw8bit = cpu_adamw8bit;
+    cb->ops.upload = cpu_move, cb->ops.download = cpu_move;
     be->name = "cpu";
-    be->ops = &cpu_ops;
+    be->ops = &cb->ops;
+    be->kern = &cpu_kern;
     be->sizes = &tr_cpu_sizes;
-    be->prec = TR_PREC_FP32;
     tr_mem_init(&be->mem);
     be->host_mem = &be->mem;
     be->n_threads = n_threads < 1 ? 1 : n_threads;

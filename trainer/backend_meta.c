@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_widen.h"
 #include "plan.h"
 
 static void m_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
@@ -56,15 +57,15 @@ static void m_add(tr_backend *be, float *out, const float *a, const float *b, si
     (void)be, (void)out, (void)a, (void)b, (void)n;
 }
 static void m_accumulate(tr_backend *be, float *dst, const float *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
-static void m_zero(tr_backend *be, float *dst, size_t n) { (void)be, (void)dst, (void)n; }
+static void m_zero(tr_backend *be, void *dst, size_t n) { (void)be, (void)dst, (void)n; }
 static void m_add_bcast(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n)
 {
     (void)be, (void)out, (void)a, (void)b, (void)N, (void)n;
 }
 static void m_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
-                                const float *v, const tr_attn_dims *d)
+                                const float *v, const tr_attn_dims *d, int prec)
 {
-    (void)be, (void)out, (void)att, (void)q, (void)k, (void)v, (void)d;
+    (void)be, (void)out, (void)att, (void)q, (void)k, (void)v, (void)d, (void)prec;
 }
 static void m_attention_backward(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
                                  const float *q, const float *k, const float *v, const float *att,
@@ -172,22 +173,18 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
     (void)block, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)wd, (void)bc1, (void)bc2;
 }
 
-static void m_copy(tr_backend *be, float *dst, const float *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
-static void m_round_to(tr_backend *be, float *dst, const float *src, size_t n, int prec)
+static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
+static void m_round(tr_backend *be, float *x, size_t n, int prec) { (void)be, (void)x, (void)n, (void)prec; }
+static void m_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
 {
     (void)be, (void)dst, (void)src, (void)n, (void)prec;
 }
-static void m_pack16(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
-{
-    (void)be, (void)dst, (void)src, (void)n, (void)prec;
-}
-static void m_unpack16(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
+static void m_widen(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
 {
     (void)be, (void)dst, (void)src, (void)n, (void)prec;
 }
 
-static const tr_ops meta_ops = {
-    .gemm = m_gemm,
+static const tr_kern meta_kern = {
     .linear_forward = m_linear_forward,
     .linear_backward = m_linear_backward,
     .layernorm_forward = m_layernorm_forward,
@@ -199,7 +196,6 @@ static const tr_ops meta_ops = {
     .relu_backward = m_unary_b,
     .add = m_add,
     .accumulate = m_accumulate,
-    .zero = m_zero,
     .add_bcast = m_add_bcast,
     .attention_forward = m_attention_forward,
     .attention_backward = m_attention_backward,
@@ -217,19 +213,18 @@ static const tr_ops meta_ops = {
     .mask_dot_forward = m_mask_dot_forward,
     .mask_dot_backward = m_mask_dot_backward,
     .sam_loss = m_sam_loss,
-    .upload = m_move,
-    .download = m_move,
-    .sumsq = m_sumsq,
-    .scale = m_scale,
-    .adamw = m_adamw,
-    .adamw8bit = m_adamw8bit,
+    .zero = m_zero,
     .copy = m_copy,
-    .round_to = m_round_to,
-    .pack16 = m_pack16,
-    .unpack16 = m_unpack16,
+    .round = m_round,
+    .widen = m_widen,
+    .narrow = m_narrow,
 };
 
-const tr_ops *tr_meta_ops(void) { return &meta_ops; }
+/* The backend and its op table in one allocation (be first). */
+typedef struct meta_backend {
+    tr_backend be;
+    tr_ops ops;
+} meta_backend;
 
 static void meta_destroy(tr_backend *be)
 {
@@ -239,10 +234,17 @@ static void meta_destroy(tr_backend *be)
 
 tr_backend *tr_backend_meta_create(const tr_sizes *target)
 {
-    tr_backend *be = calloc(1, sizeof *be);
-    if (!be) return NULL;
+    meta_backend *mb = calloc(1, sizeof *mb);
+    if (!mb) return NULL;
+    tr_backend *be = &mb->be;
+    tr_widen_ops(&mb->ops); /* the CPU's widening over no-op kernels: the same workspaces */
+    mb->ops.gemm = m_gemm;
+    mb->ops.sumsq = m_sumsq, mb->ops.scale = m_scale;
+    mb->ops.adamw = m_adamw, mb->ops.adamw8bit = m_adamw8bit;
+    mb->ops.upload = m_move, mb->ops.download = m_move;
     be->name = "meta";
-    be->ops = &meta_ops;
+    be->ops = &mb->ops;
+    be->kern = &meta_kern;
     be->sizes = target ? target : &tr_cpu_sizes;
     tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
     be->host_mem = &be->mem;

@@ -282,7 +282,7 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
         return snprintf(err, err_len, "out of memory"), -1;
     }
     tr_model_get_logits(m, logits);
-    be->ops->image_normalize(be, img, b->image, b->content, B, S);
+    be->ops->image_normalize(be, tr_f32(img), b->image, b->content, B, S);
     float sc[4] = {(float)loss->loss, (float)loss->focal, (float)loss->dice, (float)loss->iou_mse};
     tr_st_writer *w = tr_st_writer_new();
     if (!w) {

@@ -30,50 +30,24 @@ float *mdl_work_alloc(tr_model *m, size_t n)
     return x;
 }
 
-/* ---- compute weights ---------------------------------------------------------------- */
+/* ---- operands ------------------------------------------------------------------ */
 
-/* With 16-bit storage the weights an op computes with are the 16-bit
- * compute copies (m->wc16, the masters rounded at the start of the
- * forward): the parameters w[0..k) of one op (n[i] floats each; NULL
- * entries skipped) are widened into one workspace and w[i] pointed into it.
- * Returns that workspace for the caller to free right after the op, or
- * NULL (fp32: the parameters themselves, w unchanged). */
-static float *cw_widen(tr_model *m, const float **w, const size_t *n, int k)
-{
-    if (!m->wc16) return NULL;
-    size_t tot = 0;
-    for (int i = 0; i < k; i++)
-        if (w[i]) tot += mdl_r16(n[i]);
-    float *buf = mdl_work_alloc(m, tot), *x = buf;
-    for (int i = 0; i < k; i++) {
-        if (!w[i]) continue;
-        if (m->be->ops->unpack16)
-            m->be->ops->unpack16(m->be, x, m->wc16 + (w[i] - m->param_mem), n[i], m->opt.precision);
-        w[i] = x;
-        x += mdl_r16(n[i]);
-    }
-    return buf;
-}
+/* The typed operand of an activation or activation gradient (T), of the
+ * compute weights of a parameter (W: with 16-bit storage the masters
+ * rounded to 16 bits, m->wc16), of a range of the 16-bit stash (S). */
+#define T(p) mdl_t(m, p)
+#define W(p) mdl_w(m, p)
+#define S(off) tr_typed(m->stash_mem + (off), m->opt.precision)
 
-/* The ops that read parameters, on the compute weights (cw_widen). */
 static void lin_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, int N, int I, int O)
 {
-    const float *p[2] = {w, b};
-    size_t n[2] = {(size_t)O * (size_t)I, (size_t)O};
-    float *ws = cw_widen(m, p, n, 2);
-    m->be->ops->linear_forward(m->be, out, inp, p[0], p[1], N, I, O);
-    tr_mem_free(&m->be->mem, ws);
+    m->be->ops->linear_forward(m->be, T(out), T(inp), W(w), W(b), N, I, O);
 }
 
-/* (w is read for dinp only) */
 static void lin_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                     const float *w, int N, int I, int O)
 {
-    const float *p[1] = {dinp ? w : NULL};
-    size_t n[1] = {(size_t)O * (size_t)I};
-    float *ws = cw_widen(m, p, n, 1);
-    m->be->ops->linear_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, N, I, O);
-    tr_mem_free(&m->be->mem, ws);
+    m->be->ops->linear_backward(m->be, T(dinp), dw, db, T(dout), T(inp), W(w), N, I, O);
 }
 
 /* (mean and rstd NULL: not stored, written to a workspace for the op) */
@@ -85,58 +59,50 @@ static void ln_fwd(tr_model *m, float *out, float *mean, float *rstd, const floa
         stw = mdl_work_alloc(m, 2 * mdl_r16((size_t)N));
         mean = stw, rstd = stw + mdl_r16((size_t)N);
     }
-    const float *p[2] = {w, b};
-    size_t n[2] = {(size_t)C, (size_t)C};
-    float *ws = cw_widen(m, p, n, 2);
-    m->be->ops->layernorm_forward(m->be, out, mean, rstd, inp, p[0], p[1], N, C, eps);
-    tr_mem_free(&m->be->mem, ws);
+    m->be->ops->layernorm_forward(m->be, T(out), mean, rstd, T(inp), W(w), W(b), N, C, eps);
     tr_mem_free(&m->be->mem, stw);
 }
 
 /* (mean and rstd NULL: the statistics are not stored (16-bit storage) and
- * are recomputed from inp, w, b, eps exactly as the forward made them: the
- * forward's op on the same stored input, into a workspace) */
+ * are recomputed from inp and eps exactly as the forward made them: the
+ * same statistics of the same stored input, into a workspace) */
 static void ln_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
-                   const float *w, const float *b, const float *mean, const float *rstd, int N, int C, float eps)
+                   const float *w, const float *mean, const float *rstd, int N, int C, float eps)
 {
     float *stw = NULL;
     if (!mean || !rstd) {
         size_t nr = mdl_r16((size_t)N);
-        const tr_ops *io = m->be->stage_ops ? m->be->stage_ops : m->be->ops; /* the backend's own */
-        if (io->layernorm_stats) {
-            stw = mdl_work_alloc(m, 2 * nr);
-            m->be->ops->layernorm_stats(m->be, stw, stw + nr, inp, N, C, eps);
-        } else { /* through the forward op into a scratch output */
-            stw = mdl_work_alloc(m, 2 * nr + (size_t)N * (size_t)C);
-            ln_fwd(m, stw + 2 * nr, stw, stw + nr, inp, w, b, N, C, eps);
-        }
+        stw = mdl_work_alloc(m, 2 * nr);
+        m->be->ops->layernorm_stats(m->be, stw, stw + nr, T(inp), N, C, eps);
         mean = stw, rstd = stw + nr;
     }
-    const float *p[1] = {dinp ? w : NULL};
-    size_t n[1] = {(size_t)C};
-    float *ws = cw_widen(m, p, n, 1);
-    m->be->ops->layernorm_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, mean, rstd, N, C);
-    tr_mem_free(&m->be->mem, ws);
+    m->be->ops->layernorm_backward(m->be, T(dinp), dw, db, T(dout), T(inp), W(w), mean, rstd, N, C);
     tr_mem_free(&m->be->mem, stw);
+}
+
+/* The ConvTranspose's fp32 scratch: the layout's (sc), or with 16-bit
+ * storage (where sc has no fp32 memory) a workspace for the op (*ws, freed
+ * by the caller right after it). */
+static float *convt_scratch(tr_model *m, float *sc, int N, int H, int W, int Co, float **ws)
+{
+    *ws = NULL;
+    if (!tr_dt_16(T(sc).dt)) return sc;
+    return *ws = mdl_work_alloc(m, m->be->sizes->convt_scratch((size_t)N * H * W, (size_t)Co));
 }
 
 static void convt_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, float *scratch,
                       int N, int H, int W, int Ci, int Co)
 {
-    const float *p[2] = {w, b};
-    size_t n[2] = {(size_t)Ci * (size_t)Co * 4, (size_t)Co};
-    float *ws = cw_widen(m, p, n, 2);
-    m->be->ops->convt2x2_forward(m->be, out, inp, p[0], p[1], scratch, N, H, W, Ci, Co);
+    float *ws, *sc = convt_scratch(m, scratch, N, H, W, Co, &ws);
+    m->be->ops->convt2x2_forward(m->be, T(out), T(inp), mdl_w(m, w), mdl_w(m, b), sc, N, H, W, Ci, Co);
     tr_mem_free(&m->be->mem, ws);
 }
 
 static void convt_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                       const float *w, float *scratch, int N, int H, int W, int Ci, int Co)
 {
-    const float *p[1] = {dinp ? w : NULL};
-    size_t n[1] = {(size_t)Ci * (size_t)Co * 4};
-    float *ws = cw_widen(m, p, n, 1);
-    m->be->ops->convt2x2_backward(m->be, dinp, dw, db, dout, inp, dinp ? p[0] : w, scratch, N, H, W, Ci, Co);
+    float *ws, *sc = convt_scratch(m, scratch, N, H, W, Co, &ws);
+    m->be->ops->convt2x2_backward(m->be, T(dinp), dw, db, T(dout), T(inp), mdl_w(m, w), sc, N, H, W, Ci, Co);
     tr_mem_free(&m->be->mem, ws);
 }
 
@@ -161,7 +127,7 @@ static void ablock_forward(tr_model *m, const tr_attn_p *p, tr_attn_a *a, const 
     lin_fwd(m, a->k, kin, p->k_w, p->k_b, N * Tk, C, Ci);
     lin_fwd(m, a->v, vin, p->v_w, p->v_b, N * Tk, C, Ci);
     tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
-    o->attention_forward(be, a->ao, a->att, a->q, a->k, a->v, &d);
+    o->attention_forward(be, T(a->ao), T(a->att), T(a->q), T(a->k), T(a->v), &d);
     lin_fwd(m, a->out, a->ao, p->o_w, p->o_b, N * Tq, Ci, C);
 }
 
@@ -173,7 +139,7 @@ static void ablock_backward(tr_model *m, const tr_attn_p *p, tr_attn_p *g, const
     const tr_ops *o = be->ops;
     lin_bwd(m, da->ao, g->o_w, g->o_b, da->out, a->ao, p->o_w, N * Tq, Ci, C);
     tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
-    o->attention_backward(be, da->q, da->k, da->v, da->ao, a->q, a->k, a->v, a->att, &d);
+    o->attention_backward(be, T(da->q), T(da->k), T(da->v), T(da->ao), T(a->q), T(a->k), T(a->v), T(a->att), &d);
     lin_bwd(m, dqin, g->q_w, g->q_b, da->q, qin, p->q_w, N * Tq, C, Ci);
     lin_bwd(m, dkin, g->k_w, g->k_b, da->k, kin, p->k_w, N * Tk, C, Ci);
     lin_bwd(m, dvin, g->v_w, g->v_b, da->v, vin, p->v_w, N * Tk, C, Ci);
@@ -181,24 +147,21 @@ static void ablock_backward(tr_model *m, const tr_attn_p *p, tr_attn_p *g, const
 
 /* ---- blocks, layers, slots ----------------------------------------------------------- */
 
-static void mcopy(tr_backend *be, float *dst, const float *src, size_t n)
+/* dst = src (activations, bit exact) */
+static void mcopy(tr_model *m, float *dst, const float *src, size_t n)
 {
-    if (be->ops->copy) {
-        be->ops->copy(be, dst, src, n);
-    } else {
-        be->ops->zero(be, dst, n);
-        be->ops->accumulate(be, dst, src, n);
-    }
+    m->be->ops->convert(m->be, T(dst), T(src), n);
 }
 
+/* stash_mem [off, +n) = src rounded to 16 bits, and back */
 static void st_pack(tr_model *m, size_t off, const float *src, size_t n)
 {
-    if (m->be->ops->pack16) m->be->ops->pack16(m->be, m->stash_mem + off, src, n, m->opt.precision);
+    m->be->ops->convert(m->be, S(off), T(src), n);
 }
 
 static void st_unpack(tr_model *m, float *dst, size_t off, size_t n)
 {
-    if (m->be->ops->unpack16) m->be->ops->unpack16(m->be, dst, m->stash_mem + off, n, m->opt.precision);
+    m->be->ops->convert(m->be, T(dst), S(off), n);
 }
 
 /* Points the encoder tensors that hold every image at image b's rows. */
@@ -225,9 +188,7 @@ static const float *enc_input(tr_model *m, int i, int b)
         return m->a.enc_xin;
     }
     if (i == 0 && m->x0_stash != TR_NO_STASH) {
-        if (m->be->ops->unpack16)
-            m->be->ops->unpack16(m->be, m->a.enc_xin, m->stash_mem + m->x0_stash + (size_t)b * GE, GE,
-                                 m->opt.precision);
+        st_unpack(m, m->a.enc_xin, m->x0_stash + (size_t)b * GE, GE);
         return m->a.enc_xin;
     }
     return i == 0 ? m->a.x0 + (size_t)b * GE : m->a.enc_in[i] ? m->a.enc_in[i] + (size_t)b * GE
@@ -260,15 +221,15 @@ static void enc_block_forward(tr_model *m, int i, const float *x, int out)
     ln_fwd(m, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
     lin_fwd(m, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
     tr_attn_dims d = enc_attn_dims(c);
-    o->attention_forward(be, ab->ao, ab->att, ab->qkv, ab->qkv + E, ab->qkv + 2 * E, &d);
+    o->attention_forward(be, T(ab->ao), T(ab->att), T(ab->qkv), T(ab->qkv + E), T(ab->qkv + 2 * E), &d);
     lin_fwd(m, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
-    o->accumulate(be, ab->xmid, x, (size_t)BT * E);
+    o->accumulate(be, T(ab->xmid), T(x), (size_t)BT * E);
     ln_fwd(m, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
     lin_fwd(m, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
-    o->gelu_forward(be, ab->gelu, ab->fc1, (size_t)BT * 4 * E);
+    o->gelu_forward(be, T(ab->gelu), T(ab->fc1), (size_t)BT * 4 * E);
     if (!out) return;
     lin_fwd(m, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
-    o->accumulate(be, ab->xout, ab->xmid, (size_t)BT * E);
+    o->accumulate(be, T(ab->xout), T(ab->xmid), (size_t)BT * E);
 }
 
 /* The backward of encoder block i on one image (its activations in place,
@@ -286,20 +247,20 @@ static void enc_block_backward(tr_model *m, int i, const float *x, float *dxout,
     tr_enc_block_a *db = &m->da.blk[i];
     const tr_enc_block_p *pb = &m->p.blk[i];
     tr_enc_block_p *gb = &m->g.blk[i];
-    o->zero(be, m->dact_mem + m->dblk_off, m->dblk_n); /* shares the union region */
-    o->accumulate(be, db->xmid, dxout, GE);
+    o->zero(be, T(m->dact_mem + m->dblk_off), m->dblk_n); /* shares the union region */
+    o->accumulate(be, T(db->xmid), T(dxout), GE);
     lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
-    o->gelu_backward(be, db->fc1, db->gelu, ab->fc1, GE * 4);
+    o->gelu_backward(be, T(db->fc1), T(db->gelu), T(ab->fc1), GE * 4);
     lin_bwd(m, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
-    ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, pb->ln2_b, ab->ln2_m, ab->ln2_r, GG, E,
+    ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m, ab->ln2_r, GG, E,
            1e-6f);
-    if (dxin) o->accumulate(be, dxin, db->xmid, GE);
+    if (dxin) o->accumulate(be, T(dxin), T(db->xmid), GE);
     lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
     tr_attn_dims d = enc_attn_dims(c);
-    o->attention_backward(be, db->qkv, db->qkv + E, db->qkv + 2 * E, db->ao, ab->qkv, ab->qkv + E, ab->qkv + 2 * E,
-                          ab->att, &d);
+    o->attention_backward(be, T(db->qkv), T(db->qkv + E), T(db->qkv + 2 * E), T(db->ao), T(ab->qkv), T(ab->qkv + E), T(ab->qkv + 2 * E),
+                          T(ab->att), &d);
     lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
-    ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, x, pb->ln1_w, pb->ln1_b, ab->ln1_m, ab->ln1_r, GG, E, 1e-6f);
+    ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, x, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG, E, 1e-6f);
 }
 
 /* Decoder layer l of the two-way transformer on tokens Tc, keys Kc of NP
@@ -319,25 +280,25 @@ static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *
         ablock_forward(m, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
         t1in = L->sa.out;
     } else {
-        o->add(be, L->sa_qin, Tc, a->T0, nT);
+        o->add(be, T(L->sa_qin), T(Tc), T(a->T0), nT);
         ablock_forward(m, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
-        o->add(be, L->t1pre, Tc, L->sa.out, nT);
+        o->add(be, T(L->t1pre), T(Tc), T(L->sa.out), nT);
         t1in = L->t1pre;
     }
     ln_fwd(m, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
-    o->add(be, L->t2i_qin, L->t1, a->T0, nT);
-    o->add_bcast(be, L->kpe, Kc, a->dense_pe, (size_t)NP, (size_t)GG * C);
+    o->add(be, T(L->t2i_qin), T(L->t1), T(a->T0), nT);
+    o->add_bcast(be, T(L->kpe), T(Kc), T(a->dense_pe), (size_t)NP, (size_t)GG * C);
     ablock_forward(m, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
-    o->add(be, L->t2pre, L->t1, L->t2i.out, nT);
+    o->add(be, T(L->t2pre), T(L->t1), T(L->t2i.out), nT);
     ln_fwd(m, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
     lin_fwd(m, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
-    o->relu_forward(be, L->relu, L->fc1, (size_t)NP * T * 8 * C);
+    o->relu_forward(be, T(L->relu), T(L->fc1), (size_t)NP * T * 8 * C);
     lin_fwd(m, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
-    o->accumulate(be, L->t3pre, L->t2, nT);
+    o->accumulate(be, T(L->t3pre), T(L->t2), nT);
     ln_fwd(m, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
-    o->add(be, L->i2t_kin, L->t3, a->T0, nT);
+    o->add(be, T(L->i2t_kin), T(L->t3), T(a->T0), nT);
     ablock_forward(m, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
-    o->add(be, L->k4pre, Kc, L->i2t.out, nK);
+    o->add(be, T(L->k4pre), T(Kc), T(L->i2t.out), nK);
     ln_fwd(m, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
 }
 
@@ -362,68 +323,59 @@ static void dec_layer_backward(tr_model *m, int l, int NP)
     tr_dec_layer_p *gl = &g->lay[l];
     const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
     float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-    o->zero(be, m->dact_mem + m->dlay_off, m->dlay_n); /* shares the union region */
+    o->zero(be, T(m->dact_mem + m->dlay_off), m->dlay_n); /* shares the union region */
     if (l > 0) {
-        o->zero(be, dTin, nT);
-        o->zero(be, dKin, nK);
+        o->zero(be, T(dTin), nT);
+        o->zero(be, T(dKin), nK);
     }
     /* 4: image to tokens */
-    ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, pl->n4_b, L->n4_m, L->n4_r,
+    ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
            NP * GG, C, 1e-5f);
-    o->accumulate(be, dKin, dL->k4pre, nK);
-    o->accumulate(be, dL->i2t.out, dL->k4pre, nK);
+    o->accumulate(be, T(dKin), T(dL->k4pre), nK);
+    o->accumulate(be, T(dL->i2t.out), T(dL->k4pre), nK);
     ablock_backward(m, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
                     dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
-    o->accumulate(be, dL->t3, dL->i2t_kin, nT);
-    o->accumulate(be, da->T0, dL->i2t_kin, nT);
+    o->accumulate(be, T(dL->t3), T(dL->i2t_kin), nT);
+    o->accumulate(be, T(da->T0), T(dL->i2t_kin), nT);
     /* 3: MLP */
-    ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, pl->n3_b, L->n3_m, L->n3_r,
+    ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
            NP * T, C, 1e-5f);
-    o->accumulate(be, dL->t2, dL->t3pre, nT);
+    o->accumulate(be, T(dL->t2), T(dL->t3pre), nT);
     lin_bwd(m, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
-    o->relu_backward(be, dL->fc1, dL->relu, L->fc1, (size_t)NP * T * 8 * C);
+    o->relu_backward(be, T(dL->fc1), T(dL->relu), T(L->fc1), (size_t)NP * T * 8 * C);
     lin_bwd(m, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
     /* 2: tokens to image */
-    ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, pl->n2_b, L->n2_m, L->n2_r,
+    ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
            NP * T, C, 1e-5f);
-    o->accumulate(be, dL->t1, dL->t2pre, nT);
-    o->accumulate(be, dL->t2i.out, dL->t2pre, nT);
+    o->accumulate(be, T(dL->t1), T(dL->t2pre), nT);
+    o->accumulate(be, T(dL->t2i.out), T(dL->t2pre), nT);
     ablock_backward(m, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
                     dKin, NP, T, GG, C, C / 2, c->h);
-    o->accumulate(be, dKin, dL->kpe, nK);
-    o->accumulate(be, dL->t1, dL->t2i_qin, nT);
-    o->accumulate(be, da->T0, dL->t2i_qin, nT);
+    o->accumulate(be, T(dKin), T(dL->kpe), nK);
+    o->accumulate(be, T(dL->t1), T(dL->t2i_qin), nT);
+    o->accumulate(be, T(da->T0), T(dL->t2i_qin), nT);
     /* 1: self attention */
     if (l == 0) {
-        ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
+        ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m, L->n1_r,
                NP * T, C, 1e-5f);
         ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
                         C, c->h);
     } else {
-        ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, pl->n1_b, L->n1_m, L->n1_r,
+        ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m, L->n1_r,
                NP * T, C, 1e-5f);
-        o->accumulate(be, dTin, dL->t1pre, nT);
-        o->accumulate(be, dL->sa.out, dL->t1pre, nT);
+        o->accumulate(be, T(dTin), T(dL->t1pre), nT);
+        o->accumulate(be, T(dL->sa.out), T(dL->t1pre), nT);
         ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
                         dL->sa_qin, dTin, NP, T, T, C, C, c->h);
-        o->accumulate(be, dTin, dL->sa_qin, nT);
-        o->accumulate(be, da->T0, dL->sa_qin, nT);
+        o->accumulate(be, T(dTin), T(dL->sa_qin), nT);
+        o->accumulate(be, T(da->T0), T(dL->sa_qin), nT);
     }
 }
 
-/* stash_mem [dst, +n) = [src, +n) (16-bit codes moved through a small
- * workspace, piece by piece: both lie in the stash) */
+/* stash_mem [dst, +n) = [src, +n) (16-bit codes) */
 static void st_move(tr_model *m, size_t dst, size_t src, size_t n)
 {
-    tr_backend *be = m->be;
-    size_t piece = n < 65536 ? n : 65536;
-    float *x = mdl_work_alloc(m, piece);
-    for (size_t i = 0; i < n; i += piece) {
-        size_t k = n - i < piece ? n - i : piece;
-        be->ops->unpack16(be, x, m->stash_mem + src + i, k, m->opt.precision);
-        be->ops->pack16(be, m->stash_mem + dst + i, x, k, m->opt.precision);
-    }
-    tr_mem_free(&be->mem, x);
+    m->be->ops->convert(m->be, S(dst), S(src), n);
 }
 
 /* A region of the activation layout at offset off (apos): in act_mem, or
@@ -432,17 +384,14 @@ static size_t shadow_off(const tr_model *m, size_t off) { return m->sh + off; }
 
 static void stash_pack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
 {
-    tr_backend *be = m->be;
     if (m->vmem) st_move(m, stash_off, shadow_off(m, act_off), n);
-    else if (be->ops->pack16) be->ops->pack16(be, m->stash_mem + stash_off, m->act_mem + act_off, n, m->opt.precision);
+    else st_pack(m, stash_off, m->act_mem + act_off, n);
 }
 
 static void stash_unpack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
 {
-    tr_backend *be = m->be;
     if (m->vmem) st_move(m, shadow_off(m, act_off), stash_off, n);
-    else if (be->ops->unpack16)
-        be->ops->unpack16(be, m->act_mem + act_off, m->stash_mem + stash_off, n, m->opt.precision);
+    else st_unpack(m, m->act_mem + act_off, stash_off, n);
 }
 
 /* Offset of block i's output in its slot (floats). */
@@ -458,12 +407,10 @@ static size_t enc_xout_off(const tr_model *m, int i)
 static void enc_xout_get(tr_model *m, int i, int b, float *dst)
 {
     size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
-    tr_backend *be = m->be;
     if (m->enc_res == i && m->enc_res_img == b)
-        mcopy(be, dst, m->a.blk[i].xout, GE);
-    else if (be->ops->unpack16)
-        be->ops->unpack16(be, dst, m->stash_mem + m->enc_stash[i] + (size_t)b * m->enc_stash_per + enc_xout_off(m, i),
-                          GE, m->opt.precision);
+        mcopy(m, dst, m->a.blk[i].xout, GE);
+    else
+        st_unpack(m, dst, m->enc_stash[i] + (size_t)b * m->enc_stash_per + enc_xout_off(m, i), GE);
 }
 
 /* The neck's input [BT, E] (every image's last block output) when the last
@@ -547,16 +494,14 @@ static void keys_chunk_forward(tr_model *m, size_t p0, int n)
     const tr_config *c = &m->cfg;
     size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
     const float *no_mask = m->p.no_mask;
-    float *ws = cw_widen(m, &no_mask, &C, 1);
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
         const float *emb = m->a.emb ? m->a.emb + img * GG * C : m->a.emb_rows;
         if (m->pop) m->st_emb = m->emb_stash + img * GG * C; /* per-op storage: the window on it */
         else if (!m->a.emb) st_unpack(m, m->a.emb_rows, m->emb_stash + img * GG * C, GG * C);
-        be->ops->keys_forward(be, m->a.Kimg + (q - p0) * GG * C, emb, no_mask, 1, (int)(e - q), (int)GG, (int)C);
+        be->ops->keys_forward(be, T(m->a.Kimg + (q - p0) * GG * C), T(emb), W(no_mask), 1, (int)(e - q), (int)GG, (int)C);
         q = e;
     }
-    tr_mem_free(&be->mem, ws);
 }
 
 static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
@@ -569,8 +514,8 @@ static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
         int d16 = to_emb && m->demb_stash != TR_NO_STASH; /* through emb_rows */
         if (d16 && m->pop) m->st_emb = m->demb_stash + img * GG * C; /* per-op storage: the window on it */
         else if (d16) st_unpack(m, m->a.emb_rows, m->demb_stash + img * GG * C, GG * C);
-        be->ops->keys_backward(be, d16 ? m->a.emb_rows : to_emb ? m->da.emb + img * GG * C : NULL, m->g.no_mask,
-                               m->da.Kimg + (q - p0) * GG * C, 1, (int)(e - q), (int)GG, (int)C);
+        be->ops->keys_backward(be, T(d16 ? m->a.emb_rows : to_emb ? m->da.emb + img * GG * C : NULL), m->g.no_mask,
+                               T(m->da.Kimg + (q - p0) * GG * C), 1, (int)(e - q), (int)GG, (int)C);
         if (d16 && !m->pop) st_pack(m, m->demb_stash + img * GG * C, m->a.emb_rows, GG * C);
         q = e;
     }
@@ -593,12 +538,9 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     dec_view(m, ci);
     if (m->pop) m->st_uni = m->dec_stash_off + (size_t)ci * m->dec_stash_per; /* straight into it */
-    const float *tok[4] = {p->label_emb, p->not_a_point, p->iou_token, p->mask_token};
-    size_t ntok[4] = {2 * (size_t)C, (size_t)C, (size_t)C, (size_t)C};
-    float *tokw = cw_widen(m, tok, ntok, 4);
-    o->prompt_tokens_forward(be, a->T0, b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
-                             m->pe_gaussian, tok[0], tok[1], tok[2], tok[3], NP, K, C, S);
-    tr_mem_free(&be->mem, tokw);
+    o->prompt_tokens_forward(be, T(a->T0), b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
+                             m->pe_gaussian, W(p->label_emb), W(p->not_a_point), W(p->iou_token),
+                             W(p->mask_token), NP, K, C, S);
     keys_chunk_forward(m, p0, NP);
 
     /* two-way transformer */
@@ -607,10 +549,10 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
         dec_layer_forward(m, l, Tc, Kc, NP);
         Tc = a->lay[l].t3, Kc = a->lay[l].kout;
     }
-    o->add(be, a->fin_qin, Tc, a->T0, nT);
-    o->add_bcast(be, a->fin_kin, Kc, a->dense_pe, (size_t)NP, (size_t)GG * C);
+    o->add(be, T(a->fin_qin), T(Tc), T(a->T0), nT);
+    o->add_bcast(be, T(a->fin_kin), T(Kc), T(a->dense_pe), (size_t)NP, (size_t)GG * C);
     ablock_forward(m, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
-    o->add(be, a->tfpre, Tc, a->fin.out, nT);
+    o->add(be, T(a->tfpre), T(Tc), T(a->fin.out), nT);
     ln_fwd(m, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
     (void)nK;
 
@@ -624,30 +566,30 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     ln_fwd(m, upln, a->upln_m, a->upln_r, up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4, 1e-6f);
     if (t16) tail_put(m, 0, p0, NP, up1), tr_mem_free(&be->mem, up1);
     float *upgelu = t16 ? tail_ws(m, 2, p0, NP, 0) : a->upgelu;
-    o->gelu_forward(be, upgelu, upln, (size_t)NP * 4 * GG * (C / 4));
+    o->gelu_forward(be, T(upgelu), T(upln), (size_t)NP * 4 * GG * (C / 4));
     if (t16) tail_put(m, 1, p0, NP, upln), tr_mem_free(&be->mem, upln);
     float *up2 = t16 ? tail_ws(m, 3, p0, NP, 0) : a->up2;
     convt_fwd(m, up2, upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
     if (t16) tail_put(m, 2, p0, NP, upgelu), tr_mem_free(&be->mem, upgelu);
     float *U = t16 ? tail_ws(m, 4, p0, NP, 0) : a->U;
-    o->gelu_forward(be, U, up2, (size_t)NP * RR * (C / 8));
+    o->gelu_forward(be, T(U), T(up2), (size_t)NP * RR * (C / 8));
     if (t16) tail_put(m, 3, p0, NP, up2), tr_mem_free(&be->mem, up2);
     if (t16) tail_put(m, 4, p0, NP, U);
-    o->rows_gather(be, a->tmask, a->tf, NP, T, C, 1);
+    o->rows_gather(be, T(a->tmask), T(a->tf), NP, T, C, 1);
     lin_fwd(m, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
-    o->relu_forward(be, a->h0r, a->h0, (size_t)NP * C);
+    o->relu_forward(be, T(a->h0r), T(a->h0), (size_t)NP * C);
     lin_fwd(m, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
-    o->relu_forward(be, a->h1r, a->h1, (size_t)NP * C);
+    o->relu_forward(be, T(a->h1r), T(a->h1), (size_t)NP * C);
     lin_fwd(m, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
-    if (out) o->mask_dot_forward(be, a->logits, U, a->hyp, NP, RR, C / 8);
+    if (out) o->mask_dot_forward(be, T(a->logits), T(U), T(a->hyp), NP, RR, C / 8);
     if (t16) tr_mem_free(&be->mem, U);
     if (out && m->logits_stash != TR_NO_STASH)
         st_pack(m, m->logits_stash + p0 * (size_t)RR, a->logits, (size_t)NP * RR);
-    o->rows_gather(be, a->tiou, a->tf, NP, T, C, 0);
+    o->rows_gather(be, T(a->tiou), T(a->tf), NP, T, C, 0);
     lin_fwd(m, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
-    o->relu_forward(be, a->i0r, a->i0, (size_t)NP * C);
+    o->relu_forward(be, T(a->i0r), T(a->i0), (size_t)NP * C);
     lin_fwd(m, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
-    o->relu_forward(be, a->i1r, a->i1, (size_t)NP * C);
+    o->relu_forward(be, T(a->i1r), T(a->i1), (size_t)NP * C);
     if (out) lin_fwd(m, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
     if (!m->dec_full) m->dec_res = ci;
 }
@@ -681,38 +623,33 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
     tr_acts *a = &m->a;
     int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
     int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
-    be->prec = m->opt.precision;
-    if (m->wc16 && o->pack16) /* the compute weights: the masters rounded to nearest even */
-        o->pack16(be, m->wc16, m->param_mem, m->n_param_floats, m->opt.precision);
+    if (m->wc16) /* the compute weights: the masters rounded to nearest even */
+        o->convert(be, tr_typed(m->wc16, m->opt.precision), tr_f32(m->param_mem), m->n_param_floats);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
     size_t GE = (size_t)GG * E;
-    const float *pos = p->pos;
-    float *posw = cw_widen(m, &pos, &GE, 1); /* the positions' compute values, every image */
     for (int i = 0; i < B; i++) { /* image by image through one image's patches */
-        o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
+        o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
         float *x0 = m->x0_stash != TR_NO_STASH ? a->enc_xin : a->x0 + (size_t)i * GE;
         if (m->pop) m->st_xin = m->x0_stash + (size_t)i * GE; /* per-op storage: straight into the stash */
         lin_fwd(m, x0, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
         if (m->x0_stash == TR_NO_STASH) continue;
-        o->accumulate(be, x0, pos, GE); /* 16-bit storage: image by image into the stash */
-        if (o->pack16 && !m->pop)
-            o->pack16(be, m->stash_mem + m->x0_stash + (size_t)i * GE, x0, GE, m->opt.precision);
+        o->accumulate(be, T(x0), W(p->pos), GE); /* 16-bit storage: image by image into the stash */
+        if (!m->pop) st_pack(m, m->x0_stash + (size_t)i * GE, x0, GE);
     }
     if (m->x0_stash == TR_NO_STASH)
-        for (int i = 0; i < B; i++) o->accumulate(be, a->x0 + (size_t)i * GE, pos, GE);
-    tr_mem_free(&be->mem, posw);
+        for (int i = 0; i < B; i++) o->accumulate(be, T(a->x0 + (size_t)i * GE), W(p->pos), GE);
     for (int bi = 0; bi < B; bi++) { /* image by image */
         enc_view(m, bi);
         for (int i = 0; i < c->L; i++) {
-            if (a->enc_in[i]) mcopy(be, a->enc_in[i] + (size_t)bi * GE, a->blk[i - 1].xout, GE);
+            if (a->enc_in[i]) mcopy(m, a->enc_in[i] + (size_t)bi * GE, a->blk[i - 1].xout, GE);
             if (m->pop) m->st_uni = m->enc_stash[i] + (size_t)bi * m->enc_stash_per; /* straight into it */
             enc_block_forward(m, i, enc_input(m, i, bi), 1);
             if (m->enc_stash[i] != TR_NO_STASH && !m->pop && (m->act_union || !(i == c->L - 1 && bi == B - 1)))
                 stash_pack(m, m->enc_stash[i] + (size_t)bi * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
                            m->enc_slot_n);
         }
-        if (c->L && a->enc_out) mcopy(be, a->enc_out + (size_t)bi * GE, a->blk[c->L - 1].xout, GE);
+        if (c->L && a->enc_out) mcopy(m, a->enc_out + (size_t)bi * GE, a->blk[c->L - 1].xout, GE);
     }
     enc_view(m, 0);
     m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
@@ -734,7 +671,7 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
     }
 
     /* prompt encoder: the dense PE */
-    o->pe_dense(be, a->dense_pe, m->pe_gaussian, G, C);
+    o->pe_dense(be, T(a->dense_pe), m->pe_gaussian, G, C);
     m->dec_res = -1;
     if (m->act_union) m->enc_res = -1; /* the decoder's chunks overwrite the slot */
     (void)NP, (void)T, (void)RR;
@@ -742,7 +679,6 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
 
 static void forward_body(tr_model *m, const tr_batch *b)
 {
-    int st = mdl_stage_begin(m);
     forward_encoder(m, b);
     for (int ci = 0; ci < m->n_chunks; ci++) { /* the decoder chunk by chunk */
         dec_chunk_forward(m, b, ci, 1);
@@ -750,7 +686,6 @@ static void forward_body(tr_model *m, const tr_batch *b)
             stash_pack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
     }
     dec_view(m, 0);
-    mdl_stage_end(m, st);
 }
 
 /* The backward of decoder chunk ci (its activations in place, the view on
@@ -774,65 +709,65 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     (void)S, (void)P, (void)E, (void)BT;
     size_t nc = (size_t)m->dec_chunk;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
-    o->zero(be, m->dact_mem + m->ddec_off, m->ddec_n); /* the chunk's gradients */
-    o->zero(be, da->U, nc * RR * (C / 8));            /* the tail's, in the union region */
-    o->zero(be, da->up2, nc * RR * (C / 8));
+    o->zero(be, T(m->dact_mem + m->ddec_off), m->ddec_n); /* the chunk's gradients */
+    o->zero(be, T(da->U), nc * RR * (C / 8));            /* the tail's, in the union region */
+    o->zero(be, T(da->up2), nc * RR * (C / 8));
     /* IoU head */
     lin_bwd(m, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
-    o->relu_backward(be, da->i1, da->i1r, a->i1, (size_t)NP * C);
+    o->relu_backward(be, T(da->i1), T(da->i1r), T(a->i1), (size_t)NP * C);
     lin_bwd(m, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
-    o->relu_backward(be, da->i0, da->i0r, a->i0, (size_t)NP * C);
+    o->relu_backward(be, T(da->i0), T(da->i0r), T(a->i0), (size_t)NP * C);
     lin_bwd(m, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
-    o->rows_scatter_add(be, da->tf, da->tiou, NP, T, C, 0);
+    o->rows_scatter_add(be, T(da->tf), T(da->tiou), NP, T, C, 0);
     /* mask logits and hypernetwork; with act_union each upscaling tensor
      * is unpacked from the stash into a workspace for the op that reads it */
     int t16 = m->act_union;
     float *x = t16 ? tail_ws(m, 4, p0, NP, 1) : NULL;
-    o->mask_dot_backward(be, da->U, da->hyp, da->logits, t16 ? x : a->U, a->hyp, NP, RR, C / 8);
+    o->mask_dot_backward(be, T(da->U), T(da->hyp), T(da->logits), T(t16 ? x : a->U), T(a->hyp), NP, RR, C / 8);
     tr_mem_free(&be->mem, x);
     lin_bwd(m, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
-    o->relu_backward(be, da->h1, da->h1r, a->h1, (size_t)NP * C);
+    o->relu_backward(be, T(da->h1), T(da->h1r), T(a->h1), (size_t)NP * C);
     lin_bwd(m, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
-    o->relu_backward(be, da->h0, da->h0r, a->h0, (size_t)NP * C);
+    o->relu_backward(be, T(da->h0), T(da->h0r), T(a->h0), (size_t)NP * C);
     lin_bwd(m, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
-    o->rows_scatter_add(be, da->tf, da->tmask, NP, T, C, 1);
+    o->rows_scatter_add(be, T(da->tf), T(da->tmask), NP, T, C, 1);
     /* upscaling */
     const float *Kc = a->lay[c->D - 1].kout;
     float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
     x = t16 ? tail_ws(m, 3, p0, NP, 1) : NULL;
-    o->gelu_backward(be, da->up2, da->U, t16 ? x : a->up2, (size_t)NP * RR * (C / 8));
+    o->gelu_backward(be, T(da->up2), T(da->U), T(t16 ? x : a->up2), (size_t)NP * RR * (C / 8));
     tr_mem_free(&be->mem, x);
-    o->zero(be, da->upgelu, nUp); /* the buffers alternate: each zeroed before it accumulates */
+    o->zero(be, T(da->upgelu), nUp); /* the buffers alternate: each zeroed before it accumulates */
     x = t16 ? tail_ws(m, 2, p0, NP, 1) : NULL;
     convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, t16 ? x : a->upgelu, p->up2_w, da->up_scratch, NP, 2 * G,
               2 * G, C / 4, C / 8);
     tr_mem_free(&be->mem, x);
-    o->zero(be, da->upln, nUp);
+    o->zero(be, T(da->upln), nUp);
     x = t16 ? tail_ws(m, 1, p0, NP, 1) : NULL;
-    o->gelu_backward(be, da->upln, da->upgelu, t16 ? x : a->upln, (size_t)NP * 4 * GG * (C / 4));
+    o->gelu_backward(be, T(da->upln), T(da->upgelu), T(t16 ? x : a->upln), (size_t)NP * 4 * GG * (C / 4));
     tr_mem_free(&be->mem, x);
-    o->zero(be, da->up1, nUp);
+    o->zero(be, T(da->up1), nUp);
     x = t16 ? tail_ws(m, 0, p0, NP, 1) : NULL;
-    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, t16 ? x : a->up1, p->upln_w, p->upln_b, a->upln_m,
+    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, t16 ? x : a->up1, p->upln_w, a->upln_m,
            a->upln_r, NP * 4 * GG, C / 4, 1e-6f);
     tr_mem_free(&be->mem, x);
     convt_bwd(m, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
-    o->zero(be, da->pp_u[0], (size_t)(da->fin.out - da->pp_u[0]) + nT);
-    o->zero(be, da->pp_u[1], (size_t)(da->fin_qin - da->pp_u[1]) + nT);
-    ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, p->fin_n_b, a->fin_m, a->fin_r,
+    o->zero(be, T(da->pp_u[0]), (size_t)(da->fin.out - da->pp_u[0]) + nT);
+    o->zero(be, T(da->pp_u[1]), (size_t)(da->fin_qin - da->pp_u[1]) + nT);
+    ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
            NP * T, C, 1e-5f);
-    o->accumulate(be, dTc, da->tfpre, nT);
-    o->accumulate(be, da->fin.out, da->tfpre, nT);
+    o->accumulate(be, T(dTc), T(da->tfpre), nT);
+    o->accumulate(be, T(da->fin.out), T(da->tfpre), nT);
     ablock_backward(m, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
                     dKc, NP, T, GG, C, C / 2, c->h);
-    o->accumulate(be, dTc, da->fin_qin, nT);
-    o->accumulate(be, da->T0, da->fin_qin, nT);
-    o->accumulate(be, dKc, da->fin_kin, nK);
+    o->accumulate(be, T(dTc), T(da->fin_qin), nT);
+    o->accumulate(be, T(da->T0), T(da->fin_qin), nT);
+    o->accumulate(be, T(dKc), T(da->fin_kin), nK);
     /* decoder layers in reverse; one shared gradient set, zeroed per layer */
     for (int l = c->D - 1; l >= 0; l--) dec_layer_backward(m, l, NP);
     /* prompt tokens and image keys of the chunk */
-    o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, da->T0,
+    o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, T(da->T0),
                               b->labels + p0 * (size_t)K, NP, K, C);
     keys_chunk_backward(m, p0, NP, lo <= c->L);
 }
@@ -850,7 +785,7 @@ static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, i
     if (!m->chunk_valid[ci]) return 0; /* no valid pair: its gradients are 0, its backward skipped */
     if (m->logits_stash != TR_NO_STASH) /* 16-bit storage: the chunk's logits unpacked */
         st_unpack(m, m->a.logits, m->logits_stash + p0 * (size_t)RR, (size_t)NP * RR);
-    be->ops->sam_loss(be, m->da.logits, m->da.iou, m->a.logits, m->a.iou, b->masks + p0 * (size_t)RR,
+    be->ops->sam_loss(be, T(m->da.logits), T(m->da.iou), T(m->a.logits), T(m->a.iou), b->masks + p0 * (size_t)RR,
                       b->valid + p0, NP, RR, sum ? scale * (float)m->n_valid : scale, m->n_valid, m->loss_sums);
     return m->chunk_valid[ci];
 }
@@ -874,22 +809,21 @@ static tr_loss loss_means(tr_model *m)
 static int backward_begin(tr_model *m, int zero_grads)
 {
     tr_backend *be = m->be;
-    be->prec = m->opt.precision;
-    if (zero_grads && m->grad_mem) be->ops->zero(be, m->grad_mem, m->n_grad_floats);
-    be->ops->zero(be, m->dact_mem, m->n_dact_floats);
+    if (zero_grads && m->grad_mem) be->ops->zero(be, tr_f32(m->grad_mem), m->n_grad_floats);
+    be->ops->zero(be, T(m->dact_mem), m->n_dact_floats);
     if (m->demb_stash != TR_NO_STASH) { /* emb's gradient, in the stash */
         size_t GGC = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.C;
         if (m->pop) { /* per-op storage: zeroed through emb_rows' window */
             for (int i = 0; i < m->B; i++) {
                 m->st_emb = m->demb_stash + (size_t)i * GGC;
-                be->ops->zero(be, m->a.emb_rows, GGC);
+                be->ops->zero(be, T(m->a.emb_rows), GGC);
             }
         } else {
-            be->ops->zero(be, m->a.emb_rows, GGC);
+            be->ops->zero(be, T(m->a.emb_rows), GGC);
             for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
         }
     }
-    be->ops->zero(be, (float *)m->loss_sums, 4 * sizeof(double) / sizeof(float)); /* 0.0 is all zero bits */
+    be->ops->zero(be, tr_f32((float *)m->loss_sums), 4 * sizeof(double) / sizeof(float)); /* 0.0: zero bits */
     return m->n_valid;
 }
 
@@ -918,19 +852,19 @@ static void enc_backward(tr_model *m, const tr_batch *b)
         dneck = mdl_work_alloc(m, btc);
         st_unpack(m, demb, m->demb_stash, btc);
         st_unpack(m, neck, m->neck_stash, btc);
-        o->zero(be, dneck, btc);
-        ln_bwd(m, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, p->neck_ln_b, a->emb_m,
+        o->zero(be, T(dneck), btc);
+        ln_bwd(m, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, a->emb_m,
                a->emb_r, BT, C, 1e-6f);
         tr_mem_free(&be->mem, demb);
         tr_mem_free(&be->mem, neck);
     } else {
-        ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, p->neck_ln_b, a->emb_m,
+        ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
                a->emb_r, BT, C, 1e-6f);
     }
     if (m->dxl_stash != TR_NO_STASH) { /* 16-bit storage: dx through a workspace into the stash, then dw */
         size_t bte = (size_t)BT * E;
         float *dx = mdl_work_alloc(m, bte);
-        o->zero(be, dx, bte);
+        o->zero(be, T(dx), bte);
         lin_bwd(m, dx, NULL, NULL, dneck, NULL, p->neck_w, BT, E, C);
         st_pack(m, m->dxl_stash, dx, bte);
         tr_mem_free(&be->mem, dx);
@@ -960,10 +894,9 @@ static void enc_backward(tr_model *m, const tr_batch *b)
             int dx16 = i == 0 && m->dx0_stash != TR_NO_STASH;
             float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL)
                                 : (lo < 0 ? (dx16 ? da->pp_x[1] : da->x0 + (size_t)bi * GE) : NULL);
-            if (dxin && (i > 0 || dx16)) o->zero(be, dxin, GE);
+            if (dxin && (i > 0 || dx16)) o->zero(be, T(dxin), GE);
             enc_block_backward(m, i, xin, dxout, dxin);
-            if (dx16 && o->pack16)
-                o->pack16(be, m->stash_mem + m->dx0_stash + (size_t)bi * GE, dxin, GE, m->opt.precision);
+            if (dx16) st_pack(m, m->dx0_stash + (size_t)bi * GE, dxin, GE);
         }
     }
     enc_view(m, 0);
@@ -971,24 +904,17 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     if (m->dx0_stash != TR_NO_STASH) { /* image by image from the stash, the same sums in the same order */
         float *dx = da->pp_x[1];
         for (int i = 0; i < B; i++) {
-            if (o->unpack16) o->unpack16(be, dx, m->stash_mem + m->dx0_stash + (size_t)i * GE, GE, m->opt.precision);
-            if (g->pos) {
-                be->prec = TR_PREC_FP32;
-                o->accumulate(be, g->pos, dx, GE);
-                be->prec = m->opt.precision;
-            }
-            o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
+            st_unpack(m, dx, m->dx0_stash + (size_t)i * GE, GE);
+            if (g->pos) o->accumulate(be, tr_f32(g->pos), T(dx), GE); /* a parameter gradient: fp32 */
+            o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
             lin_bwd(m, NULL, g->patch_w, g->patch_b, dx, a->patches, p->patch_w, GG, 3 * P * P, E);
         }
         return;
     }
-    if (g->pos) {
-        be->prec = TR_PREC_FP32; /* a parameter gradient: accumulated in fp32 */
-        for (int i = 0; i < B; i++) o->accumulate(be, g->pos, da->x0 + (size_t)i * GG * E, (size_t)GG * E);
-        be->prec = m->opt.precision;
-    }
+    if (g->pos) /* a parameter gradient: accumulated in fp32 */
+        for (int i = 0; i < B; i++) o->accumulate(be, tr_f32(g->pos), T(da->x0 + (size_t)i * GG * E), (size_t)GG * E);
     for (int i = 0; i < B; i++) {
-        o->patch_im2col(be, a->patches, b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
+        o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
         lin_bwd(m, NULL, g->patch_w, g->patch_b, da->x0 + (size_t)i * GG * E, a->patches, p->patch_w,
                            GG, 3 * P * P, E);
     }
@@ -996,9 +922,8 @@ static void enc_backward(tr_model *m, const tr_batch *b)
 
 static tr_loss backward_body(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum)
 {
-    int st = mdl_stage_begin(m);
     int n_valid = backward_begin(m, zero_grads);
-    if (n_valid == 0) return mdl_stage_end(m, st), loss_means(m); /* every gradient 0 */
+    if (n_valid == 0) return loss_means(m); /* every gradient 0 */
     for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the resident chunk first */
         dec_view(m, ci);
         if (!dec_chunk_loss(m, b, ci, scale, sum)) continue; /* its gradients are 0 */
@@ -1007,20 +932,18 @@ static tr_loss backward_body(tr_model *m, const tr_batch *b, int zero_grads, flo
     }
     dec_view(m, 0);
     enc_backward(m, b);
-    mdl_stage_end(m, st);
     return loss_means(m);
 }
 
 static void step_body(tr_model *m, const tr_batch *b, int zero_grads, float scale, int sum, tr_loss *loss)
 {
-    if (!m->opt.ckpt_decoder) { /* (per-op storage: each stages its ops) */
+    if (!m->opt.ckpt_decoder) {
         forward_body(m, b);
         *loss = backward_body(m, b, zero_grads, scale, sum);
         return;
     }
     /* the decoder's forward and backward chunk by chunk (what
      * tr_model_backward_acc does after recomputing each chunk) */
-    int st = mdl_stage_begin(m);
     forward_encoder(m, b);
     int n_valid = backward_begin(m, zero_grads);
     for (int ci = m->n_chunks - 1; ci >= 0; ci--) { /* the order of tr_model_backward_acc */
@@ -1029,7 +952,6 @@ static void step_body(tr_model *m, const tr_batch *b, int zero_grads, float scal
     }
     dec_view(m, 0);
     if (n_valid) enc_backward(m, b);
-    mdl_stage_end(m, st);
     *loss = loss_means(m);
 }
 
@@ -1051,8 +973,6 @@ typedef struct step_call {
 static void step_recover(tr_model *m, uint64_t mark)
 {
     tr_backend *be = m->be;
-    if (be->stage == m) mdl_stage_end(m, 1);
-    be->prec = m->opt.precision;
     m->enc_res = m->enc_res_img = m->dec_res = -1;
     dec_view(m, 0);
     tr_mem_free_since(&be->mem, TR_MEM_WORK, mark);
@@ -1174,10 +1094,16 @@ void tr_model_get_logits(const tr_model *m, float *dst)
 {
     tr_backend *be = m->be;
     size_t nl = (size_t)m->B * (size_t)m->M * 16 * (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P);
-    if (m->logits_stash == TR_NO_STASH)
+    if (m->logits_stash == TR_NO_STASH) {
         be->ops->download(be, dst, m->a.logits, nl * sizeof(float));
-    else if (be->ops->unpack16)
-        be->ops->unpack16(be, dst, m->stash_mem + m->logits_stash, nl, m->opt.precision);
+        return;
+    }
+    uint16_t h[4096]; /* the 16-bit codes, piece by piece, widened on the host */
+    for (size_t i = 0; i < nl; i += 4096) {
+        size_t k = nl - i < 4096 ? nl - i : 4096;
+        be->ops->download(be, h, m->stash_mem + m->logits_stash + i, k * sizeof(uint16_t));
+        for (size_t j = 0; j < k; j++) dst[i + j] = tr_from_16(h[j], m->opt.precision);
+    }
 }
 
 double tr_model_flops(const tr_model *m)

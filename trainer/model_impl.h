@@ -1,8 +1,8 @@
 /*
  * model_impl.h - what the model's files share (model.c: the sequence;
  * model_params.c: presets, parameters, freeze groups, initialisation;
- * model_layout.c: the activation table, the layout and the model's
- * lifetime; model_stage.c: per-op 16-bit storage); private to them.
+ * model_layout.c: the activation table, the layout, the operands and the
+ * model's lifetime); private to them.
  */
 #ifndef SA1B_TRAINER_MODEL_IMPL_H
 #define SA1B_TRAINER_MODEL_IMPL_H
@@ -32,10 +32,12 @@ int mdl_enc_stashed(const tr_model *m, int i);        /* 1: encoder block i's ac
 int mdl_enc_part(const tr_model *m, const char *name); /* a parameter's encoder part: -1 embedding,
                                                           0..L-1 block, L neck, INT_MAX the rest */
 
-/* model_stage.c: the staging ops in front of the backend's (1 when put
- * there: mdl_stage_end(m, 1) takes them away) */
-int mdl_stage_begin(tr_model *m);
-void mdl_stage_end(tr_model *m, int on);
+/* model_layout.c: the typed operand of an activation or activation
+ * gradient (16-bit storage: its 16-bit values in the stash, or fp32 storage
+ * of 16-bit values) and of a parameter's compute weights (m->wc16, or the
+ * fp32 master) */
+tr_ten mdl_t(const tr_model *m, const float *p);
+tr_ten mdl_w(const tr_model *m, const float *p);
 
 /* model.c: a step's workspace of n floats (freed by the caller right after
  * its op); out of memory unwinds to the step's entry point */

@@ -208,11 +208,41 @@ int mdl_enc_stashed(const tr_model *m, int i)
 }
 
 /* 1 when the layout keeps its activations in 16 bits only (tr_model.vmem):
- * 16-bit storage on a backend that packs. */
-static int vid16(const tr_model *m)
+ * 16-bit storage. */
+static int vid16(const tr_model *m) { return m->opt.precision != TR_PREC_FP32; }
+
+/* ---- operands: where an activation's values are ------------------------------------ */
+
+/* The stash offset of the activation at vmem offset v: the window it lies
+ * in, mapped where the step put it. */
+static size_t vmap(const tr_model *m, size_t v)
 {
-    const tr_ops *o = m->be->stage_ops ? m->be->stage_ops : m->be->ops;
-    return m->opt.precision != TR_PREC_FP32 && o->pack16 && o->unpack16 && o->copy;
+    const size_t lo[5] = {m->v_xin, m->v_emb, m->v_uni, m->v_dact, m->v_id};
+    const size_t len[5] = {m->n_xin, m->n_emb, m->n_uni, m->n_dact_floats, m->n_id};
+    const size_t st[5] = {m->st_xin, m->st_emb, m->st_uni, m->gst, m->sh};
+    for (int i = 0; i < 5; i++)
+        if (v >= lo[i] && v - lo[i] < len[i] && st[i] != TR_NO_STASH) return st[i] + (v - lo[i]);
+    return TR_NO_STASH;
+}
+
+tr_ten mdl_t(const tr_model *m, const float *p)
+{
+    int prec = m->opt.precision;
+    if (!p) return tr_typed(NULL, prec);
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)m->vmem;
+    if (m->vmem && a >= b && a < b + m->vmem_n * sizeof(float)) {
+        size_t off = vmap(m, (size_t)(p - m->vmem));
+        /* (an address outside every mapped window is a layout bug: the
+         * vmem address itself, PROT_NONE, faults at the first access) */
+        return tr_typed(off == TR_NO_STASH ? (const void *)p : (const void *)(m->stash_mem + off), prec);
+    }
+    return tr_typed(p, prec == TR_PREC_FP32 ? prec : prec | TR_DT_WIDE);
+}
+
+tr_ten mdl_w(const tr_model *m, const float *p)
+{
+    if (!p || !m->wc16) return tr_f32(p);
+    return tr_typed(m->wc16 + (p - m->param_mem), m->opt.precision);
 }
 
 static void walk_acts(awalker *w)

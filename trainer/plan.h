@@ -23,8 +23,6 @@
 #include "batch.h"
 
 /* The counting backend: tr_backend_meta_create (backend.h). */
-/* Its op table (tests check that every op is set). */
-const tr_ops *tr_meta_ops(void);
 
 /* A data source for planning: n_buffers batches of the geometry allocated
  * on mem (category data) up front, as the loader holds its buffers in

@@ -353,8 +353,8 @@ static void evaluate_val(const options *o, tr_backend *be, const tr_config *cfg,
     char err[512];
     tr_model ev;
     if (tr_model_init(&ev, be, cfg, o->batch, o->masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    be->ops->copy(be, ev.param_mem, m->param_mem, m->n_param_floats); /* (backend memory to backend memory) */
-    be->ops->copy(be, ev.pe_gaussian, m->pe_gaussian, (size_t)cfg->C);
+    be->ops->convert(be, tr_f32(ev.param_mem), tr_f32(m->param_mem), m->n_param_floats); /* (backend memory) */
+    be->ops->convert(be, tr_f32(ev.pe_gaussian), tr_f32(m->pe_gaussian), (size_t)cfg->C);
     tr_data_source vs = {0};
     open_source(o, cfg, &vs, be->host_mem, "--val", o->val, 1, 1, 0.0);
     evaluate(o, &ev, &vs, 1);
