@@ -5,7 +5,7 @@
  * one batch, sequenced over the ops of a backend (backend.h).  Its files:
  * model_params.c (presets, the parameter table, freeze groups,
  * initialisation), model_layout.c (the activation table, the layout, the
- * model's lifetime), model_stage.c (per-op 16-bit storage) and model.c (the
+ * model's lifetime, the typed operands of the ops) and model.c (the
  * sequence: forward, backward, the step's entry points, FLOPs).
  *
  * Memory (llm.c style): every parameter lives in one allocation pointed into
@@ -294,9 +294,8 @@ typedef struct tr_model {
     int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
     int dec_full;               /* 1: decoder activations for every pair */
     size_t dchunk_off, dchunk_n; /* the chunk region in act_mem (floats) */
-    int act_union;              /* 1 (16-bit storage without checkpointing, every block trainable
-                                   or a backend without pack16): every encoder block
-                                   image and every chunk but the last (with pop: every chunk) is
+    int act_union;              /* 1 (16-bit storage without checkpointing, every block
+                                   trainable): every encoder block image and every chunk is
                                    in the stash, and the
                                    encoder's slot and the chunk region share one region of act_mem
                                    (the encoder's and the decoder's compute areas) */
@@ -310,16 +309,17 @@ typedef struct tr_model {
      * statistics (not stored at all: recomputed), the logits and out.iou, and
      * every activation gradient
      * (dact_mem) is laid out in vmem, an address range with no memory behind
-     * it (PROT_NONE: a stray access faults); while the model runs, the
-     * backend's ops go through a staging table (be->stage) that unpacks each
-     * op's operands lying in vmem from 16-bit storage into one workspace for
-     * that op and packs its results back.  vmem's windows: the gradients
+     * it (PROT_NONE: a stray access faults); an op's operand that lies in
+     * vmem is passed as the 16-bit tensor where its values are (mdl_t: a
+     * typed operand, tr_ten), and what 16 bits mean for the arithmetic is
+     * the backend's business.  vmem's windows: the gradients
      * (16-bit copy at gst), the identity part (the shadow at sh: slots,
      * chunk regions, checkpoints, ... in 16 bits), and with pop the union
      * region, enc.xin and enc.emb_rows, which map to the stash offsets the
      * step sets (the current block image or chunk, the block input's, the
-     * embedding rows').  vmem NULL: off (fp32, or a backend without
-     * pack16/unpack16/copy). */
+     * embedding rows').  vmem NULL: off (fp32).  The other activations
+     * (LayerNorm statistics aside) are fp32 storage of 16-bit values
+     * (TR_DT_WIDE: every op rounds what it writes there). */
     float *vmem;
     size_t vmem_n;                                  /* floats of address range */
     size_t v_xin, n_xin, v_emb, n_emb, v_uni, n_uni, v_dact, v_id, n_id; /* windows (offsets, floats in
