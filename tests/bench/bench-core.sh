@@ -4,7 +4,10 @@
 # built beside this one from a git worktree:
 #  1. fp32 on the CPU is bit-identical: the tensors (not the metadata) of
 #     the tiny and small checkpoints and optimizer states after 50 steps,
-#     with and without --checkpoint-every 1 --checkpoint-decoder;
+#     with and without --checkpoint-every 1 --checkpoint-decoder (and the
+#     same for each precision in PRECISIONS, default fp32: e.g.
+#     PRECISIONS="fp32 bf16 fp16" against a commit with the same 16-bit
+#     numerics);
 #  2. speed, small config B=8, old and new alternately, RUNS runs each
 #     (default 5) of STEPS steps (default 12; the median step time of each
 #     run, steps 3 and later), fp32 and bf16: medians, spreads and ratios.
@@ -31,11 +34,13 @@ if [ ! -x "$tmp/old/build/trainer/sa1b-train" ]; then
 fi
 old_bin=$tmp/old/build/trainer/sa1b-train
 
-echo "== 1. fp32 tensors after 50 steps: $old vs this build"
+PRECISIONS=${PRECISIONS:-fp32}
+echo "== 1. tensors after 50 steps ($PRECISIONS): $old vs this build"
 fails=0
+for prec in $PRECISIONS; do
 for cfg in "--config tiny --batch 4 --masks 8" "--config small --batch 2 --masks 8"; do
     for ck in "" "--checkpoint-every 1 --checkpoint-decoder"; do
-        args="$cfg $ck --synthetic-batch 3 --steps 50 --ckpt-every 50 --threads 2 -q"
+        args="$cfg $ck --precision $prec --synthetic-batch 3 --steps 50 --ckpt-every 50 --threads 2 -q"
         rm -rf "$tmp/o" "$tmp/n"
         "$old_bin" $args --out "$tmp/o" 2>/dev/null
         "$new_bin" $args --out "$tmp/n" 2>/dev/null
@@ -43,9 +48,10 @@ for cfg in "--config tiny --batch 4 --masks 8" "--config small --batch 2 --masks
             r=$(python3 "$top_srcdir/tests/bench/st_tensors.py" "$tmp/o/$f" "$tmp/n/$f")
             rc=$?
             [ $rc -eq 0 ] || fails=$((fails + 1))
-            printf '%-40s %-45s %s\n' "$cfg" "${ck:-(no checkpointing)} $f" "$r"
+            printf '%-5s %-40s %-45s %s\n' "$prec" "$cfg" "${ck:-(no checkpointing)} $f" "$r"
         done
     done
+done
 done
 [ $fails -eq 0 ] && echo "all identical" || echo "$fails comparisons differ"
 [ "${BENCH_CORE_SPEED:-1}" = 0 ] && exit $((fails > 0))
