@@ -84,7 +84,7 @@ loader_ab() { # NAME A B: sa1b-loadbench on shards A and B alternating, 7 runs e
         for x in p r; do
             [ $x = p ] && f=$2 || f=$3
             timed "$tmp/run" sa1b-loadbench -e 3 -b 8 -m 64 -t "$T" --mask-size 256 "$f"
-            sed 's/.*images\/s \([0-9.]*\).*/\1/' "$tmp/run.txt" >>"$tmp/l$x"
+            sed -n 's/.*images\/s[= ]\([0-9.]*\).*/\1/p' "$tmp/run.txt" >>"$tmp/l$x"
             cpu_ms $((3 * N)) "$tmp/run" >>"$tmp/c$x"
         done
     done
