@@ -21,6 +21,7 @@
 #include <string.h>
 #include <turbojpeg.h>
 #include <jpeglib.h>
+#include <jerror.h>
 
 /* ---- area resize ----------------------------------------------------------
  *
@@ -657,13 +658,16 @@ typedef struct jerr_mgr {
     char msg[JMSG_LENGTH_MAX];
 } jerr_mgr;
 
+typedef struct jenc jenc;
+
 struct sa1b_imgctx {
-    tjhandle dec, enc;
+    tjhandle dec;
     uint8_t *buf;          /* decode scratch */
     size_t buf_cap;
     resize_scratch rs;
     struct jpeg_decompress_struct *jd; /* region decodes (created on first use) */
     jerr_mgr *je;
+    jenc *enc;             /* encodes (created on first use) */
 };
 
 /* TJFLAG_LIMITSCANS bounds the work a hostile progressive JPEG can ask for;
@@ -686,11 +690,13 @@ int sa1b_imgctx_new(sa1b_imgctx **c, sa1b_error *err)
     return SA1B_OK;
 }
 
+static void jenc_free(jenc *e);
+
 void sa1b_imgctx_free(sa1b_imgctx *c)
 {
     if (!c) return;
     if (c->dec) tjDestroy(c->dec);
-    if (c->enc) tjDestroy(c->enc);
+    jenc_free(c->enc);
     if (c->jd) jpeg_destroy_decompress(c->jd);
     free(c->jd);
     free(c->je);
@@ -887,6 +893,17 @@ static void jerr_emit(j_common_ptr ci, int level)
 
 static void jerr_output(j_common_ptr ci) { (void)ci; }
 
+/* libjpeg's standard error manager with the three above: nothing printed,
+ * every error and warning jumps to e->jump. */
+static struct jpeg_error_mgr *jerr_init(jerr_mgr *e)
+{
+    struct jpeg_error_mgr *pub = jpeg_std_error(&e->pub);
+    pub->error_exit = jerr_exit;
+    pub->emit_message = jerr_emit;
+    pub->output_message = jerr_output;
+    return pub;
+}
+
 /* The rows of a region decode: reads scanlines [0, h) into rgb (stride
  * bytes apart), the columns cropped to [0, cw) where cw < the width, then
  * drops the rest of the image undecoded.  Returns 1 when the JPEG is not a
@@ -942,10 +959,7 @@ int sa1b_jpeg_decode_region(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
             if (setjmp(c->je->jump)) {
                 failed = 1;
             } else {
-                c->jd->err = jpeg_std_error(&c->je->pub);
-                c->je->pub.error_exit = jerr_exit;
-                c->je->pub.emit_message = jerr_emit;
-                c->je->pub.output_message = jerr_output;
+                c->jd->err = jerr_init(c->je);
                 jpeg_create_decompress(c->jd);
             }
         }
@@ -976,31 +990,149 @@ int sa1b_jpeg_decode_region(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
     return SA1B_OK;
 }
 
+/* ---- encode ----------------------------------------------------------------
+ *
+ * Through libjpeg rather than tjCompress2: TurboJPEG 2.1 cannot ask for
+ * optimal Huffman tables but through its TJ_OPTIMIZE environment variable
+ * (process-wide state, and it also reads TJ_PROGRESSIVE, TJ_RESTART and
+ * TJ_ARITHMETIC).  The parameters are tjCompress2's for TJPF_RGB and
+ * TJSAMP_420: libjpeg's defaults, the quality's tables, YCbCr with Y
+ * sampled 2x2, and the fast integer DCT below quality 96 (the accurate
+ * one from 96), so the quantised coefficients, hence the decoded pixels,
+ * are the same whichever tables code them, and SA1B_JPEG_STANDARD gives
+ * tjCompress2's very bytes (tests/test-image.c checks both). */
+
+/* The compressor (of one encode at a time), its error manager and a
+ * destination that grows one malloc'ed buffer, in one allocation: what the
+ * error path reads after longjmp lives here, not in the caller's locals.
+ * ci comes first, so the destination callbacks find the rest from the
+ * j_compress_ptr. */
+struct jenc {
+    struct jpeg_compress_struct ci;
+    struct jpeg_destination_mgr dst;
+    jerr_mgr err;
+    uint8_t *out;    /* the JPEG being written, cap bytes (NULL between encodes) */
+    size_t cap;
+    int nomem;       /* the buffer could not grow */
+};
+
+static void dst_init(j_compress_ptr ci)
+{
+    jenc *e = (jenc *)(void *)ci;
+    e->dst.next_output_byte = e->out;
+    e->dst.free_in_buffer = e->cap;
+}
+
+/* libjpeg calls this when the buffer is full: double it. */
+static boolean dst_grow(j_compress_ptr ci)
+{
+    jenc *e = (jenc *)(void *)ci;
+    size_t cap = e->cap * 2;
+    uint8_t *p = cap > e->cap ? realloc(e->out, cap) : NULL;
+    if (!p) {
+        e->nomem = 1;
+        ERREXIT1(ci, JERR_OUT_OF_MEMORY, 0);
+    }
+    e->dst.next_output_byte = p + e->cap;
+    e->dst.free_in_buffer = cap - e->cap;
+    e->out = p;
+    e->cap = cap;
+    return TRUE;
+}
+
+static void dst_term(j_compress_ptr ci) { (void)ci; }
+
+static void jenc_free(jenc *e)
+{
+    if (!e) return;
+    free(e->out);
+    free(e);
+}
+
+static jenc *jenc_new(void)
+{
+    jenc *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    e->dst.init_destination = dst_init;
+    e->dst.empty_output_buffer = dst_grow;
+    e->dst.term_destination = dst_term;
+    return e;
+}
+
+/* One encode into e->out (e->cap bytes allocated): 0, or -1 after an
+ * error of libjpeg (its message in e->err.msg, e->nomem set when out of
+ * memory).  A new compressor each time: libjpeg-turbo 2.1's
+ * jpeg_set_defaults keeps the Huffman tables a compressor already has, so
+ * after an optimized encode a standard one would code with the previous
+ * image's tables (tests/test-image.c saw it).  Creating one costs
+ * microseconds against the milliseconds of an encode. */
+static int jenc_run(jenc *e, const uint8_t *rgb, uint32_t w, uint32_t h, int quality, int huffman)
+{
+    j_compress_ptr ci = &e->ci;
+    ci->err = jerr_init(&e->err);
+    if (setjmp(e->err.jump)) {
+        jpeg_destroy_compress(ci);   /* also after a failed create (nothing to free then) */
+        return -1;
+    }
+    jpeg_create_compress(ci);
+    ci->dest = &e->dst;
+    ci->image_width = w;
+    ci->image_height = h;
+    ci->input_components = 3;
+    ci->in_color_space = JCS_RGB;
+    jpeg_set_defaults(ci);
+    jpeg_set_quality(ci, quality, TRUE);
+    ci->dct_method = quality >= 96 ? JDCT_ISLOW : JDCT_IFAST;
+    jpeg_set_colorspace(ci, JCS_YCbCr);
+    ci->comp_info[0].h_samp_factor = ci->comp_info[0].v_samp_factor = 2;   /* 4:2:0 */
+    for (int k = 1; k < 3; k++) ci->comp_info[k].h_samp_factor = ci->comp_info[k].v_samp_factor = 1;
+    ci->optimize_coding = huffman == SA1B_JPEG_OPTIMIZED;
+    jpeg_start_compress(ci, TRUE);
+    while (ci->next_scanline < h) {
+        JSAMPROW rows[16];
+        JDIMENSION n = h - ci->next_scanline;
+        if (n > 16) n = 16;
+        for (JDIMENSION k = 0; k < n; k++)
+            rows[k] = (JSAMPROW)(uintptr_t)(rgb + (size_t)(ci->next_scanline + k) * w * 3);
+        jpeg_write_scanlines(ci, rows, n);
+    }
+    jpeg_finish_compress(ci);
+    jpeg_destroy_compress(ci);
+    return 0;
+}
+
 int sa1b_jpeg_encode(sa1b_imgctx *c, const uint8_t *rgb, uint32_t w, uint32_t h, int quality,
-                     uint8_t **out, size_t *len, sa1b_error *err)
+                     int huffman, uint8_t **out, size_t *len, sa1b_error *err)
 {
     if (!c || !rgb || !out || !len) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
     *out = NULL;
     *len = 0;
     if (quality < 1 || quality > 100)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: quality %d not in 1..100", quality);
+    if (huffman != SA1B_JPEG_OPTIMIZED && huffman != SA1B_JPEG_STANDARD)
+        return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: Huffman tables %d unknown", huffman);
     if (!w || !h || w > SA1B_IMAGE_MAX_SIDE || h > SA1B_IMAGE_MAX_SIDE ||
         (uint64_t)w * h > SA1B_IMAGE_MAX_PIXELS)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: cannot encode %ux%u", w, h);
-    if (!c->enc && !(c->enc = tjInitCompress()))
-        return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: cannot create a TurboJPEG compressor");
-    unsigned long cap = tjBufSize((int)w, (int)h, TJSAMP_420);
-    if (cap == (unsigned long)-1) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: %s", tjGetErrorStr2(c->enc));
-    uint8_t *buf = malloc(cap);
-    if (!buf) return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory");
-    unsigned long size = cap;
-    if (tjCompress2(c->enc, rgb, (int)w, 0, (int)h, TJPF_RGB, &buf, &size, TJSAMP_420, quality,
-                    TJFLAG_NOREALLOC) != 0) {
-        free(buf);
-        return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: encode: %s", tjGetErrorStr2(c->enc));
+    if (!c->enc && !(c->enc = jenc_new()))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: cannot create a compressor");
+    jenc *e = c->enc;
+    /* most images take well under a byte per pixel at any quality; the
+     * buffer doubles when one does not */
+    e->cap = (size_t)w * h / 2 + 4096;
+    e->out = malloc(e->cap);
+    e->nomem = 0;
+    if (!e->out) return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory");
+    if (jenc_run(e, rgb, w, h, quality, huffman)) {
+        free(e->out);
+        e->out = NULL;
+        if (e->nomem) return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: encode: out of memory");
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: encode: %s", e->err.msg);
     }
-    uint8_t *shrunk = realloc(buf, size ? size : 1);
-    *out = shrunk ? shrunk : buf;
+    size_t size = e->cap - e->dst.free_in_buffer;
+    uint8_t *shrunk = realloc(e->out, size);
+    *out = shrunk ? shrunk : e->out;
     *len = size;
+    e->out = NULL;
     return SA1B_OK;
 }

@@ -44,6 +44,7 @@ void sa1b_prep_opts_default(sa1b_prep_opts *o)
     o->mask_size = 256;
     o->image_format = SA1B_SHARD_RAW;
     o->jpeg_quality = 90;
+    o->jpeg_huffman = SA1B_JPEG_OPTIMIZED;
     o->mask_mode = SA1B_MASK_AREA;
     sa1b_filter_default(&o->filter);
     o->strategy = SA1B_STRATEGY_RANDOM;
@@ -232,7 +233,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     if (o->image_format == SA1B_SHARD_JPEG) {
         free(b->jpeg);
         b->jpeg = NULL;
-        if (sa1b_jpeg_encode(ctx, b->image, S, S, o->jpeg_quality, &b->jpeg, &payload_len, &e))
+        if (sa1b_jpeg_encode(ctx, b->image, S, S, o->jpeg_quality, o->jpeg_huffman, &b->jpeg,
+                             &payload_len, &e))
             return sa1b_error_set(err, e.code, -1, "%s: jpeg encode: %s", name, e.msg);
         payload = b->jpeg;
     }

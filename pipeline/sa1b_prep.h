@@ -33,6 +33,7 @@ typedef struct sa1b_prep_opts {
     uint32_t mask_size;    /* R (1..S) */
     int image_format;      /* SA1B_SHARD_RAW or SA1B_SHARD_JPEG (re-encoded at S) */
     int jpeg_quality;      /* 1..100, for SA1B_SHARD_JPEG */
+    int jpeg_huffman;      /* SA1B_JPEG_OPTIMIZED (default) or SA1B_JPEG_STANDARD */
     int mask_mode;         /* SA1B_MASK_AREA: cell foreground fraction >= 0.5;
                               SA1B_MASK_NEAREST: the pixel under the cell centre */
     sa1b_filter filter;
@@ -43,8 +44,8 @@ typedef struct sa1b_prep_opts {
                               the sample come packed or as runs (each mask's data_len) */
 } sa1b_prep_opts;
 
-/* Defaults of sa1b-shard: S 1024, R S/4, raw, quality 90, area, no filter,
- * random, no limit, seed 0. */
+/* Defaults of sa1b-shard: S 1024, R S/4, raw, quality 90, optimized
+ * Huffman tables, area, no filter, random, no limit, seed 0. */
 void sa1b_prep_opts_default(sa1b_prep_opts *o);
 
 /* Buffers of one prepared sample, reused from call to call.  Start from

@@ -183,7 +183,7 @@ static void write_output(const options *o, sa1b_imgctx *ctx, const uint8_t *rgb,
         uint8_t *jpg = NULL;
         size_t len = 0;
         sa1b_error err;
-        if (sa1b_jpeg_encode(ctx, rgb, w, h, o->quality, &jpg, &len, &err)) {
+        if (sa1b_jpeg_encode(ctx, rgb, w, h, o->quality, SA1B_JPEG_OPTIMIZED, &jpg, &len, &err)) {
             snprintf(why, sizeof why, "%s", err.msg);
             bad = 1;
         } else if (fwrite(jpg, 1, len, f) != len) {

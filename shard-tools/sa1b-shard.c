@@ -70,6 +70,9 @@ static void usage(void)
            "                            annotation's own runs, loaders pick R\n"
            "      --image-format FMT    raw or jpeg (default raw)\n"
            "      --quality Q           JPEG quality for --image-format jpeg (default 90)\n"
+           "      --jpeg-huffman TABLES optimized or standard Huffman tables for\n"
+           "                            --image-format jpeg (default optimized; the\n"
+           "                            same pixels, standard: more bytes, faster)\n"
            "      --mask-resample MODE  area or nearest (default area)\n"
            "      --mask-format FMT     packed (format version 1) or rle (runs,\n"
            "                            version 2; default packed)\n"
@@ -99,7 +102,7 @@ enum {
     OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
     OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY, OPT_FORCE
 };
-enum { OPT_MASK_FORMAT = 512 };
+enum { OPT_MASK_FORMAT = 512, OPT_JPEG_HUFFMAN };
 
 static const struct option long_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -110,6 +113,7 @@ static const struct option long_opts[] = {
     {"mask-size", required_argument, 0, OPT_MASK_SIZE},
     {"image-format", required_argument, 0, OPT_IMAGE_FORMAT},
     {"quality", required_argument, 0, OPT_QUALITY},
+    {"jpeg-huffman", required_argument, 0, OPT_JPEG_HUFFMAN},
     {"mask-resample", required_argument, 0, OPT_MASK_RESAMPLE},
     {"mask-format", required_argument, 0, OPT_MASK_FORMAT},
     {"min-area", required_argument, 0, OPT_MIN_AREA},
@@ -178,6 +182,11 @@ static void parse_options(int argc, char **argv, options *o)
             else cli_usage_error("--image-format: '%s' is not raw or jpeg", optarg);
             break;
         case OPT_QUALITY: o->prep.jpeg_quality = (int)need_u64("--quality", optarg, 1, 100); break;
+        case OPT_JPEG_HUFFMAN:
+            if (strcmp(optarg, "optimized") == 0) o->prep.jpeg_huffman = SA1B_JPEG_OPTIMIZED;
+            else if (strcmp(optarg, "standard") == 0) o->prep.jpeg_huffman = SA1B_JPEG_STANDARD;
+            else cli_usage_error("--jpeg-huffman: '%s' is not optimized or standard", optarg);
+            break;
         case OPT_MASK_RESAMPLE:
             if (strcmp(optarg, "area") == 0) o->prep.mask_mode = SA1B_MASK_AREA;
             else if (strcmp(optarg, "nearest") == 0) o->prep.mask_mode = SA1B_MASK_NEAREST;
@@ -276,7 +285,11 @@ static json_t *provenance_json(const options *o, const char *stem, uint64_t part
     json_object_set_new(opt, "image_size", json_integer(p->image_size));
     json_object_set_new(opt, "mask_size", json_integer(p->mask_size));
     json_object_set_new(opt, "image_format", json_string(p->image_format == SA1B_SHARD_JPEG ? "jpeg" : "raw"));
-    if (p->image_format == SA1B_SHARD_JPEG) json_object_set_new(opt, "quality", json_integer(p->jpeg_quality));
+    if (p->image_format == SA1B_SHARD_JPEG) {
+        json_object_set_new(opt, "quality", json_integer(p->jpeg_quality));
+        json_object_set_new(opt, "jpeg_huffman",
+                            json_string(p->jpeg_huffman == SA1B_JPEG_STANDARD ? "standard" : "optimized"));
+    }
     json_object_set_new(opt, "mask_resample", json_string(p->mask_mode == SA1B_MASK_NEAREST ? "nearest" : "area"));
     /* only when not the default, so that packed shards keep version 1's bytes */
     if (p->mask_format != SA1B_SHARD_PACKED)

@@ -6,7 +6,9 @@
 #   --image-size 128 --mask-size 32 --image-format jpeg
 #   --image-size 32 --mask-size 12 --mask-resample nearest
 # They still open, verify, inspect and export; today's sa1b-shard (packed,
-# the default) rewrites them byte for byte; --mask-format rle gives version-2
+# the default; for JPEG with --jpeg-huffman standard, the tables of that
+# commit) rewrites them byte for byte, and with its default optimized
+# Huffman tables into fewer bytes of the same pixels; --mask-format rle gives version-2
 # shards that verify and hold the same masks (sa1b-inspect --rle, exported
 # overlays), in fewer bytes; --mask-size source keeps the annotations' own
 # runs, which the tools read.
@@ -15,7 +17,7 @@ cd "$TMP" || exit 99
 D="$SRC/tests/data"
 cp "$D/v1-input.tar" v1.tar || exit 99
 
-set -- "jpeg:--image-size 128 --mask-size 32 --image-format jpeg" \
+set -- "jpeg:--image-size 128 --mask-size 32 --image-format jpeg --jpeg-huffman standard" \
        "raw:--image-size 32 --mask-size 12 --mask-resample nearest"
 for spec in "$@"; do
     k=${spec%%:*}
@@ -41,6 +43,26 @@ for spec in "$@"; do
     cmp -s fx.jsonl pk.jsonl && [ -n "$o" ] && [ -n "$e" ] &&
         cmp -s -i "$o:$o" -n $((e + 80 * n - o)) "$fx" "packed-$k.shard"
     ok $? "packed ($k) is byte-identical to the v1 fixture but for the provenance"
+    if [ "$k" = jpeg ]; then
+        # the default, optimized Huffman tables: the same pixels in fewer bytes
+        # shellcheck disable=SC2086
+        run_ok "packed (jpeg, optimized tables)" sa1b-shard -q -j 2 ${opts%--jpeg-huffman*} \
+            -o "opt-$k.shard" v1.tar
+        sa1b-inspect "opt-$k.shard" | head -1 > head.json
+        grep_ok '"jpeg_huffman": "optimized"' head.json "the provenance records optimized tables"
+        same=0
+        for i in 0 1; do
+            sa1b-export "opt-$k.shard" -i $i -a 0 --no-outlines --no-points -o "opt-$i.png" &&
+                sa1b-export "$fx" -i $i -a 0 --no-outlines --no-points -o "fx-$i.png" &&
+                cmp -s "opt-$i.png" "fx-$i.png" && same=$((same + 1))
+        done
+        is "$same" 2 "optimized tables: the v1 fixture's pixels, both images"
+        sum_img() { sa1b-inspect "$1" | sed -n 's/.*"image_bytes": \([0-9]*\).*/\1/p' |
+            awk '{ s += $1 } END { print s + 0 }'; }
+        [ "$(sum_img "opt-$k.shard")" -lt "$(sum_img "$fx")" ]
+        ok $? "optimized tables: fewer image bytes ($(sum_img "opt-$k.shard") < $(sum_img "$fx"))"
+        run_ok "optimized tables verify" sa1b-verify "opt-$k.shard"
+    fi
     # shellcheck disable=SC2086
     run_ok "rle ($k)" sa1b-shard -q -j 2 $opts --mask-format rle -o "rle-$k.shard" v1.tar
     run_ok "rle ($k) verifies" sa1b-verify "rle-$k.shard"
@@ -93,6 +115,8 @@ grep_ok '^format +jpeg 128x128, masks 32x32 as runs' sum.txt "summary: masks as 
 grep_ok '^bytes per image .*\(image .*, masks .*, other .*\)' sum.txt "summary: bytes by part"
 run_status 2 "--mask-format bogus: usage error" sa1b-shard --mask-format bogus -o x.shard v1.tar
 grep_ok "'bogus' is not packed or rle" "$TMP/.err" "--mask-format bogus: message"
+run_status 2 "--jpeg-huffman bogus: usage error" sa1b-shard --jpeg-huffman bogus -o x.shard v1.tar
+grep_ok "--jpeg-huffman: 'bogus' is not optimized or standard" "$TMP/.err" "--jpeg-huffman bogus: message"
 
 # a flipped byte inside the runs: the masks CRC names the block
 cp rle-raw.shard bad.shard

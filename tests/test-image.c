@@ -12,7 +12,9 @@
  * bytes of the portable reference on thousands of random shapes, ratios
  * (down, up, 1:1), channel counts and contents.  Corrupt, truncated and
  * absurdly large JPEGs must fail cleanly.  The region decode of the loader
- * gives exactly the whole decode's pixels in its region.
+ * gives exactly the whole decode's pixels in its region.  The encoder's
+ * standard Huffman tables give tjCompress2's bytes, its optimized ones fewer
+ * bytes of the same pixels.
  */
 #include <turbojpeg.h>
 
@@ -36,12 +38,14 @@ static uint8_t *make_quads(uint32_t w, uint32_t h)
     return p;
 }
 
-static uint8_t *tj_encode(const uint8_t *rgb, uint32_t w, uint32_t h, int subsamp, size_t *len)
+/* tjCompress2 with no flags: what sa1b_jpeg_encode gave before it went through libjpeg. */
+static uint8_t *tj_encode(const uint8_t *rgb, uint32_t w, uint32_t h, int subsamp, int quality,
+                          size_t *len)
 {
     tjhandle t = tjInitCompress();
     unsigned char *buf = NULL;
     unsigned long n = 0;
-    if (tjCompress2(t, rgb, (int)w, 0, (int)h, TJPF_RGB, &buf, &n, subsamp, 95, 0) != 0) {
+    if (tjCompress2(t, rgb, (int)w, 0, (int)h, TJPF_RGB, &buf, &n, subsamp, quality, 0) != 0) {
         tap_diag("tjCompress2: %s", tjGetErrorStr2(t));
         tjDestroy(t);
         return NULL;
@@ -66,7 +70,7 @@ static void check_letterbox(sa1b_imgctx *c, uint32_t w, uint32_t h, uint32_t S, 
 {
     size_t len;
     uint8_t *rgb = make_quads(w, h);
-    uint8_t *jpg = tj_encode(rgb, w, h, TJSAMP_420, &len);
+    uint8_t *jpg = tj_encode(rgb, w, h, TJSAMP_420, 95, &len);
     uint8_t *out = malloc((size_t)S * S * 3);
     memset(out, 0x77, (size_t)S * S * 3);   /* padding must be written, not assumed */
     sa1b_letterbox lb;
@@ -134,7 +138,7 @@ static void test_scale_choice(sa1b_imgctx *c)
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         uint8_t *rgb = make_quads(t[i][0], t[i][1]);
         size_t len;
-        uint8_t *jpg = tj_encode(rgb, t[i][0], t[i][1], TJSAMP_444, &len);
+        uint8_t *jpg = tj_encode(rgb, t[i][0], t[i][1], TJSAMP_444, 95, &len);
         const uint8_t *dec;
         uint32_t dw = 0, dh = 0;
         sa1b_error err;
@@ -432,7 +436,7 @@ static void test_bad(sa1b_imgctx *c)
 {
     size_t len;
     uint8_t *rgb = make_quads(160, 120);
-    uint8_t *jpg = tj_encode(rgb, 160, 120, TJSAMP_420, &len);
+    uint8_t *jpg = tj_encode(rgb, 160, 120, TJSAMP_420, 95, &len);
     uint8_t out[64 * 64 * 3];
     sa1b_error err;
     uint32_t w, h;
@@ -503,16 +507,19 @@ static void test_bad(sa1b_imgctx *c)
     /* encode round trip */
     uint8_t *enc = NULL;
     size_t enc_len = 0;
-    rc = sa1b_jpeg_encode(c, rgb, 160, 120, 90, &enc, &enc_len, &err);
+    rc = sa1b_jpeg_encode(c, rgb, 160, 120, 90, SA1B_JPEG_OPTIMIZED, &enc, &enc_len, &err);
     tap_ok(rc == SA1B_OK && enc_len > 100 && enc[0] == 0xFF && enc[1] == 0xD8, "encode");
     rc = sa1b_jpeg_size(c, enc, enc_len, &w, &h, &err);
     tap_ok(rc == SA1B_OK && w == 160 && h == 120, "encoded size");
     free(enc);
-    tap_is_int(sa1b_jpeg_encode(c, rgb, 160, 120, 0, &enc, &enc_len, &err), SA1B_EINVAL,
-               "quality 0 rejected");
+    tap_is_int(sa1b_jpeg_encode(c, rgb, 160, 120, 0, SA1B_JPEG_OPTIMIZED, &enc, &enc_len, &err),
+               SA1B_EINVAL, "quality 0 rejected");
+    tap_is_int(sa1b_jpeg_encode(c, rgb, 160, 120, 90, 2, &enc, &enc_len, &err), SA1B_EINVAL,
+               "unknown Huffman tables rejected");
+    tap_ok(enc == NULL && enc_len == 0, "nothing returned on an error");
 
     /* grayscale JPEG: letterboxed to grey RGB */
-    uint8_t *gray = tj_encode(rgb, 160, 120, TJSAMP_GRAY, &len);
+    uint8_t *gray = tj_encode(rgb, 160, 120, TJSAMP_GRAY, 95, &len);
     rc = sa1b_jpeg_letterbox(c, gray, len, 64, out, NULL, &err);
     tap_ok(rc == SA1B_OK && out[0] == out[1] && out[1] == out[2], "grayscale JPEG letterboxed");
     free(gray);
@@ -624,6 +631,75 @@ static void test_region(sa1b_imgctx *c)
     free(out);
 }
 
+/* A photograph-like w x h image: gradients, a disc, stripes and noise whose
+ * strength varies across the image; rows from h_content on are black, as
+ * under a letterbox. */
+static uint8_t *make_photo(uint32_t w, uint32_t h, uint32_t h_content, uint64_t seed)
+{
+    uint8_t *p = calloc((size_t)w * h * 3, 1);
+    uint64_t r = seed;
+    for (uint32_t y = 0; y < h_content; y++)
+        for (uint32_t x = 0; x < w; x++) {
+            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+            int noise = (int)((r >> 40) & 63) - 32, amp = (int)(x * 4 / w);   /* 0..3 */
+            int dx = (int)x - (int)w / 3, dy = (int)y - (int)h_content / 2;
+            int disc = dx * dx + dy * dy < (int)(w * w / 25);
+            int v[3] = {(int)(x * 255 / w), (int)(y * 255 / h_content), disc ? 230 : 60};
+            if (y % 16 < 3 && x > w / 2) v[2] = 250;   /* stripes */
+            for (int k = 0; k < 3; k++) {
+                int q = v[k] + noise * amp / 3;
+                p[((size_t)y * w + x) * 3 + k] = (uint8_t)(q < 0 ? 0 : q > 255 ? 255 : q);
+            }
+        }
+    return p;
+}
+
+/* sa1b_jpeg_encode: SA1B_JPEG_STANDARD gives tjCompress2's very bytes (what
+ * shards held before the option), SA1B_JPEG_OPTIMIZED fewer bytes that
+ * decode (whole, and by the loader's region decode) to exactly the same
+ * pixels, at every quality band (the DCT changes at 96).  Standard and
+ * optimized encodes alternate on one context: a standard one right after an
+ * optimized one must not inherit its tables. */
+static void test_encode(sa1b_imgctx *c)
+{
+    static const uint32_t sizes[][3] = {{333, 217, 217}, {256, 256, 171}};
+    static const int qualities[] = {1, 50, 90, 95, 96, 100};
+    sa1b_error err;
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        uint32_t w = sizes[si][0], h = sizes[si][1], hc = sizes[si][2];
+        uint8_t *rgb = make_photo(w, h, hc, 7 + si);
+        uint8_t *a = malloc((size_t)w * h * 3), *b = malloc((size_t)w * h * 3);
+        for (size_t qi = 0; qi < sizeof qualities / sizeof *qualities; qi++) {
+            int q = qualities[qi];
+            size_t ref_len = 0, std_len = 0, opt_len = 0, again_len = 0;
+            uint8_t *ref = tj_encode(rgb, w, h, TJSAMP_420, q, &ref_len), *std = NULL, *opt = NULL,
+                    *again = NULL;
+            int rc = sa1b_jpeg_encode(c, rgb, w, h, q, SA1B_JPEG_STANDARD, &std, &std_len, &err);
+            tap_ok(rc == SA1B_OK && ref && std_len == ref_len && memcmp(std, ref, ref_len) == 0,
+                   "%ux%u q%d standard tables: tjCompress2's bytes (%zu, %zu)", w, h, q, std_len, ref_len);
+            rc = sa1b_jpeg_encode(c, rgb, w, h, q, SA1B_JPEG_OPTIMIZED, &opt, &opt_len, &err);
+            tap_ok(rc == SA1B_OK && opt_len < std_len, "%ux%u q%d optimized tables: %zu < %zu bytes", w,
+                   h, q, opt_len, std_len);
+            int same = rc == SA1B_OK &&
+                       sa1b_jpeg_decode(c, std, std_len, a, w, h, &err) == SA1B_OK &&
+                       sa1b_jpeg_decode(c, opt, opt_len, b, w, h, &err) == SA1B_OK &&
+                       memcmp(a, b, (size_t)w * h * 3) == 0;
+            tap_ok(same, "%ux%u q%d optimized: the same decoded pixels", w, h, q);
+            memset(b, 0, (size_t)w * h * 3);
+            same = opt && sa1b_jpeg_decode_region(c, opt, opt_len, b, (size_t)w * 3, w, h, w, hc,
+                                                  &err) == SA1B_OK;
+            for (uint32_t y = 0; same && y < hc; y++)
+                same = memcmp(a + (size_t)y * w * 3, b + (size_t)y * w * 3, (size_t)w * 3) == 0;
+            tap_ok(same, "%ux%u q%d optimized: the region decode's pixels too", w, h, q);
+            rc = sa1b_jpeg_encode(c, rgb, w, h, q, SA1B_JPEG_OPTIMIZED, &again, &again_len, &err);
+            tap_ok(rc == SA1B_OK && again_len == opt_len && memcmp(again, opt, opt_len) == 0,
+                   "%ux%u q%d optimized: the same bytes again", w, h, q);
+            free(ref), free(std), free(opt), free(again);
+        }
+        free(rgb), free(a), free(b);
+    }
+}
+
 int main(void)
 {
     tap_plan(0);
@@ -642,6 +718,7 @@ int main(void)
     test_resize_paths();
     test_bad(c);
     test_region(c);
+    test_encode(c);
     sa1b_letterbox lb;
     tap_ok(sa1b_letterbox_geometry(2250, 1500, 256, &lb, NULL) == SA1B_OK && lb.new_w == 256 &&
                lb.new_h == 171,

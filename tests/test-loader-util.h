@@ -114,7 +114,7 @@ static inline int tl_write_shard(const char *path, uint32_t S, uint32_t R, uint6
         uint8_t *enc = NULL;
         size_t enc_len = 0;
         if (jpeg == 2) {
-            rc = sa1b_jpeg_encode(ctx, img, S, S, 95, &enc, &enc_len, &e);
+            rc = sa1b_jpeg_encode(ctx, img, S, S, 95, SA1B_JPEG_OPTIMIZED, &enc, &enc_len, &e);
             if (rc) break;
             s.image = enc;
             s.image_len = enc_len;
@@ -122,7 +122,7 @@ static inline int tl_write_shard(const char *path, uint32_t S, uint32_t R, uint6
             /* the content region, packed */
             uint8_t *c = malloc((size_t)w * h * 3);
             for (uint32_t y = 0; y < h; y++) memcpy(c + (size_t)y * w * 3, img + (size_t)y * S * 3, (size_t)w * 3);
-            rc = sa1b_jpeg_encode(ctx, c, w, h, 95, &enc, &enc_len, &e);
+            rc = sa1b_jpeg_encode(ctx, c, w, h, 95, SA1B_JPEG_OPTIMIZED, &enc, &enc_len, &e);
             free(c);
             if (rc) break;
             s.image = enc;

@@ -37,7 +37,7 @@ static void make(sa1b_imgctx *ctx, gen *g, uint32_t w, uint32_t h, int nm, int i
     uint8_t *rgb = malloc((size_t)w * h * 3), *m = malloc((size_t)w * h);
     for (size_t i = 0; i < (size_t)w * h * 3; i++) rgb[i] = (uint8_t)(i * 7 + id);
     sa1b_error e;
-    if (sa1b_jpeg_encode(ctx, rgb, w, h, 90, &g->jpg, &g->jpg_len, &e)) tap_diag("encode: %s", e.msg);
+    if (sa1b_jpeg_encode(ctx, rgb, w, h, 90, SA1B_JPEG_OPTIMIZED, &g->jpg, &g->jpg_len, &e)) tap_diag("encode: %s", e.msg);
     size_t cap = 4096 + (size_t)nm * ((size_t)w * h * 16 + 512);
     g->json = malloc(cap);
     size_t n = (size_t)snprintf(g->json, cap,

@@ -72,7 +72,7 @@ static void gen_fill(gen_sample *g, const gen_params *p, uint32_t i, sa1b_imgctx
         }
     if (p->fmt == SA1B_SHARD_JPEG) {
         size_t len = 0;
-        if (sa1b_jpeg_encode(ctx, g->rgb, S, S, 95, &g->jpeg, &len, NULL)) exit(3);
+        if (sa1b_jpeg_encode(ctx, g->rgb, S, S, 95, SA1B_JPEG_OPTIMIZED, &g->jpeg, &len, NULL)) exit(3);
         g->in.image = g->jpeg;
         g->in.image_len = len;
     } else {

@@ -179,7 +179,7 @@ static int write_shard(const char *path, const cfg *c)
         uint8_t *enc = NULL;
         size_t len = 0;
         if (c->jpeg) {
-            if (sa1b_jpeg_encode(ctx, img, c->S, c->S, 90, &enc, &len, &e)) { rc = -1; break; }
+            if (sa1b_jpeg_encode(ctx, img, c->S, c->S, 90, SA1B_JPEG_OPTIMIZED, &enc, &len, &e)) { rc = -1; break; }
             s.image = enc;
             s.image_len = len;
         } else {

@@ -14,7 +14,11 @@
 #     --mask-size source shard resampled to 256 against packed, runs
 #     alternating, median of 7;
 #  3. sa1b-shard images/s and CPU per image writing rle against packed,
-#     alternating, median of 5.
+#     alternating, median of 5;
+#  4. the JPEG Huffman tables, optimized (the default) against standard
+#     (--jpeg-huffman standard), jpeg + rle: image bytes per image, what the
+#     second pass costs sa1b-shard (median of 5) and what the loader's
+#     decode costs (median of 7), runs alternating.
 # Usage: bench-rle-shards.sh [IMAGES] [THREADS]   (BENCH_RLE_DIR=DIR keeps the files)
 set -eu
 : "${top_builddir:=.}" "${top_srcdir:=.}"
@@ -54,24 +58,54 @@ timed() { # OUT CMD...: runs CMD, stdout to OUT.txt, "wall user sys" to OUT.time
     else "$@" >"$out.txt"; echo "nan nan nan" >"$out.time"; fi
 }
 cpu_ms() { awk -v n="$1" '{ printf "%.3f\n", ($2 + $3) * 1000 / n }' "$2.time"; }
-shard() { # FORMAT MASKS OUT: images/s to stdout, CPU ms per image to $tmp/cpu
+shard() { # FORMAT MASKS OUT [OPTION...]: images/s to stdout, CPU ms per image to $tmp/cpu
     fmt=$1 masks=$2 out=$3
+    shift 3
     rm -f "$out"
     if [ "$masks" = source ]; then m="--mask-size source"; else m="--mask-size 256 --mask-format $masks"; fi
     # shellcheck disable=SC2086
     timed "$tmp/run" sa1b-shard -q -j "$T" --json-summary --image-size 1024 $m \
-        --image-format "$fmt" -o "$out" "$tmp/a.tar"
+        --image-format "$fmt" "$@" -o "$out" "$tmp/a.tar"
     cpu_ms "$N" "$tmp/run" >"$tmp/cpu"
     sed 's/.*"images":\([0-9]*\).*"seconds":\([0-9.]*\).*/\1 \2/' "$tmp/run.txt" |
         awk '{printf "%.3f\n", $1 / $2}'
 }
-row() { # NAME WALL_PACKED WALL_RLE CPU_PACKED CPU_RLE (files of one value per run)
-    awk -v f="$1" -v p="$(median <"$2")" -v r="$(median <"$3")" -v cp="$(median <"$4")" \
-        -v cr="$(median <"$5")" 'BEGIN { printf "%-8s %10.1f %10.1f %7.2fx %10.2f %10.2f %7.2fx\n",
+row() { # NAME: the medians of $tmp/lp, lr (images/s), cp, cr (CPU ms), B against A
+    awk -v f="$1" -v p="$(median <"$tmp/lp")" -v r="$(median <"$tmp/lr")" -v cp="$(median <"$tmp/cp")" \
+        -v cr="$(median <"$tmp/cr")" 'BEGIN { printf "%-8s %10.1f %10.1f %7.2fx %10.2f %10.2f %7.2fx\n",
         f, p, r, r / p, cp, cr, cr / cp }'
 }
-header() { printf '%-8s %10s %10s %8s %10s %10s %8s\n' "images" "packed/s" "rle/s" "ratio" \
-    "packed ms" "rle ms" "ratio"; }
+header() { # A B: the names of the two columns compared
+    printf '%-8s %10s %10s %8s %10s %10s %8s\n' "images" "$1/s" "$2/s" "ratio" "$1 ms" "$2 ms" "ratio"
+}
+loader_ab() { # NAME A B: sa1b-loadbench on shards A and B alternating, 7 runs each; a row
+    for x in lp lr cp cr; do : >"$tmp/$x"; done
+    for i in 1 2 3 4 5 6 7; do
+        for x in p r; do
+            [ $x = p ] && f=$2 || f=$3
+            timed "$tmp/run" sa1b-loadbench -e 3 -b 8 -m 64 -t "$T" --mask-size 256 "$f"
+            sed -n 's/.*images\/s[= ]\([0-9.]*\).*/\1/p' "$tmp/run.txt" >>"$tmp/l$x"
+            cpu_ms $((3 * N)) "$tmp/run" >>"$tmp/c$x"
+        done
+    done
+    row "$1"
+}
+shard_ab() { # NAME FORMAT MASKS_A MASKS_B 'OPTIONS_A' 'OPTIONS_B': sa1b-shard alternating, 5 runs each
+    for x in lp lr cp cr; do : >"$tmp/$x"; done
+    for i in 1 2 3 4 5; do
+        # shellcheck disable=SC2086
+        shard "$2" "$3" "$tmp/o.shard" $5 >>"$tmp/lp"
+        cat "$tmp/cpu" >>"$tmp/cp"
+        # shellcheck disable=SC2086
+        shard "$2" "$4" "$tmp/o.shard" $6 >>"$tmp/lr"
+        cat "$tmp/cpu" >>"$tmp/cr"
+    done
+    row "$1"
+}
+image_kb() { # SHARD: image payload bytes per image, KB
+    sa1b-inspect "$1" | awk '/"type": "image"/ { n++; match($0, /"image_bytes": [0-9]+/)
+        ib += substr($0, RSTART + 15, RLENGTH - 15) } END { printf "%.1f", ib / n / 1000 }'
+}
 
 echo
 echo "1. bytes per image at S=1024, R=256, every mask (whole SA-1B = $SA1B_IMAGES images)"
@@ -120,31 +154,28 @@ echo
 echo "2. loader: images/s (wall) and CPU ms per image, 64 masks per image, $T threads"
 echo "   (median of 7 alternating runs of 3 epochs)"
 echo "   (the last row: rle = the source-size masks of --mask-size source, resampled to 256)"
-header
+header packed rle
 for case in jpeg:rle raw:rle jpeg:source; do
     fmt=${case%:*} other=${case#*:}
-    : >"$tmp/lp" >"$tmp/lr" >"$tmp/cp" >"$tmp/cr"
-    for i in 1 2 3 4 5 6 7; do
-        for masks in p r; do
-            [ $masks = p ] && f="$tmp/$fmt-packed.shard" || f="$tmp/$fmt-$other.shard"
-            timed "$tmp/run" sa1b-loadbench -e 3 -b 8 -m 64 -t "$T" --mask-size 256 "$f"
-            sed 's/.*images\/s \([0-9.]*\).*/\1/' "$tmp/run.txt" >>"$tmp/l$masks"
-            cpu_ms $((3 * N)) "$tmp/run" >>"$tmp/c$masks"
-        done
-    done
-    row "$fmt$([ "$other" = source ] && echo " src")" "$tmp/lp" "$tmp/lr" "$tmp/cp" "$tmp/cr"
+    loader_ab "$fmt$([ "$other" = source ] && echo " src")" "$tmp/$fmt-packed.shard" "$tmp/$fmt-$other.shard"
 done
 
 echo
 echo "3. sa1b-shard: images/s (wall) and CPU ms per image, $T threads (median of 5 alternating runs)"
-header
+header packed rle
 for fmt in jpeg raw; do
-    : >"$tmp/sp" >"$tmp/sr" >"$tmp/cp" >"$tmp/cr"
-    for i in 1 2 3 4 5; do
-        shard "$fmt" packed "$tmp/o.shard" >>"$tmp/sp"
-        cat "$tmp/cpu" >>"$tmp/cp"
-        shard "$fmt" rle "$tmp/o.shard" >>"$tmp/sr"
-        cat "$tmp/cpu" >>"$tmp/cr"
-    done
-    row "$fmt" "$tmp/sp" "$tmp/sr" "$tmp/cp" "$tmp/cr"
+    shard_ab "$fmt" "$fmt" packed rle "" ""
 done
+
+echo
+echo "4. JPEG Huffman tables: optimized (the default) against standard (--jpeg-huffman standard),"
+echo "   jpeg + rle, $T threads, runs alternating"
+shard jpeg rle "$tmp/jpeg-rle-std.shard" --jpeg-huffman standard >/dev/null
+echo "image bytes per image: standard $(image_kb "$tmp/jpeg-rle-std.shard") KB," \
+    "optimized $(image_kb "$tmp/jpeg-rle.shard") KB"
+echo "sa1b-shard (median of 5):"
+header std opt
+shard_ab "jpeg" jpeg rle rle "--jpeg-huffman standard" ""
+echo "loader, 64 masks per image (median of 7 runs of 3 epochs):"
+header std opt
+loader_ab "jpeg" "$tmp/jpeg-rle-std.shard" "$tmp/jpeg-rle.shard"
