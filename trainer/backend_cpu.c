@@ -986,24 +986,6 @@ static void cpu_copy(tr_backend *be, void *dst, const void *src, size_t n)
     par(be, n, 1, copy_w, &p);
 }
 
-/* (one loop per format, so that each vectorises: the same values) */
-static void round_w(void *ctx, size_t b, size_t e)
-{
-    pc *p = ctx;
-    float *o = p->o;
-    if (p->i0 == TR_PREC_BF16)
-        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], TR_PREC_BF16);
-    else
-        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], p->i0);
-}
-
-static void cpu_round(tr_backend *be, float *x, size_t n, int prec)
-{
-    if (prec == TR_PREC_FP32 || !x) return;
-    pc p = {.o = x, .i0 = prec};
-    par(be, n, 2, round_w, &p);
-}
-
 typedef struct pc16 {
     uint16_t *h;
     float *f;
@@ -1079,7 +1061,6 @@ static const tr_kern cpu_kern = {
     .sam_loss = cpu_sam_loss,
     .zero = cpu_zero,
     .copy = cpu_copy,
-    .round = cpu_round,
     .widen = cpu_widen,
     .narrow = cpu_narrow,
 };

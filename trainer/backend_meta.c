@@ -174,7 +174,6 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
 }
 
 static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
-static void m_round(tr_backend *be, float *x, size_t n, int prec) { (void)be, (void)x, (void)n, (void)prec; }
 static void m_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
 {
     (void)be, (void)dst, (void)src, (void)n, (void)prec;
@@ -215,7 +214,6 @@ static const tr_kern meta_kern = {
     .sam_loss = m_sam_loss,
     .zero = m_zero,
     .copy = m_copy,
-    .round = m_round,
     .widen = m_widen,
     .narrow = m_narrow,
 };
