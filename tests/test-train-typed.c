@@ -122,6 +122,23 @@ static void test_wide_and_convert(int prec, const char *name)
     free(a), free(b), free(s), free(h), free(h2), free(back);
 }
 
+/* Element-wise ops (tiles widened on the stack): GELU backward (+=) and a
+ * broadcast add over rows, against the fp32 kernels on the same values. */
+static void test_elementwise(int prec, const char *name)
+{
+    size_t N = 7, n = 300, t = N * n; /* rows that cross the tiles */
+    float *d = vals(t, prec), *g = vals(t, prec), *x = vals(t, prec), *row = vals(n, prec), *y = malloc(t * 4);
+    uint16_t *d16 = to16(d, t, prec), *g16 = to16(g, t, prec), *x16 = to16(x, t, prec), *r16 = to16(row, n, prec);
+    uint16_t *y16 = calloc(t, 2);
+    be->kern->gelu_backward(be, d, g, x, t);
+    be->ops->gelu_backward(be, tr_typed(d16, prec), tr_typed(g16, prec), tr_typed(x16, prec), t);
+    be->kern->add_bcast(be, y, x, row, N, n);
+    be->ops->add_bcast(be, tr_typed(y16, prec), tr_typed(x16, prec), tr_typed(r16, prec), N, n);
+    tap_ok(same16(d16, d, t, prec) && same16(y16, y, t, prec),
+           "%s element-wise: gelu backward and a broadcast add, the fp32 results rounded", name);
+    free(d), free(g), free(x), free(row), free(y), free(d16), free(g16), free(x16), free(r16), free(y16);
+}
+
 /* The meta backend takes the CPU's workspace for the same 16-bit op. */
 static void test_meta_workspace(int prec, const char *name)
 {
@@ -159,6 +176,7 @@ int main(void)
         test_linear(precs[i], names[i]);
         test_attention(precs[i], names[i]);
         test_wide_and_convert(precs[i], names[i]);
+        test_elementwise(precs[i], names[i]);
         test_meta_workspace(precs[i], names[i]);
     }
     tr_backend_free(be);

@@ -342,13 +342,21 @@ static void w_sam_loss(tr_backend *be, tr_ten dlogits, tr_ten diou, tr_ten logit
     DONE();
 }
 
-/* The same type: the bytes; else through fp32 (the widening, or a
- * workspace between two 16-bit types). */
+/* The same type: the bytes; fp32 <-> 16 bits: narrowed or widened in one
+ * pass; between two 16-bit types through an fp32 workspace. */
 static void w_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
 {
     if (!n) return;
     if (dst.dt == src.dt) {
         if (dst.p != src.p) KN->copy(be, dst.p, src.p, n * tr_dt_size(dst.dt));
+        return;
+    }
+    if (src.dt == TR_PREC_FP32) {
+        KN->narrow(be, dst.p, src.p, n, dst.dt);
+        return;
+    }
+    if (dst.dt == TR_PREC_FP32) {
+        KN->widen(be, dst.p, src.p, n, src.dt);
         return;
     }
     STAGE({dst, n, SW}, {src, n, SR});
