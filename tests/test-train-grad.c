@@ -455,8 +455,9 @@ static double mdl_loss(void *c)
     tr_model_forward(x->m, x->b, err, sizeof err);
     tr_model *m = x->m;
     int NP = m->B * m->M, RR = 16 * (m->cfg.S / m->cfg.P) * (m->cfg.S / m->cfg.P);
+    const float *logits = m->a.logits, *iou = m->a.iou; /* (an fp32 model) */
     float *dl = malloc((size_t)NP * RR * sizeof(float)), *di = malloc((size_t)NP * sizeof(float));
-    tr_loss L = sam_loss_mean(dl, di, m->a.logits, m->a.iou, x->b->masks, x->b->valid, NP, RR);
+    tr_loss L = sam_loss_mean(dl, di, logits, iou, x->b->masks, x->b->valid, NP, RR);
     free(dl), free(di);
     /* the IoU target is detached: hold it at its value at the base point so
      * that sign flips of near-zero logits do not make the loss jump */
@@ -466,12 +467,12 @@ static double mdl_loss(void *c)
         if (x->target[n] < 0) { /* first call: record the base targets */
             double in = 0, un = 0;
             for (int i = 0; i < RR; i++) {
-                int p = m->a.logits[(size_t)n * RR + i] > 0, y = x->b->masks[(size_t)n * RR + i];
+                int p = logits[(size_t)n * RR + i] > 0, y = x->b->masks[(size_t)n * RR + i];
                 in += p && y, un += p || y;
             }
             x->target[n] = un ? in / un : 1.0;
         }
-        double d = m->a.iou[n] - x->target[n];
+        double d = iou[n] - x->target[n];
         im += d * d;
     }
     return L.n_valid ? L.loss - L.iou_mse + im / L.n_valid : 0.0;

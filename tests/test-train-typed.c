@@ -3,8 +3,8 @@
  * backend: an op given 16-bit operands (bf16, fp16) computes what the fp32
  * op computes on their values and rounds each output to nearest even, bit
  * for bit; overlapping operands (q, k, v and their gradients inside one qkv
- * tensor) each keep their own elements; fp32 storage of 16-bit values
- * (TR_DT_WIDE) is rounded in place; convert moves values between the types;
+ * tensor) each keep their own elements; convert moves values between the
+ * types;
  * and the meta backend takes the same workspaces as the CPU (the planner's
  * exactness for 16-bit operands).
  */
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "backend_widen.h"
 #include "kernels.h"
 #include "tap.h"
 #include "tr_rng.h"
@@ -81,9 +82,8 @@ static void test_attention(int prec, const char *name)
     uint16_t *qkv16 = to16(qkv, nq, prec), *out16 = calloc(no, 2), *att16 = calloc(na, 2);
     uint16_t *dout16 = to16(dout, no, prec), *dqkv16 = to16(dqkv, nq, prec);
     const tr_ops *o = be->ops;
-    /* the fp32 reference stores the probabilities rounded, as a 16-bit att does */
-    o->attention_forward(be, tr_f32(out), tr_typed(att, prec | TR_DT_WIDE), tr_f32(qkv), tr_f32(qkv + E),
-                         tr_f32(qkv + 2 * E), &d);
+    /* the reference: the fp32 kernel, the probabilities it stores rounded to prec */
+    be->kern->attention_forward(be, out, att, qkv, qkv + E, qkv + 2 * E, &d, prec);
     o->attention_forward(be, tr_typed(out16, prec), tr_typed(att16, prec), tr_typed(qkv16, prec),
                          tr_typed(qkv16 + E, prec), tr_typed(qkv16 + 2 * E, prec), &d);
     int ok_att = 1;
@@ -103,25 +103,40 @@ static void test_attention(int prec, const char *name)
 static void test_wide_and_convert(int prec, const char *name)
 {
     size_t n = 1000;
-    float *a = vals(n, TR_PREC_FP32), *b = vals(n, TR_PREC_FP32), *s = malloc(n * 4), *w = malloc(n * 4);
+    float *a = vals(n, TR_PREC_FP32), *b = vals(n, TR_PREC_FP32), *s = malloc(n * 4);
     const tr_ops *o = be->ops;
     o->add(be, tr_f32(s), tr_f32(a), tr_f32(b), n);
-    o->add(be, tr_typed(w, prec | TR_DT_WIDE), tr_f32(a), tr_f32(b), n);
-    int ok = 1;
-    for (size_t i = 0; i < n; i++) ok &= w[i] == tr_round_prec(s[i], prec);
-    tap_ok(ok, "%s: fp32 storage of 16-bit values holds the sum rounded", name);
-    uint16_t *h = calloc(n, 2);
+    uint16_t *h = calloc(n, 2), *h2 = calloc(n, 2);
+    o->add(be, tr_typed(h2, prec), tr_f32(a), tr_f32(b), n);
+    tap_ok(same16(h2, s, n, prec), "%s: fp32 operands, a 16-bit output: the sum rounded", name);
     float *back = malloc(n * 4);
     o->convert(be, tr_typed(h, prec), tr_f32(s), n);
     o->convert(be, tr_f32(back), tr_typed(h, prec), n);
-    ok = same16(h, s, n, prec);
+    int ok = same16(h, s, n, prec);
     for (size_t i = 0; i < n; i++) ok &= back[i] == tr_from_16(h[i], prec);
     tap_ok(ok, "%s convert: fp32 -> 16 bits rounded to nearest even, back exact", name);
     o->zero(be, tr_typed(h, prec), n);
     ok = 1;
     for (size_t i = 0; i < n; i++) ok &= h[i] == 0;
     tap_ok(ok, "%s zero: every element", name);
-    free(a), free(b), free(s), free(w), free(h), free(back);
+    free(a), free(b), free(s), free(h), free(h2), free(back);
+}
+
+/* Element-wise ops (tiles widened on the stack): GELU backward (+=) and a
+ * broadcast add over rows, against the fp32 kernels on the same values. */
+static void test_elementwise(int prec, const char *name)
+{
+    size_t N = 7, n = 300, t = N * n; /* rows that cross the tiles */
+    float *d = vals(t, prec), *g = vals(t, prec), *x = vals(t, prec), *row = vals(n, prec), *y = malloc(t * 4);
+    uint16_t *d16 = to16(d, t, prec), *g16 = to16(g, t, prec), *x16 = to16(x, t, prec), *r16 = to16(row, n, prec);
+    uint16_t *y16 = calloc(t, 2);
+    be->kern->gelu_backward(be, d, g, x, t);
+    be->ops->gelu_backward(be, tr_typed(d16, prec), tr_typed(g16, prec), tr_typed(x16, prec), t);
+    be->kern->add_bcast(be, y, x, row, N, n);
+    be->ops->add_bcast(be, tr_typed(y16, prec), tr_typed(x16, prec), tr_typed(r16, prec), N, n);
+    tap_ok(same16(d16, d, t, prec) && same16(y16, y, t, prec),
+           "%s element-wise: gelu backward and a broadcast add, the fp32 results rounded", name);
+    free(d), free(g), free(x), free(row), free(y), free(d16), free(g16), free(x16), free(r16), free(y16);
 }
 
 /* The meta backend takes the CPU's workspace for the same 16-bit op. */
@@ -161,6 +176,7 @@ int main(void)
         test_linear(precs[i], names[i]);
         test_attention(precs[i], names[i]);
         test_wide_and_convert(precs[i], names[i]);
+        test_elementwise(precs[i], names[i]);
         test_meta_workspace(precs[i], names[i]);
     }
     tr_backend_free(be);

@@ -83,18 +83,12 @@ typedef struct tr_ten {
     int dt;
 } tr_ten;
 
-/* dt | TR_DT_WIDE: fp32 storage whose values are kept rounded to the
- * 16-bit type dt (every op rounds what it writes there): the model's 16-bit
- * emulation for tensors it keeps in fp32 (issue 15 moves them to 16 bits). */
-#define TR_DT_WIDE 8
-#define TR_DT_PREC(dt) ((dt) & 7)
-
 static inline tr_ten tr_f32(const float *p) { return (tr_ten){(void *)p, TR_PREC_FP32}; }
 static inline tr_ten tr_typed(const void *p, int dt) { return (tr_ten){(void *)p, dt}; }
 /* bytes per element of dt */
-static inline size_t tr_dt_size(int dt) { return dt == TR_PREC_FP32 || (dt & TR_DT_WIDE) ? 4 : 2; }
+static inline size_t tr_dt_size(int dt) { return dt == TR_PREC_FP32 ? 4 : 2; }
 /* 1 when dt is stored in 16 bits */
-static inline int tr_dt_16(int dt) { return dt != TR_PREC_FP32 && !(dt & TR_DT_WIDE); }
+static inline int tr_dt_16(int dt) { return dt != TR_PREC_FP32; }
 
 /* An op that cannot get a workspace returns without computing: the
  * allocator records the failure (tr_mem_take_failure) and the model's step

@@ -450,6 +450,127 @@ static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t 
     pc p = {.o = dst, .a = src};
     par(be, n, 1, acc_w, &p);
 }
+/* ---- typed element-wise ops: 16-bit operands tile by tile on the stack ------- */
+
+/* The element-wise ops read and write 16-bit operands directly: each
+ * thread widens a tile of its range into fp32 on its stack, runs the fp32
+ * loop above on it and rounds the tile it wrote (the same values as the
+ * fp32 op on the widened operands, rounded: no workspace, one pass).  All
+ * fp32: the fp32 op itself. */
+#define EW_TILE 512
+enum { EW_GELU_F, EW_GELU_B, EW_RELU_F, EW_RELU_B, EW_ADD, EW_ACC, EW_ADD_BCAST };
+
+typedef struct ew {
+    int kind;
+    tr_ten o, a, b;
+    size_t row; /* EW_ADD_BCAST: the row length (b has one row) */
+} ew;
+
+/* dst[k] = elements [i0, i0 + k) of t, widened */
+static void ew_load(float *dst, tr_ten t, size_t i0, size_t k)
+{
+    if (t.dt == TR_PREC_FP32) {
+        memcpy(dst, (const float *)t.p + i0, k * sizeof(float));
+    } else {
+        const uint16_t *h = (const uint16_t *)t.p + i0;
+        if (t.dt == TR_PREC_BF16)
+            for (size_t j = 0; j < k; j++) dst[j] = tr_bf16_to_f32(h[j]);
+        else
+            for (size_t j = 0; j < k; j++) dst[j] = tr_f16_to_f32(h[j]);
+    }
+}
+
+/* elements [i0, i0 + k) of t = src[k], rounded to t's type */
+static void ew_store(tr_ten t, size_t i0, const float *src, size_t k)
+{
+    if (t.dt == TR_PREC_FP32) {
+        memcpy((float *)t.p + i0, src, k * sizeof(float));
+    } else {
+        uint16_t *h = (uint16_t *)t.p + i0;
+        if (t.dt == TR_PREC_BF16)
+            for (size_t j = 0; j < k; j++) h[j] = tr_f32_to_bf16(src[j]);
+        else
+            for (size_t j = 0; j < k; j++) h[j] = tr_f32_to_f16(src[j]);
+    }
+}
+
+static void ew_w(void *ctx, size_t b, size_t e)
+{
+    const ew *x = ctx;
+    float o[EW_TILE], a[EW_TILE], bb[EW_TILE];
+    int acc = x->kind == EW_GELU_B || x->kind == EW_RELU_B || x->kind == EW_ACC;
+    for (size_t i0 = b; i0 < e; i0 += EW_TILE) {
+        size_t k = e - i0 < EW_TILE ? e - i0 : EW_TILE;
+        ew_load(a, x->a, i0, k);
+        if (x->kind == EW_ADD_BCAST) /* the row's elements at these positions */
+            for (size_t j = 0; j < k; j++) {
+                size_t c = (i0 + j) % x->row;
+                bb[j] = x->b.dt == TR_PREC_FP32 ? ((const float *)x->b.p)[c]
+                                                : tr_from_16(((const uint16_t *)x->b.p)[c], x->b.dt);
+            }
+        else if (x->b.p)
+            ew_load(bb, x->b, i0, k);
+        if (acc) ew_load(o, x->o, i0, k);
+        pc p = {.o = o, .a = a, .b = bb, .n = k};
+        switch (x->kind) {
+        case EW_GELU_F: gelu_f_w(&p, 0, k); break;
+        case EW_GELU_B: gelu_b_w(&p, 0, k); break;
+        case EW_RELU_F: relu_f_w(&p, 0, k); break;
+        case EW_RELU_B: relu_b_w(&p, 0, k); break;
+        case EW_ACC: acc_w(&p, 0, k); break;
+        default: add_w(&p, 0, k); break; /* EW_ADD, EW_ADD_BCAST (b gathered) */
+        }
+        ew_store(x->o, i0, o, k);
+    }
+}
+
+static void ew_run(tr_backend *be, int kind, tr_ten o, tr_ten a, tr_ten b, size_t n, size_t row)
+{
+    ew x = {.kind = kind, .o = o, .a = a, .b = b, .row = row};
+    par(be, n, 8, ew_w, &x);
+}
+
+static int all32(tr_ten a, tr_ten b, tr_ten c)
+{
+    return a.dt == TR_PREC_FP32 && b.dt == TR_PREC_FP32 && c.dt == TR_PREC_FP32;
+}
+
+static void cpu_t_gelu_forward(tr_backend *be, tr_ten out, tr_ten inp, size_t n)
+{
+    if (all32(out, inp, out)) cpu_gelu_forward(be, out.p, inp.p, n);
+    else ew_run(be, EW_GELU_F, out, inp, tr_f32(NULL), n, 0);
+}
+static void cpu_t_gelu_backward(tr_backend *be, tr_ten dinp, tr_ten dout, tr_ten inp, size_t n)
+{
+    if (all32(dinp, dout, inp)) cpu_gelu_backward(be, dinp.p, dout.p, inp.p, n);
+    else ew_run(be, EW_GELU_B, dinp, dout, inp, n, 0);
+}
+static void cpu_t_relu_forward(tr_backend *be, tr_ten out, tr_ten inp, size_t n)
+{
+    if (all32(out, inp, out)) cpu_relu_forward(be, out.p, inp.p, n);
+    else ew_run(be, EW_RELU_F, out, inp, tr_f32(NULL), n, 0);
+}
+static void cpu_t_relu_backward(tr_backend *be, tr_ten dinp, tr_ten dout, tr_ten inp, size_t n)
+{
+    if (all32(dinp, dout, inp)) cpu_relu_backward(be, dinp.p, dout.p, inp.p, n);
+    else ew_run(be, EW_RELU_B, dinp, dout, inp, n, 0);
+}
+static void cpu_t_add(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t n)
+{
+    if (all32(out, a, b)) cpu_add(be, out.p, a.p, b.p, n);
+    else ew_run(be, EW_ADD, out, a, b, n, 0);
+}
+static void cpu_t_accumulate(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
+{
+    if (all32(dst, src, dst)) cpu_accumulate(be, dst.p, src.p, n);
+    else ew_run(be, EW_ACC, dst, src, tr_f32(NULL), n, 0);
+}
+static void cpu_t_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t N, size_t n)
+{
+    if (all32(out, a, b)) cpu_add_bcast(be, out.p, a.p, b.p, N, n);
+    else ew_run(be, EW_ADD_BCAST, out, a, b, N * n, n);
+}
+
 /* n bytes */
 static void cpu_zero(tr_backend *be, void *dst, size_t n)
 {
@@ -986,24 +1107,6 @@ static void cpu_copy(tr_backend *be, void *dst, const void *src, size_t n)
     par(be, n, 1, copy_w, &p);
 }
 
-/* (one loop per format, so that each vectorises: the same values) */
-static void round_w(void *ctx, size_t b, size_t e)
-{
-    pc *p = ctx;
-    float *o = p->o;
-    if (p->i0 == TR_PREC_BF16)
-        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], TR_PREC_BF16);
-    else
-        for (size_t i = b; i < e; i++) o[i] = tr_round_prec(o[i], p->i0);
-}
-
-static void cpu_round(tr_backend *be, float *x, size_t n, int prec)
-{
-    if (prec == TR_PREC_FP32 || !x) return;
-    pc p = {.o = x, .i0 = prec};
-    par(be, n, 2, round_w, &p);
-}
-
 typedef struct pc16 {
     uint16_t *h;
     float *f;
@@ -1079,7 +1182,6 @@ static const tr_kern cpu_kern = {
     .sam_loss = cpu_sam_loss,
     .zero = cpu_zero,
     .copy = cpu_copy,
-    .round = cpu_round,
     .widen = cpu_widen,
     .narrow = cpu_narrow,
 };
@@ -1173,6 +1275,11 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
     cb->ops.sumsq = cpu_sumsq, cb->ops.scale = cpu_scale;
     cb->ops.adamw = cpu_adamw, cb->ops.adamw8bit = cpu_adamw8bit;
     cb->ops.upload = cpu_move, cb->ops.download = cpu_move;
+    /* the element-wise ops: 16-bit operands tile by tile, no workspace
+     * (backend_meta.c counts them alike) */
+    cb->ops.gelu_forward = cpu_t_gelu_forward, cb->ops.gelu_backward = cpu_t_gelu_backward;
+    cb->ops.relu_forward = cpu_t_relu_forward, cb->ops.relu_backward = cpu_t_relu_backward;
+    cb->ops.add = cpu_t_add, cb->ops.accumulate = cpu_t_accumulate, cb->ops.add_bcast = cpu_t_add_bcast;
     be->name = "cpu";
     be->ops = &cb->ops;
     be->kern = &cpu_kern;

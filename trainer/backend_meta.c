@@ -174,7 +174,6 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
 }
 
 static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
-static void m_round(tr_backend *be, float *x, size_t n, int prec) { (void)be, (void)x, (void)n, (void)prec; }
 static void m_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
 {
     (void)be, (void)dst, (void)src, (void)n, (void)prec;
@@ -182,6 +181,17 @@ static void m_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, 
 static void m_widen(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
 {
     (void)be, (void)dst, (void)src, (void)n, (void)prec;
+}
+
+/* the CPU's element-wise ops on typed operands take no workspace (backend_cpu.c) */
+static void m_t_unary(tr_backend *be, tr_ten out, tr_ten inp, size_t n) { (void)be, (void)out, (void)inp, (void)n; }
+static void m_t_binary(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t n)
+{
+    (void)be, (void)out, (void)a, (void)b, (void)n;
+}
+static void m_t_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t N, size_t n)
+{
+    (void)be, (void)out, (void)a, (void)b, (void)N, (void)n;
 }
 
 static const tr_kern meta_kern = {
@@ -215,7 +225,6 @@ static const tr_kern meta_kern = {
     .sam_loss = m_sam_loss,
     .zero = m_zero,
     .copy = m_copy,
-    .round = m_round,
     .widen = m_widen,
     .narrow = m_narrow,
 };
@@ -242,6 +251,9 @@ tr_backend *tr_backend_meta_create(const tr_sizes *target)
     mb->ops.sumsq = m_sumsq, mb->ops.scale = m_scale;
     mb->ops.adamw = m_adamw, mb->ops.adamw8bit = m_adamw8bit;
     mb->ops.upload = m_move, mb->ops.download = m_move;
+    mb->ops.gelu_forward = m_t_unary, mb->ops.gelu_backward = m_t_binary;
+    mb->ops.relu_forward = m_t_unary, mb->ops.relu_backward = m_t_binary;
+    mb->ops.add = m_t_binary, mb->ops.accumulate = m_t_unary, mb->ops.add_bcast = m_t_add_bcast;
     be->name = "meta";
     be->ops = &mb->ops;
     be->kern = &meta_kern;

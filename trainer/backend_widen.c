@@ -77,25 +77,21 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
     for (int g = 0; g < s->ng; g++)
         if ((s->mode[g] & SR) || (cnt[g] > 1 && (s->mode[g] & SW)))
             be->kern->widen(be, s->ws + s->off[g], (const uint16_t *)s->lo[g], (s->hi[g] - s->lo[g]) / 2,
-                            TR_DT_PREC(s->dt[g]));
+                            s->dt[g]);
     for (int i = 0; i < k; i++)
         if (grp[i] >= 0) a[i].f = s->ws + s->off[grp[i]] + ((uintptr_t)a[i].t.p - s->lo[grp[i]]) / 2;
     return 1;
 }
 
-/* After the op: what it wrote rounded back into 16 bits (or in place, for
- * fp32 storage of 16-bit values); the workspace freed. */
+/* After the op: what it wrote rounded back into 16 bits; the workspace
+ * freed. */
 static void stage_out(wstage *s)
 {
     tr_backend *be = s->be;
     for (int g = 0; g < s->ng; g++)
         if (s->mode[g] & SW)
             be->kern->narrow(be, (uint16_t *)s->lo[g], s->ws + s->off[g], (s->hi[g] - s->lo[g]) / 2,
-                             TR_DT_PREC(s->dt[g]));
-    for (int i = 0; i < s->k; i++) {
-        const warg *a = &s->a[i];
-        if (a->t.p && (a->mode & SW) && (a->t.dt & TR_DT_WIDE)) be->kern->round(be, a->f, a->n, TR_DT_PREC(a->t.dt));
-    }
+                             s->dt[g]);
     tr_mem_free(&be->mem, s->ws);
     s->ws = NULL;
 }
@@ -217,7 +213,7 @@ static void w_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q
           {att, (size_t)d->N * d->heads * be->sizes->attention_saved((size_t)d->Tq, (size_t)d->Tk), SW},
           {q, att_ext(d->N, d->Tq, d->ldq, d->sq, c), SR}, {k, att_ext(d->N, d->Tk, d->ldk, d->sk, c), SR},
           {v, att_ext(d->N, d->Tk, d->ldv, d->sv, c), SR});
-    KN->attention_forward(be, F(0), F(1), F(2), F(3), F(4), d, TR_DT_PREC(att.dt));
+    KN->attention_forward(be, F(0), F(1), F(2), F(3), F(4), d, att.dt);
     DONE();
 }
 
@@ -346,15 +342,21 @@ static void w_sam_loss(tr_backend *be, tr_ten dlogits, tr_ten diou, tr_ten logit
     DONE();
 }
 
-/* Same storage: the bytes; fp32 storage of 16-bit values: rounded; else
- * through fp32 (the widening, or a workspace between two 16-bit types). */
+/* The same type: the bytes; fp32 <-> 16 bits: narrowed or widened in one
+ * pass; between two 16-bit types through an fp32 workspace. */
 static void w_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
 {
-    int d16 = tr_dt_16(dst.dt), s16 = tr_dt_16(src.dt);
     if (!n) return;
-    if (d16 == s16 && (!d16 || dst.dt == src.dt)) {
+    if (dst.dt == src.dt) {
         if (dst.p != src.p) KN->copy(be, dst.p, src.p, n * tr_dt_size(dst.dt));
-        if (!d16 && (dst.dt & TR_DT_WIDE) && dst.dt != src.dt) KN->round(be, dst.p, n, TR_DT_PREC(dst.dt));
+        return;
+    }
+    if (src.dt == TR_PREC_FP32) {
+        KN->narrow(be, dst.p, src.p, n, dst.dt);
+        return;
+    }
+    if (dst.dt == TR_PREC_FP32) {
+        KN->widen(be, dst.p, src.p, n, src.dt);
         return;
     }
     STAGE({dst, n, SW}, {src, n, SR});

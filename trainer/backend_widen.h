@@ -69,11 +69,10 @@ typedef struct tr_kern {
     void (*sam_loss)(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
                      const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
                      double *sums);
-    /* memory: n bytes zeroed / copied; x[n] rounded in place to prec; 16-bit codes <-> fp32
-     * (narrow: rounded to nearest even) */
+    /* memory: n bytes zeroed / copied; 16-bit codes <-> fp32 (narrow: rounded to nearest
+     * even) */
     void (*zero)(tr_backend *be, void *dst, size_t n);
     void (*copy)(tr_backend *be, void *dst, const void *src, size_t n);
-    void (*round)(tr_backend *be, float *x, size_t n, int prec);
     void (*widen)(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec);
     void (*narrow)(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec);
 } tr_kern;

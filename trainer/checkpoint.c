@@ -274,29 +274,28 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
     int B = m->B, M = m->M, K = m->K, S = c->S, R = 4 * (c->S / c->P);
     tr_backend *be = m->be;
     if (m->grad_lo != 0) return snprintf(err, err_len, "the debug dump needs every parameter's gradient (nothing frozen)"), -1;
-    float *img = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)B * 3 * S * S * sizeof(float));
-    float *logits = tr_mem_alloc(&be->mem, TR_MEM_WORK, (size_t)B * M * R * R * sizeof(float));
-    if (!img || !logits) {
-        tr_mem_free(&be->mem, img);
-        tr_mem_free(&be->mem, logits);
+    /* the normalised image in backend memory, the outputs in host memory */
+    size_t nimg = (size_t)B * 3 * S * S * sizeof(float);
+    float *dimg = tr_mem_alloc(&be->mem, TR_MEM_WORK, nimg);
+    float *logits = malloc((size_t)B * M * R * R * sizeof(float)), *hiou = malloc((size_t)B * M * sizeof(float));
+    tr_st_writer *w = tr_st_writer_new();
+    if (!dimg || !logits || !hiou || !w) {
+        tr_mem_free(&be->mem, dimg);
+        free(logits), free(hiou);
+        tr_st_writer_free(w);
         return snprintf(err, err_len, "out of memory"), -1;
     }
     tr_model_get_logits(m, logits);
-    be->ops->image_normalize(be, tr_f32(img), b->image, b->content, B, S);
+    tr_model_get_iou(m, hiou);
+    be->ops->image_normalize(be, tr_f32(dimg), b->image, b->content, B, S);
     float sc[4] = {(float)loss->loss, (float)loss->focal, (float)loss->dice, (float)loss->iou_mse};
-    tr_st_writer *w = tr_st_writer_new();
-    if (!w) {
-        tr_mem_free(&be->mem, img);
-        tr_mem_free(&be->mem, logits);
-        return snprintf(err, err_len, "out of memory"), -1;
-    }
     add_meta_config(w, c);
-    void *own[4]; /* the host's views of the parameters, PE, IoU and gradients (downloads off the CPU) */
+    void *own[4]; /* the host's views of the parameters, PE, image and gradients (downloads off the CPU) */
     const float *hp = tr_host_view(be, m->param_mem, m->n_param_floats * sizeof(float), &own[0]);
     const float *hpe = tr_host_view(be, m->pe_gaussian, (size_t)c->C * sizeof(float), &own[1]);
-    const float *hiou = tr_host_view(be, m->a.iou, (size_t)B * M * sizeof(float), &own[2]);
+    const float *img = tr_host_view(be, dimg, nimg, &own[2]);
     const float *hg = tr_host_view(be, m->grad_mem, m->n_grad_floats * sizeof(float), &own[3]);
-    int rc = hp && hpe && hiou && hg ? add_params(w, m, hp, "") : -1;
+    int rc = hp && hpe && img && hg ? add_params(w, m, hp, "") : -1;
     int64_t pe[2] = {2, c->C / 2}, si[4] = {B, 3, S, S}, sp[4] = {B, M, K, 2}, sl[3] = {B, M, K},
             sm[4] = {B, M, R, R}, sv[2] = {B, M};
     rc |= tr_st_writer_add(w, "prompt.pe_gaussian", TR_ST_F32, 2, pe, hpe);
@@ -318,7 +317,7 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
         rc = tr_st_writer_write(w, path, err, err_len);
     tr_st_writer_free(w);
     for (int i = 0; i < 4; i++) free(own[i]);
-    tr_mem_free(&be->mem, img);
-    tr_mem_free(&be->mem, logits);
+    tr_mem_free(&be->mem, dimg);
+    free(logits), free(hiou);
     return rc ? -1 : 0;
 }

@@ -25,7 +25,7 @@ _Noreturn void mdl_oom_unwind(tr_model *m)
  * unpacked for fp32 arithmetic); the caller frees it right after. */
 float *mdl_work_alloc(tr_model *m, size_t n)
 {
-    float *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
+    void *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
     if (!x) mdl_oom_unwind(m);
     return x;
 }
@@ -34,24 +34,24 @@ float *mdl_work_alloc(tr_model *m, size_t n)
 
 /* The typed operand of an activation or activation gradient (T), of the
  * compute weights of a parameter (W: with 16-bit storage the masters
- * rounded to 16 bits, m->wc16), of a range of the 16-bit stash (S). */
+ * rounded to 16 bits, m->wc16); element i of activation p (AT). */
 #define T(p) mdl_t(m, p)
 #define W(p) mdl_w(m, p)
-#define S(off) tr_typed(m->stash_mem + (off), m->opt.precision)
+#define AT(p, i) mdl_at(m, p, i)
 
-static void lin_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, int N, int I, int O)
+static void lin_fwd(tr_model *m, void *out, const void *inp, const float *w, const float *b, int N, int I, int O)
 {
     m->be->ops->linear_forward(m->be, T(out), T(inp), W(w), W(b), N, I, O);
 }
 
-static void lin_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void lin_bwd(tr_model *m, void *dinp, float *dw, float *db, const void *dout, const void *inp,
                     const float *w, int N, int I, int O)
 {
     m->be->ops->linear_backward(m->be, T(dinp), dw, db, T(dout), T(inp), W(w), N, I, O);
 }
 
 /* (mean and rstd NULL: not stored, written to a workspace for the op) */
-static void ln_fwd(tr_model *m, float *out, float *mean, float *rstd, const float *inp, const float *w,
+static void ln_fwd(tr_model *m, void *out, float *mean, float *rstd, const void *inp, const float *w,
                    const float *b, int N, int C, float eps)
 {
     float *stw = NULL;
@@ -66,7 +66,7 @@ static void ln_fwd(tr_model *m, float *out, float *mean, float *rstd, const floa
 /* (mean and rstd NULL: the statistics are not stored (16-bit storage) and
  * are recomputed from inp and eps exactly as the forward made them: the
  * same statistics of the same stored input, into a workspace) */
-static void ln_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void ln_bwd(tr_model *m, void *dinp, float *dw, float *db, const void *dout, const void *inp,
                    const float *w, const float *mean, const float *rstd, int N, int C, float eps)
 {
     float *stw = NULL;
@@ -81,16 +81,16 @@ static void ln_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *
 }
 
 /* The ConvTranspose's fp32 scratch: the layout's (sc), or with 16-bit
- * storage (where sc has no fp32 memory) a workspace for the op (*ws, freed
- * by the caller right after it). */
+ * storage (none in the layout) a workspace for the op (*ws, freed right
+ * after it). */
 static float *convt_scratch(tr_model *m, float *sc, int N, int H, int W, int Co, float **ws)
 {
     *ws = NULL;
-    if (!tr_dt_16(T(sc).dt)) return sc;
+    if (sc) return sc;
     return *ws = mdl_work_alloc(m, m->be->sizes->convt_scratch((size_t)N * H * W, (size_t)Co));
 }
 
-static void convt_fwd(tr_model *m, float *out, const float *inp, const float *w, const float *b, float *scratch,
+static void convt_fwd(tr_model *m, void *out, const void *inp, const float *w, const float *b, float *scratch,
                       int N, int H, int W, int Ci, int Co)
 {
     float *ws, *sc = convt_scratch(m, scratch, N, H, W, Co, &ws);
@@ -98,7 +98,7 @@ static void convt_fwd(tr_model *m, float *out, const float *inp, const float *w,
     tr_mem_free(&m->be->mem, ws);
 }
 
-static void convt_bwd(tr_model *m, float *dinp, float *dw, float *db, const float *dout, const float *inp,
+static void convt_bwd(tr_model *m, void *dinp, float *dw, float *db, const void *dout, const void *inp,
                       const float *w, float *scratch, int N, int H, int W, int Ci, int Co)
 {
     float *ws, *sc = convt_scratch(m, scratch, N, H, W, Co, &ws);
@@ -118,8 +118,8 @@ static tr_attn_dims attn_dims(int N, int Tq, int Tk, int Ci, int heads)
 }
 
 /* A(qin, kin, vin) of MODEL.md's decoder: projections, attention, out_proj. */
-static void ablock_forward(tr_model *m, const tr_attn_p *p, tr_attn_a *a, const float *qin, const float *kin,
-                           const float *vin, int N, int Tq, int Tk, int C, int Ci, int heads)
+static void ablock_forward(tr_model *m, const tr_attn_p *p, tr_attn_a *a, const void *qin, const void *kin,
+                           const void *vin, int N, int Tq, int Tk, int C, int Ci, int heads)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -132,8 +132,8 @@ static void ablock_forward(tr_model *m, const tr_attn_p *p, tr_attn_a *a, const 
 }
 
 static void ablock_backward(tr_model *m, const tr_attn_p *p, tr_attn_p *g, const tr_attn_a *a, tr_attn_a *da,
-                            const float *qin, const float *kin, const float *vin, float *dqin, float *dkin,
-                            float *dvin, int N, int Tq, int Tk, int C, int Ci, int heads)
+                            const void *qin, const void *kin, const void *vin, void *dqin, void *dkin,
+                            void *dvin, int N, int Tq, int Tk, int C, int Ci, int heads)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -148,20 +148,9 @@ static void ablock_backward(tr_model *m, const tr_attn_p *p, tr_attn_p *g, const
 /* ---- blocks, layers, slots ----------------------------------------------------------- */
 
 /* dst = src (activations, bit exact) */
-static void mcopy(tr_model *m, float *dst, const float *src, size_t n)
+static void mcopy(tr_model *m, void *dst, const void *src, size_t n)
 {
     m->be->ops->convert(m->be, T(dst), T(src), n);
-}
-
-/* stash_mem [off, +n) = src rounded to 16 bits, and back */
-static void st_pack(tr_model *m, size_t off, const float *src, size_t n)
-{
-    m->be->ops->convert(m->be, S(off), T(src), n);
-}
-
-static void st_unpack(tr_model *m, float *dst, size_t off, size_t n)
-{
-    m->be->ops->convert(m->be, T(dst), S(off), n);
 }
 
 /* Points the encoder tensors that hold every image at image b's rows. */
@@ -170,29 +159,16 @@ static void enc_view(tr_model *m, int b)
     for (int i = 0; i < m->n_dview; i++) {
         const tr_dview *v = &m->dview[i];
         if (v->kind != 1) continue;
-        *(float **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + (size_t)b * v->per;
+        *(void **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + (size_t)b * v->per;
     }
 }
 
-static size_t enc_xout_off(const tr_model *m, int i);
-
-/* The input of encoder block i for image b (the view on image b); x0 in
- * 16 bits is unpacked into enc_xin (per-op storage: enc_xin's window mapped
- * onto x0's or the predecessor's output in the stash). */
-static const float *enc_input(tr_model *m, int i, int b)
+/* The input of encoder block i for image b (the view on image b). */
+static const void *enc_input(tr_model *m, int i, int b)
 {
     size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
-    if (m->pop && m->a.enc_xin) { /* per-op storage: enc.xin's window on the input in the stash */
-        m->st_xin = i == 0 ? m->x0_stash + (size_t)b * GE
-                           : m->enc_stash[i - 1] + (size_t)b * m->enc_stash_per + enc_xout_off(m, i - 1);
-        return m->a.enc_xin;
-    }
-    if (i == 0 && m->x0_stash != TR_NO_STASH) {
-        st_unpack(m, m->a.enc_xin, m->x0_stash + (size_t)b * GE, GE);
-        return m->a.enc_xin;
-    }
-    return i == 0 ? m->a.x0 + (size_t)b * GE : m->a.enc_in[i] ? m->a.enc_in[i] + (size_t)b * GE
-                                                                 : m->a.blk[i - 1].xout;
+    return i == 0 ? AT(m->a.x0, (size_t)b * GE) : m->a.enc_in[i] ? AT(m->a.enc_in[i], (size_t)b * GE)
+                                                                   : m->a.blk[i - 1].xout;
 }
 
 /* Encoder block i (pre-norm attention + MLP) on input x: one image's G*G
@@ -210,7 +186,7 @@ static tr_attn_dims enc_attn_dims(const tr_config *c)
     return d;
 }
 
-static void enc_block_forward(tr_model *m, int i, const float *x, int out)
+static void enc_block_forward(tr_model *m, int i, const void *x, int out)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -221,7 +197,7 @@ static void enc_block_forward(tr_model *m, int i, const float *x, int out)
     ln_fwd(m, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
     lin_fwd(m, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
     tr_attn_dims d = enc_attn_dims(c);
-    o->attention_forward(be, T(ab->ao), T(ab->att), T(ab->qkv), T(ab->qkv + E), T(ab->qkv + 2 * E), &d);
+    o->attention_forward(be, T(ab->ao), T(ab->att), T(ab->qkv), T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)), &d);
     lin_fwd(m, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
     o->accumulate(be, T(ab->xmid), T(x), (size_t)BT * E);
     ln_fwd(m, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
@@ -236,7 +212,7 @@ static void enc_block_forward(tr_model *m, int i, const float *x, int out)
  * its gradient set zeroed first: the blocks share it), the mirror of
  * enc_block_forward: dxout, the gradient of its output, flows into dxin
  * (+=; NULL: not needed) through the residuals; x is its input. */
-static void enc_block_backward(tr_model *m, int i, const float *x, float *dxout, float *dxin)
+static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, void *dxin)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -247,7 +223,7 @@ static void enc_block_backward(tr_model *m, int i, const float *x, float *dxout,
     tr_enc_block_a *db = &m->da.blk[i];
     const tr_enc_block_p *pb = &m->p.blk[i];
     tr_enc_block_p *gb = &m->g.blk[i];
-    o->zero(be, T(m->dact_mem + m->dblk_off), m->dblk_n); /* shares the union region */
+    o->zero(be, tr_f32(m->dact_mem + m->dblk_off), m->dblk_n); /* shares the union region (4-byte units) */
     o->accumulate(be, T(db->xmid), T(dxout), GE);
     lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
     o->gelu_backward(be, T(db->fc1), T(db->gelu), T(ab->fc1), GE * 4);
@@ -257,7 +233,8 @@ static void enc_block_backward(tr_model *m, int i, const float *x, float *dxout,
     if (dxin) o->accumulate(be, T(dxin), T(db->xmid), GE);
     lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
     tr_attn_dims d = enc_attn_dims(c);
-    o->attention_backward(be, T(db->qkv), T(db->qkv + E), T(db->qkv + 2 * E), T(db->ao), T(ab->qkv), T(ab->qkv + E), T(ab->qkv + 2 * E),
+    o->attention_backward(be, T(db->qkv), T(AT(db->qkv, E)), T(AT(db->qkv, 2 * E)), T(db->ao), T(ab->qkv),
+                          T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)),
                           T(ab->att), &d);
     lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
     ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, x, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG, E, 1e-6f);
@@ -265,7 +242,7 @@ static void enc_block_backward(tr_model *m, int i, const float *x, float *dxout,
 
 /* Decoder layer l of the two-way transformer on tokens Tc, keys Kc of NP
  * pairs (one chunk). */
-static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *Kc, int NP)
+static void dec_layer_forward(tr_model *m, int l, const void *Tc, const void *Kc, int NP)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
@@ -275,7 +252,7 @@ static void dec_layer_forward(tr_model *m, int l, const float *Tc, const float *
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     tr_dec_layer_a *L = &a->lay[l];
     const tr_dec_layer_p *pl = &m->p.lay[l];
-    const float *t1in;
+    const void *t1in;
     if (l == 0) {
         ablock_forward(m, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
         t1in = L->sa.out;
@@ -321,9 +298,9 @@ static void dec_layer_backward(tr_model *m, int l, int NP)
     tr_dec_layer_a *dL = &da->lay[l];
     const tr_dec_layer_p *pl = &p->lay[l];
     tr_dec_layer_p *gl = &g->lay[l];
-    const float *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
-    float *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-    o->zero(be, T(m->dact_mem + m->dlay_off), m->dlay_n); /* shares the union region */
+    const void *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
+    void *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
+    o->zero(be, tr_f32(m->dact_mem + m->dlay_off), m->dlay_n); /* shares the union region (4-byte units) */
     if (l > 0) {
         o->zero(be, T(dTin), nT);
         o->zero(be, T(dKin), nK);
@@ -372,83 +349,19 @@ static void dec_layer_backward(tr_model *m, int l, int NP)
     }
 }
 
-/* stash_mem [dst, +n) = [src, +n) (16-bit codes) */
-static void st_move(tr_model *m, size_t dst, size_t src, size_t n)
-{
-    m->be->ops->convert(m->be, S(dst), S(src), n);
-}
-
-/* A region of the activation layout at offset off (apos): in act_mem, or
- * with 16-bit storage in vmem's identity part (its values in the shadow). */
-static size_t shadow_off(const tr_model *m, size_t off) { return m->sh + off; }
-
-static void stash_pack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
-{
-    if (m->vmem) st_move(m, stash_off, shadow_off(m, act_off), n);
-    else st_pack(m, stash_off, m->act_mem + act_off, n);
-}
-
-static void stash_unpack(tr_model *m, size_t stash_off, size_t act_off, size_t n)
-{
-    if (m->vmem) st_move(m, shadow_off(m, act_off), stash_off, n);
-    else st_unpack(m, m->act_mem + act_off, stash_off, n);
-}
-
-/* Offset of block i's output in its slot (floats). */
-static size_t enc_xout_off(const tr_model *m, int i)
-{
-    if (m->pop) return (size_t)(m->a.blk[i].xout - (m->vmem + m->v_uni));
-    if (m->vmem) return (size_t)(m->a.blk[i].xout - (m->vmem + m->v_id)) - m->enc_slot_off[m->enc_slot[i]];
-    return (size_t)(m->a.blk[i].xout - m->act_mem) - m->enc_slot_off[m->enc_slot[i]];
-}
-
-/* dst [GG, E] = the output of stashed encoder block i for image b: from the
- * slot when it holds (i, b), else unpacked from the stash. */
-static void enc_xout_get(tr_model *m, int i, int b, float *dst)
-{
-    size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
-    if (m->enc_res == i && m->enc_res_img == b)
-        mcopy(m, dst, m->a.blk[i].xout, GE);
-    else
-        st_unpack(m, dst, m->enc_stash[i] + (size_t)b * m->enc_stash_per + enc_xout_off(m, i), GE);
-}
-
-/* The neck's input [BT, E] (every image's last block output) when the last
- * block is stashed: gathered into a workspace (fp32 for the neck's GEMM,
- * live for that one op) the caller frees. */
-static float *enc_out_gather(tr_model *m)
-{
-    size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
-    float *x = mdl_work_alloc(m, (size_t)m->B * GE);
-    for (int b = 0; b < m->B; b++) enc_xout_get(m, m->cfg.L - 1, b, x + (size_t)b * GE);
-    return x;
-}
-
 /* Before the backward of encoder block i on image b: the view on image b
  * and the block's activations in place (recomputed from the segment's
- * saved input, or unpacked from the stash). */
+ * saved input). */
 static void enc_restore(tr_model *m, int i, int b)
 {
     enc_view(m, b);
-    if (m->enc_slot[i] < 0) return;
-    if (m->pop) { /* per-op storage: the slot's window on the block image's stash */
-        m->st_uni = m->enc_stash[i] + (size_t)b * m->enc_stash_per;
-        return;
-    }
     int N = m->opt.ckpt_every;
-    if (N) {
-        int seg = i / N;
-        if (seg == m->enc_res && b == m->enc_res_img) return;
-        int end = seg * N + N < m->cfg.L ? seg * N + N : m->cfg.L; /* the last output: saved, not read */
-        for (int j = seg * N; j < end; j++) enc_block_forward(m, j, enc_input(m, j, b), j < end - 1);
-        m->enc_res = seg, m->enc_res_img = b;
-    } else if (m->enc_res != i || m->enc_res_img != b) {
-        if (m->enc_stash[i] != TR_NO_STASH)
-            stash_unpack(m, m->enc_stash[i] + (size_t)b * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
-                         m->enc_slot_n);
-        m->enc_res = i, m->enc_res_img = b;
-        if (m->act_union) m->dec_res = -1; /* the slot overwrites the chunk region */
-    }
+    if (m->enc_slot[i] < 0 || !N) return; /* (without checkpointing only frozen blocks, never restored, have slots) */
+    int seg = i / N;
+    if (seg == m->enc_res && b == m->enc_res_img) return;
+    int end = seg * N + N < m->cfg.L ? seg * N + N : m->cfg.L; /* the last output: saved, not read */
+    for (int j = seg * N; j < end; j++) enc_block_forward(m, j, enc_input(m, j, b), j < end - 1);
+    m->enc_res = seg, m->enc_res_img = b;
 }
 
 /* Points the decoder tensors that hold every pair at chunk c's rows. */
@@ -458,25 +371,9 @@ static void dec_view(tr_model *m, int c)
     for (int i = 0; i < m->n_dview; i++) {
         const tr_dview *v = &m->dview[i];
         if (v->kind != 0) continue;
-        *(float **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + p0 * v->per;
+        *(void **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + p0 * v->per;
     }
     for (int l = 0; l < m->cfg.D; l++) m->a.lay[l].i2t.out = m->a.lay[l].k4pre; /* in place */
-}
-
-/* The upscaling's tensor k (up1, upln, upgelu, up2, U) of chunk ci's NP
- * pairs from p0 in a new workspace (unpacked from the stash when get). */
-static float *tail_ws(tr_model *m, int k, size_t p0, int NP, int get)
-{
-    size_t per = mdl_tail_per(m, k);
-    float *x = mdl_work_alloc(m, (size_t)NP * per);
-    if (get) st_unpack(m, x, m->tail_stash[k] + p0 * per, (size_t)NP * per);
-    return x;
-}
-
-static void tail_put(tr_model *m, int k, size_t p0, int NP, const float *x)
-{
-    size_t per = mdl_tail_per(m, k);
-    st_pack(m, m->tail_stash[k] + p0 * per, x, (size_t)NP * per);
 }
 
 /* Pairs [p0, p0 + n) of chunk c. */
@@ -493,13 +390,10 @@ static void keys_chunk_forward(tr_model *m, size_t p0, int n)
     tr_backend *be = m->be;
     const tr_config *c = &m->cfg;
     size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
-    const float *no_mask = m->p.no_mask;
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
-        const float *emb = m->a.emb ? m->a.emb + img * GG * C : m->a.emb_rows;
-        if (m->pop) m->st_emb = m->emb_stash + img * GG * C; /* per-op storage: the window on it */
-        else if (!m->a.emb) st_unpack(m, m->a.emb_rows, m->emb_stash + img * GG * C, GG * C);
-        be->ops->keys_forward(be, T(m->a.Kimg + (q - p0) * GG * C), T(emb), W(no_mask), 1, (int)(e - q), (int)GG, (int)C);
+        be->ops->keys_forward(be, T(AT(m->a.Kimg, (q - p0) * GG * C)), T(AT(m->a.emb, img * GG * C)),
+                              W(m->p.no_mask), 1, (int)(e - q), (int)GG, (int)C);
         q = e;
     }
 }
@@ -511,12 +405,8 @@ static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
     size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
-        int d16 = to_emb && m->demb_stash != TR_NO_STASH; /* through emb_rows */
-        if (d16 && m->pop) m->st_emb = m->demb_stash + img * GG * C; /* per-op storage: the window on it */
-        else if (d16) st_unpack(m, m->a.emb_rows, m->demb_stash + img * GG * C, GG * C);
-        be->ops->keys_backward(be, T(d16 ? m->a.emb_rows : to_emb ? m->da.emb + img * GG * C : NULL), m->g.no_mask,
-                               T(m->da.Kimg + (q - p0) * GG * C), 1, (int)(e - q), (int)GG, (int)C);
-        if (d16 && !m->pop) st_pack(m, m->demb_stash + img * GG * C, m->a.emb_rows, GG * C);
+        be->ops->keys_backward(be, T(to_emb ? AT(m->da.emb, img * GG * C) : NULL), m->g.no_mask,
+                               T(AT(m->da.Kimg, (q - p0) * GG * C)), 1, (int)(e - q), (int)GG, (int)C);
         q = e;
     }
 }
@@ -537,14 +427,13 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     int NP = chunk_pairs(m, ci, &p0);
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
     dec_view(m, ci);
-    if (m->pop) m->st_uni = m->dec_stash_off + (size_t)ci * m->dec_stash_per; /* straight into it */
     o->prompt_tokens_forward(be, T(a->T0), b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
                              m->pe_gaussian, W(p->label_emb), W(p->not_a_point), W(p->iou_token),
                              W(p->mask_token), NP, K, C, S);
     keys_chunk_forward(m, p0, NP);
 
     /* two-way transformer */
-    const float *Tc = a->T0, *Kc = a->Kimg;
+    const void *Tc = a->T0, *Kc = a->Kimg;
     for (int l = 0; l < c->D; l++) {
         dec_layer_forward(m, l, Tc, Kc, NP);
         Tc = a->lay[l].t3, Kc = a->lay[l].kout;
@@ -556,35 +445,19 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     ln_fwd(m, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
     (void)nK;
 
-    /* upscaling, hypernetwork, mask logits, IoU head; with act_union each
-     * upscaling tensor is made in a workspace and packed into the stash
-     * (live until its successor is made; U until the mask logits) */
-    int t16 = m->act_union;
-    float *up1 = t16 ? tail_ws(m, 0, p0, NP, 0) : a->up1;
-    convt_fwd(m, up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
-    float *upln = t16 ? tail_ws(m, 1, p0, NP, 0) : a->upln;
-    ln_fwd(m, upln, a->upln_m, a->upln_r, up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4, 1e-6f);
-    if (t16) tail_put(m, 0, p0, NP, up1), tr_mem_free(&be->mem, up1);
-    float *upgelu = t16 ? tail_ws(m, 2, p0, NP, 0) : a->upgelu;
-    o->gelu_forward(be, T(upgelu), T(upln), (size_t)NP * 4 * GG * (C / 4));
-    if (t16) tail_put(m, 1, p0, NP, upln), tr_mem_free(&be->mem, upln);
-    float *up2 = t16 ? tail_ws(m, 3, p0, NP, 0) : a->up2;
-    convt_fwd(m, up2, upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
-    if (t16) tail_put(m, 2, p0, NP, upgelu), tr_mem_free(&be->mem, upgelu);
-    float *U = t16 ? tail_ws(m, 4, p0, NP, 0) : a->U;
-    o->gelu_forward(be, T(U), T(up2), (size_t)NP * RR * (C / 8));
-    if (t16) tail_put(m, 3, p0, NP, up2), tr_mem_free(&be->mem, up2);
-    if (t16) tail_put(m, 4, p0, NP, U);
+    /* upscaling, hypernetwork, mask logits, IoU head */
+    convt_fwd(m, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
+    ln_fwd(m, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4, 1e-6f);
+    o->gelu_forward(be, T(a->upgelu), T(a->upln), (size_t)NP * 4 * GG * (C / 4));
+    convt_fwd(m, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
+    o->gelu_forward(be, T(a->U), T(a->up2), (size_t)NP * RR * (C / 8));
     o->rows_gather(be, T(a->tmask), T(a->tf), NP, T, C, 1);
     lin_fwd(m, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
     o->relu_forward(be, T(a->h0r), T(a->h0), (size_t)NP * C);
     lin_fwd(m, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
     o->relu_forward(be, T(a->h1r), T(a->h1), (size_t)NP * C);
     lin_fwd(m, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
-    if (out) o->mask_dot_forward(be, T(a->logits), T(U), T(a->hyp), NP, RR, C / 8);
-    if (t16) tr_mem_free(&be->mem, U);
-    if (out && m->logits_stash != TR_NO_STASH)
-        st_pack(m, m->logits_stash + p0 * (size_t)RR, a->logits, (size_t)NP * RR);
+    if (out) o->mask_dot_forward(be, T(a->logits), T(a->U), T(a->hyp), NP, RR, C / 8);
     o->rows_gather(be, T(a->tiou), T(a->tf), NP, T, C, 0);
     lin_fwd(m, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
     o->relu_forward(be, T(a->i0r), T(a->i0), (size_t)NP * C);
@@ -595,21 +468,11 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
 }
 
 /* Before the backward of chunk c: the view on it and its activations in
- * the chunk region (recomputed, or unpacked from its stash). */
+ * place (recomputed with --checkpoint-decoder). */
 static void dec_restore(tr_model *m, const tr_batch *b, int ci)
 {
-    if (m->pop) { /* per-op storage: the chunk region's window on the chunk's stash */
-        dec_view(m, ci);
-        m->st_uni = m->dec_stash_off + (size_t)ci * m->dec_stash_per;
-    } else if (m->dec_full || m->dec_res == ci) {
-        dec_view(m, ci);
-    } else if (m->opt.ckpt_decoder) {
-        dec_chunk_forward(m, b, ci, 0);
-    } else {
-        dec_view(m, ci);
-        stash_unpack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
-        m->dec_res = ci;
-    }
+    if (m->dec_full || m->dec_res == ci) dec_view(m, ci);
+    else dec_chunk_forward(m, b, ci, 0);
 }
 
 /* The encoder (image by image), the neck and the dense PE: everything
@@ -624,56 +487,33 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
     int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
     int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
     if (m->wc16) /* the compute weights: the masters rounded to nearest even */
-        o->convert(be, tr_typed(m->wc16, m->opt.precision), tr_f32(m->param_mem), m->n_param_floats);
+        o->convert(be, tr_typed(m->wc16, m->adt), tr_f32(m->param_mem), m->n_param_floats);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
     size_t GE = (size_t)GG * E;
     for (int i = 0; i < B; i++) { /* image by image through one image's patches */
         o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-        float *x0 = m->x0_stash != TR_NO_STASH ? a->enc_xin : a->x0 + (size_t)i * GE;
-        if (m->pop) m->st_xin = m->x0_stash + (size_t)i * GE; /* per-op storage: straight into the stash */
-        lin_fwd(m, x0, a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
-        if (m->x0_stash == TR_NO_STASH) continue;
-        o->accumulate(be, T(x0), W(p->pos), GE); /* 16-bit storage: image by image into the stash */
-        if (!m->pop) st_pack(m, m->x0_stash + (size_t)i * GE, x0, GE);
+        lin_fwd(m, AT(a->x0, (size_t)i * GE), a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
     }
-    if (m->x0_stash == TR_NO_STASH)
-        for (int i = 0; i < B; i++) o->accumulate(be, T(a->x0 + (size_t)i * GE), W(p->pos), GE);
+    for (int i = 0; i < B; i++) o->accumulate(be, T(AT(a->x0, (size_t)i * GE)), W(p->pos), GE);
     for (int bi = 0; bi < B; bi++) { /* image by image */
         enc_view(m, bi);
         for (int i = 0; i < c->L; i++) {
-            if (a->enc_in[i]) mcopy(m, a->enc_in[i] + (size_t)bi * GE, a->blk[i - 1].xout, GE);
-            if (m->pop) m->st_uni = m->enc_stash[i] + (size_t)bi * m->enc_stash_per; /* straight into it */
+            if (a->enc_in[i]) mcopy(m, AT(a->enc_in[i], (size_t)bi * GE), a->blk[i - 1].xout, GE);
             enc_block_forward(m, i, enc_input(m, i, bi), 1);
-            if (m->enc_stash[i] != TR_NO_STASH && !m->pop && (m->act_union || !(i == c->L - 1 && bi == B - 1)))
-                stash_pack(m, m->enc_stash[i] + (size_t)bi * m->enc_stash_per, m->enc_slot_off[m->enc_slot[i]],
-                           m->enc_slot_n);
         }
-        if (c->L && a->enc_out) mcopy(m, a->enc_out + (size_t)bi * GE, a->blk[c->L - 1].xout, GE);
+        if (c->L && a->enc_out) mcopy(m, AT(a->enc_out, (size_t)bi * GE), a->blk[c->L - 1].xout, GE);
     }
     enc_view(m, 0);
     m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
     m->enc_res_img = B - 1;
-    float *xw = c->L && mdl_enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
-    const float *x = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
-    size_t btc = (size_t)BT * C;
-    int n16 = m->emb_stash != TR_NO_STASH; /* fp32 for these two ops, then stashed */
-    float *neck = n16 ? mdl_work_alloc(m, btc) : a->neck;
-    lin_fwd(m, neck, x, p->neck_w, NULL, BT, E, C);
-    tr_mem_free(&be->mem, xw);
-    float *emb = n16 ? mdl_work_alloc(m, btc) : a->emb;
-    ln_fwd(m, emb, a->emb_m, a->emb_r, neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
-    if (n16) {
-        st_pack(m, m->neck_stash, neck, btc);
-        st_pack(m, m->emb_stash, emb, btc);
-        tr_mem_free(&be->mem, neck);
-        tr_mem_free(&be->mem, emb);
-    }
+    const void *x = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
+    lin_fwd(m, a->neck, x, p->neck_w, NULL, BT, E, C);
+    ln_fwd(m, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
 
     /* prompt encoder: the dense PE */
     o->pe_dense(be, T(a->dense_pe), m->pe_gaussian, G, C);
     m->dec_res = -1;
-    if (m->act_union) m->enc_res = -1; /* the decoder's chunks overwrite the slot */
     (void)NP, (void)T, (void)RR;
 }
 
@@ -682,8 +522,6 @@ static void forward_body(tr_model *m, const tr_batch *b)
     forward_encoder(m, b);
     for (int ci = 0; ci < m->n_chunks; ci++) { /* the decoder chunk by chunk */
         dec_chunk_forward(m, b, ci, 1);
-        if (m->dec_stash_per && ci < m->n_chunks - 1 && !m->pop)
-            stash_pack(m, m->dec_stash_off + (size_t)ci * m->dec_stash_per, m->dchunk_off, m->dchunk_n);
     }
     dec_view(m, 0);
 }
@@ -709,7 +547,7 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     (void)S, (void)P, (void)E, (void)BT;
     size_t nc = (size_t)m->dec_chunk;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
-    o->zero(be, T(m->dact_mem + m->ddec_off), m->ddec_n); /* the chunk's gradients */
+    o->zero(be, tr_f32(m->dact_mem + m->ddec_off), m->ddec_n); /* the chunk's gradients (4-byte units) */
     o->zero(be, T(da->U), nc * RR * (C / 8));            /* the tail's, in the union region */
     o->zero(be, T(da->up2), nc * RR * (C / 8));
     /* IoU head */
@@ -719,12 +557,8 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     o->relu_backward(be, T(da->i0), T(da->i0r), T(a->i0), (size_t)NP * C);
     lin_bwd(m, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
     o->rows_scatter_add(be, T(da->tf), T(da->tiou), NP, T, C, 0);
-    /* mask logits and hypernetwork; with act_union each upscaling tensor
-     * is unpacked from the stash into a workspace for the op that reads it */
-    int t16 = m->act_union;
-    float *x = t16 ? tail_ws(m, 4, p0, NP, 1) : NULL;
-    o->mask_dot_backward(be, T(da->U), T(da->hyp), T(da->logits), T(t16 ? x : a->U), T(a->hyp), NP, RR, C / 8);
-    tr_mem_free(&be->mem, x);
+    /* mask logits and hypernetwork */
+    o->mask_dot_backward(be, T(da->U), T(da->hyp), T(da->logits), T(a->U), T(a->hyp), NP, RR, C / 8);
     lin_bwd(m, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
     o->relu_backward(be, T(da->h1), T(da->h1r), T(a->h1), (size_t)NP * C);
     lin_bwd(m, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
@@ -732,29 +566,21 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     lin_bwd(m, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
     o->rows_scatter_add(be, T(da->tf), T(da->tmask), NP, T, C, 1);
     /* upscaling */
-    const float *Kc = a->lay[c->D - 1].kout;
-    float *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
-    x = t16 ? tail_ws(m, 3, p0, NP, 1) : NULL;
-    o->gelu_backward(be, T(da->up2), T(da->U), T(t16 ? x : a->up2), (size_t)NP * RR * (C / 8));
-    tr_mem_free(&be->mem, x);
+    const void *Kc = a->lay[c->D - 1].kout;
+    void *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
+    o->gelu_backward(be, T(da->up2), T(da->U), T(a->up2), (size_t)NP * RR * (C / 8));
     o->zero(be, T(da->upgelu), nUp); /* the buffers alternate: each zeroed before it accumulates */
-    x = t16 ? tail_ws(m, 2, p0, NP, 1) : NULL;
-    convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, t16 ? x : a->upgelu, p->up2_w, da->up_scratch, NP, 2 * G,
-              2 * G, C / 4, C / 8);
-    tr_mem_free(&be->mem, x);
+    convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP, 2 * G, 2 * G,
+              C / 4, C / 8);
     o->zero(be, T(da->upln), nUp);
-    x = t16 ? tail_ws(m, 1, p0, NP, 1) : NULL;
-    o->gelu_backward(be, T(da->upln), T(da->upgelu), T(t16 ? x : a->upln), (size_t)NP * 4 * GG * (C / 4));
-    tr_mem_free(&be->mem, x);
+    o->gelu_backward(be, T(da->upln), T(da->upgelu), T(a->upln), (size_t)NP * 4 * GG * (C / 4));
     o->zero(be, T(da->up1), nUp);
-    x = t16 ? tail_ws(m, 0, p0, NP, 1) : NULL;
-    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, t16 ? x : a->up1, p->upln_w, a->upln_m,
-           a->upln_r, NP * 4 * GG, C / 4, 1e-6f);
-    tr_mem_free(&be->mem, x);
+    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r, NP * 4 * GG, C / 4,
+           1e-6f);
     convt_bwd(m, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
-    o->zero(be, T(da->pp_u[0]), (size_t)(da->fin.out - da->pp_u[0]) + nT);
-    o->zero(be, T(da->pp_u[1]), (size_t)(da->fin_qin - da->pp_u[1]) + nT);
+    o->zero(be, T(da->pp_u[0]), (size_t)((char *)da->fin.out - (char *)da->pp_u[0]) / mdl_esz(m) + nT);
+    o->zero(be, T(da->pp_u[1]), (size_t)((char *)da->fin_qin - (char *)da->pp_u[1]) / mdl_esz(m) + nT);
     ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
            NP * T, C, 1e-5f);
     o->accumulate(be, T(dTc), T(da->tfpre), nT);
@@ -783,8 +609,6 @@ static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, i
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
     if (!m->chunk_valid[ci]) return 0; /* no valid pair: its gradients are 0, its backward skipped */
-    if (m->logits_stash != TR_NO_STASH) /* 16-bit storage: the chunk's logits unpacked */
-        st_unpack(m, m->a.logits, m->logits_stash + p0 * (size_t)RR, (size_t)NP * RR);
     be->ops->sam_loss(be, T(m->da.logits), T(m->da.iou), T(m->a.logits), T(m->a.iou), b->masks + p0 * (size_t)RR,
                       b->valid + p0, NP, RR, sum ? scale * (float)m->n_valid : scale, m->n_valid, m->loss_sums);
     return m->chunk_valid[ci];
@@ -810,19 +634,7 @@ static int backward_begin(tr_model *m, int zero_grads)
 {
     tr_backend *be = m->be;
     if (zero_grads && m->grad_mem) be->ops->zero(be, tr_f32(m->grad_mem), m->n_grad_floats);
-    be->ops->zero(be, T(m->dact_mem), m->n_dact_floats);
-    if (m->demb_stash != TR_NO_STASH) { /* emb's gradient, in the stash */
-        size_t GGC = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.C;
-        if (m->pop) { /* per-op storage: zeroed through emb_rows' window */
-            for (int i = 0; i < m->B; i++) {
-                m->st_emb = m->demb_stash + (size_t)i * GGC;
-                be->ops->zero(be, T(m->a.emb_rows), GGC);
-            }
-        } else {
-            be->ops->zero(be, T(m->a.emb_rows), GGC);
-            for (int i = 0; i < m->B; i++) st_pack(m, m->demb_stash + (size_t)i * GGC, m->a.emb_rows, GGC);
-        }
-    }
+    be->ops->zero(be, tr_f32(m->dact_mem), m->n_dact_floats); /* (4-byte units) */
     be->ops->zero(be, tr_f32((float *)m->loss_sums), 4 * sizeof(double) / sizeof(float)); /* 0.0: zero bits */
     return m->n_valid;
 }
@@ -844,79 +656,31 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     (void)K;
     if (lo > c->L) return;
     /* neck (every image), then the encoder image by image */
-    float *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
-    size_t btc = (size_t)BT * C;
-    float *dneck = da->neck;
-    if (m->demb_stash != TR_NO_STASH) { /* 16-bit storage: the operands unpacked for this op */
-        float *demb = mdl_work_alloc(m, btc), *neck = mdl_work_alloc(m, btc);
-        dneck = mdl_work_alloc(m, btc);
-        st_unpack(m, demb, m->demb_stash, btc);
-        st_unpack(m, neck, m->neck_stash, btc);
-        o->zero(be, T(dneck), btc);
-        ln_bwd(m, dneck, g->neck_ln_w, g->neck_ln_b, demb, neck, p->neck_ln_w, a->emb_m,
-               a->emb_r, BT, C, 1e-6f);
-        tr_mem_free(&be->mem, demb);
-        tr_mem_free(&be->mem, neck);
-    } else {
-        ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m,
-               a->emb_r, BT, C, 1e-6f);
-    }
-    if (m->dxl_stash != TR_NO_STASH) { /* 16-bit storage: dx through a workspace into the stash, then dw */
-        size_t bte = (size_t)BT * E;
-        float *dx = mdl_work_alloc(m, bte);
-        o->zero(be, T(dx), bte);
-        lin_bwd(m, dx, NULL, NULL, dneck, NULL, p->neck_w, BT, E, C);
-        st_pack(m, m->dxl_stash, dx, bte);
-        tr_mem_free(&be->mem, dx);
-        dxl = NULL;
-    }
-    float *xw = c->L && mdl_enc_stashed(m, c->L - 1) ? enc_out_gather(m) : NULL;
-    const float *xl = c->L ? (a->enc_out ? a->enc_out : xw ? xw : a->blk[c->L - 1].xout) : a->x0;
-    lin_bwd(m, dxl, g->neck_w, NULL, dneck, xl, p->neck_w, BT, E, C);
-    tr_mem_free(&be->mem, xw);
-    if (dneck != da->neck) tr_mem_free(&be->mem, dneck);
+    void *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
+    ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m, a->emb_r, BT, C,
+           1e-6f);
+    const void *xl = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
+    lin_bwd(m, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
     size_t GE = (size_t)GG * E;
     for (int bi = B - 1; bi >= 0 && lo < c->L; bi--) {
         for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
             enc_restore(m, i, bi);
             tr_enc_block_a *db = &da->blk[i];
-            const float *xin = enc_input(m, i, bi);
-            if (i > 0 && !a->enc_in[i] && mdl_enc_stashed(m, i - 1) && !m->pop) { /* the predecessor's output,
-                                                                                  from its stash */
-                enc_xout_get(m, i - 1, bi, a->enc_xin);
-                xin = a->enc_xin;
-            }
-            float *dxout = i < c->L - 1 ? db->xout : da->enc_out ? da->enc_out + (size_t)bi * GE : da->pp_x[i % 2];
-            if (i == c->L - 1 && m->dxl_stash != TR_NO_STASH) /* (pp_x[i % 2] is free: the last block's) */
-                st_unpack(m, dxout, m->dxl_stash + (size_t)bi * GE, GE);
-            /* x0's gradient: in the stash with 16-bit storage (through pp_x[1], free
-             * during block 0's backward) */
-            int dx16 = i == 0 && m->dx0_stash != TR_NO_STASH;
-            float *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL)
-                                : (lo < 0 ? (dx16 ? da->pp_x[1] : da->x0 + (size_t)bi * GE) : NULL);
-            if (dxin && (i > 0 || dx16)) o->zero(be, T(dxin), GE);
+            const void *xin = enc_input(m, i, bi);
+            void *dxout = i < c->L - 1 ? db->xout : da->enc_out ? AT(da->enc_out, (size_t)bi * GE) : da->pp_x[i % 2];
+            void *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? AT(da->x0, (size_t)bi * GE) : NULL);
+            if (dxin && i > 0) o->zero(be, T(dxin), GE);
             enc_block_backward(m, i, xin, dxout, dxin);
-            if (dx16) st_pack(m, m->dx0_stash + (size_t)bi * GE, dxin, GE);
         }
     }
     enc_view(m, 0);
     if (lo >= 0) return;
-    if (m->dx0_stash != TR_NO_STASH) { /* image by image from the stash, the same sums in the same order */
-        float *dx = da->pp_x[1];
-        for (int i = 0; i < B; i++) {
-            st_unpack(m, dx, m->dx0_stash + (size_t)i * GE, GE);
-            if (g->pos) o->accumulate(be, tr_f32(g->pos), T(dx), GE); /* a parameter gradient: fp32 */
-            o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-            lin_bwd(m, NULL, g->patch_w, g->patch_b, dx, a->patches, p->patch_w, GG, 3 * P * P, E);
-        }
-        return;
-    }
     if (g->pos) /* a parameter gradient: accumulated in fp32 */
-        for (int i = 0; i < B; i++) o->accumulate(be, tr_f32(g->pos), T(da->x0 + (size_t)i * GG * E), (size_t)GG * E);
+        for (int i = 0; i < B; i++) o->accumulate(be, tr_f32(g->pos), T(AT(da->x0, (size_t)i * GE)), GE);
     for (int i = 0; i < B; i++) {
         o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-        lin_bwd(m, NULL, g->patch_w, g->patch_b, da->x0 + (size_t)i * GG * E, a->patches, p->patch_w,
-                           GG, 3 * P * P, E);
+        lin_bwd(m, NULL, g->patch_w, g->patch_b, AT(da->x0, (size_t)i * GE), a->patches, p->patch_w, GG, 3 * P * P,
+                E);
     }
 }
 
@@ -1090,21 +854,30 @@ int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, i
     return run_guarded(m, &c, err, err_len);
 }
 
-void tr_model_get_logits(const tr_model *m, float *dst)
+/* dst [n] (host, fp32) = the activation src [n] (downloaded; 16-bit codes
+ * piece by piece, widened on the host) */
+static void get_f32(const tr_model *m, float *dst, const void *src, size_t n)
 {
     tr_backend *be = m->be;
-    size_t nl = (size_t)m->B * (size_t)m->M * 16 * (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P);
-    if (m->logits_stash == TR_NO_STASH) {
-        be->ops->download(be, dst, m->a.logits, nl * sizeof(float));
+    if (m->adt == TR_PREC_FP32) {
+        be->ops->download(be, dst, src, n * sizeof(float));
         return;
     }
-    uint16_t h[4096]; /* the 16-bit codes, piece by piece, widened on the host */
-    for (size_t i = 0; i < nl; i += 4096) {
-        size_t k = nl - i < 4096 ? nl - i : 4096;
-        be->ops->download(be, h, m->stash_mem + m->logits_stash + i, k * sizeof(uint16_t));
-        for (size_t j = 0; j < k; j++) dst[i + j] = tr_from_16(h[j], m->opt.precision);
+    uint16_t h[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        be->ops->download(be, h, (const uint16_t *)src + i, k * sizeof(uint16_t));
+        for (size_t j = 0; j < k; j++) dst[i + j] = tr_from_16(h[j], m->adt);
     }
 }
+
+void tr_model_get_logits(const tr_model *m, float *dst)
+{
+    size_t G = (size_t)(m->cfg.S / m->cfg.P);
+    get_f32(m, dst, m->a.logits, (size_t)m->B * (size_t)m->M * 16 * G * G);
+}
+
+void tr_model_get_iou(const tr_model *m, float *dst) { get_f32(m, dst, m->a.iou, (size_t)m->B * (size_t)m->M); }
 
 double tr_model_flops(const tr_model *m)
 {

@@ -88,12 +88,17 @@ typedef struct tr_params {
     float *iouh_w[3], *iouh_b[3];                      /* C->C, C->C, C->1 */
 } tr_params;
 
+/* Activations and activation gradients are tensors of the model's
+ * activation type (tr_model.adt: fp32, bf16 or fp16; void *: their element
+ * size is the model's, mdl_at in model_impl.h); the LayerNorm statistics
+ * and the ConvTranspose's scratch are fp32 (float *). */
+
 /* Activations of one attention block A(q, k, v). */
 typedef struct tr_attn_a {
-    float *q, *k, *v;   /* [N, Tq, Ci] [N, Tk, Ci] [N, Tk, Ci] */
-    float *att;         /* [N, h, Tq, Tk] */
-    float *ao;          /* [N, Tq, Ci] before out_proj */
-    float *out;         /* [N, Tq, C] */
+    void *q, *k, *v;    /* [N, Tq, Ci] [N, Tk, Ci] [N, Tk, Ci] */
+    void *att;          /* [N, h, Tq, Tk] */
+    void *ao;           /* [N, Tq, Ci] before out_proj */
+    void *out;          /* [N, Tq, C] */
 } tr_attn_a;
 
 /* An encoder block's tensors (shown for BT = B*G*G rows): the encoder runs
@@ -101,80 +106,80 @@ typedef struct tr_attn_a {
  * image's G*G rows (a slot); m->a then points at the current image's rows
  * (the LayerNorm statistics, when stored, hold every image). */
 typedef struct tr_enc_block_a {
-    float *ln1, *ln1_m, *ln1_r;   /* [BT,E] [BT] [BT] (BT = B*G*G) */
-    float *qkv, *att, *ao;        /* [BT,3E] [B,H,GG,GG] [BT,E] */
-    float *xmid;                  /* [BT,E] after the attention residual */
-    float *ln2, *ln2_m, *ln2_r;
-    float *fc1, *gelu;            /* [BT,4E] */
-    float *xout;                  /* [BT,E] */
+    void *ln1;                    /* [BT,E] */
+    float *ln1_m, *ln1_r;         /* [BT] [BT] (BT = B*G*G) */
+    void *qkv, *att, *ao;         /* [BT,3E] [B,H,GG,GG] [BT,E] */
+    void *xmid;                   /* [BT,E] after the attention residual */
+    void *ln2;
+    float *ln2_m, *ln2_r;
+    void *fc1, *gelu;             /* [BT,4E] */
+    void *xout;                   /* [BT,E] */
 } tr_enc_block_a;
 
 typedef struct tr_dec_layer_a {
-    float *sa_qin;                /* [NP,T,C]: T + T0 (l > 0) */
+    void *sa_qin;                 /* [NP,T,C]: T + T0 (l > 0) */
     tr_attn_a sa;
-    float *t1pre, *t1, *n1_m, *n1_r;       /* [NP,T,C] */
-    float *t2i_qin;               /* [NP,T,C] T1 + T0 */
-    float *kpe;                   /* [NP,GG,C] K + Kpe (t2i keys, i2t queries) */
+    void *t1pre, *t1;             /* [NP,T,C] */
+    float *n1_m, *n1_r;
+    void *t2i_qin;                /* [NP,T,C] T1 + T0 */
+    void *kpe;                    /* [NP,GG,C] K + Kpe (t2i keys, i2t queries) */
     tr_attn_a t2i;
-    float *t2pre, *t2, *n2_m, *n2_r;
-    float *fc1, *relu, *t3pre, *t3, *n3_m, *n3_r; /* [NP,T,8C] ... */
-    float *i2t_kin;               /* [NP,T,C] T3 + T0 */
+    void *t2pre, *t2;
+    float *n2_m, *n2_r;
+    void *fc1, *relu, *t3pre, *t3; /* [NP,T,8C] ... */
+    float *n3_m, *n3_r;
+    void *i2t_kin;                /* [NP,T,C] T3 + T0 */
     tr_attn_a i2t;
-    float *k4pre, *kout, *n4_m, *n4_r;     /* [NP,GG,C] */
+    void *k4pre, *kout;           /* [NP,GG,C] */
+    float *n4_m, *n4_r;
 } tr_dec_layer_a;
 
 typedef struct tr_acts {
-    float *patches;                  /* [GG, 3PP] one image's (a workspace in the gradient union region) */
-    float *x0;                       /* [BT, E] after pos */
+    void *patches;                   /* [GG, 3PP] one image's (a workspace in the gradient union region) */
+    void *x0;                        /* [BT, E] after pos */
     tr_enc_block_a blk[TR_MAX_L];
-    float *neck, *emb, *emb_m, *emb_r; /* [BT,C] (neck, emb and their gradients NULL with 16-bit
-                                          storage: in the stash) */
-    float *emb_rows;                 /* [GG, C] 16-bit storage: one image's rows of emb or of its
-                                        gradient, unpacked for the image keys */
-    float *dense_pe;                 /* [GG, C] (constant) */
+    void *neck, *emb;                /* [BT,C] */
+    float *emb_m, *emb_r;            /* [BT] */
+    void *dense_pe;                  /* [GG, C] (constant) */
     /* The decoder (everything below) runs per chunk of nc pairs (decoder
      * chunks, see tr_model): its tensors are shown as [NP, ...] but hold
-     * either every pair, or one chunk's pairs (checkpointing, 16-bit
-     * storage; the LayerNorm statistics hold every pair unless the chunk
-     * is recomputed, and none with 16-bit storage: ln_bwd recomputes them);
-     * m->a then points at the current chunk's rows.  Their gradients hold
-     * one chunk. */
-    float *T0;                       /* [NP, T, C] */
-    float *Kimg;                     /* [NP, GG, C] */
+     * either every pair, or one chunk's pairs (--checkpoint-decoder; the
+     * LayerNorm statistics hold every pair unless the chunk is recomputed,
+     * and none with 16-bit storage: ln_bwd recomputes them); m->a then
+     * points at the current chunk's rows.  Their gradients hold one chunk. */
+    void *T0;                        /* [NP, T, C] */
+    void *Kimg;                      /* [NP, GG, C] */
     tr_dec_layer_a lay[TR_MAX_D];
-    float *fin_qin, *fin_kin;        /* [NP,T,C] [NP,GG,C] */
+    void *fin_qin, *fin_kin;         /* [NP,T,C] [NP,GG,C] */
     tr_attn_a fin;
-    float *tfpre, *tf, *fin_m, *fin_r; /* [NP,T,C] */
-    float *up1, *upln, *upln_m, *upln_r, *upgelu; /* [NP,4GG,C/4] (NULL with act_union: in the stash) */
-    float *up2, *U;                  /* [NP,RR,C/8] (likewise) */
-    float *up_scratch;               /* [NP*RR/4, C/2] convT workspace */
-    float *tmask, *h0, *h0r, *h1, *h1r, *hyp;    /* [NP,C] ... [NP,C/8] */
-    float *tiou, *i0, *i0r, *i1, *i1r;           /* [NP,C] */
-    float *iou;                      /* [NP] (every pair; the gradient: one chunk) */
-    float *logits;                   /* [NP, RR] (every pair, or one chunk's with 16-bit storage:
-                                        tr_model_get_logits; the gradient: one chunk) */
+    void *tfpre, *tf;                /* [NP,T,C] */
+    float *fin_m, *fin_r;
+    void *up1, *upln, *upgelu;       /* [NP,4GG,C/4] */
+    float *upln_m, *upln_r;
+    void *up2, *U;                   /* [NP,RR,C/8] */
+    float *up_scratch;               /* [NP*RR/4, C/2] convT workspace (fp32) */
+    void *tmask, *h0, *h0r, *h1, *h1r, *hyp;     /* [NP,C] ... [NP,C/8] */
+    void *tiou, *i0, *i0r, *i1, *i1r;            /* [NP,C] */
+    void *iou;                       /* [NP] (every pair; the gradient: one chunk): tr_model_get_iou */
+    void *logits;                    /* [NP, RR] (every pair; the gradient: one chunk): tr_model_get_logits */
     /* Saved inputs of encoder blocks whose predecessor's activations live
-     * in a reused slot (checkpointing, 16-bit storage, frozen prefix);
-     * NULL where the input is the predecessor's own output. */
-    float *enc_in[TR_MAX_L];         /* [BT, E] */
-    float *enc_out;                  /* [BT, E] the last block's output (the neck's input) when the
-                                        block computes in a slot without a 16-bit stash; its
-                                        gradient (the neck's dx) unless 16-bit storage keeps it in
-                                        the stash (then the last block's backward reads one image's
-                                        rows unpacked into a pp_x buffer) */
-    float *enc_xin;                  /* [GG, E] one image's input of a block whose predecessor's
-                                        output is in a 16-bit stash (unpacked for the backward) */
+     * in a reused slot (checkpointing, frozen prefix); NULL where the input
+     * is the predecessor's own output. */
+    void *enc_in[TR_MAX_L];          /* [BT, E] */
+    void *enc_out;                   /* [BT, E] the last block's output (the neck's input) when the
+                                        block computes in a slot; its gradient (the neck's dx) */
     /* Gradient table only: the gradients of block / layer outputs (one
      * image / one chunk) alternate between two buffers (blk[i].xout is
      * pp_x[i % 2], ...). */
-    float *pp_x[2], *pp_t[2], *pp_k[2];
-    float *pp_u[3];                  /* the decoder tail's gradients (model.c tail_grads), workspace */
+    void *pp_x[2], *pp_t[2], *pp_k[2];
+    void *pp_u[3];                   /* the decoder tail's gradients (model.c tail_grads), workspace */
 } tr_acts;
 
 typedef struct tr_act_info {
     char name[48];
-    float **ptr;   /* the field in the tr_acts it was laid out for */
-    size_t count;
+    void **ptr;    /* the field in the tr_acts it was laid out for */
+    size_t count;  /* elements */
+    int dt;        /* their type (TR_PREC_*) */
 } tr_act_info;
 
 /* Training features that change how the step is computed (issue 7). */
@@ -192,40 +197,25 @@ typedef struct tr_model_opts {
 
 /* Memory layout (tr_model_layout): the encoder runs image by image
  * (forward and backward, every mode); an encoder block either owns its
- * activations (every image), or computes in a reused fp32 "slot" of one
- * image's rows (slot i % N with
- * checkpointing, slot 0 with 16-bit storage or when it runs without
- * gradient below the lowest trainable part); a slotted block's activations
- * are then either recomputed from a saved input (checkpointing) or packed
- * per image into a 16-bit stash after its forward and unpacked before its
- * backward.  With 16-bit storage nothing between the blocks is kept in
- * fp32: a block's input in the backward is its predecessor's output
- * unpacked from the stash (enc_xin), the neck reads the last block's
- * outputs gathered into a per-op workspace, and x0, the neck's output, the
- * image embedding, the gradients of x0, of the embedding and of the last
- * block's output (the neck's dx) live in the stash (one image's rows
- * unpacked where an op needs them).
- * The decoder (prompt tokens, image keys, two-way transformer, tail,
- * heads) runs per chunk of dec_chunk pairs (the backend's choice:
- * tr_sizes.dec_chunk), forward and backward, in every mode (so that
- * results are bit-identical between modes for one backend); its activations
- * are laid out for every pair (fp32), or for one chunk ("the chunk
- * region"): recomputed from the image embedding (--checkpoint-decoder) or
- * packed per chunk into a 16-bit stash.  16-bit storage without
- * checkpointing (every block trainable) stashes every block's every image,
- * so the encoder's slot and the decoder's chunk region (the compute areas
- * of two phases) share one region (act_union); it keeps the logits in the
- * stash too.  With 16-bit storage the slots, the chunk region and every
- * other activation tensor but the LayerNorm statistics, the logits and
- * out.iou hold no fp32 memory at all: they are addresses in tr_model.vmem
- * whose values live in 16 bits (the stash or its shadow), each op's
- * operands widened into a workspace for that op alone (per-op storage).
- * The weights ops compute with are 16-bit copies of the fp32 masters
- * (wc16), widened per op into a workspace.  LayerNorm statistics are
- * fp32: stored, or with 16-bit storage recomputed in the backward from the
- * stored input (the forward's op again: the same bits).  Activation gradients exist for one block, one layer, one chunk at
- * a time (shared), plus two alternating buffers for the gradient flowing
- * between blocks / layers (16-bit storage: in 16 bits, per-op as well). */
+ * activations (every image), or computes in a reused "slot" of one image's
+ * rows (slot i % N with checkpointing, slot 0 when it runs without
+ * gradient below the lowest trainable part), its activations then
+ * recomputed from a saved input (checkpointing).  The decoder (prompt
+ * tokens, image keys, two-way transformer, tail, heads) runs per chunk of
+ * dec_chunk pairs (the backend's choice: tr_sizes.dec_chunk), forward and
+ * backward, in every mode (so that results are bit-identical between modes
+ * for one backend); its activations are laid out for every pair, or for
+ * one chunk recomputed from the image embedding (--checkpoint-decoder).
+ * Activations and activation gradients are stored in the model's
+ * activation type (16-bit storage: bf16 or fp16, two bytes each, every op
+ * writing its results rounded to nearest even; what 16 bits mean for the
+ * arithmetic is the backend's business), the compute weights likewise (the
+ * fp32 masters rounded at the start of each forward, m->wc16); LayerNorm
+ * statistics are fp32: stored, or with 16-bit storage recomputed in the
+ * backward from the stored input (the same statistics of the same values).
+ * Activation gradients exist for one block, one layer, one chunk at a time
+ * (shared), plus two alternating buffers for the gradient flowing between
+ * blocks / layers. */
 
 /* A tensor whose rows move with the decoder chunk or the encoder's image
  * (tr_model.dview). */
@@ -233,11 +223,9 @@ typedef struct tr_dview {
     int kind;     /* 0: moves with the decoder chunk, 1: with the encoder's image */
     size_t off;   /* byte offset of the field in tr_acts */
     int grad;     /* 0: the field of m->a, 1: of m->da */
-    float *base;  /* the tensor as laid out (pair 0) */
-    size_t per;   /* floats per pair */
+    char *base;   /* the tensor as laid out (pair 0) */
+    size_t per;   /* bytes per pair */
 } tr_dview;
-
-#define TR_NO_STASH ((size_t)-1)
 
 /* The model with its memory on a backend. */
 typedef struct tr_model {
@@ -250,11 +238,12 @@ typedef struct tr_model {
     float *param_mem, *grad_mem;
     tr_params p, g;             /* pointers into param_mem / grad_mem */
     float *pe_gaussian;         /* [2, C/2] buffer (no grad, not a parameter) */
-    float *act_mem, *dact_mem;
+    int adt;                    /* the activations' type: opt.precision (TR_PREC_*) */
+    float *act_mem, *dact_mem;  /* (4-byte units; 16-bit tensors take half as many) */
     tr_acts a, da;
     tr_act_info *ainfo;
     int n_acts;
-    size_t n_act_floats;        /* act_mem floats; dact_mem holds n_dact_floats */
+    size_t n_act_floats;        /* act_mem 4-byte units; dact_mem holds n_dact_floats */
     size_t n_dact_floats;
     /* training features */
     tr_model_opts opt;
@@ -265,71 +254,17 @@ typedef struct tr_model {
     size_t grad_lo;             /* grad_mem holds floats [grad_lo, n_param_floats) of the layout */
     size_t n_grad_floats;       /* = n_param_floats - grad_lo */
     uint16_t *wc16;             /* 16-bit precision: the compute weights, the masters rounded to 16
-                                   bits, same layout as param_mem (widened per op into a workspace
-                                   where an op reads them), else NULL */
-    uint16_t *stash_mem;        /* 16-bit stashes of slotted blocks/layers */
-    size_t n_stash;
+                                   bits, same layout as param_mem, else NULL */
     int enc_slot[TR_MAX_L];                         /* -1: own memory */
-    size_t enc_slot_off[TR_MAX_L], enc_slot_n;      /* slot ranges in act_mem (floats) */
-    size_t enc_stash[TR_MAX_L];                     /* into stash_mem (image b at + b * enc_stash_per),
-                                                       TR_NO_STASH none */
-    size_t enc_stash_per;
-    size_t x0_stash, dx0_stash;                     /* 16-bit storage: x0 [BT, E] and its gradient in
-                                                       stash_mem, else TR_NO_STASH */
-    size_t neck_stash, emb_stash, demb_stash;       /* 16-bit storage: neck, emb [BT, C] and emb's
-                                                       gradient in stash_mem, else TR_NO_STASH */
-    size_t tail_stash[5];                           /* act_union: the upscaling's up1, upln, upgelu
-                                                       [NP, 4GG, C/4], up2, U [NP, RR, C/8] in
-                                                       stash_mem (each op's operands unpacked into
-                                                       workspaces), else TR_NO_STASH */
-    size_t logits_stash;                            /* 16-bit storage: the logits [NP, RR] in
-                                                       stash_mem (a.logits: one chunk's), else
-                                                       TR_NO_STASH */
-    size_t dxl_stash;                               /* 16-bit storage: the gradient of the last
-                                                       block's output [BT, E] (the neck's dx) in
-                                                       stash_mem, else TR_NO_STASH */
-    size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem */
-    int enc_res, enc_res_img;   /* segment / block and image resident in the slots */
+    size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem (4-byte units) */
+    int enc_res, enc_res_img;   /* segment and image resident in the slots */
     /* decoder chunks */
     int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
     int dec_full;               /* 1: decoder activations for every pair */
-    size_t dchunk_off, dchunk_n; /* the chunk region in act_mem (floats) */
-    int act_union;              /* 1 (16-bit storage without checkpointing, every block
-                                   trainable): every encoder block image and every chunk is
-                                   in the stash, and the
-                                   encoder's slot and the chunk region share one region of act_mem
-                                   (the encoder's and the decoder's compute areas) */
     size_t ddec_off, ddec_n;    /* the decoder's chunk gradients in dact_mem (zeroed per chunk) */
-    size_t dec_stash_off, dec_stash_per; /* 16-bit stash of chunk c at dec_stash_off + c * per */
-    int dec_res;                /* chunk whose activations are in the chunk region, -1 none */
+    int dec_res;                /* the chunk whose activations are in place (--checkpoint-decoder), -1 none */
     tr_dview *dview;            /* tensors that move with the chunk */
     int n_dview;
-    /* Per-op storage (16-bit precision): no fp32 activation or activation
-     * gradient lives across ops.  Every activation but the LayerNorm
-     * statistics (not stored at all: recomputed), the logits and out.iou, and
-     * every activation gradient
-     * (dact_mem) is laid out in vmem, an address range with no memory behind
-     * it (PROT_NONE: a stray access faults); an op's operand that lies in
-     * vmem is passed as the 16-bit tensor where its values are (mdl_t: a
-     * typed operand, tr_ten), and what 16 bits mean for the arithmetic is
-     * the backend's business.  vmem's windows: the gradients
-     * (16-bit copy at gst), the identity part (the shadow at sh: slots,
-     * chunk regions, checkpoints, ... in 16 bits), and with pop the union
-     * region, enc.xin and enc.emb_rows, which map to the stash offsets the
-     * step sets (the current block image or chunk, the block input's, the
-     * embedding rows').  vmem NULL: off (fp32).  The other activations
-     * (LayerNorm statistics aside) are fp32 storage of 16-bit values
-     * (TR_DT_WIDE: every op rounds what it writes there). */
-    float *vmem;
-    size_t vmem_n;                                  /* floats of address range */
-    size_t v_xin, n_xin, v_emb, n_emb, v_uni, n_uni, v_dact, v_id, n_id; /* windows (offsets, floats in
-                                                       vmem) */
-    size_t st_xin, st_emb, st_uni, gst, sh;         /* the stash offsets they map to */
-    int pop;                                        /* 1 (act_union with vmem): the union region,
-                                                       enc.xin and enc.emb_rows are windows moved over
-                                                       the stash (no resident copy of a block image or a
-                                                       chunk); the rest of vmem (gradients aside) maps
-                                                       1:1 onto the shadow at sh in every vmem layout */
     void *oom; /* private: the running step's return point on out of memory (a jmp_buf) */
     /* The step's inputs and loss: the model reads no tensor.  The batch is
      * checked and its valid pairs counted on the host before the upload
@@ -374,9 +309,10 @@ int tr_model_find_param(const tr_model *m, const char *name);
  * can be run again (with zero_grads) once memory allows. */
 int tr_model_forward(tr_model *m, const tr_batch *b, char *err, size_t err_len);
 
-/* dst [NP, RR] = the logits of the last forward (m->a.logits in fp32;
- * 16-bit storage keeps them in the stash). */
+/* dst [NP, RR] / [NP] (host memory, fp32) = the logits / the predicted
+ * IoU of the last forward. */
 void tr_model_get_logits(const tr_model *m, float *dst);
+void tr_model_get_iou(const tr_model *m, float *dst);
 
 /* Loss of the last forward plus the full backward: zeroes and fills m->g
  * with the gradient of the batch's mean loss (a NaN loss and n_valid -1 on

@@ -27,17 +27,23 @@ int mdl_in_group(const tr_model *m, const char *g, const char *name);
 
 /* model_layout.c */
 int mdl_layout(tr_model *m, char *err, size_t err_len); /* (re)lays out the activations */
-size_t mdl_tail_per(const tr_model *m, int k);        /* floats per pair of upscaling tensor k */
-int mdl_enc_stashed(const tr_model *m, int i);        /* 1: encoder block i's activations go to the stash */
 int mdl_enc_part(const tr_model *m, const char *name); /* a parameter's encoder part: -1 embedding,
                                                           0..L-1 block, L neck, INT_MAX the rest */
 
-/* model_layout.c: the typed operand of an activation or activation
- * gradient (16-bit storage: its 16-bit values in the stash, or fp32 storage
- * of 16-bit values) and of a parameter's compute weights (m->wc16, or the
- * fp32 master) */
-tr_ten mdl_t(const tr_model *m, const float *p);
-tr_ten mdl_w(const tr_model *m, const float *p);
+/* bytes per element of the activations; element i of activation p */
+static inline size_t mdl_esz(const tr_model *m) { return tr_dt_size(m->adt); }
+static inline void *mdl_at(const tr_model *m, const void *p, size_t i)
+{
+    return p ? (void *)((const char *)p + i * mdl_esz(m)) : NULL;
+}
+/* The typed operand of an activation or activation gradient, and of a
+ * parameter's compute weights (m->wc16, or the fp32 master) */
+static inline tr_ten mdl_t(const tr_model *m, const void *p) { return tr_typed(p, m->adt); }
+static inline tr_ten mdl_w(const tr_model *m, const float *p)
+{
+    if (!p || !m->wc16) return tr_f32(p);
+    return tr_typed(m->wc16 + (p - m->param_mem), m->adt);
+}
 
 /* model.c: a step's workspace of n floats (freed by the caller right after
  * its op); out of memory unwinds to the step's entry point */

@@ -9,32 +9,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* ---- activation table ----------------------------------------------------------- */
 
 typedef struct awalker {
     tr_model *m;
-    size_t off, doff; /* floats laid out so far in act_mem / dact_mem */
+    size_t off, doff; /* 4-byte units laid out so far in act_mem / dact_mem */
     int n, cap;
     int uni;                 /* 1: in_d gradients go to the union region */
     size_t ubase, uoff, umax; /* union region: start in dact_mem, group offset, size */
     size_t pa, pd;           /* decoder tensors: pairs laid out in act_mem / dact_mem */
     int nview;               /* decoder tensors that move with the chunk so far */
-    int auni;                /* 1: in_a tensors go to the activation union region (tr_model.act_union) */
-    size_t abase, aoff, amax; /* that region: start in act_mem, group offset, size */
-    int vir;                 /* 1: in_a tensors go to vmem's own windows (tr_model.vmem) */
-    size_t voff;             /* floats laid out there so far */
-    int vid;                 /* 1: in_a tensors go to vmem's identity part (16-bit storage) */
-    int real;                /* 1: in_a tensors stay fp32 in act_mem all the same (statistics, outputs) */
-    size_t ioff;             /* floats laid out in the identity part so far */
+    int f32;                 /* 1: the tensors registered now are fp32 (LayerNorm statistics,
+                                the ConvTranspose's scratch), else of the activations' type */
 } awalker;
 
-/* Registers an activation: its forward tensor of count_a floats in act_mem
- * when in_a, its gradient of count_d floats in dact_mem when in_d (fields
- * of m->a / m->da alike). */
-static void areg3(awalker *w, float **field, const char *name, size_t count_a, size_t count_d, int in_a,
-                  int in_d)
+/* Bytes per element of what the walker registers now. */
+static size_t w_esz(const awalker *w) { return w->f32 ? sizeof(float) : mdl_esz(w->m); }
+
+/* 4-byte units of count elements, rounded up to 16 (64-byte aligned tensors). */
+static size_t w_units(const awalker *w, size_t count) { return mdl_r16((count * w_esz(w) + 3) / 4); }
+
+/* Registers an activation: its forward tensor of count_a elements in
+ * act_mem when in_a, its gradient of count_d elements in dact_mem when
+ * in_d (fields of m->a / m->da alike). */
+static void areg3(awalker *w, void *field, const char *name, size_t count_a, size_t count_d, int in_a, int in_d)
 {
     tr_model *m = w->m;
     if (in_a) {
@@ -43,28 +42,15 @@ static void areg3(awalker *w, float **field, const char *name, size_t count_a, s
             snprintf(ai->name, sizeof ai->name, "%s", name);
             ai->ptr = field;
             ai->count = count_a;
+            ai->dt = w->f32 ? TR_PREC_FP32 : m->adt;
         }
-        size_t r = (count_a + 15) / 16 * 16;
-        if (w->vir) { /* per-op storage: an address in vmem, the values in the stash */
-            if (m->act_mem) *field = m->vmem + w->voff;
-            w->voff += r;
-        } else if (w->vid && !w->real && !w->auni) { /* 16-bit storage: the values in the shadow */
-            if (m->act_mem) *field = m->vmem + m->v_id + w->ioff;
-            w->ioff += r;
-        } else if (w->auni) { /* the fp32 compute area of the encoder slot or of the decoder chunk
-                                 (per-op storage: in vmem) */
-            if (m->act_mem) *field = (m->vmem ? m->vmem + m->v_uni : m->act_mem + w->abase) + w->aoff;
-            w->aoff += r;
-            if (w->aoff > w->amax) w->amax = w->aoff;
-        } else {
-            if (m->act_mem) *field = m->act_mem + w->off;
-            w->off += r;
-        }
+        if (m->act_mem) *(void **)field = m->act_mem + w->off;
+        w->off += w_units(w, count_a);
         w->n++;
     }
     if (in_d) {
-        size_t r = (count_d + 15) / 16 * 16;
-        float **df = (float **)((char *)&m->da + ((char *)field - (char *)&m->a));
+        size_t r = w_units(w, count_d);
+        void **df = (void **)((char *)&m->da + ((char *)field - (char *)&m->a));
         if (w->uni) { /* a shared gradient group: laid out in the union region */
             if (m->dact_mem) *df = m->dact_mem + w->ubase + w->uoff;
             w->uoff += r;
@@ -76,14 +62,14 @@ static void areg3(awalker *w, float **field, const char *name, size_t count_a, s
     }
 }
 
-static void areg2(awalker *w, float **field, const char *name, size_t count, int in_a, int in_d)
+static void areg2(awalker *w, void *field, const char *name, size_t count, int in_a, int in_d)
 {
     areg3(w, field, name, count, count, in_a, in_d);
 }
 
 /* Records that the field (of m->a, or of m->da when grad) holds every pair,
- * per floats each: tr_model.dview. */
-static void dview_add(awalker *w, float **field, int kind, int grad, size_t per)
+ * per elements each: tr_model.dview. */
+static void dview_add(awalker *w, void *field, int kind, int grad, size_t per)
 {
     tr_model *m = w->m;
     if (m->dview && w->nview < m->n_dview) {
@@ -91,15 +77,15 @@ static void dview_add(awalker *w, float **field, int kind, int grad, size_t per)
         v->kind = kind;
         v->off = (size_t)((char *)field - (char *)&m->a);
         v->grad = grad;
-        v->base = *(float **)((char *)(grad ? &m->da : &m->a) + v->off);
-        v->per = per;
+        v->base = *(char **)((char *)(grad ? &m->da : &m->a) + v->off);
+        v->per = per * w_esz(w);
     }
     w->nview++;
 }
 
-/* Registers a decoder tensor of per floats per pair: w->pa pairs in
+/* Registers a decoder tensor of per elements per pair: w->pa pairs in
  * act_mem, w->pd pairs in dact_mem. */
-static void dreg(awalker *w, float **field, const char *name, size_t per, int in_a, int in_d)
+static void dreg(awalker *w, void *field, const char *name, size_t per, int in_a, int in_d)
 {
     tr_model *m = w->m;
     size_t NP = (size_t)m->B * (size_t)m->M;
@@ -108,9 +94,9 @@ static void dreg(awalker *w, float **field, const char *name, size_t per, int in
     if (m->n_chunks > 1 && in_d && w->pd == NP) dview_add(w, field, 0, 1, per);
 }
 
-/* Registers an encoder block tensor of per floats per image: for every
+/* Registers an encoder block tensor of per elements per image: for every
  * image (all 1) or one; its gradient (in_d) for one image. */
-static void ereg(awalker *w, float **field, const char *name, size_t per, int all, int in_a, int in_d)
+static void ereg(awalker *w, void *field, const char *name, size_t per, int all, int in_a, int in_d)
 {
     tr_model *m = w->m;
     areg3(w, field, name, per * (all ? (size_t)m->B : 1), per, in_a, in_d);
@@ -126,18 +112,6 @@ static void ugroup(awalker *w, int on)
     w->uni = on;
     w->uoff = 0;
 }
-
-/* Starts (on 1) or ends (0) one of the two groups of the activation union
- * region (tr_model.act_union); returns the group's offset in act_mem. */
-static size_t agroup(awalker *w, int on)
-{
-    w->auni = on;
-    w->aoff = 0;
-    return w->abase;
-}
-
-/* Offset in act_mem where the next forward tensor is laid out. */
-static size_t apos(const awalker *w) { return w->auni ? w->abase + w->aoff : w->vid ? w->ioff : w->off; }
 
 /* The tensors of one decoder attention block, per pair. */
 static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, size_t Tk, size_t C, size_t Ci,
@@ -158,25 +132,17 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, siz
     dreg(w, &a->out, nm, Tq * C, in_a && out_a, in_d);
 }
 
-/* Floats per pair of the upscaling's tensor k: up1, upln, upgelu [4GG, C/4],
- * up2, U [RR, C/8]. */
-size_t mdl_tail_per(const tr_model *m, int k)
-{
-    size_t G = (size_t)(m->cfg.S / m->cfg.P), C = (size_t)m->cfg.C;
-    return k < 3 ? 4 * G * G * (C / 4) : 16 * G * G * (C / 8);
-}
-
 /* Gradients of the decoder tail (final attention, upscaling) in two
  * buffers X, Y used alternately: U X, up2 Y, upgelu X, upln Y, up1 X, then
  * the final attention's q, k, v, ao, out in X and fin_kin, fin_qin in Y.
  * Sets the pointers in da when da is not NULL (X, Y in da->pp_u); their
- * sizes in floats (for one chunk of pairs) into *nx, *ny. */
+ * sizes in elements (for one chunk of pairs) into *nx, *ny. */
 static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
 {
     const tr_config *c = &m->cfg;
     size_t G = (size_t)(c->S / c->P), GG = G * G, C = (size_t)c->C, NP = (size_t)m->dec_chunk;
     size_t T = (size_t)m->K + 2, up = mdl_r16(NP * 16 * GG * (C / 8)), o = 0;
-    float *X = da ? da->pp_u[0] : NULL, *Y = da ? da->pp_u[1] : NULL;
+    void *X = da ? da->pp_u[0] : NULL, *Y = da ? da->pp_u[1] : NULL;
     if (da) {
         da->U = da->upgelu = da->up1 = X;
         da->up2 = da->upln = Y;
@@ -184,65 +150,18 @@ static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
         da->fin.att = NULL;
     }
     o += mdl_r16(NP * T * (C / 2));
-    if (da) da->fin.k = X + o;
+    if (da) da->fin.k = mdl_at(m, X, o);
     o += mdl_r16(NP * GG * (C / 2));
-    if (da) da->fin.v = X + o;
+    if (da) da->fin.v = mdl_at(m, X, o);
     o += mdl_r16(NP * GG * (C / 2));
-    if (da) da->fin.ao = X + o;
+    if (da) da->fin.ao = mdl_at(m, X, o);
     o += mdl_r16(NP * T * (C / 2));
-    if (da) da->fin.out = X + o;
+    if (da) da->fin.out = mdl_at(m, X, o);
     o += mdl_r16(NP * T * C);
     *nx = o > up ? o : up;
-    if (da) da->fin_kin = Y, da->fin_qin = Y + mdl_r16(NP * GG * C);
+    if (da) da->fin_kin = Y, da->fin_qin = mdl_at(m, Y, mdl_r16(NP * GG * C));
     o = mdl_r16(NP * GG * C) + mdl_r16(NP * T * C);
     *ny = o > up ? o : up;
-}
-
-/* 1 when encoder block i computes in a slot and keeps its activations in
- * a 16-bit stash, image by image (16-bit storage without checkpointing, a
- * block with a backward); needs m->enc_slot and m->enc_lo. */
-int mdl_enc_stashed(const tr_model *m, int i)
-{
-    int lo = m->enc_lo < 0 ? 0 : m->enc_lo;
-    return m->opt.precision != TR_PREC_FP32 && !m->opt.ckpt_every && m->enc_slot[i] >= 0 && i >= lo;
-}
-
-/* 1 when the layout keeps its activations in 16 bits only (tr_model.vmem):
- * 16-bit storage. */
-static int vid16(const tr_model *m) { return m->opt.precision != TR_PREC_FP32; }
-
-/* ---- operands: where an activation's values are ------------------------------------ */
-
-/* The stash offset of the activation at vmem offset v: the window it lies
- * in, mapped where the step put it. */
-static size_t vmap(const tr_model *m, size_t v)
-{
-    const size_t lo[5] = {m->v_xin, m->v_emb, m->v_uni, m->v_dact, m->v_id};
-    const size_t len[5] = {m->n_xin, m->n_emb, m->n_uni, m->n_dact_floats, m->n_id};
-    const size_t st[5] = {m->st_xin, m->st_emb, m->st_uni, m->gst, m->sh};
-    for (int i = 0; i < 5; i++)
-        if (v >= lo[i] && v - lo[i] < len[i] && st[i] != TR_NO_STASH) return st[i] + (v - lo[i]);
-    return TR_NO_STASH;
-}
-
-tr_ten mdl_t(const tr_model *m, const float *p)
-{
-    int prec = m->opt.precision;
-    if (!p) return tr_typed(NULL, prec);
-    uintptr_t a = (uintptr_t)p, b = (uintptr_t)m->vmem;
-    if (m->vmem && a >= b && a < b + m->vmem_n * sizeof(float)) {
-        size_t off = vmap(m, (size_t)(p - m->vmem));
-        /* (an address outside every mapped window is a layout bug: the
-         * vmem address itself, PROT_NONE, faults at the first access) */
-        return tr_typed(off == TR_NO_STASH ? (const void *)p : (const void *)(m->stash_mem + off), prec);
-    }
-    return tr_typed(p, prec == TR_PREC_FP32 ? prec : prec | TR_DT_WIDE);
-}
-
-tr_ten mdl_w(const tr_model *m, const float *p)
-{
-    if (!p || !m->wc16) return tr_f32(p);
-    return tr_typed(m->wc16 + (p - m->param_mem), m->opt.precision);
 }
 
 static void walk_acts(awalker *w)
@@ -253,31 +172,20 @@ static void walk_acts(awalker *w)
     size_t G = (size_t)(c->S / c->P), GG = G * G, B = (size_t)m->B, BT = B * GG, E = (size_t)c->E;
     size_t C = (size_t)c->C, NP = B * (size_t)m->M, T = (size_t)m->K + 2, R = 4 * G, RR = R * R;
     size_t PP3 = 3 * (size_t)c->P * c->P, h = (size_t)c->h;
-    int L = c->L, D = c->D, N = m->opt.ckpt_every, b16 = m->opt.precision != TR_PREC_FP32;
+    int L = c->L, D = c->D, N = m->opt.ckpt_every;
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo; /* blocks lo.. have a backward */
     char nm[48];
-    /* 16-bit storage keeps every block's activations and every chunk's in
-     * the stash: the fp32 slot and the fp32 chunk region are compute areas
-     * of different phases and share one region */
-    int vid = vid16(m);
-    m->act_union = b16 && !N && !m->opt.ckpt_decoder && (!vid || m->enc_lo <= 0);
-    int pop = vid && m->act_union; /* tr_model.pop */
-    m->pop = pop;
-    w->vid = vid;
     /* LayerNorm statistics: stored (fp32), or with 16-bit storage recomputed
      * in the backward (ln_bwd) unless the options ask to keep them */
-    int lnst = !vid || m->opt.keep_ln_stats;
+    int lnst = m->adt == TR_PREC_FP32 || m->opt.keep_ln_stats;
     /* one image's patches, made again for the backward: a workspace in the
      * union region (which holds no gradient during the encoder's forward
      * nor after its blocks' backward) */
     ugroup(w, 1);
     areg2(w, &a->patches, "enc.patches", GG * PP3, 0, 1);
     ugroup(w, 0);
-    /* the patch embedding's output, 16-bit storage: in the stash (image by
-     * image), its gradient too */
-    int x016 = b16 && L > 0;
-    areg2(w, &a->x0, "enc.x0", BT * E, !x016, !x016);
-    for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : (b16 || i < lo) ? 0 : -1;
+    areg2(w, &a->x0, "enc.x0", BT * E, 1, 1);
+    for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : i < lo ? 0 : -1;
     m->dblk_n = 0;
     size_t H = (size_t)c->H;
     for (int i = 0; i < L; i++) {
@@ -285,11 +193,9 @@ static void walk_acts(awalker *w)
         int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo, all = s < 0;
 #define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, lnst, 0))
 #define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, all, own, dsh))
-        w->real = 1; /* LayerNorm statistics (16-bit storage: recomputed in the backward, ln_bwd) */
+        w->f32 = 1; /* LayerNorm statistics (16-bit storage: recomputed in the backward, ln_bwd) */
         AS(ln1_m, GG); AS(ln1_r, GG); AS(ln2_m, GG); AS(ln2_r, GG);
-        w->real = 0;
-        if (s >= 0 && own && m->act_union) agroup(w, 1);
-        if (s >= 0 && own) m->enc_slot_off[s] = apos(w);
+        w->f32 = 0;
         if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
         AR(ln1, GG * E); AR(qkv, GG * 3 * E);
         (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i),
@@ -297,48 +203,33 @@ static void walk_acts(awalker *w)
         AR(ao, GG * E); AR(xmid, GG * E); AR(ln2, GG * E); AR(fc1, GG * 4 * E); AR(gelu, GG * 4 * E);
         snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
         ereg(w, &b->xout, nm, GG * E, all, own, 0);
-        if (s >= 0 && own) m->enc_slot_n = apos(w) - m->enc_slot_off[s];
-        if (s >= 0 && own && m->act_union) agroup(w, 0);
         if (dsh) m->dblk_n = w->uoff, ugroup(w, 0);
 #undef AS
 #undef AR
     }
     /* saved block inputs: the checkpoints, or the input of the lowest
-     * trainable block when its predecessor computes in a slot without a
-     * stash (frozen); a stashed predecessor's output is read from its stash
-     * (through enc.xin, one image), and blocks below lo need none */
-    int xin = x016;
+     * trainable block when its predecessor computes in a slot (frozen);
+     * blocks below lo need none */
     for (int i = 1; i < L; i++) {
         snprintf(nm, sizeof nm, "enc.blocks.%d.input", i);
         areg2(w, &a->enc_in[i], nm, BT * E, N ? i % N == 0 : i == lo && m->enc_slot[i - 1] >= 0, 0);
-        if (i >= lo && mdl_enc_stashed(m, i - 1)) xin = 1;
     }
-    if (L > 0) /* its gradient: in the stash with 16-bit storage */
-        areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0 && !mdl_enc_stashed(m, L - 1),
-              lo < L && !b16);
-    w->vir = pop, m->v_xin = w->voff;
-    areg2(w, &a->enc_xin, "enc.xin", GG * E, xin, 0);
-    m->n_xin = w->voff - m->v_xin, w->vir = 0;
+    if (L > 0)
+        areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0, lo < L);
     for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
-    /* the neck's output and the image embedding: in the stash with 16-bit
-     * storage (their gradients too; the neck's lives for two ops in a
-     * workspace), read through one image's rows (enc.emb_rows) */
-    areg2(w, &a->neck, "enc.neck", BT * C, !b16, !b16);
-    areg2(w, &a->emb, "enc.emb", BT * C, !b16, !b16);
-    w->vir = pop, m->v_emb = w->voff;
-    areg2(w, &a->emb_rows, "enc.emb_rows", GG * C, b16, 0);
-    m->n_emb = w->voff - m->v_emb, w->vir = 0;
-    w->real = 1;
+    areg2(w, &a->neck, "enc.neck", BT * C, 1, 1);
+    areg2(w, &a->emb, "enc.emb", BT * C, 1, 1);
+    w->f32 = 1;
     areg2(w, &a->emb_m, "enc.emb_m", BT, lnst, 1);
     areg2(w, &a->emb_r, "enc.emb_r", BT, lnst, 1);
-    w->real = 0;
+    w->f32 = 0;
     areg2(w, &a->dense_pe, "prompt.dense_pe", GG * C, 1, 0);
     /* the decoder, per chunk of nc pairs; LayerNorm statistics first (fp32,
      * for every pair unless recomputed) */
     size_t nc = (size_t)m->dec_chunk;
-    m->dec_full = !m->opt.ckpt_decoder && !b16;
+    m->dec_full = !m->opt.ckpt_decoder;
     w->pa = m->opt.ckpt_decoder ? nc : NP, w->pd = nc;
-    w->real = 1;
+    w->f32 = 1;
     for (int l = 0; l < D; l++) {
         tr_dec_layer_a *L_ = &a->lay[l];
 #define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, lnst, 0))
@@ -350,13 +241,11 @@ static void walk_acts(awalker *w)
     dreg(w, &a->fin_r, "dec.fin_r", T, lnst, 0);
     dreg(w, &a->upln_m, "dec.upln_m", 4 * GG, lnst, 0);
     dreg(w, &a->upln_r, "dec.upln_r", 4 * GG, lnst, 0);
-    w->real = 0;
-    /* the chunk region (every pair when dec_full); gradients for one chunk:
-     * persistent ones [ddec_off, +ddec_n) zeroed per chunk, each layer's in
-     * the union region */
+    w->f32 = 0;
+    /* the chunk's tensors (every pair when dec_full); gradients for one
+     * chunk: persistent ones [ddec_off, +ddec_n) zeroed per chunk, each
+     * layer's in the union region */
     w->pa = m->dec_full ? NP : nc;
-    if (m->act_union) agroup(w, 1);
-    m->dchunk_off = apos(w);
     m->ddec_off = w->doff;
     dreg(w, &a->T0, "dec.T0", T * C, 1, 1);
     dreg(w, &a->Kimg, "dec.Kimg", GG * C, 1, 1);
@@ -391,14 +280,11 @@ static void walk_acts(awalker *w)
     areg_attn(w, &a->fin, "dec.final_t2i", T, GG, C, C / 2, h, 1, 0, 1);
     dreg(w, &a->tfpre, "dec.tfpre", T * C, 1, 1);
     dreg(w, &a->tf, "dec.tf", T * C, 1, 1);
-    /* the upscaling's tensors: with act_union in the stash for every pair
-     * (m->tail_stash), each op's operands in workspaces */
-    int up = !m->act_union;
-    dreg(w, &a->up1, "dec.up1", 4 * GG * (C / 4), up, 0);
-    dreg(w, &a->upln, "dec.upln", 4 * GG * (C / 4), up, 0);
-    dreg(w, &a->upgelu, "dec.upgelu", 4 * GG * (C / 4), up, 0);
-    dreg(w, &a->up2, "dec.up2", RR * (C / 8), up, 0);
-    dreg(w, &a->U, "dec.U", RR * (C / 8), up, 0);
+    dreg(w, &a->up1, "dec.up1", 4 * GG * (C / 4), 1, 0);
+    dreg(w, &a->upln, "dec.upln", 4 * GG * (C / 4), 1, 0);
+    dreg(w, &a->upgelu, "dec.upgelu", 4 * GG * (C / 4), 1, 0);
+    dreg(w, &a->up2, "dec.up2", RR * (C / 8), 1, 0);
+    dreg(w, &a->U, "dec.U", RR * (C / 8), 1, 0);
     dreg(w, &a->tmask, "dec.tmask", C, 1, 1);
     dreg(w, &a->h0, "dec.hyper.h0", C, 1, 1);
     dreg(w, &a->h0r, "dec.hyper.h0r", C, 1, 1);
@@ -410,8 +296,6 @@ static void walk_acts(awalker *w)
     dreg(w, &a->i0r, "dec.iou_head.i0r", C, 1, 1);
     dreg(w, &a->i1, "dec.iou_head.i1", C, 1, 1);
     dreg(w, &a->i1r, "dec.iou_head.i1r", C, 1, 1);
-    m->dchunk_n = apos(w) - m->dchunk_off;
-    if (m->act_union) agroup(w, 0);
     for (int k = 0; k < 2; k++) {
         areg2(w, &a->pp_t[k], "dec.grad_t", nc * T * C, 0, 1);
         areg2(w, &a->pp_k[k], "dec.grad_k", nc * GG * C, 0, 1);
@@ -424,23 +308,22 @@ static void walk_acts(awalker *w)
         ugroup(w, 1);
         areg2(w, &a->pp_u[0], "dec.grad_tail0", nx, 0, 1);
         areg2(w, &a->pp_u[1], "dec.grad_tail1", ny, 0, 1);
-        /* the ConvTranspose workspace of forward and backward: the union
-         * region holds no gradient during a forward */
+        /* the ConvTranspose workspace of forward and backward (fp32): the
+         * union region holds no gradient during a forward (16-bit storage,
+         * where the union region is half as large: a workspace for the op,
+         * model.c convt_fwd) */
         const tr_sizes *sz = m->be->sizes; /* the backend's scratch of the two ConvTransposes */
         size_t s1 = sz->convt_scratch(nc * GG, C / 4), s2 = sz->convt_scratch(nc * 4 * GG, C / 8);
-        areg2(w, &a->pp_u[2], "dec.up_scratch", s1 > s2 ? s1 : s2, 0, 1);
+        w->f32 = 1;
+        areg2(w, &a->pp_u[2], "dec.up_scratch", s1 > s2 ? s1 : s2, 0, m->adt == TR_PREC_FP32);
+        w->f32 = 0;
         ugroup(w, 0);
     }
     /* the outputs: every pair (the loss); their gradients, written by the
-     * loss of a chunk right before the chunk's backward, one chunk; the
-     * logits with 16-bit storage: in the stash, one chunk's unpacked for
-     * the loss */
+     * loss of a chunk right before the chunk's backward, one chunk */
     w->pa = NP, w->pd = nc;
-    w->real = 1; /* read by the loss, the checkpoint writer and tests: fp32 */
     dreg(w, &a->iou, "dec.iou", 1, 1, 1);
-    w->pa = b16 ? nc : NP;
     dreg(w, &a->logits, "dec.logits", RR, 1, 1);
-    w->real = 0;
 }
 
 /* After the assigning walk: slotted blocks share their slot's tensors
@@ -488,15 +371,11 @@ static void free_layout(tr_model *m)
 {
     tr_mem *mem = &m->be->mem;
     tr_mem_free(mem, m->act_mem);
-    if (m->vmem) munmap(m->vmem, m->vmem_n * sizeof(float)); /* dact_mem lies in it */
-    else tr_mem_free(mem, m->dact_mem);
-    m->vmem = NULL;
-    m->vmem_n = 0;
-    tr_mem_free(mem, m->stash_mem);
+    tr_mem_free(mem, m->dact_mem);
     tr_mem_free(mem, m->wc16);
     tr_mem_free(mem, m->grad_mem);
     m->act_mem = m->dact_mem = m->grad_mem = NULL;
-    m->stash_mem = m->wc16 = NULL;
+    m->wc16 = NULL;
     free(m->ainfo);
     m->ainfo = NULL;
     free(m->dview);
@@ -525,6 +404,7 @@ int mdl_layout(tr_model *m, char *err, size_t err_len)
     }
     m->n_grad_floats = m->n_param_floats - m->grad_lo;
     int b16 = m->opt.precision != TR_PREC_FP32;
+    m->adt = m->opt.precision;
     m->grad_mem = tr_mem_alloc(&be->mem, TR_MEM_GRADS, m->n_grad_floats * sizeof(float));
     if (b16) m->wc16 = tr_mem_alloc(&be->mem, TR_MEM_PARAMS, m->n_param_floats * sizeof(uint16_t));
     if ((!m->grad_mem && m->n_grad_floats) || (b16 && !m->wc16)) {
@@ -555,83 +435,16 @@ int mdl_layout(tr_model *m, char *err, size_t err_len)
         return snprintf(err, err_len, "out of memory"), -1;
     }
     m->n_acts = aw.n;
-    int pop = m->pop, vid = aw.vid;
-    m->n_act_floats = aw.off + (vid ? 0 : aw.amax); /* persistent activations, then the union region */
+    m->n_act_floats = aw.off;             /* the activations */
     m->n_dact_floats = aw.doff + aw.umax; /* persistent gradients, then the union region */
-    m->n_stash = 0;
-    m->enc_stash_per = (m->enc_slot_n + 31) / 32 * 32;
-    for (int i = 0; i < cfg->L; i++) { /* per image; the last block's last image stays resident
-                                          unless the slot shares the union region */
-        m->enc_stash[i] = TR_NO_STASH;
-        if (mdl_enc_stashed(m, i)) {
-            m->enc_stash[i] = m->n_stash;
-            m->n_stash += (size_t)(i == cfg->L - 1 && !m->act_union ? m->B - 1 : m->B) * m->enc_stash_per;
-        }
-    }
-    m->x0_stash = m->dx0_stash = TR_NO_STASH;
-    if (b16 && cfg->L > 0) { /* x0 [BT, E] and its gradient (a trainable patch embedding) */
-        size_t bte = (size_t)m->B * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P) * (size_t)cfg->E;
-        m->x0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
-        if (m->enc_lo < 0) m->dx0_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
-    }
-    m->neck_stash = m->emb_stash = m->demb_stash = m->dxl_stash = TR_NO_STASH;
-    if (b16) { /* neck, emb [BT, C]; emb's gradient when the backward reaches the neck */
-        size_t btc = (size_t)m->B * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P) * (size_t)cfg->C;
-        m->neck_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
-        m->emb_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
-        if (m->enc_lo <= cfg->L) m->demb_stash = m->n_stash, m->n_stash += (btc + 31) / 32 * 32;
-        if (cfg->L > 0 && m->enc_lo < cfg->L) { /* the neck's dx [BT, E] */
-            size_t bte = btc / (size_t)cfg->C * (size_t)cfg->E;
-            m->dxl_stash = m->n_stash, m->n_stash += (bte + 31) / 32 * 32;
-        }
-    }
-    for (int k = 0; k < 5; k++) m->tail_stash[k] = TR_NO_STASH;
-    if (m->act_union) { /* the upscaling's up1, upln, upgelu [NP, 4GG, C/4], up2, U [NP, RR, C/8] */
-        for (int k = 0; k < 5; k++) {
-            size_t n = (size_t)m->B * (size_t)m->M * mdl_tail_per(m, k);
-            m->tail_stash[k] = m->n_stash, m->n_stash += (n + 31) / 32 * 32;
-        }
-    }
-    m->logits_stash = TR_NO_STASH;
-    if (b16) { /* the logits [NP, RR] */
-        size_t nl = (size_t)m->B * (size_t)m->M * 16 * (size_t)(cfg->S / cfg->P) * (size_t)(cfg->S / cfg->P);
-        m->logits_stash = m->n_stash, m->n_stash += (nl + 31) / 32 * 32;
-    }
-    m->dec_stash_off = m->n_stash, m->dec_stash_per = 0;
-    if (b16 && !m->opt.ckpt_decoder) { /* every chunk but the last (resident for its backward; per-op
-                                          storage: every chunk) */
-        m->dec_stash_per = (m->dchunk_n + 31) / 32 * 32;
-        m->n_stash += (size_t)(m->n_chunks - (pop ? 0 : 1)) * m->dec_stash_per;
-    }
-    m->gst = m->sh = TR_NO_STASH;
-    if (vid) { /* the activation gradients and the shadow of what no stash holds: 16 bits only */
-        m->gst = m->n_stash, m->n_stash += (m->n_dact_floats + 31) / 32 * 32;
-        m->sh = m->n_stash, m->n_stash += (aw.ioff + 31) / 32 * 32;
-        m->n_uni = aw.amax;
-        m->v_uni = (aw.voff + 15) / 16 * 16;
-        m->v_dact = m->v_uni + (aw.amax + 15) / 16 * 16;
-        m->v_id = m->v_dact + (m->n_dact_floats + 15) / 16 * 16;
-        m->n_id = aw.ioff;
-        m->vmem_n = m->v_id + m->n_id + 16;
-        m->st_xin = m->st_emb = m->st_uni = TR_NO_STASH;
-        void *v = mmap(NULL, m->vmem_n * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1,
-                       0);
-        if (v == MAP_FAILED) {
-            free_layout(m);
-            return snprintf(err, err_len, "out of address space"), -1;
-        }
-        m->vmem = v;
-    }
     m->act_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_act_floats * sizeof(float));
-    m->dact_mem = m->vmem ? m->vmem + m->v_dact
-                          : tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
-    if (m->n_stash) m->stash_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_stash * sizeof(uint16_t));
-    if (!m->act_mem || !m->dact_mem || (m->n_stash && !m->stash_mem)) {
+    m->dact_mem = tr_mem_alloc(&be->mem, TR_MEM_ACTS, m->n_dact_floats * sizeof(float));
+    if (!m->act_mem || !m->dact_mem) {
         size_t mb = (m->n_act_floats + m->n_dact_floats) * sizeof(float) >> 20;
         free_layout(m);
         return snprintf(err, err_len, "out of memory for activations (%zu MiB)", mb), -1;
     }
-    awalker aw2 = {.m = m, .cap = m->n_acts, .ubase = aw.doff, .abase = aw.off};
+    awalker aw2 = {.m = m, .cap = m->n_acts, .ubase = aw.doff};
     walk_acts(&aw2);
     alias_acts(m);
     m->enc_res = m->enc_res_img = m->dec_res = -1;
