@@ -50,13 +50,14 @@ typedef struct run {
     size_t n_grads, n_params;
     int up_init, up_step, down_step;
     int host_valid[3]; /* the batches' valid pairs, counted here */
-    int n_chunks;
+    int n_chunks, enc_ni;
     char model[300], state[300]; /* the checkpoint and state saved after the steps and an update */
 } run;
 
 /* Three steps of the tiny model on synthetic batches; separate: the
  * backend's memory is not the host's. */
 static int all_pairs(int n_pairs) { return n_pairs; }
+static int all_images(int B) { return B; }
 
 static char tmpdir[] = "/tmp/sa1b-core.XXXXXX";
 
@@ -88,9 +89,10 @@ static int run_steps(const tr_model_opts *o, int separate, run *r)
     char err[256];
     tr_backend *be = tr_backend_create("cpu", 2, err, sizeof err);
     if (!be) return -1;
-    tr_sizes one_chunk = tr_cpu_sizes;
-    one_chunk.dec_chunk = all_pairs;
-    if (separate == 2) be->sizes = &one_chunk, separate = 0;
+    tr_sizes whole = tr_cpu_sizes; /* a GPU's granularity: every image and every pair at once */
+    whole.dec_chunk = all_pairs;
+    whole.enc_images = all_images;
+    if (separate == 2) be->sizes = &whole, separate = 0;
     tr_mem host;
     tr_mem_init(&host);
     if (separate) {
@@ -118,7 +120,7 @@ static int run_steps(const tr_model_opts *o, int separate, run *r)
             r->up_step = n_up, r->down_step = n_down;
         }
         r->n_grads = m.n_grad_floats, r->n_params = m.n_param_floats;
-        r->n_chunks = m.n_chunks;
+        r->n_chunks = m.n_chunks, r->enc_ni = m.enc_ni;
         /* an update, then the checkpoint and the state through the host */
         tr_optim_config oc;
         tr_optim_defaults(&oc, 1e-3, 10);
@@ -208,26 +210,28 @@ int main(void)
         remove(m2), remove(s2), remove(a.model), remove(b.model), remove(a.state), remove(b.state);
         free(a.grads), free(a.params), free(b.grads), free(b.params);
     }
-    /* granularity: every pair in one decoder chunk */
+    /* granularity: every image in one encoder pass, every pair in one decoder chunk */
     const tr_model_opts plain = {0}, ckpt = {.ckpt_every = 1, .ckpt_decoder = 1};
     const tr_model_opts bplain = {.precision = TR_PREC_BF16}, bckpt = {.ckpt_decoder = 1, .precision = TR_PREC_BF16};
     run d = {0}, p = {0}, c = {0}, bp = {0}, bc = {0};
     int ok = run_steps(&plain, 0, &d) == 0 && run_steps(&plain, 2, &p) == 0 && run_steps(&ckpt, 2, &c) == 0 &&
              run_steps(&bplain, 2, &bp) == 0 && run_steps(&bckpt, 2, &bc) == 0;
-    tap_ok(ok && d.n_chunks == 3 && p.n_chunks == 1, "the decoder in the backend's chunks: %d of 2 pairs (CPU), %d of 6",
-           d.n_chunks, p.n_chunks);
+    tap_ok(ok && d.n_chunks == 3 && p.n_chunks == 1 && d.enc_ni == 1 && p.enc_ni == 2,
+           "the backend's granularity: the decoder in %d chunks of 2 pairs (CPU) or %d of 6, the encoder in passes "
+           "of %d image (CPU) or %d", d.n_chunks, p.n_chunks, d.enc_ni, p.enc_ni);
     if (ok) {
         tap_ok(p.L[2].loss == c.L[2].loss && !memcmp(p.grads, c.grads, p.n_grads * sizeof(float)),
-               "one chunk: checkpointing on and off bit-identical (fp32)");
+               "one pass, one chunk: checkpointing on and off bit-identical (fp32)");
         tap_ok(bp.L[2].loss == bc.L[2].loss && !memcmp(bp.grads, bc.grads, bp.n_grads * sizeof(float)),
-               "one chunk: decoder checkpointing on and off bit-identical (bf16)");
+               "one pass, one chunk: decoder checkpointing on and off bit-identical (bf16)");
         double worst = 0;
         for (size_t i = 0; i < d.n_grads; i++) {
             double e = fabs((double)d.grads[i] - p.grads[i]) / (fabs((double)d.grads[i]) + 1e-3);
             if (e > worst) worst = e;
         }
         tap_ok(fabs(d.L[2].loss - p.L[2].loss) <= 1e-6 * d.L[2].loss && worst < 1e-4,
-               "one chunk vs the CPU's chunks: loss %.9f vs %.9f, gradients within %.2g", d.L[2].loss, p.L[2].loss, worst);
+               "one pass and one chunk vs the CPU's: loss %.9f vs %.9f, gradients within %.2g", d.L[2].loss, p.L[2].loss,
+               worst);
     }
     free(d.grads), free(d.params), free(p.grads), free(p.params), free(c.grads), free(c.params);
     free(bp.grads), free(bp.params), free(bc.grads), free(bc.params);

@@ -71,6 +71,10 @@ typedef struct tr_sizes {
      * n_pairs (the CPU: at most 4, and at least 4 chunks when there are
      * enough pairs; a GPU wants them all at once) */
     int (*dec_chunk)(int n_pairs);
+    /* and of the encoder: images per pass for a batch of B (the CPU: 1,
+     * whose activations stay in cache; a GPU wants them all at once); the
+     * model takes the largest divisor of B not above it */
+    int (*enc_images)(int B);
 } tr_sizes;
 
 /* The CPU backend's (backend_cpu.c). */

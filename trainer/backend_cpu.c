@@ -1249,11 +1249,12 @@ static size_t cpu_loss_workspace(size_t N, size_t RR)
 
 static size_t cpu_convt_scratch(size_t pixels, size_t Co) { return pixels * 4 * Co; }
 
-/* small chunks keep the decoder's activations in cache */
+/* small chunks keep the decoder's activations in cache, one image the encoder's */
 static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs + 3) / 4 : 4; }
+static int cpu_enc_images(int B) { (void)B; return 1; }
 
 const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_convt_scratch,
-                                cpu_dec_chunk};
+                                cpu_dec_chunk, cpu_enc_images};
 
 static void cpu_destroy(tr_backend *be)
 {

@@ -153,50 +153,58 @@ static void mcopy(tr_model *m, void *dst, const void *src, size_t n)
     m->be->ops->convert(m->be, T(dst), T(src), n);
 }
 
-/* Points the encoder tensors that hold every image at image b's rows. */
-static void enc_view(tr_model *m, int b)
+/* Points the encoder tensors that hold every image at pass q's rows (images
+ * q * enc_ni ...). */
+static void enc_view(tr_model *m, int q)
 {
     for (int i = 0; i < m->n_dview; i++) {
         const tr_dview *v = &m->dview[i];
         if (v->kind != 1) continue;
-        *(void **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + (size_t)b * v->per;
+        *(void **)((char *)(v->grad ? &m->da : &m->a) + v->off) = v->base + (size_t)q * v->per;
     }
 }
 
-/* The input of encoder block i for image b (the view on image b). */
-static const void *enc_input(tr_model *m, int i, int b)
+/* Rows (tokens) of one encoder pass: enc_ni images of G*G. */
+static size_t pass_rows(const tr_model *m)
 {
-    size_t GE = (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P) * (size_t)m->cfg.E;
-    return i == 0 ? AT(m->a.x0, (size_t)b * GE) : m->a.enc_in[i] ? AT(m->a.enc_in[i], (size_t)b * GE)
+    return (size_t)m->enc_ni * (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P);
+}
+
+/* The input of encoder block i for pass q (the view on pass q). */
+static const void *enc_input(tr_model *m, int i, int q)
+{
+    size_t PE = pass_rows(m) * (size_t)m->cfg.E;
+    return i == 0 ? AT(m->a.x0, (size_t)q * PE) : m->a.enc_in[i] ? AT(m->a.enc_in[i], (size_t)q * PE)
                                                                    : m->a.blk[i - 1].xout;
 }
 
-/* Encoder block i (pre-norm attention + MLP) on input x: one image's G*G
- * tokens (the view on that image).  out 0 (a recomputation whose output
- * nothing reads: its backward needs only the gradient) skips the last
- * linear layer and the residual. */
-/* Self-attention of an encoder block over one image's GG tokens (q, k, v
- * packed in qkv rows of 3E). */
-static tr_attn_dims enc_attn_dims(const tr_config *c)
+/* Self-attention of an encoder block over the GG tokens of each of the
+ * pass's images (q, k, v packed in qkv rows of 3E). */
+static tr_attn_dims enc_attn_dims(const tr_model *m)
 {
+    const tr_config *c = &m->cfg;
     int GG = (c->S / c->P) * (c->S / c->P), E = c->E;
-    tr_attn_dims d = {.N = 1, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
+    tr_attn_dims d = {.N = m->enc_ni, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
                       .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
                       .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
     return d;
 }
 
+/* Encoder block i (pre-norm attention + MLP) on input x: one pass's
+ * images (the view on that pass).  out 0 (a recomputation whose output
+ * nothing reads: its backward needs only the gradient) skips the last
+ * linear layer and the residual. */
 static void enc_block_forward(tr_model *m, int i, const void *x, int out)
 {
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
     const tr_config *c = &m->cfg;
-    int GG = (c->S / c->P) * (c->S / c->P), E = c->E, B = 1, BT = B * GG;
+    int E = c->E, BT = (int)pass_rows(m);
     tr_enc_block_a *ab = &m->a.blk[i];
     const tr_enc_block_p *pb = &m->p.blk[i];
     ln_fwd(m, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
     lin_fwd(m, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
-    tr_attn_dims d = enc_attn_dims(c);
+    tr_attn_dims d = enc_attn_dims(m);
     o->attention_forward(be, T(ab->ao), T(ab->att), T(ab->qkv), T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)), &d);
     lin_fwd(m, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
     o->accumulate(be, T(ab->xmid), T(x), (size_t)BT * E);
@@ -208,7 +216,7 @@ static void enc_block_forward(tr_model *m, int i, const void *x, int out)
     o->accumulate(be, T(ab->xout), T(ab->xmid), (size_t)BT * E);
 }
 
-/* The backward of encoder block i on one image (its activations in place,
+/* The backward of encoder block i on one pass (its activations in place,
  * its gradient set zeroed first: the blocks share it), the mirror of
  * enc_block_forward: dxout, the gradient of its output, flows into dxin
  * (+=; NULL: not needed) through the residuals; x is its input. */
@@ -217,7 +225,7 @@ static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, v
     tr_backend *be = m->be;
     const tr_ops *o = be->ops;
     const tr_config *c = &m->cfg;
-    int GG = (c->S / c->P) * (c->S / c->P), E = c->E;
+    int GG = (int)pass_rows(m), E = c->E; /* (GG: the pass's rows) */
     size_t GE = (size_t)GG * E;
     const tr_enc_block_a *ab = &m->a.blk[i];
     tr_enc_block_a *db = &m->da.blk[i];
@@ -232,7 +240,7 @@ static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, v
            1e-6f);
     if (dxin) o->accumulate(be, T(dxin), T(db->xmid), GE);
     lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
-    tr_attn_dims d = enc_attn_dims(c);
+    tr_attn_dims d = enc_attn_dims(m);
     o->attention_backward(be, T(db->qkv), T(AT(db->qkv, E)), T(AT(db->qkv, 2 * E)), T(db->ao), T(ab->qkv),
                           T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)),
                           T(ab->att), &d);
@@ -349,9 +357,9 @@ static void dec_layer_backward(tr_model *m, int l, int NP)
     }
 }
 
-/* Before the backward of encoder block i on image b: the view on image b
- * and the block's activations in place (recomputed from the segment's
- * saved input). */
+/* Before the backward of encoder block i on pass b: the view on pass b and
+ * the block's activations in place (recomputed from the segment's saved
+ * input). */
 static void enc_restore(tr_model *m, int i, int b)
 {
     enc_view(m, b);
@@ -490,23 +498,25 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
         o->convert(be, tr_typed(m->wc16, m->adt), tr_f32(m->param_mem), m->n_param_floats);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
-    size_t GE = (size_t)GG * E;
-    for (int i = 0; i < B; i++) { /* image by image through one image's patches */
-        o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-        lin_fwd(m, AT(a->x0, (size_t)i * GE), a->patches, p->patch_w, p->patch_b, GG, 3 * P * P, E);
+    size_t GE = (size_t)GG * E, ni = (size_t)m->enc_ni, PE = ni * GE;
+    int np = B / m->enc_ni; /* passes of enc_ni images */
+    for (int q = 0; q < np; q++) { /* pass by pass through one pass's patches */
+        o->patch_im2col(be, T(a->patches), b->image + (size_t)q * ni * S * S * 3, b->content + 2 * q * ni,
+                        (int)ni, S, P);
+        lin_fwd(m, AT(a->x0, (size_t)q * PE), a->patches, p->patch_w, p->patch_b, (int)ni * GG, 3 * P * P, E);
     }
     for (int i = 0; i < B; i++) o->accumulate(be, T(AT(a->x0, (size_t)i * GE)), W(p->pos), GE);
-    for (int bi = 0; bi < B; bi++) { /* image by image */
-        enc_view(m, bi);
+    for (int q = 0; q < np; q++) { /* pass by pass */
+        enc_view(m, q);
         for (int i = 0; i < c->L; i++) {
-            if (a->enc_in[i]) mcopy(m, AT(a->enc_in[i], (size_t)bi * GE), a->blk[i - 1].xout, GE);
-            enc_block_forward(m, i, enc_input(m, i, bi), 1);
+            if (a->enc_in[i]) mcopy(m, AT(a->enc_in[i], (size_t)q * PE), a->blk[i - 1].xout, PE);
+            enc_block_forward(m, i, enc_input(m, i, q), 1);
         }
-        if (c->L && a->enc_out) mcopy(m, AT(a->enc_out, (size_t)bi * GE), a->blk[c->L - 1].xout, GE);
+        if (c->L && a->enc_out) mcopy(m, AT(a->enc_out, (size_t)q * PE), a->blk[c->L - 1].xout, PE);
     }
     enc_view(m, 0);
     m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
-    m->enc_res_img = B - 1;
+    m->enc_res_img = np - 1;
     const void *x = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
     lin_fwd(m, a->neck, x, p->neck_w, NULL, BT, E, C);
     ln_fwd(m, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
@@ -661,15 +671,16 @@ static void enc_backward(tr_model *m, const tr_batch *b)
            1e-6f);
     const void *xl = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
     lin_bwd(m, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
-    size_t GE = (size_t)GG * E;
-    for (int bi = B - 1; bi >= 0 && lo < c->L; bi--) {
+    size_t GE = (size_t)GG * E, ni = (size_t)m->enc_ni, PE = ni * GE;
+    int np = B / m->enc_ni; /* passes of enc_ni images */
+    for (int q = np - 1; q >= 0 && lo < c->L; q--) {
         for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
-            enc_restore(m, i, bi);
+            enc_restore(m, i, q);
             tr_enc_block_a *db = &da->blk[i];
-            const void *xin = enc_input(m, i, bi);
-            void *dxout = i < c->L - 1 ? db->xout : da->enc_out ? AT(da->enc_out, (size_t)bi * GE) : da->pp_x[i % 2];
-            void *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? AT(da->x0, (size_t)bi * GE) : NULL);
-            if (dxin && i > 0) o->zero(be, T(dxin), GE);
+            const void *xin = enc_input(m, i, q);
+            void *dxout = i < c->L - 1 ? db->xout : da->enc_out ? AT(da->enc_out, (size_t)q * PE) : da->pp_x[i % 2];
+            void *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? AT(da->x0, (size_t)q * PE) : NULL);
+            if (dxin && i > 0) o->zero(be, T(dxin), PE);
             enc_block_backward(m, i, xin, dxout, dxin);
         }
     }
@@ -677,10 +688,11 @@ static void enc_backward(tr_model *m, const tr_batch *b)
     if (lo >= 0) return;
     if (g->pos) /* a parameter gradient: accumulated in fp32 */
         for (int i = 0; i < B; i++) o->accumulate(be, tr_f32(g->pos), T(AT(da->x0, (size_t)i * GE)), GE);
-    for (int i = 0; i < B; i++) {
-        o->patch_im2col(be, T(a->patches), b->image + (size_t)i * S * S * 3, b->content + 2 * i, 1, S, P);
-        lin_bwd(m, NULL, g->patch_w, g->patch_b, AT(da->x0, (size_t)i * GE), a->patches, p->patch_w, GG, 3 * P * P,
-                E);
+    for (int q = 0; q < np; q++) {
+        o->patch_im2col(be, T(a->patches), b->image + (size_t)q * ni * S * S * 3, b->content + 2 * q * ni,
+                        (int)ni, S, P);
+        lin_bwd(m, NULL, g->patch_w, g->patch_b, AT(da->x0, (size_t)q * PE), a->patches, p->patch_w, (int)ni * GG,
+                3 * P * P, E);
     }
 }
 

@@ -102,8 +102,8 @@ typedef struct tr_attn_a {
 } tr_attn_a;
 
 /* An encoder block's tensors (shown for BT = B*G*G rows): the encoder runs
- * image by image, so they hold either every image (own memory) or one
- * image's G*G rows (a slot); m->a then points at the current image's rows
+ * in passes of enc_ni images, so they hold either every image (own memory)
+ * or one pass's rows (a slot); m->a then points at the current pass's rows
  * (the LayerNorm statistics, when stored, hold every image). */
 typedef struct tr_enc_block_a {
     void *ln1;                    /* [BT,E] */
@@ -195,12 +195,13 @@ typedef struct tr_model_opts {
                           storing them; 1 stores them (tests: the same gradients) */
 } tr_model_opts;
 
-/* Memory layout (tr_model_layout): the encoder runs image by image
- * (forward and backward, every mode); an encoder block either owns its
- * activations (every image), or computes in a reused "slot" of one image's
- * rows (slot i % N with checkpointing, slot 0 when it runs without
- * gradient below the lowest trainable part), its activations then
- * recomputed from a saved input (checkpointing).  The decoder (prompt
+/* Memory layout (tr_model_layout): the encoder runs in passes of enc_ni
+ * images (the backend's choice: tr_sizes.enc_images; forward and
+ * backward, every mode); an encoder block either owns its activations
+ * (every image), or computes in a reused "slot" of one pass's rows (slot
+ * i % N with checkpointing, slot 0 when it runs without gradient below the
+ * lowest trainable part), its activations then recomputed from a saved
+ * input (checkpointing).  The decoder (prompt
  * tokens, image keys, two-way transformer, tail, heads) runs per chunk of
  * dec_chunk pairs (the backend's choice: tr_sizes.dec_chunk), forward and
  * backward, in every mode (so that results are bit-identical between modes
@@ -257,7 +258,9 @@ typedef struct tr_model {
                                    bits, same layout as param_mem, else NULL */
     int enc_slot[TR_MAX_L];                         /* -1: own memory */
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem (4-byte units) */
-    int enc_res, enc_res_img;   /* segment and image resident in the slots */
+    int enc_ni;                 /* images per encoder pass (the backend's choice: tr_sizes.enc_images,
+                                   a divisor of B) */
+    int enc_res, enc_res_img;   /* segment and pass resident in the slots */
     /* decoder chunks */
     int dec_chunk, n_chunks;    /* pairs per chunk (the last may have fewer), chunks */
     int dec_full;               /* 1: decoder activations for every pair */

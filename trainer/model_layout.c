@@ -95,12 +95,13 @@ static void dreg(awalker *w, void *field, const char *name, size_t per, int in_a
 }
 
 /* Registers an encoder block tensor of per elements per image: for every
- * image (all 1) or one; its gradient (in_d) for one image. */
+ * image (all 1) or one pass; its gradient (in_d) for one pass. */
 static void ereg(awalker *w, void *field, const char *name, size_t per, int all, int in_a, int in_d)
 {
     tr_model *m = w->m;
-    areg3(w, field, name, per * (all ? (size_t)m->B : 1), per, in_a, in_d);
-    if (m->B > 1 && in_a && all) dview_add(w, field, 1, 0, per);
+    size_t ni = (size_t)m->enc_ni;
+    areg3(w, field, name, per * (all ? (size_t)m->B : ni), per * ni, in_a, in_d);
+    if ((size_t)m->B > ni && in_a && all) dview_add(w, field, 1, 0, per * ni);
 }
 
 /* Starts (on 1) or ends (0) a group of gradients that is live only while
@@ -182,7 +183,8 @@ static void walk_acts(awalker *w)
      * union region (which holds no gradient during the encoder's forward
      * nor after its blocks' backward) */
     ugroup(w, 1);
-    areg2(w, &a->patches, "enc.patches", GG * PP3, 0, 1);
+    size_t ni = (size_t)m->enc_ni;
+    areg2(w, &a->patches, "enc.patches", ni * GG * PP3, 0, 1);
     ugroup(w, 0);
     areg2(w, &a->x0, "enc.x0", BT * E, 1, 1);
     for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : i < lo ? 0 : -1;
@@ -216,7 +218,7 @@ static void walk_acts(awalker *w)
     }
     if (L > 0)
         areg3(w, &a->enc_out, "enc.output", BT * E, BT * E, m->enc_slot[L - 1] >= 0, lo < L);
-    for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", GG * E, 0, lo < L);
+    for (int k = 0; k < 2; k++) areg2(w, &a->pp_x[k], "enc.grad_x", ni * GG * E, 0, lo < L);
     areg2(w, &a->neck, "enc.neck", BT * C, 1, 1);
     areg2(w, &a->emb, "enc.emb", BT * C, 1, 1);
     w->f32 = 1;
@@ -420,6 +422,9 @@ int mdl_layout(tr_model *m, char *err, size_t err_len)
     m->dec_chunk = be->sizes->dec_chunk((int)NP); /* the backend's granularity */
     if (m->dec_chunk < 1 || (size_t)m->dec_chunk > NP) m->dec_chunk = (int)NP;
     m->n_chunks = (int)((NP + (size_t)m->dec_chunk - 1) / (size_t)m->dec_chunk);
+    m->enc_ni = be->sizes->enc_images ? be->sizes->enc_images(m->B) : 1;
+    if (m->enc_ni < 1 || m->enc_ni > m->B) m->enc_ni = m->B;
+    while (m->B % m->enc_ni) m->enc_ni--;
     awalker aw = {.m = m};
     walk_acts(&aw); /* count */
     m->ainfo = calloc((size_t)aw.n + 1, sizeof *m->ainfo);
