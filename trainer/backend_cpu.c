@@ -1253,7 +1253,7 @@ static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs 
 static int cpu_enc_images(int B) { (void)B; return 1; }
 
 const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_convt_scratch,
-                                cpu_dec_chunk, cpu_enc_images};
+                                cpu_dec_chunk, cpu_enc_images, 1};
 
 static void cpu_destroy(tr_backend *be)
 {

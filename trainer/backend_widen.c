@@ -42,10 +42,13 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
 {
     int grp[MAXA], cnt[MAXA] = {0};
     s->be = be, s->ng = 0, s->ws = NULL, s->a = a, s->k = k, s->ok = 1;
+    /* (the meta backend counting for a backend that reads 16 bits as they
+     * are: no workspace) */
+    int widens = be->sizes->widens16;
     for (int i = 0; i < k; i++) {
         grp[i] = -1;
         a[i].f = a[i].t.p;
-        if (!a[i].t.p || !a[i].n || !tr_dt_16(a[i].t.dt)) continue;
+        if (!widens || !a[i].t.p || !a[i].n || !tr_dt_16(a[i].t.dt)) continue;
         uintptr_t lo = (uintptr_t)a[i].t.p, hi = lo + a[i].n * 2;
         int g = s->ng++;
         s->lo[g] = lo, s->hi[g] = hi, s->mode[g] = a[i].mode, s->dt[g] = a[i].t.dt, cnt[g] = 1;
