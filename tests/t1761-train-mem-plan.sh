@@ -61,5 +61,19 @@ E=768; G=64; C=256
 enc=$((12 * (12 * E * E + 13 * E) + 3 * 16 * 16 * E + E + G * G * E + E * C + 2 * C))
 test -n "$np" && test $((np / 4)) -gt "$enc" && test $((np / 4)) -lt $((enc + 5000000))
 ok $? "base: $((${np:-0} / 4)) parameters, the ViT-B encoder's $enc and a decoder of a few million"
-run_status 3 "--plan --backend cuda: not in this version" sa1b-train $base $cfg --plan --backend cuda
+# the CUDA backend's sizes (plain C, every build): a fused attention keeps
+# two elements per query row, not Tq x Tk, so its activations grow with the
+# tokens, the CPU's with their square (its probabilities)
+acts_of() { sed -n 's/^predicted: .* activations=\([0-9]*\).*/\1/p' "$1"; }
+for be in cpu cuda; do
+    for S in 512 1024; do
+        sa1b-train --config base --image-size $S --batch 1 --masks 4 --precision bf16 --synthetic-batch 1 \
+            --plan --backend $be >"$TMP/$be$S.out" 2>&1
+    done
+done
+c5=$(acts_of "$TMP/cpu512.out") c10=$(acts_of "$TMP/cpu1024.out")
+g5=$(acts_of "$TMP/cuda512.out") g10=$(acts_of "$TMP/cuda1024.out")
+test -n "$g5" && test -n "$g10" && test $((g10 * 10)) -lt $((g5 * 45)) && test $((c10 * 10)) -gt $((c5 * 80))
+ok $? "--plan --backend cuda: activations x$(awk -v a="${g10:-0}" -v b="${g5:-1}" 'BEGIN {printf "%.1f", a / b}') from S=512 to 1024 (linear in tokens), the CPU's x$(awk -v a="${c10:-0}" -v b="${c5:-1}" 'BEGIN {printf "%.1f", a / b}')"
+run_status 2 "--plan --backend: an unknown one" sa1b-train $base $cfg --plan --backend tpu
 done_testing

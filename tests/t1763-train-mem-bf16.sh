@@ -1,10 +1,10 @@
 #!/bin/sh
 # t1763: 16-bit storage (--precision bf16/fp16) halves the stored
-# activations: no fp32 activation or activation gradient lives across ops
-# (each op widens its operands into a workspace of its own), the LayerNorm
-# statistics (fp32) are recomputed in the backward instead of stored, x0
-# and its gradient in the stash; the compute weights are 16-bit arrays
-# (parameters <= 1.5 x fp32's).  Regression bound (x0.5) on the small
+# activations: every activation and activation gradient is a 16-bit tensor
+# (the CPU backend widens an op's operands for that op alone), the
+# LayerNorm statistics (fp32) are recomputed in the backward instead of
+# stored; the compute weights are 16-bit arrays (parameters <= 1.5 x
+# fp32's).  Regression bound (x0.5) on the small
 # configuration at micro-batch 8 (the bench-memory row), also with a frozen
 # prefix and with checkpointing, from the planner (the training path on the
 # meta backend), and the planner's activation peak equals a real CPU run's.

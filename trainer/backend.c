@@ -18,6 +18,7 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
 const tr_sizes *tr_backend_sizes(const char *name)
 {
     if (strcmp(name, "cpu") == 0) return &tr_cpu_sizes;
+    if (strcmp(name, "cuda") == 0) return &tr_cuda_sizes;
     return NULL;
 }
 

@@ -75,10 +75,17 @@ typedef struct tr_sizes {
      * whose activations stay in cache; a GPU wants them all at once); the
      * model takes the largest divisor of B not above it */
     int (*enc_images)(int B);
+    /* 1: the backend computes in fp32 only and widens an op's 16-bit
+     * operands into a workspace for that op (backend_widen.h: the CPU);
+     * 0: its kernels read 16-bit operands as they are (a GPU) */
+    int widens16;
 } tr_sizes;
 
-/* The CPU backend's (backend_cpu.c). */
+/* The CPU backend's (backend_cpu.c), and the CUDA backend's, plain C in
+ * every build so that the planner predicts a GPU's peak anywhere
+ * (backend_cuda_sizes.c). */
 extern const tr_sizes tr_cpu_sizes;
+extern const tr_sizes tr_cuda_sizes;
 
 /* A typed operand: elements of dtype dt (TR_PREC_FP32, _BF16 or _FP16 of
  * kernels.h) from p, in backend memory.  p NULL: "not given". */

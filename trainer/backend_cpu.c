@@ -1107,47 +1107,46 @@ static void cpu_copy(tr_backend *be, void *dst, const void *src, size_t n)
     par(be, n, 1, copy_w, &p);
 }
 
+/* The spans of one widening or narrowing as one range of elements over the
+ * pool: [b, e) cut at the spans' ends (one loop per format, so that each
+ * vectorises). */
 typedef struct pc16 {
-    uint16_t *h;
-    float *f;
-    const float *cf;
-    const uint16_t *ch;
-    int prec;
+    const tr_span *s;
+    int k, narrow;
 } pc16;
 
-static void pack_w(void *ctx, size_t b, size_t e)
+static void conv16_w(void *ctx, size_t b, size_t e)
 {
-    pc16 *p = ctx;
-    uint16_t *h = p->h;
-    const float *f = p->cf;
-    if (p->prec == TR_PREC_BF16)
-        for (size_t i = b; i < e; i++) h[i] = tr_f32_to_bf16(f[i]);
-    else
-        for (size_t i = b; i < e; i++) h[i] = tr_to_16(f[i], p->prec);
+    const pc16 *p = ctx;
+    size_t at = 0;
+    for (int j = 0; j < p->k && b < e; at += p->s[j].n, j++) {
+        const tr_span *s = &p->s[j];
+        if (b >= at + s->n) continue;
+        size_t lo = b - at, hi = e - at < s->n ? e - at : s->n;
+        uint16_t *h = s->h;
+        float *f = s->f;
+        if (p->narrow && s->prec == TR_PREC_BF16)
+            for (size_t i = lo; i < hi; i++) h[i] = tr_f32_to_bf16(f[i]);
+        else if (p->narrow)
+            for (size_t i = lo; i < hi; i++) h[i] = tr_to_16(f[i], s->prec);
+        else if (s->prec == TR_PREC_BF16)
+            for (size_t i = lo; i < hi; i++) f[i] = tr_bf16_to_f32(h[i]);
+        else
+            for (size_t i = lo; i < hi; i++) f[i] = tr_from_16(h[i], s->prec);
+        b = at + hi;
+    }
 }
 
-static void unpack_w(void *ctx, size_t b, size_t e)
+static void conv16(tr_backend *be, const tr_span *s, int k, int narrow)
 {
-    pc16 *p = ctx;
-    float *f = p->f;
-    const uint16_t *h = p->ch;
-    if (p->prec == TR_PREC_BF16)
-        for (size_t i = b; i < e; i++) f[i] = tr_bf16_to_f32(h[i]);
-    else
-        for (size_t i = b; i < e; i++) f[i] = tr_from_16(h[i], p->prec);
+    size_t n = 0;
+    for (int j = 0; j < k; j++) n += s[j].n;
+    pc16 p = {.s = s, .k = k, .narrow = narrow};
+    par(be, n, 2, conv16_w, &p);
 }
 
-static void cpu_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
-{
-    pc16 p = {.h = dst, .cf = src, .prec = prec};
-    par(be, n, 2, pack_w, &p);
-}
-
-static void cpu_widen(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
-{
-    pc16 p = {.f = dst, .ch = src, .prec = prec};
-    par(be, n, 2, unpack_w, &p);
-}
+static void cpu_narrow(tr_backend *be, const tr_span *s, int k) { conv16(be, s, k, 1); }
+static void cpu_widen(tr_backend *be, const tr_span *s, int k) { conv16(be, s, k, 0); }
 
 /* ---- the backend --------------------------------------------------------------- */
 
@@ -1254,7 +1253,7 @@ static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs 
 static int cpu_enc_images(int B) { (void)B; return 1; }
 
 const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_convt_scratch,
-                                cpu_dec_chunk, cpu_enc_images};
+                                cpu_dec_chunk, cpu_enc_images, 1};
 
 static void cpu_destroy(tr_backend *be)
 {

@@ -174,14 +174,7 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
 }
 
 static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
-static void m_narrow(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec)
-{
-    (void)be, (void)dst, (void)src, (void)n, (void)prec;
-}
-static void m_widen(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec)
-{
-    (void)be, (void)dst, (void)src, (void)n, (void)prec;
-}
+static void m_span(tr_backend *be, const tr_span *s, int k) { (void)be, (void)s, (void)k; }
 
 /* the CPU's element-wise ops on typed operands take no workspace (backend_cpu.c) */
 static void m_t_unary(tr_backend *be, tr_ten out, tr_ten inp, size_t n) { (void)be, (void)out, (void)inp, (void)n; }
@@ -225,8 +218,8 @@ static const tr_kern meta_kern = {
     .sam_loss = m_sam_loss,
     .zero = m_zero,
     .copy = m_copy,
-    .widen = m_widen,
-    .narrow = m_narrow,
+    .widen = m_span,
+    .narrow = m_span,
 };
 
 /* The backend and its op table in one allocation (be first). */

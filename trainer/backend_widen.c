@@ -42,10 +42,13 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
 {
     int grp[MAXA], cnt[MAXA] = {0};
     s->be = be, s->ng = 0, s->ws = NULL, s->a = a, s->k = k, s->ok = 1;
+    /* (the meta backend counting for a backend that reads 16 bits as they
+     * are: no workspace) */
+    int widens = be->sizes->widens16;
     for (int i = 0; i < k; i++) {
         grp[i] = -1;
         a[i].f = a[i].t.p;
-        if (!a[i].t.p || !a[i].n || !tr_dt_16(a[i].t.dt)) continue;
+        if (!widens || !a[i].t.p || !a[i].n || !tr_dt_16(a[i].t.dt)) continue;
         uintptr_t lo = (uintptr_t)a[i].t.p, hi = lo + a[i].n * 2;
         int g = s->ng++;
         s->lo[g] = lo, s->hi[g] = hi, s->mode[g] = a[i].mode, s->dt[g] = a[i].t.dt, cnt[g] = 1;
@@ -74,10 +77,12 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
     /* no zero fill: every range is unpacked, written whole by the op, or its scratch */
     s->ws = tr_mem_alloc_raw(&be->mem, TR_MEM_WORK, tot * sizeof(float));
     if (!s->ws) return s->ok = 0;
+    tr_span sp[MAXA];
+    int k16 = 0;
     for (int g = 0; g < s->ng; g++)
         if ((s->mode[g] & SR) || (cnt[g] > 1 && (s->mode[g] & SW)))
-            be->kern->widen(be, s->ws + s->off[g], (const uint16_t *)s->lo[g], (s->hi[g] - s->lo[g]) / 2,
-                            s->dt[g]);
+            sp[k16++] = (tr_span){(uint16_t *)s->lo[g], s->ws + s->off[g], (s->hi[g] - s->lo[g]) / 2, s->dt[g]};
+    if (k16) be->kern->widen(be, sp, k16);
     for (int i = 0; i < k; i++)
         if (grp[i] >= 0) a[i].f = s->ws + s->off[grp[i]] + ((uintptr_t)a[i].t.p - s->lo[grp[i]]) / 2;
     return 1;
@@ -88,10 +93,12 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
 static void stage_out(wstage *s)
 {
     tr_backend *be = s->be;
+    tr_span sp[MAXA];
+    int k16 = 0;
     for (int g = 0; g < s->ng; g++)
         if (s->mode[g] & SW)
-            be->kern->narrow(be, (uint16_t *)s->lo[g], s->ws + s->off[g], (s->hi[g] - s->lo[g]) / 2,
-                             s->dt[g]);
+            sp[k16++] = (tr_span){(uint16_t *)s->lo[g], s->ws + s->off[g], (s->hi[g] - s->lo[g]) / 2, s->dt[g]};
+    if (k16) be->kern->narrow(be, sp, k16);
     tr_mem_free(&be->mem, s->ws);
     s->ws = NULL;
 }
@@ -352,11 +359,11 @@ static void w_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
         return;
     }
     if (src.dt == TR_PREC_FP32) {
-        KN->narrow(be, dst.p, src.p, n, dst.dt);
+        KN->narrow(be, &(tr_span){dst.p, src.p, n, dst.dt}, 1);
         return;
     }
     if (dst.dt == TR_PREC_FP32) {
-        KN->widen(be, dst.p, src.p, n, src.dt);
+        KN->widen(be, &(tr_span){src.p, dst.p, n, src.dt}, 1);
         return;
     }
     STAGE({dst, n, SW}, {src, n, SR});

@@ -13,6 +13,14 @@
 
 #include "backend.h"
 
+/* A 16-bit tensor h and its fp32 copy f, n elements of type prec. */
+typedef struct tr_span {
+    uint16_t *h;
+    float *f;
+    size_t n;
+    int prec;
+} tr_span;
+
 /* The fp32 kernels: the contracts of tr_ops (backend.h) on float operands;
  * attention_forward rounds the probabilities it stores to prec (TR_PREC_*)
  * before it multiplies them with v (what a 16-bit att holds). */
@@ -69,12 +77,12 @@ typedef struct tr_kern {
     void (*sam_loss)(tr_backend *be, float *dlogits, float *diou, const float *logits, const float *iou,
                      const uint8_t *masks, const uint8_t *valid, int N, int RR, float scale, int count,
                      double *sums);
-    /* memory: n bytes zeroed / copied; 16-bit codes <-> fp32 (narrow: rounded to nearest
-     * even) */
+    /* memory: n bytes zeroed / copied; the k spans' 16-bit codes widened to their fp32
+     * copies, or those narrowed back (rounded to nearest even), all in one go */
     void (*zero)(tr_backend *be, void *dst, size_t n);
     void (*copy)(tr_backend *be, void *dst, const void *src, size_t n);
-    void (*widen)(tr_backend *be, float *dst, const uint16_t *src, size_t n, int prec);
-    void (*narrow)(tr_backend *be, uint16_t *dst, const float *src, size_t n, int prec);
+    void (*widen)(tr_backend *be, const tr_span *s, int k);
+    void (*narrow)(tr_backend *be, const tr_span *s, int k);
 } tr_kern;
 
 /* Fills the typed entries of ops (every op but gemm, the optimizer's,

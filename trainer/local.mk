@@ -10,7 +10,7 @@ noinst_HEADERS += trainer/cuda_probe.h
 # The trainer's private library: model, ops, backends, checkpoints.  Tests
 # and sa1b-train link it; it is not part of libsa1b.
 noinst_LTLIBRARIES += libsa1b-train.la
-libsa1b_train_la_SOURCES = trainer/alloc.c trainer/backend.c trainer/backend_cpu.c trainer/backend_widen.c trainer/pool.c trainer/batch.c trainer/model.c \
+libsa1b_train_la_SOURCES = trainer/alloc.c trainer/backend.c trainer/backend_cpu.c trainer/backend_widen.c trainer/backend_cuda_sizes.c trainer/pool.c trainer/batch.c trainer/model.c \
 	trainer/model_params.c trainer/model_layout.c \
 	trainer/safetensors.c trainer/optim.c trainer/checkpoint.c trainer/data_shards.c \
 	trainer/backend_meta.c trainer/plan.c trainer/vmlimit.c trainer/run_dir.c

@@ -92,7 +92,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
     double sum = 0;
     long n = 0;
     int R = 4 * (m->cfg.S / m->cfg.P), RR = R * R;
-    /* the logits, in host memory (downloaded, or unpacked from a 16-bit stash) */
+    /* the logits, in host memory (downloaded, 16-bit storage widened) */
     float *buf = tr_mem_alloc(m->be->host_mem, TR_MEM_WORK, (size_t)m->B * m->M * RR * sizeof(float));
     if (!buf) cli_die(CLI_EXIT_FATAL, "out of memory");
     const float *logits = buf;
