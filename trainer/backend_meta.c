@@ -47,21 +47,7 @@ static void m_layernorm_stats(tr_backend *be, float *mean, float *rstd, const fl
 {
     (void)be, (void)mean, (void)rstd, (void)inp, (void)N, (void)C, (void)eps;
 }
-static void m_unary(tr_backend *be, float *out, const float *inp, size_t n) { (void)be, (void)out, (void)inp, (void)n; }
-static void m_unary_b(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
-{
-    (void)be, (void)dinp, (void)dout, (void)inp, (void)n;
-}
-static void m_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
-{
-    (void)be, (void)out, (void)a, (void)b, (void)n;
-}
-static void m_accumulate(tr_backend *be, float *dst, const float *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
 static void m_zero(tr_backend *be, void *dst, size_t n) { (void)be, (void)dst, (void)n; }
-static void m_add_bcast(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n)
-{
-    (void)be, (void)out, (void)a, (void)b, (void)N, (void)n;
-}
 static void m_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
                                 const float *v, const tr_attn_dims *d, int prec)
 {
@@ -193,13 +179,6 @@ static const tr_kern meta_kern = {
     .layernorm_forward = m_layernorm_forward,
     .layernorm_backward = m_layernorm_backward,
     .layernorm_stats = m_layernorm_stats,
-    .gelu_forward = m_unary,
-    .gelu_backward = m_unary_b,
-    .relu_forward = m_unary,
-    .relu_backward = m_unary_b,
-    .add = m_add,
-    .accumulate = m_accumulate,
-    .add_bcast = m_add_bcast,
     .attention_forward = m_attention_forward,
     .attention_backward = m_attention_backward,
     .convt2x2_forward = m_convt_forward,

@@ -154,57 +154,8 @@ static void w_layernorm_stats(tr_backend *be, float *mean, float *rstd, tr_ten i
     DONE();
 }
 
-static void w_gelu_forward(tr_backend *be, tr_ten out, tr_ten inp, size_t n)
-{
-    STAGE({out, n, SW}, {inp, n, SR});
-    KN->gelu_forward(be, F(0), F(1), n);
-    DONE();
-}
-
-static void w_gelu_backward(tr_backend *be, tr_ten dinp, tr_ten dout, tr_ten inp, size_t n)
-{
-    STAGE({dinp, n, SR | SW}, {dout, n, SR}, {inp, n, SR});
-    KN->gelu_backward(be, F(0), F(1), F(2), n);
-    DONE();
-}
-
-static void w_relu_forward(tr_backend *be, tr_ten out, tr_ten inp, size_t n)
-{
-    STAGE({out, n, SW}, {inp, n, SR});
-    KN->relu_forward(be, F(0), F(1), n);
-    DONE();
-}
-
-static void w_relu_backward(tr_backend *be, tr_ten dinp, tr_ten dout, tr_ten inp, size_t n)
-{
-    STAGE({dinp, n, SR | SW}, {dout, n, SR}, {inp, n, SR});
-    KN->relu_backward(be, F(0), F(1), F(2), n);
-    DONE();
-}
-
-static void w_add(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t n)
-{
-    STAGE({out, n, SW}, {a, n, SR}, {b, n, SR});
-    KN->add(be, F(0), F(1), F(2), n);
-    DONE();
-}
-
-static void w_accumulate(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
-{
-    STAGE({dst, n, SR | SW}, {src, n, SR});
-    KN->accumulate(be, F(0), F(1), n);
-    DONE();
-}
-
 /* (zero bits are +0 in every type: no workspace) */
 static void w_zero(tr_backend *be, tr_ten dst, size_t n) { KN->zero(be, dst.p, n * tr_dt_size(dst.dt)); }
-
-static void w_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t N, size_t n)
-{
-    STAGE({out, N * n, SW}, {a, N * n, SR}, {b, n, SR});
-    KN->add_bcast(be, F(0), F(1), F(2), N, n);
-    DONE();
-}
 
 /* elements from the first to the last of a strided attention operand */
 static size_t att_ext(int N, int T, int ld, size_t bs, int cols)
@@ -381,9 +332,7 @@ void tr_widen_ops(tr_ops *o)
     o->linear_forward = w_linear_forward, o->linear_backward = w_linear_backward;
     o->layernorm_forward = w_layernorm_forward, o->layernorm_backward = w_layernorm_backward;
     o->layernorm_stats = w_layernorm_stats;
-    o->gelu_forward = w_gelu_forward, o->gelu_backward = w_gelu_backward;
-    o->relu_forward = w_relu_forward, o->relu_backward = w_relu_backward;
-    o->add = w_add, o->accumulate = w_accumulate, o->zero = w_zero, o->add_bcast = w_add_bcast;
+    o->zero = w_zero;
     o->attention_forward = w_attention_forward, o->attention_backward = w_attention_backward;
     o->convt2x2_forward = w_convt2x2_forward, o->convt2x2_backward = w_convt2x2_backward;
     o->patch_im2col = w_patch_im2col, o->image_normalize = w_image_normalize, o->pe_dense = w_pe_dense;

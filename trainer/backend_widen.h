@@ -36,13 +36,6 @@ typedef struct tr_kern {
                                int C);
     void (*layernorm_stats)(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C,
                             float eps);
-    void (*gelu_forward)(tr_backend *be, float *out, const float *inp, size_t n);
-    void (*gelu_backward)(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n);
-    void (*relu_forward)(tr_backend *be, float *out, const float *inp, size_t n);
-    void (*relu_backward)(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n);
-    void (*add)(tr_backend *be, float *out, const float *a, const float *b, size_t n);
-    void (*accumulate)(tr_backend *be, float *dst, const float *src, size_t n);
-    void (*add_bcast)(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n);
     void (*attention_forward)(tr_backend *be, float *out, float *att, const float *q, const float *k,
                               const float *v, const tr_attn_dims *d, int prec);
     void (*attention_backward)(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
@@ -85,8 +78,10 @@ typedef struct tr_kern {
     void (*narrow)(tr_backend *be, const tr_span *s, int k);
 } tr_kern;
 
-/* Fills the typed entries of ops (every op but gemm, the optimizer's,
- * upload and download) with the widening ops over be->kern. */
+/* Fills the typed entries of ops (every op but gemm, the element-wise ones
+ * (gelu, relu, add, accumulate, add_bcast: the CPU reads their 16-bit
+ * operands tile by tile, no workspace), the optimizer's, upload and
+ * download) with the widening ops over be->kern. */
 void tr_widen_ops(tr_ops *ops);
 
 #endif
