@@ -6,6 +6,7 @@
 #include "model_impl.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -165,6 +166,83 @@ static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
     *ny = o > up ? o : up;
 }
 
+/* ---- the activation table ---------------------------------------------------------
+ *
+ * The tensors of an encoder block and of a decoder layer (llm.c's
+ * activation sizes, as a table): each row a field, its elements per image
+ * (encoder) or per pair (decoder) as tokens x width, and what it has:
+ * R_STAT, an fp32 LayerNorm statistic (stored, or recomputed with 16-bit
+ * storage); R_GRAD, a gradient tensor (in the block's or layer's shared
+ * gradient set); R_NOACT, a gradient only (the forward's tensor is another
+ * one's: i2t.out is k4pre).  Widths: WIDTH_ATT is the attention's saved
+ * elements per head (the backend's: tr_sizes.attention_saved) times the
+ * decoder's h heads, for tokens queries over the row's keys; WIDTH_EATT
+ * the same for the encoder's H heads. */
+enum { TOK_1, TOK_GG, TOK_T };
+enum { WIDTH_1, WIDTH_E, WIDTH_3E, WIDTH_4E, WIDTH_C, WIDTH_C2, WIDTH_8C, WIDTH_ATT, WIDTH_EATT };
+enum { R_STAT = 1, R_GRAD = 2, R_NOACT = 4 };
+
+typedef struct act_row {
+    const char *name;
+    size_t off;            /* offsetof the field in its struct */
+    int tok, width, keys;  /* keys: the attention's key tokens (WIDTH_ATT) */
+    int flags;
+} act_row;
+
+#define EB(f, tok, width, flags) {#f, offsetof(tr_enc_block_a, f), tok, width, 0, flags}
+static const act_row enc_block_rows[] = {
+    EB(ln1_m, TOK_GG, WIDTH_1, R_STAT), EB(ln1_r, TOK_GG, WIDTH_1, R_STAT),
+    EB(ln2_m, TOK_GG, WIDTH_1, R_STAT), EB(ln2_r, TOK_GG, WIDTH_1, R_STAT),
+    EB(ln1, TOK_GG, WIDTH_E, R_GRAD),   EB(qkv, TOK_GG, WIDTH_3E, R_GRAD),
+    {"att", offsetof(tr_enc_block_a, att), TOK_GG, WIDTH_EATT, TOK_GG, 0},
+    EB(ao, TOK_GG, WIDTH_E, R_GRAD),    EB(xmid, TOK_GG, WIDTH_E, R_GRAD),
+    EB(ln2, TOK_GG, WIDTH_E, R_GRAD),   EB(fc1, TOK_GG, WIDTH_4E, R_GRAD),
+    EB(gelu, TOK_GG, WIDTH_4E, R_GRAD), EB(xout, TOK_GG, WIDTH_E, 0),
+};
+#undef EB
+
+#define DL(f, tok, width, flags) {#f, offsetof(tr_dec_layer_a, f), tok, width, 0, flags}
+#define DA(a, f, tok, width, keys, flags) {#a "." #f, offsetof(tr_dec_layer_a, a.f), tok, width, keys, flags}
+/* (the statistics, for every pair unless recomputed, come first: dec_layer_stats) */
+static const act_row dec_layer_stats[] = {
+    DL(n1_m, TOK_T, WIDTH_1, R_STAT), DL(n1_r, TOK_T, WIDTH_1, R_STAT),  DL(n2_m, TOK_T, WIDTH_1, R_STAT),
+    DL(n2_r, TOK_T, WIDTH_1, R_STAT), DL(n3_m, TOK_T, WIDTH_1, R_STAT),  DL(n3_r, TOK_T, WIDTH_1, R_STAT),
+    DL(n4_m, TOK_GG, WIDTH_1, R_STAT), DL(n4_r, TOK_GG, WIDTH_1, R_STAT),
+};
+static const act_row dec_layer_rows[] = {
+    DL(sa_qin, TOK_T, WIDTH_C, R_GRAD),
+    DA(sa, q, TOK_T, WIDTH_C, 0, R_GRAD), DA(sa, k, TOK_T, WIDTH_C, 0, R_GRAD),
+    DA(sa, v, TOK_T, WIDTH_C, 0, R_GRAD), DA(sa, att, TOK_T, WIDTH_ATT, TOK_T, 0),
+    DA(sa, ao, TOK_T, WIDTH_C, 0, R_GRAD), DA(sa, out, TOK_T, WIDTH_C, 0, R_GRAD),
+    DL(t1pre, TOK_T, WIDTH_C, R_GRAD),    DL(t1, TOK_T, WIDTH_C, R_GRAD),
+    DL(t2i_qin, TOK_T, WIDTH_C, R_GRAD),  DL(kpe, TOK_GG, WIDTH_C, R_GRAD),
+    DA(t2i, q, TOK_T, WIDTH_C2, 0, R_GRAD), DA(t2i, k, TOK_GG, WIDTH_C2, 0, R_GRAD),
+    DA(t2i, v, TOK_GG, WIDTH_C2, 0, R_GRAD), DA(t2i, att, TOK_T, WIDTH_ATT, TOK_GG, 0),
+    DA(t2i, ao, TOK_T, WIDTH_C2, 0, R_GRAD), DA(t2i, out, TOK_T, WIDTH_C, 0, R_GRAD),
+    DL(t2pre, TOK_T, WIDTH_C, R_GRAD),    DL(t2, TOK_T, WIDTH_C, R_GRAD),
+    DL(fc1, TOK_T, WIDTH_8C, R_GRAD),     DL(relu, TOK_T, WIDTH_8C, R_GRAD),
+    DL(t3pre, TOK_T, WIDTH_C, R_GRAD),    DL(i2t_kin, TOK_T, WIDTH_C, R_GRAD),
+    DA(i2t, q, TOK_GG, WIDTH_C2, 0, R_GRAD), DA(i2t, k, TOK_T, WIDTH_C2, 0, R_GRAD),
+    DA(i2t, v, TOK_T, WIDTH_C2, 0, R_GRAD), DA(i2t, att, TOK_GG, WIDTH_ATT, TOK_T, 0),
+    DA(i2t, ao, TOK_GG, WIDTH_C2, 0, R_GRAD), DA(i2t, out, TOK_GG, WIDTH_C, 0, R_GRAD | R_NOACT),
+    DL(k4pre, TOK_GG, WIDTH_C, R_GRAD),   DL(t3, TOK_T, WIDTH_C, 0),
+    DL(kout, TOK_GG, WIDTH_C, 0),
+};
+#undef DL
+#undef DA
+
+/* Elements of a row per image (encoder) or pair (decoder). */
+static size_t row_size(const tr_model *m, const act_row *r)
+{
+    const tr_config *c = &m->cfg;
+    size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), T = (size_t)m->K + 2, E = (size_t)c->E;
+    size_t C = (size_t)c->C, tok[3] = {1, GG, T};
+    size_t width[7] = {1, E, 3 * E, 4 * E, C, C / 2, 8 * C};
+    if (r->width == WIDTH_ATT || r->width == WIDTH_EATT)
+        return (size_t)(r->width == WIDTH_ATT ? c->h : c->H) * m->be->sizes->attention_saved(tok[r->tok], tok[r->keys]);
+    return tok[r->tok] * width[r->width];
+}
+
 static void walk_acts(awalker *w)
 {
     tr_model *m = w->m;
@@ -189,25 +267,19 @@ static void walk_acts(awalker *w)
     areg2(w, &a->x0, "enc.x0", BT * E, 1, 1);
     for (int i = 0; i < L; i++) m->enc_slot[i] = N ? i % N : i < lo ? 0 : -1;
     m->dblk_n = 0;
-    size_t H = (size_t)c->H;
-    for (int i = 0; i < L; i++) {
-        tr_enc_block_a *b = &a->blk[i];
+    for (int i = 0; i < L; i++) { /* every block's rows (the lowest trainable one: the shared gradients) */
         int s = m->enc_slot[i], own = s < 0 || s == i, dsh = i == lo, all = s < 0;
-#define AS(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, 1, lnst, 0))
-#define AR(f, n) (snprintf(nm, sizeof nm, "enc.blocks.%d." #f, i), ereg(w, &b->f, nm, n, all, own, dsh))
-        w->f32 = 1; /* LayerNorm statistics (16-bit storage: recomputed in the backward, ln_bwd) */
-        AS(ln1_m, GG); AS(ln1_r, GG); AS(ln2_m, GG); AS(ln2_r, GG);
-        w->f32 = 0;
         if (dsh) ugroup(w, 1), m->dblk_off = w->ubase;
-        AR(ln1, GG * E); AR(qkv, GG * 3 * E);
-        (snprintf(nm, sizeof nm, "enc.blocks.%d.att", i),
-         ereg(w, &b->att, nm, H * m->be->sizes->attention_saved(GG, GG), all, own, 0));
-        AR(ao, GG * E); AR(xmid, GG * E); AR(ln2, GG * E); AR(fc1, GG * 4 * E); AR(gelu, GG * 4 * E);
-        snprintf(nm, sizeof nm, "enc.blocks.%d.xout", i);
-        ereg(w, &b->xout, nm, GG * E, all, own, 0);
+        for (size_t r = 0; r < sizeof enc_block_rows / sizeof *enc_block_rows; r++) {
+            const act_row *row = &enc_block_rows[r];
+            void *field = (char *)&a->blk[i] + row->off;
+            int st = row->flags & R_STAT; /* (16-bit storage: recomputed in the backward, ln_bwd) */
+            snprintf(nm, sizeof nm, "enc.blocks.%d.%s", i, row->name);
+            w->f32 = st;
+            ereg(w, field, nm, row_size(m, row), st || all, st ? lnst : own, dsh && (row->flags & R_GRAD));
+            w->f32 = 0;
+        }
         if (dsh) m->dblk_n = w->uoff, ugroup(w, 0);
-#undef AS
-#undef AR
     }
     /* saved block inputs: the checkpoints, or the input of the lowest
      * trainable block when its predecessor computes in a slot (frozen);
@@ -232,13 +304,12 @@ static void walk_acts(awalker *w)
     m->dec_full = !m->opt.ckpt_decoder;
     w->pa = m->opt.ckpt_decoder ? nc : NP, w->pd = nc;
     w->f32 = 1;
-    for (int l = 0; l < D; l++) {
-        tr_dec_layer_a *L_ = &a->lay[l];
-#define AS(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, lnst, 0))
-        AS(n1_m, T); AS(n1_r, T); AS(n2_m, T); AS(n2_r, T);
-        AS(n3_m, T); AS(n3_r, T); AS(n4_m, GG); AS(n4_r, GG);
-#undef AS
-    }
+    for (int l = 0; l < D; l++)
+        for (size_t r = 0; r < sizeof dec_layer_stats / sizeof *dec_layer_stats; r++) {
+            const act_row *row = &dec_layer_stats[r];
+            snprintf(nm, sizeof nm, "dec.layers.%d.%s", l, row->name);
+            dreg(w, (char *)&a->lay[l] + row->off, nm, row_size(m, row), lnst, 0);
+        }
     dreg(w, &a->fin_m, "dec.fin_m", T, lnst, 0);
     dreg(w, &a->fin_r, "dec.fin_r", T, lnst, 0);
     dreg(w, &a->upln_m, "dec.upln_m", 4 * GG, lnst, 0);
@@ -252,30 +323,15 @@ static void walk_acts(awalker *w)
     dreg(w, &a->T0, "dec.T0", T * C, 1, 1);
     dreg(w, &a->Kimg, "dec.Kimg", GG * C, 1, 1);
     for (int l = 0; l < D; l++) {
-        tr_dec_layer_a *L_ = &a->lay[l];
         int dsh = l == 0; /* every layer's gradients: one group */
-#define AR(f, n) (snprintf(nm, sizeof nm, "dec.layers.%d." #f, l), dreg(w, &L_->f, nm, n, 1, dsh))
         if (dsh) ugroup(w, 1), m->dlay_off = w->ubase;
-        AR(sa_qin, T * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.sa", l);
-        areg_attn(w, &L_->sa, nm, T, T, C, C, h, 1, dsh, 1);
-        AR(t1pre, T * C); AR(t1, T * C);
-        AR(t2i_qin, T * C); AR(kpe, GG * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
-        areg_attn(w, &L_->t2i, nm, T, GG, C, C / 2, h, 1, dsh, 1);
-        AR(t2pre, T * C); AR(t2, T * C);
-        AR(fc1, T * 8 * C); AR(relu, T * 8 * C);
-        AR(t3pre, T * C);
-        AR(i2t_kin, T * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
-        areg_attn(w, &L_->i2t, nm, GG, T, C, C / 2, h, 1, dsh, 0); /* out: in k4pre */
-        AR(k4pre, GG * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.t3", l);
-        dreg(w, &L_->t3, nm, T * C, 1, 0);
-        snprintf(nm, sizeof nm, "dec.layers.%d.kout", l);
-        dreg(w, &L_->kout, nm, GG * C, 1, 0);
+        for (size_t r = 0; r < sizeof dec_layer_rows / sizeof *dec_layer_rows; r++) {
+            const act_row *row = &dec_layer_rows[r];
+            snprintf(nm, sizeof nm, "dec.layers.%d.%s", l, row->name);
+            dreg(w, (char *)&a->lay[l] + row->off, nm, row_size(m, row), !(row->flags & R_NOACT),
+                 dsh && (row->flags & R_GRAD));
+        }
         if (dsh) m->dlay_n = w->uoff, ugroup(w, 0);
-#undef AR
     }
     dreg(w, &a->fin_qin, "dec.fin_qin", T * C, 1, 0);
     dreg(w, &a->fin_kin, "dec.fin_kin", GG * C, 1, 0);
