@@ -483,8 +483,8 @@ static void dec_restore(tr_model *m, const tr_batch *b, int ci)
     else dec_chunk_forward(m, b, ci, 0);
 }
 
-/* The encoder (image by image), the neck and the dense PE: everything
- * before the decoder. */
+/* The encoder (pass by pass), the neck and the dense PE: everything before
+ * the decoder. */
 static void forward_encoder(tr_model *m, const tr_batch *b)
 {
     tr_backend *be = m->be;
@@ -492,8 +492,7 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
     const tr_config *c = &m->cfg;
     const tr_params *p = &m->p;
     tr_acts *a = &m->a;
-    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, M = m->M, K = m->K;
-    int BT = B * GG, NP = B * M, T = K + 2, R = 4 * G, RR = R * R;
+    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, BT = B * GG;
     if (m->wc16) /* the compute weights: the masters rounded to nearest even */
         o->convert(be, tr_typed(m->wc16, m->adt), tr_f32(m->param_mem), m->n_param_floats);
 
@@ -524,7 +523,6 @@ static void forward_encoder(tr_model *m, const tr_batch *b)
     /* prompt encoder: the dense PE */
     o->pe_dense(be, T(a->dense_pe), m->pe_gaussian, G, C);
     m->dec_res = -1;
-    (void)NP, (void)T, (void)RR;
 }
 
 static void forward_body(tr_model *m, const tr_batch *b)
