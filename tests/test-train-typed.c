@@ -3,8 +3,9 @@
  * backend: an op given 16-bit operands (bf16, fp16) computes what the fp32
  * op computes on their values and rounds each output to nearest even, bit
  * for bit; overlapping operands (q, k, v and their gradients inside one qkv
- * tensor) each keep their own elements; convert moves values between the
- * types;
+ * tensor) each keep their own elements; element-wise ops and LayerNorm,
+ * which widen tile by tile, give the same values; convert moves values
+ * between the types;
  * and the meta backend takes the same workspaces as the CPU (the planner's
  * exactness for 16-bit operands).
  */
@@ -139,6 +140,34 @@ static void test_elementwise(int prec, const char *name)
     free(d), free(g), free(x), free(row), free(y), free(d16), free(g16), free(x16), free(r16), free(y16);
 }
 
+/* LayerNorm (rows widened on the stack): forward, statistics and backward
+ * (dx accumulated, dw and db in fp32) against the fp32 op on the same values. */
+static void test_layernorm(int prec, const char *name)
+{
+    int N = 9, C = 40;
+    size_t t = (size_t)N * C;
+    float *x = vals(t, prec), *w = vals(C, prec), *b = vals(C, prec), *dy = vals(t, prec), *dx = vals(t, prec);
+    float *y = malloc(t * 4), *mu = malloc(N * 4), *rs = malloc(N * 4), *mu2 = malloc(N * 4), *rs2 = malloc(N * 4);
+    float *dw = calloc(C, 4), *db = calloc(C, 4), *dw2 = calloc(C, 4), *db2 = calloc(C, 4);
+    uint16_t *x16 = to16(x, t, prec), *w16 = to16(w, C, prec), *b16 = to16(b, C, prec), *y16 = calloc(t, 2);
+    uint16_t *dy16 = to16(dy, t, prec), *dx16 = to16(dx, t, prec);
+    const tr_ops *o = be->ops;
+    o->layernorm_forward(be, tr_f32(y), mu, rs, tr_f32(x), tr_f32(w), tr_f32(b), N, C, 1e-5f);
+    o->layernorm_forward(be, tr_typed(y16, prec), mu2, rs2, tr_typed(x16, prec), tr_typed(w16, prec),
+                         tr_typed(b16, prec), N, C, 1e-5f);
+    int ok = same16(y16, y, t, prec) && !memcmp(mu, mu2, N * 4) && !memcmp(rs, rs2, N * 4);
+    o->layernorm_stats(be, mu2, rs2, tr_typed(x16, prec), N, C, 1e-5f);
+    ok &= !memcmp(mu, mu2, N * 4) && !memcmp(rs, rs2, N * 4);
+    tap_ok(ok, "%s LayerNorm forward and statistics: the fp32 results, rounded", name);
+    o->layernorm_backward(be, tr_f32(dx), dw, db, tr_f32(dy), tr_f32(x), tr_f32(w), mu, rs, N, C);
+    o->layernorm_backward(be, tr_typed(dx16, prec), dw2, db2, tr_typed(dy16, prec), tr_typed(x16, prec),
+                          tr_typed(w16, prec), mu, rs, N, C);
+    tap_ok(same16(dx16, dx, t, prec) && !memcmp(dw, dw2, C * 4) && !memcmp(db, db2, C * 4),
+           "%s LayerNorm backward: dx accumulated and rounded, dw and db the same bits", name);
+    free(x), free(w), free(b), free(dy), free(dx), free(y), free(mu), free(rs), free(mu2), free(rs2), free(dw);
+    free(db), free(dw2), free(db2), free(x16), free(w16), free(b16), free(y16), free(dy16), free(dx16);
+}
+
 /* The meta backend takes the CPU's workspace for the same 16-bit op. */
 static void test_meta_workspace(int prec, const char *name)
 {
@@ -177,6 +206,7 @@ int main(void)
         test_attention(precs[i], names[i]);
         test_wide_and_convert(precs[i], names[i]);
         test_elementwise(precs[i], names[i]);
+        test_layernorm(precs[i], names[i]);
         test_meta_workspace(precs[i], names[i]);
     }
     tr_backend_free(be);

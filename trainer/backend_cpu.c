@@ -571,6 +571,122 @@ static void cpu_t_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size
     else ew_run(be, EW_ADD_BCAST, out, a, b, N * n, n);
 }
 
+/* ---- typed LayerNorm: 16-bit rows on the stack --------------------------------- */
+
+/* Rows of at most TR_LN_MAXC elements (tr_config_check caps E and C below
+ * it) widened into the thread's stack, the fp32 row kernels of kernels.h
+ * run on them, the rows written rounded: no workspace, one pass. */
+#define TR_LN_MAXC 8192
+
+typedef struct lnt {
+    tr_ten out, inp, w, b, dout;
+    float *mean, *rstd, *dw, *db;
+    const float *cmean, *crstd;
+    int C;
+    float eps;
+    size_t N;
+} lnt;
+
+static void lnt_fwd_w(void *ctx, size_t b, size_t e)
+{
+    const lnt *x = ctx;
+    size_t C = (size_t)x->C;
+    float in[TR_LN_MAXC], o[TR_LN_MAXC], w[TR_LN_MAXC], bb[TR_LN_MAXC];
+    ew_load(w, x->w, 0, C);
+    ew_load(bb, x->b, 0, C);
+    for (size_t n = b; n < e; n++) {
+        ew_load(in, x->inp, n * C, C);
+        tr_layernorm_row(o, x->mean + n, x->rstd + n, in, w, bb, x->C, x->eps);
+        ew_store(x->out, n * C, o, C);
+    }
+}
+
+static void lnt_stats_w(void *ctx, size_t b, size_t e)
+{
+    const lnt *x = ctx;
+    size_t C = (size_t)x->C;
+    float in[TR_LN_MAXC];
+    for (size_t n = b; n < e; n++) {
+        ew_load(in, x->inp, n * C, C);
+        tr_layernorm_stats(x->mean + n, x->rstd + n, in, x->C, x->eps);
+    }
+}
+
+static void lnt_dx_w(void *ctx, size_t b, size_t e)
+{
+    const lnt *x = ctx; /* out: dinp */
+    size_t C = (size_t)x->C;
+    float dx[TR_LN_MAXC], dy[TR_LN_MAXC], in[TR_LN_MAXC], w[TR_LN_MAXC];
+    ew_load(w, x->w, 0, C);
+    for (size_t n = b; n < e; n++) {
+        ew_load(dx, x->out, n * C, C);
+        ew_load(dy, x->dout, n * C, C);
+        ew_load(in, x->inp, n * C, C);
+        tr_layernorm_row_backward(dx, dy, in, w, x->cmean[n], x->crstd[n], x->C);
+        ew_store(x->out, n * C, dx, C);
+    }
+}
+
+/* columns [b, e) of dw, db over every row, in blocks of 64 (the order of ln_bwd_dw_w) */
+static void lnt_dw_w(void *ctx, size_t b, size_t e)
+{
+    const lnt *x = ctx;
+    size_t C = (size_t)x->C;
+    double sw[64], sb[64];
+    float dy[64], in[64];
+    for (size_t c0 = b; c0 < e; c0 += 64) {
+        size_t c1 = c0 + 64 < e ? c0 + 64 : e, k = c1 - c0;
+        for (size_t c = 0; c < k; c++) sw[c] = sb[c] = 0.0;
+        for (size_t n = 0; n < x->N; n++) {
+            ew_load(dy, x->dout, n * C + c0, k);
+            ew_load(in, x->inp, n * C + c0, k);
+            float m = x->cmean[n], r = x->crstd[n];
+            for (size_t c = 0; c < k; c++) {
+                sw[c] += (double)dy[c] * ((in[c] - m) * r);
+                sb[c] += dy[c];
+            }
+        }
+        for (size_t c = 0; c < k; c++) {
+            if (x->dw) x->dw[c0 + c] += (float)sw[c];
+            if (x->db) x->db[c0 + c] += (float)sb[c];
+        }
+    }
+}
+
+static void cpu_t_layernorm_forward(tr_backend *be, tr_ten out, float *mean, float *rstd, tr_ten inp, tr_ten w,
+                                    tr_ten b, int N, int C, float eps)
+{
+    if (all32(out, inp, w) && b.dt == TR_PREC_FP32) {
+        cpu_layernorm_forward(be, out.p, mean, rstd, inp.p, w.p, b.p, N, C, eps);
+        return;
+    }
+    lnt x = {.out = out, .inp = inp, .w = w, .b = b, .mean = mean, .rstd = rstd, .C = C, .eps = eps};
+    par(be, (size_t)N, 4 * (size_t)C, lnt_fwd_w, &x);
+}
+
+static void cpu_t_layernorm_stats(tr_backend *be, float *mean, float *rstd, tr_ten inp, int N, int C, float eps)
+{
+    if (inp.dt == TR_PREC_FP32) {
+        cpu_layernorm_stats(be, mean, rstd, inp.p, N, C, eps);
+        return;
+    }
+    lnt x = {.inp = inp, .mean = mean, .rstd = rstd, .C = C, .eps = eps};
+    par(be, (size_t)N, 2 * (size_t)C, lnt_stats_w, &x);
+}
+
+static void cpu_t_layernorm_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr_ten dout, tr_ten inp,
+                                     tr_ten w, const float *mean, const float *rstd, int N, int C)
+{
+    if (all32(dinp, dout, inp) && w.dt == TR_PREC_FP32) {
+        cpu_layernorm_backward(be, dinp.p, dw, db, dout.p, inp.p, w.p, mean, rstd, N, C);
+        return;
+    }
+    lnt x = {.out = dinp, .inp = inp, .w = w, .dout = dout, .dw = dw, .db = db, .cmean = mean, .crstd = rstd,
+             .C = C, .N = (size_t)N};
+    if (dinp.p) par(be, (size_t)N, 4 * (size_t)C, lnt_dx_w, &x);
+    if (dw || db) par(be, (size_t)C, 2 * (size_t)N, lnt_dw_w, &x);
+}
+
 /* n bytes */
 static void cpu_zero(tr_backend *be, void *dst, size_t n)
 {
@@ -1153,9 +1269,6 @@ static void cpu_widen(tr_backend *be, const tr_span *s, int k) { conv16(be, s, k
 static const tr_kern cpu_kern = {
     .linear_forward = cpu_linear_forward,
     .linear_backward = cpu_linear_backward,
-    .layernorm_forward = cpu_layernorm_forward,
-    .layernorm_backward = cpu_layernorm_backward,
-    .layernorm_stats = cpu_layernorm_stats,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .convt2x2_forward = cpu_convt2x2_forward,
@@ -1268,11 +1381,13 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
     cb->ops.sumsq = cpu_sumsq, cb->ops.scale = cpu_scale;
     cb->ops.adamw = cpu_adamw, cb->ops.adamw8bit = cpu_adamw8bit;
     cb->ops.upload = cpu_move, cb->ops.download = cpu_move;
-    /* the element-wise ops: 16-bit operands tile by tile, no workspace
-     * (backend_meta.c counts them alike) */
+    /* the element-wise ops and LayerNorm: 16-bit operands tile by tile or
+     * row by row, no workspace (backend_meta.c counts them alike) */
     cb->ops.gelu_forward = cpu_t_gelu_forward, cb->ops.gelu_backward = cpu_t_gelu_backward;
     cb->ops.relu_forward = cpu_t_relu_forward, cb->ops.relu_backward = cpu_t_relu_backward;
     cb->ops.add = cpu_t_add, cb->ops.accumulate = cpu_t_accumulate, cb->ops.add_bcast = cpu_t_add_bcast;
+    cb->ops.layernorm_forward = cpu_t_layernorm_forward, cb->ops.layernorm_stats = cpu_t_layernorm_stats;
+    cb->ops.layernorm_backward = cpu_t_layernorm_backward;
     be->name = "cpu";
     be->ops = &cb->ops;
     be->kern = &cpu_kern;

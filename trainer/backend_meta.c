@@ -31,22 +31,6 @@ static void m_linear_backward(tr_backend *be, float *dinp, float *dw, float *db,
 {
     (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)N, (void)I, (void)O;
 }
-static void m_layernorm_forward(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                                const float *w, const float *b, int N, int C, float eps)
-{
-    (void)be, (void)out, (void)mean, (void)rstd, (void)inp, (void)w, (void)b, (void)N, (void)C, (void)eps;
-}
-static void m_layernorm_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                                 const float *inp, const float *w, const float *mean, const float *rstd, int N,
-                                 int C)
-{
-    (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)N;
-    (void)C;
-}
-static void m_layernorm_stats(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C, float eps)
-{
-    (void)be, (void)mean, (void)rstd, (void)inp, (void)N, (void)C, (void)eps;
-}
 static void m_zero(tr_backend *be, void *dst, size_t n) { (void)be, (void)dst, (void)n; }
 static void m_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
                                 const float *v, const tr_attn_dims *d, int prec)
@@ -162,7 +146,22 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
 static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
 static void m_span(tr_backend *be, const tr_span *s, int k) { (void)be, (void)s, (void)k; }
 
-/* the CPU's element-wise ops on typed operands take no workspace (backend_cpu.c) */
+/* the CPU's element-wise and LayerNorm ops on typed operands take no workspace (backend_cpu.c) */
+static void m_t_ln_forward(tr_backend *be, tr_ten out, float *mean, float *rstd, tr_ten inp, tr_ten w, tr_ten b,
+                           int N, int C, float eps)
+{
+    (void)be, (void)out, (void)mean, (void)rstd, (void)inp, (void)w, (void)b, (void)N, (void)C, (void)eps;
+}
+static void m_t_ln_stats(tr_backend *be, float *mean, float *rstd, tr_ten inp, int N, int C, float eps)
+{
+    (void)be, (void)mean, (void)rstd, (void)inp, (void)N, (void)C, (void)eps;
+}
+static void m_t_ln_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr_ten dout, tr_ten inp, tr_ten w,
+                            const float *mean, const float *rstd, int N, int C)
+{
+    (void)be, (void)dinp, (void)dw, (void)db, (void)dout, (void)inp, (void)w, (void)mean, (void)rstd, (void)N;
+    (void)C;
+}
 static void m_t_unary(tr_backend *be, tr_ten out, tr_ten inp, size_t n) { (void)be, (void)out, (void)inp, (void)n; }
 static void m_t_binary(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t n)
 {
@@ -176,9 +175,6 @@ static void m_t_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t
 static const tr_kern meta_kern = {
     .linear_forward = m_linear_forward,
     .linear_backward = m_linear_backward,
-    .layernorm_forward = m_layernorm_forward,
-    .layernorm_backward = m_layernorm_backward,
-    .layernorm_stats = m_layernorm_stats,
     .attention_forward = m_attention_forward,
     .attention_backward = m_attention_backward,
     .convt2x2_forward = m_convt_forward,
@@ -226,6 +222,8 @@ tr_backend *tr_backend_meta_create(const tr_sizes *target)
     mb->ops.gelu_forward = m_t_unary, mb->ops.gelu_backward = m_t_binary;
     mb->ops.relu_forward = m_t_unary, mb->ops.relu_backward = m_t_binary;
     mb->ops.add = m_t_binary, mb->ops.accumulate = m_t_unary, mb->ops.add_bcast = m_t_add_bcast;
+    mb->ops.layernorm_forward = m_t_ln_forward, mb->ops.layernorm_stats = m_t_ln_stats;
+    mb->ops.layernorm_backward = m_t_ln_backward;
     be->name = "meta";
     be->ops = &mb->ops;
     be->kern = &meta_kern;

@@ -130,30 +130,6 @@ static void w_linear_backward(tr_backend *be, tr_ten dinp, float *dw, float *db,
     DONE();
 }
 
-static void w_layernorm_forward(tr_backend *be, tr_ten out, float *mean, float *rstd, tr_ten inp, tr_ten w, tr_ten b,
-                                int N, int C, float eps)
-{
-    STAGE({out, (size_t)N * C, SW}, {inp, (size_t)N * C, SR}, {w, (size_t)C, SR}, {b, (size_t)C, SR});
-    KN->layernorm_forward(be, F(0), mean, rstd, F(1), F(2), F(3), N, C, eps);
-    DONE();
-}
-
-static void w_layernorm_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr_ten dout, tr_ten inp,
-                                 tr_ten w, const float *mean, const float *rstd, int N, int C)
-{
-    if (!dinp.p) w.p = NULL;
-    STAGE({dinp, (size_t)N * C, SR | SW}, {dout, (size_t)N * C, SR}, {inp, (size_t)N * C, SR}, {w, (size_t)C, SR});
-    KN->layernorm_backward(be, F(0), dw, db, F(1), F(2), F(3), mean, rstd, N, C);
-    DONE();
-}
-
-static void w_layernorm_stats(tr_backend *be, float *mean, float *rstd, tr_ten inp, int N, int C, float eps)
-{
-    STAGE({inp, (size_t)N * C, SR});
-    KN->layernorm_stats(be, mean, rstd, F(0), N, C, eps);
-    DONE();
-}
-
 /* (zero bits are +0 in every type: no workspace) */
 static void w_zero(tr_backend *be, tr_ten dst, size_t n) { KN->zero(be, dst.p, n * tr_dt_size(dst.dt)); }
 
@@ -330,8 +306,6 @@ static void w_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
 void tr_widen_ops(tr_ops *o)
 {
     o->linear_forward = w_linear_forward, o->linear_backward = w_linear_backward;
-    o->layernorm_forward = w_layernorm_forward, o->layernorm_backward = w_layernorm_backward;
-    o->layernorm_stats = w_layernorm_stats;
     o->zero = w_zero;
     o->attention_forward = w_attention_forward, o->attention_backward = w_attention_backward;
     o->convt2x2_forward = w_convt2x2_forward, o->convt2x2_backward = w_convt2x2_backward;

@@ -29,13 +29,6 @@ typedef struct tr_kern {
                            int I, int O);
     void (*linear_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
                             const float *inp, const float *w, int N, int I, int O);
-    void (*layernorm_forward)(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
-                              const float *w, const float *b, int N, int C, float eps);
-    void (*layernorm_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
-                               const float *inp, const float *w, const float *mean, const float *rstd, int N,
-                               int C);
-    void (*layernorm_stats)(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C,
-                            float eps);
     void (*attention_forward)(tr_backend *be, float *out, float *att, const float *q, const float *k,
                               const float *v, const tr_attn_dims *d, int prec);
     void (*attention_backward)(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
@@ -79,9 +72,9 @@ typedef struct tr_kern {
 } tr_kern;
 
 /* Fills the typed entries of ops (every op but gemm, the element-wise ones
- * (gelu, relu, add, accumulate, add_bcast: the CPU reads their 16-bit
- * operands tile by tile, no workspace), the optimizer's, upload and
- * download) with the widening ops over be->kern. */
+ * (gelu, relu, add, accumulate, add_bcast) and LayerNorm's (the CPU reads
+ * their 16-bit operands tile by tile or row by row, no workspace), the
+ * optimizer's, upload and download) with the widening ops over be->kern. */
 void tr_widen_ops(tr_ops *ops);
 
 #endif
