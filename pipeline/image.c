@@ -10,7 +10,9 @@
  * dispatch) compute the same integers.  The letterbox reuses the context's
  * scratch (decode buffer, taps, ring, SIMD plan) so a steady-state call
  * allocates nothing, and decodes straight into the canvas when the DCT
- * scale alone reaches the target size.
+ * scale alone reaches the target size.  For sa1b_prep_run
+ * (image_internal.h) it also checksums the canvas while its rows are in
+ * cache and skips zeroing padding rows that are zero already.
  */
 #include "sa1b_image.h"
 #include "crc32c_internal.h"
