@@ -7,6 +7,7 @@
  * reflected polynomial 0x82F63B78; table k maps a byte to its CRC after k
  * further zero bytes).
  */
+#include "crc32c_internal.h"
 #include "sa1b_shard.h"
 
 #include <string.h>
@@ -667,4 +668,33 @@ uint32_t sa1b_crc32c(uint32_t crc, const void *data, size_t len)
 uint32_t sa1b_crc32c_portable(uint32_t crc, const void *data, size_t len)
 {
     return ~crc_sw(~crc, data, len);
+}
+
+/* Polynomials over GF(2) in the reflected order of the register: bit 31 is
+ * x^0, bit 0 is x^31.  a * b modulo the polynomial (0x82F63B78 reflected),
+ * as zlib's multmodp. */
+static uint32_t crc_mulmod(uint32_t a, uint32_t b)
+{
+    uint32_t m = UINT32_C(1) << 31, p = 0;
+    for (; m && a; m >>= 1) {
+        if (a & m) {
+            p ^= b;
+            a ^= m;
+        }
+        b = b & 1 ? (b >> 1) ^ UINT32_C(0x82F63B78) : b >> 1;
+    }
+    return p;
+}
+
+uint32_t crc32c_zeros(uint32_t crc, uint64_t n)
+{
+    /* x^(8n): square-and-multiply over the bits of 8n, from x^8 */
+    uint32_t xn = UINT32_C(1) << 31;          /* x^0 */
+    uint32_t sq = UINT32_C(1) << (31 - 8);    /* x^8 */
+    for (; n; n >>= 1) {
+        if (n & 1) xn = crc_mulmod(xn, sq);
+        sq = crc_mulmod(sq, sq);
+    }
+    /* sa1b_crc32c conditions the register with ~ on the way in and out */
+    return ~crc_mulmod(xn, ~crc);
 }

@@ -10,10 +10,14 @@
  * dispatch) compute the same integers.  The letterbox reuses the context's
  * scratch (decode buffer, taps, ring, SIMD plan) so a steady-state call
  * allocates nothing, and decodes straight into the canvas when the DCT
- * scale alone reaches the target size.
+ * scale alone reaches the target size.  For sa1b_prep_run
+ * (image_internal.h) it also checksums the canvas while its rows are in
+ * cache and skips zeroing padding rows that are zero already.
  */
 #include "sa1b_image.h"
+#include "crc32c_internal.h"
 #include "image_internal.h"
+#include "sa1b_shard.h" /* sa1b_crc32c */
 
 #include <setjmp.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
@@ -230,10 +234,38 @@ static void vfilter_row(const uint16_t *ring, uint32_t ring_rows, size_t row, ui
     }
 }
 
-/* The reference resize, with an explicit destination row stride (bytes). */
+/* The checksum of the destination, made band by band as the resize writes
+ * its rows (whole rows of dst_stride bytes, padding included): a band of
+ * at least 24 KiB (three 8 KiB streams of sa1b_crc32c's fast path) is
+ * read back while it is still in the L1 cache. */
+typedef struct row_crc {
+    uint32_t crc;
+    uint32_t from; /* rows before this one are in crc */
+    uint32_t band; /* rows per band */
+} row_crc;
+
+static void row_crc_init(row_crc *c, size_t stride)
+{
+    c->crc = 0;
+    c->from = 0;
+    c->band = (uint32_t)((24576 + stride - 1) / stride);
+}
+
+/* Rows before done are written (of total): checksums them once a band is
+ * complete or the last row is done. */
+static void row_crc_rows(row_crc *c, const uint8_t *dst, size_t stride, uint32_t done,
+                         uint32_t total)
+{
+    if (done - c->from < c->band && done < total) return;
+    c->crc = sa1b_crc32c(c->crc, dst + (size_t)c->from * stride, (size_t)(done - c->from) * stride);
+    c->from = done;
+}
+
+/* The reference resize, with an explicit destination row stride (bytes)
+ * and optionally the destination's rows' checksum (rc). */
 static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
                            uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
-                           image_resize_stats *st, sa1b_error *err)
+                           image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
     if (!taps_build(&s->x, sw, dw, 24) || !taps_build(&s->y, sh, dh, 16))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
@@ -256,6 +288,7 @@ static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, u
         vfilter_row(s->ring, ring_rows, row, j0, c, s->y.wq + (size_t)y * c,
                     dst + (size_t)y * dst_stride);
         if (st) st->vrows_portable++;
+        if (rc) row_crc_rows(rc, dst, dst_stride, y + 1, dh);
     }
     return SA1B_OK;
 }
@@ -493,7 +526,7 @@ __attribute__((target("avx2"))) static void vfilter_avx2(const uint16_t *const *
  * do not take); the same bytes as resize_portable. */
 static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
-                       image_resize_stats *st, sa1b_error *err)
+                       image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
     if (!taps_build(&s->x, sw, dw, 24) || !taps_build(&s->y, sh, dh, 16) ||
         !hplan_build(&s->hp, &s->x, sw, dw, ch))
@@ -533,6 +566,7 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
         if (c > VMAXT || row < 32) {
             vfilter_row(s->ring, ring_rows, row, j0, c, wv, d);
             if (st) st->vrows_portable++;
+            if (rc) row_crc_rows(rc, dst, dst_stride, y + 1, dh);
             continue;
         }
         /* taps with weight 0 (the zero padding: most rows of a ratio near 1
@@ -551,6 +585,7 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
             d[i] = (uint8_t)((a + (1u << 23)) >> 24);
         }
         if (st) st->vrows_simd++;
+        if (rc) row_crc_rows(rc, dst, dst_stride, y + 1, dh);
     }
 #undef RING
     return SA1B_OK;
@@ -565,9 +600,9 @@ static int cpu_has_avx2(void)
 
 static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
-                       image_resize_stats *st, sa1b_error *err)
+                       image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
-    return resize_portable(s, src, sw, sh, dst, dst_stride, dw, dh, ch, st, err);
+    return resize_portable(s, src, sw, sh, dst, dst_stride, dw, dh, ch, st, rc, err);
 }
 
 #endif
@@ -612,11 +647,11 @@ static int check_resize_args(const uint8_t *src, uint32_t sw, uint32_t sh, const
 /* The library's resize: the fastest implementation the CPU has. */
 static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
-                       sa1b_error *err)
+                       row_crc *rc, sa1b_error *err)
 {
     if (cpu_has_avx2())
-        return resize_avx2(s, src, sw, sh, dst, dst_stride, dw, dh, ch, NULL, err);
-    return resize_portable(s, src, sw, sh, dst, dst_stride, dw, dh, ch, NULL, err);
+        return resize_avx2(s, src, sw, sh, dst, dst_stride, dw, dh, ch, NULL, rc, err);
+    return resize_portable(s, src, sw, sh, dst, dst_stride, dw, dh, ch, NULL, rc, err);
 }
 
 int image_resize(image_resizer *r, const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
@@ -633,8 +668,8 @@ int image_resize(image_resizer *r, const uint8_t *src, uint32_t sw, uint32_t sh,
                               impl);
     if (impl == IMAGE_RESIZE_AUTO) impl = cpu_has_avx2() ? IMAGE_RESIZE_AVX2 : IMAGE_RESIZE_PORTABLE;
     if (impl == IMAGE_RESIZE_AVX2)
-        return resize_avx2(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, err);
-    return resize_portable(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, err);
+        return resize_avx2(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, NULL, err);
+    return resize_portable(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, NULL, err);
 }
 
 int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
@@ -642,7 +677,7 @@ int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
 {
     SA1B_FORWARD(check_resize_args(src, sw, sh, dst, dw, dh, channels, err));
     resize_scratch s = {0};
-    int rc = resize_into(&s, src, sw, sh, dst, (size_t)dw * channels, dw, dh, channels, err);
+    int rc = resize_into(&s, src, sw, sh, dst, (size_t)dw * channels, dw, dh, channels, NULL, err);
     scratch_free(&s);
     return rc;
 }
@@ -829,30 +864,49 @@ int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
     return SA1B_OK;
 }
 
-int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S, uint8_t *out,
-                        sa1b_letterbox *lb, sa1b_error *err)
+int image_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S, uint8_t *out,
+                    uint32_t *zero_from, sa1b_letterbox *lb, uint32_t *crc, sa1b_error *err)
 {
     uint32_t w = 0, h = 0, dw, dh;
     sa1b_letterbox g;
-    if (!out) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
+    if (!out || !zero_from) return sa1b_error_set(err, SA1B_EINVAL, -1, "jpeg: NULL argument");
+    const uint32_t zero_before = *zero_from < S ? *zero_from : S;
+    *zero_from = S; /* nothing known if this call fails half-way */
     SA1B_FORWARD(header(c, jpg, len, &w, &h, err));
     SA1B_FORWARD(sa1b_letterbox_geometry(w, h, S, &g, err));
     const size_t stride = (size_t)S * 3;
+    /* zero padding right of each image row first (the decode and the
+     * resize write only the columns of the image), so that the rows the
+     * resize completes can be checksummed as they come */
+    if (g.new_w < S)
+        for (uint32_t y = 0; y < g.new_h; y++)
+            memset(out + y * stride + (size_t)g.new_w * 3, 0, (size_t)(S - g.new_w) * 3);
+    row_crc rc;
+    row_crc_init(&rc, stride);
     pick_scale(w, h, g.new_w, g.new_h, &dw, &dh);
     if (dw == g.new_w && dh == g.new_h) {
         /* the DCT scale hits the target: decode straight into the canvas */
         SA1B_FORWARD(decode_into(c, jpg, len, dw, dh, out, stride, err));
+        if (crc) row_crc_rows(&rc, out, stride, g.new_h, g.new_h);
     } else {
         SA1B_FORWARD(decode_scaled(c, jpg, len, w, h, g.new_w, g.new_h, &dw, &dh, err));
-        SA1B_FORWARD(resize_into(&c->rs, c->buf, dw, dh, out, stride, g.new_w, g.new_h, 3, err));
+        SA1B_FORWARD(resize_into(&c->rs, c->buf, dw, dh, out, stride, g.new_w, g.new_h, 3,
+                                 crc ? &rc : NULL, err));
     }
-    /* zero padding only: right of each image row, then the rows below */
-    if (g.new_w < S)
-        for (uint32_t y = 0; y < g.new_h; y++)
-            memset(out + y * stride + (size_t)g.new_w * 3, 0, (size_t)(S - g.new_w) * 3);
-    if (g.new_h < S) memset(out + (size_t)g.new_h * stride, 0, (size_t)(S - g.new_h) * stride);
+    /* the rows below the image: zero already from zero_before on */
+    if (g.new_h < zero_before)
+        memset(out + (size_t)g.new_h * stride, 0, (size_t)(zero_before - g.new_h) * stride);
+    *zero_from = g.new_h;
+    if (crc) *crc = crc32c_zeros(rc.crc, (uint64_t)(S - g.new_h) * stride);
     if (lb) *lb = g;
     return SA1B_OK;
+}
+
+int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S, uint8_t *out,
+                        sa1b_letterbox *lb, sa1b_error *err)
+{
+    uint32_t zero_from = S; /* nothing known about the caller's buffer */
+    return image_letterbox(c, jpg, len, S, out, &zero_from, lb, NULL, err);
 }
 
 /* The header of a JPEG that must be w x h (SA1B_EMISMATCH otherwise), and

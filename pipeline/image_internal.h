@@ -1,6 +1,7 @@
 /*
- * image_internal.h - test and benchmark hooks of the area resize in image.c;
- * not part of the public API (not installed, no sa1b_ prefix).
+ * image_internal.h - test and benchmark hooks of the area resize in image.c,
+ * and the letterbox sa1b_prep_run uses; not part of the public API (not
+ * installed, no sa1b_ prefix).
  *
  * The resize has a portable C path, which is the reference and is used on
  * every machine without a faster kernel, and SIMD kernels (AVX2 on x86-64,
@@ -16,6 +17,7 @@
 #include <stdint.h>
 
 #include "sa1b_error.h"
+#include "sa1b_image.h"
 
 /* Which implementation image_resize runs. */
 enum {
@@ -45,5 +47,16 @@ int image_resize_supported(int impl);
 int image_resize(image_resizer *r, const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
                  size_t dst_stride, uint32_t dw, uint32_t dh, int channels, int impl,
                  image_resize_stats *st, sa1b_error *err);
+
+/* sa1b_jpeg_letterbox into a canvas the caller reuses, and its checksum.
+ * *zero_from (in and out): rows of out from this one on are known to be
+ * zero (S or more: nothing known); the call zeroes only the padding rows
+ * above it and leaves it at the image's new_h (S after an error, when rows
+ * may hold anything).  With crc non-NULL, *crc = sa1b_crc32c(0, out,
+ * S * S * 3): the image's rows are checksummed in bands as the resize
+ * writes them (still in the L1 cache), the rows below them without being
+ * read (crc32c_zeros).  The bytes of out are those of sa1b_jpeg_letterbox. */
+int image_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S, uint8_t *out,
+                    uint32_t *zero_from, sa1b_letterbox *lb, uint32_t *crc, sa1b_error *err);
 
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "image_internal.h"
 #include "sa1b_anno.h"
 #include "rle_internal.h"
 #include "sa1b_rle.h"
@@ -33,6 +34,8 @@ typedef struct prep_buf {
     uint32_t full_zero_from;   /* rows of full from this one on are zero */
     uint8_t *image;            /* [S * S * 3] */
     size_t cap_image;
+    uint32_t image_S;          /* the S that image_zero_from is about */
+    uint32_t image_zero_from;  /* rows of image from this one on are zero */
     uint8_t *jpeg;             /* re-encoded payload (malloc'ed by the encoder) */
     char file_name[256];
 } prep_buf;
@@ -221,9 +224,19 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
 
     /* 5. the image, letterboxed */
     sa1b_letterbox lb, mlb;
+    const uint8_t *old_image = b->image;
     if (reserve_big(&b->image, &b->cap_image, (size_t)S * S * 3))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
-    if (sa1b_jpeg_letterbox(ctx, jpg, jpg_len, S, b->image, &lb, &e))
+    if (b->image != old_image || b->image_S != S) { /* nothing known about its rows */
+        b->image_S = S;
+        b->image_zero_from = S;
+    }
+    /* the bottom padding is zeroed only where the previous image of this
+     * buffer left other bytes; the raw payload's checksum is made here,
+     * while the rows are in cache, not by the writer */
+    uint32_t image_crc = 0;
+    if (image_letterbox(ctx, jpg, jpg_len, S, b->image, &b->image_zero_from, &lb,
+                        o->image_format == SA1B_SHARD_JPEG ? NULL : &image_crc, &e))
         return sa1b_error_set(err, e.code, e.offset, "%s.jpg: %s", name, e.msg);
     const int source = o->mask_format == SA1B_SHARD_RLE_SOURCE; /* R 0: the annotation's runs */
     if (!source && sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
@@ -237,6 +250,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
                              &payload_len, &e))
             return sa1b_error_set(err, e.code, -1, "%s: jpeg encode: %s", name, e.msg);
         payload = b->jpeg;
+        image_crc = sa1b_crc32c(0, payload, payload_len);
     }
 
     /* 6. the kept masks, straight from runs to the letterboxed R x R grid,
@@ -266,6 +280,18 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         size_t i = b->kept[k];
         const sa1b_rle *r = &b->rles[i];
         const sa1b_mask_anno *m = &a->masks[i];
+        if (!rle && o->mask_mode == SA1B_MASK_AREA) {
+            /* packed area masks: the resample sets the stored bits itself
+             * (no R x R byte mask to clear, fill and pack) */
+            uint8_t *dst = b->bits + k * stride;
+            memset(dst, 0, stride);
+            if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, &e))
+                return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
+            b->masks[k].data_len = 0;
+            fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
+            b->masks[k].bits = dst;
+            continue;
+        }
         uint8_t *full = b->full;
         /* content as wide as the grid (landscape, square): straight into
          * the full mask, else through the content-sized grid */
@@ -320,5 +346,6 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     s->masks = b->masks;
     out->masks_in = (uint32_t)a->n_masks;
     out->masks_kept = (uint32_t)n_kept;
+    out->image_crc = image_crc;
     return SA1B_OK;
 }

@@ -55,9 +55,11 @@ typedef struct sa1b_prep_out {
                                      come packed, or as runs); points into the buffers */
     uint32_t masks_in;            /* annotations in the JSON */
     uint32_t masks_kept;          /* = sample.n_masks */
+    uint32_t image_crc;           /* sa1b_crc32c(0, sample.image, sample.image_len), made by
+                                     the worker (for sa1b_shard_writer_add_packed_crc) */
     void *priv_;                  /* buffers */
 } sa1b_prep_out;
-#define SA1B_PREP_OUT_INIT {{0}, 0, 0, NULL}
+#define SA1B_PREP_OUT_INIT {{0}, 0, 0, 0, NULL}
 void sa1b_prep_out_free(sa1b_prep_out *o);
 
 /* Prepares one sample.  name is the member stem ("sa_123") used in

@@ -565,7 +565,9 @@ void sa1b_shard_pack_mask(const uint8_t *bits, uint32_t R, uint8_t *out)
 
 uint64_t sa1b_shard_mask_stride(uint32_t R) { return shard_mask_stride(R); }
 
-static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int packed, sa1b_error *err)
+/* crc: the image payload's checksum when the caller has it, else NULL. */
+static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int packed,
+                      const uint32_t *crc, sa1b_error *err)
 {
     if (!w || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
     if (w->failed) return sa1b_error_set(err, SA1B_EIO, -1, "writer failed earlier");
@@ -577,7 +579,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
 
     int rc;
     const uint64_t image_offset = w->pos;
-    const uint32_t image_crc = sa1b_crc32c(0, s->image, s->image_len);
+    const uint32_t image_crc = crc ? *crc : sa1b_crc32c(0, s->image, s->image_len);
     if ((rc = wr_bytes(w, s->image, s->image_len, err)) || (rc = wr_align(w, err))) return rc;
     const uint64_t masks_offset = w->pos;
     uint32_t mcrc = 0;
@@ -650,13 +652,19 @@ failed:
 
 int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err)
 {
-    return writer_add(w, s, 0, err);
+    return writer_add(w, s, 0, NULL, err);
 }
 
 int sa1b_shard_writer_add_packed(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
                                  sa1b_error *err)
 {
-    return writer_add(w, s, 1, err);
+    return writer_add(w, s, 1, NULL, err);
+}
+
+int sa1b_shard_writer_add_packed_crc(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
+                                     uint32_t image_crc, sa1b_error *err)
+{
+    return writer_add(w, s, 1, &image_crc, err);
 }
 
 uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w) { return w ? w->n_images : 0; }

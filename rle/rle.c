@@ -1014,10 +1014,12 @@ static inline uint64_t rdiv(uint64_t n, uint64_t d, uint64_t m, int fast)
  * hold rh + 1 zeros each and are left zero.  fast (a constant at each
  * call, so each copy has its own code): every dividend below is < 2^32
  * (h >= 2 and h rh <= 2^32; p < h w <= 2^32 - 1 always), so a division
- * by h is a multiply by m = rdiv_m(h). */
+ * by h is a multiply by m = rdiv_m(h).  bits (with coverage and mask01
+ * NULL; NULL or not is a constant at each call): mask01 as set bits, cell
+ * (i, j) at bit i * bstride + j, LSB first. */
 static inline __attribute__((always_inline)) void
 area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_t *mask01,
-          uint64_t *acc, uint64_t *dif, int fast)
+          uint8_t *bits, uint64_t bstride, uint64_t *acc, uint64_t *dif, int fast)
 {
     const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
     const uint32_t *cn = r->cnts;
@@ -1084,7 +1086,12 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
                 uint64_t S = acc[i] + run;
                 acc[i] = 0;
                 dif[i] = 0;
-                mask01[(size_t)i * rw + j] = 2 * S >= hw;
+                if (!bits) {
+                    mask01[(size_t)i * rw + j] = 2 * S >= hw;
+                } else if (2 * S >= hw) {
+                    uint64_t b = i * bstride + j;
+                    bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+                }
             }
             dif[imax + 1] = 0;
             continue;
@@ -1120,12 +1127,14 @@ int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint
     return resample_nearest(r, rh, rw, out, 1, err);
 }
 
+/* bits (coverage and mask01 NULL): see area_core; the caller zeroed it. */
 static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
-                         uint8_t *mask01, int trusted, sa1b_error *err)
+                         uint8_t *mask01, uint8_t *bits, uint32_t bstride, int trusted,
+                         sa1b_error *err)
 {
     int nothing;
     SA1B_FORWARD(resample_check(r, rh, rw, &nothing, trusted, err));
-    if (nothing || (!coverage && !mask01)) return SA1B_OK;
+    if (nothing || (!coverage && !mask01 && !bits)) return SA1B_OK;
     if (coverage) memset(coverage, 0, (size_t)rh * rw);
     if (mask01) memset(mask01, 0, (size_t)rh * rw);
     /* per target column: acc[i] partial sums, dif[i] full-cell ranges
@@ -1143,10 +1152,15 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: cannot allocate %u rows", rh);
     }
     uint64_t *dif = acc + rh + 1;
-    if (r->h >= 2 && (uint64_t)r->h * rh <= (UINT64_C(1) << 32))
-        area_core(r, rh, rw, coverage, mask01, acc, dif, 1);
+    const int fast = r->h >= 2 && (uint64_t)r->h * rh <= (UINT64_C(1) << 32);
+    if (bits && fast)
+        area_core(r, rh, rw, NULL, NULL, bits, bstride, acc, dif, 1);
+    else if (bits)
+        area_core(r, rh, rw, NULL, NULL, bits, bstride, acc, dif, 0);
+    else if (fast)
+        area_core(r, rh, rw, coverage, mask01, NULL, 0, acc, dif, 1);
     else
-        area_core(r, rh, rw, coverage, mask01, acc, dif, 0);
+        area_core(r, rh, rw, coverage, mask01, NULL, 0, acc, dif, 0);
     if (acc != stack) free(acc);
     return SA1B_OK;
 }
@@ -1154,11 +1168,18 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
 int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                            uint8_t *mask01, sa1b_error *err)
 {
-    return resample_area(r, rh, rw, coverage, mask01, 0, err);
+    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, 0, err);
 }
 
 int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                             uint8_t *mask01, sa1b_error *err)
 {
-    return resample_area(r, rh, rw, coverage, mask01, 1, err);
+    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, 1, err);
+}
+
+int rle_resample_area_bits_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint32_t stride,
+                                 uint8_t *bits, sa1b_error *err)
+{
+    if (!bits || stride < rw) return sa1b_error_set(err, SA1B_EINVAL, -1, "resample: bad bit target");
+    return resample_area(r, rh, rw, NULL, NULL, bits, stride, 1, err);
 }

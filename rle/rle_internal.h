@@ -26,4 +26,13 @@ int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint
 int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                             uint8_t *mask01, sa1b_error *err);
 
+/* rle_resample_area_valid's mask01 straight into packed bits: cell (i, j)
+ * of the rh x rw target at bit i * stride + j of bits (byte b / 8, bit
+ * b % 8, LSB first: sa1b_shard_pack_mask's order for an R x R mask with
+ * stride R), set where mask01 is 1; the other bits are left as they are
+ * (the caller zeroes them).  No rh x rw byte mask is written or packed.
+ * SA1B_EINVAL when stride < rw. */
+int rle_resample_area_bits_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint32_t stride,
+                                 uint8_t *bits, sa1b_error *err);
+
 #endif

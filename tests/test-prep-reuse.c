@@ -4,7 +4,9 @@
  * mask grid's zero rows below the content are cleared only where an
  * earlier sample may have left something) gives the very bytes of a fresh
  * sa1b_prep_out per sample: image, every mask's packed bits (or runs) and
- * fields; the runs of --mask-format rle decode to the packed masks.  Both
+ * fields; the runs of --mask-format rle decode to the packed masks; the
+ * image's checksum (made in bands during the resize, the padding rows
+ * below by crc32c_zeros) is sa1b_crc32c of the payload, raw or jpeg.  Both
  * mask modes, both mask formats, several S and R.  Samples are generated (a flat JPEG
  * and random blob masks encoded as COCO RLE); deterministic.
  */
@@ -97,10 +99,14 @@ static int runs_match_packed(const sa1b_shard_sample_in *x, const sa1b_shard_sam
     return ok;
 }
 
-/* 1 when the two prepared samples are the same bytes. */
+/* 1 when the two prepared samples are the same bytes (and their image
+ * checksums are right). */
 static int same(const sa1b_prep_out *a, const sa1b_prep_out *b, uint32_t R)
 {
     const sa1b_shard_sample_in *x = &a->sample, *y = &b->sample;
+    if (a->image_crc != sa1b_crc32c(0, x->image, x->image_len) ||
+        b->image_crc != sa1b_crc32c(0, y->image, y->image_len))
+        return 0;
     if (x->image_len != y->image_len || memcmp(x->image, y->image, x->image_len) ||
         x->n_masks != y->n_masks || x->scale != y->scale)
         return 0;
@@ -135,13 +141,17 @@ int main(void)
         make(ctx, &g[i], geo[order[i]][0], geo[order[i]][1], 1 + (int)rnd(6), 1 + i);
     }
     tap_plan(0);
-    static const uint32_t SR[][2] = {{32, 16}, {32, 8}, {48, 48}, {33, 13}, {16, 16}};
-    for (size_t c = 0; c < sizeof SR / sizeof SR[0]; c++)
+    /* S = 256: several bands of rows checksummed during the resize; the
+     * last size with jpeg payloads */
+    static const uint32_t SR[][2] = {{32, 16}, {32, 8}, {48, 48}, {33, 13}, {16, 16}, {256, 64}, {40, 20}};
+    const size_t NSR = sizeof SR / sizeof SR[0];
+    for (size_t c = 0; c < NSR; c++)
         for (int mode = 0; mode < 4; mode++) {
             sa1b_prep_opts o;
             sa1b_prep_opts_default(&o);
             o.image_size = SR[c][0];
             o.mask_size = SR[c][1];
+            if (c == NSR - 1) o.image_format = SA1B_SHARD_JPEG;
             o.mask_mode = mode % 2 ? SA1B_MASK_NEAREST : SA1B_MASK_AREA;
             o.mask_format = mode >= 2 ? SA1B_SHARD_RLE : SA1B_SHARD_PACKED;
             sa1b_prep_opts op = o; /* the same, packed */
@@ -169,8 +179,9 @@ int main(void)
             }
             sa1b_prep_out_free(&reused);
             tap_ok(bad == 0 && ran == NS && unlike == 0,
-                   "S=%u R=%u %s %s: a reused output == a fresh one on %d samples%s",
-                   o.image_size, o.mask_size, mode % 2 ? "nearest" : "area",
+                   "S=%u R=%u %s%s %s: a reused output == a fresh one on %d samples%s",
+                   o.image_size, o.mask_size, o.image_format == SA1B_SHARD_JPEG ? "jpeg " : "",
+                   mode % 2 ? "nearest" : "area",
                    mode >= 2 ? "rle" : "packed", ran, mode >= 2 ? ", runs == packed" : "");
         }
     for (int i = 0; i < NS; i++) {

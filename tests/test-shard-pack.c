@@ -4,8 +4,17 @@
  * order bit by bit: bit k of the row-major mask in byte k/8 at bit k%8,
  * any nonzero byte (1, 0x80, 0xFF, ...) a one, the padding up to the
  * stride zero, whatever the output held before; every R from 1 to 130 and
- * some large ones, random, empty and full masks.  Deterministic.
+ * some large ones, random, empty and full masks.  And
+ * rle_resample_area_bits_valid (sa1b-shard's packed area masks, set bit
+ * by bit during the resample) against sa1b_rle_resample_area's mask01
+ * packed by sa1b_shard_pack_mask, in the R x R layout of a letterboxed
+ * mask (content rh x rw, rw <= R).  Deterministic.
  */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rle_internal.h"
+#include "sa1b_rle.h"
 #include "sa1b_shard.h"
 #include "tap.h"
 #include "test-rng.h"
@@ -39,5 +48,51 @@ int main(void)
         free(ref);
     }
     tap_ok(bad == 0, "sa1b_shard_pack_mask == bit by bit on %d masks (%d differ)", cases, bad);
+
+    /* resample straight to bits: source masks of blobs and noise, targets
+     * smaller and larger than the source, portrait and landscape content */
+    bad = cases = 0;
+    int failed = 0;
+    for (int t = 0; t < 300; t++) {
+        uint32_t h = 1 + rnd(t < 150 ? 40 : 400), w = 1 + rnd(t < 150 ? 40 : 400);
+        uint32_t R = 1 + rnd(t % 3 ? 64 : 300), rh = 1 + rnd(R), rw = 1 + rnd(R);
+        uint8_t *src = malloc((size_t)h * w), *m01 = malloc((size_t)rh * rw);
+        uint8_t *grid = calloc((size_t)R * R, 1);
+        uint32_t cx = rnd(w), cy = rnd(h), rx = 1 + rnd(w), ry = 1 + rnd(h);
+        int noise = (int)rnd(4);
+        for (uint32_t x = 0; x < w; x++) /* column-major, as RLE */
+            for (uint32_t y = 0; y < h; y++) {
+                double dx = ((double)x - cx) / rx, dy = ((double)y - cy) / ry;
+                src[(size_t)x * h + y] = dx * dx + dy * dy <= 1 || (noise && rnd(9) == 0);
+            }
+        sa1b_rle r = SA1B_RLE_INIT;
+        sa1b_error e;
+        size_t stride = (size_t)sa1b_shard_mask_stride(R);
+        uint8_t *ref = malloc(stride), *got = malloc(stride);
+        if (sa1b_rle_encode(&r, src, h, w, 1, &e) ||
+            sa1b_rle_resample_area(&r, rh, rw, NULL, m01, &e)) {
+            failed++;
+        } else {
+            /* mask01 is rh x rw row-major: the top-left of the R x R grid */
+            for (uint32_t i = 0; i < rh; i++) memcpy(grid + (size_t)i * R, m01 + (size_t)i * rw, rw);
+            sa1b_shard_pack_mask(grid, R, ref);
+            memset(got, 0, stride);
+            failed += rle_resample_area_bits_valid(&r, rh, rw, R, got, &e) != SA1B_OK;
+            bad += memcmp(got, ref, stride) != 0;
+        }
+        cases++;
+        sa1b_rle_free(&r);
+        free(src), free(m01), free(grid), free(ref), free(got);
+    }
+    tap_ok(failed == 0 && bad == 0,
+           "rle_resample_area_bits_valid == packed mask01 on %d masks (%d differ, %d failed)", cases,
+           bad, failed);
+    sa1b_error e;
+    sa1b_rle r1 = SA1B_RLE_INIT;
+    uint8_t one = 1, bits[64] = {0};
+    int rc = sa1b_rle_encode(&r1, &one, 1, 1, 1, &e);
+    tap_ok(rc == SA1B_OK && rle_resample_area_bits_valid(&r1, 4, 5, 4, bits, &e) == SA1B_EINVAL,
+           "rle_resample_area_bits_valid: stride < rw refused");
+    sa1b_rle_free(&r1);
     return tap_done();
 }

@@ -8,6 +8,7 @@
  * tables (names, index, mask rows) to its temporary files and reads back
  * row for row.
  */
+#include "crc32c_internal.h"
 #include "sa1b_shard.h"
 #include "tap.h"
 
@@ -287,6 +288,17 @@ static void crc_tests(void)
         }
     free(lb);
     tap_ok(ok, "fast and portable crc32c agree on long inputs");
+    /* crc32c_zeros against zeros read: short, around the 8 KiB blocks, long */
+    size_t zmax = 3 * 3 * 8192 + 100;
+    uint8_t *zeros = calloc(zmax, 1);
+    ok = zeros != NULL;
+    for (int t = 0; ok && t < 400; t++) {
+        size_t n = t < 64 ? (size_t)t : t < 80 ? 3 * 8192 - 8 + (size_t)(t - 64) : rnd() % zmax;
+        uint32_t crc = t % 5 == 0 ? 0 : t % 5 == 1 ? 0xFFFFFFFFu : rnd();
+        ok &= crc32c_zeros(crc, n) == sa1b_crc32c(crc, zeros, n);
+    }
+    free(zeros);
+    tap_ok(ok, "crc32c_zeros == sa1b_crc32c over zeros");
 }
 
 static void bad_params(void)
@@ -321,7 +333,8 @@ static void bad_params(void)
 }
 
 /* add_packed with masks packed by sa1b_shard_pack_mask writes the same
- * bytes as add with the masks as bytes (sa1b-shard packs in its workers). */
+ * bytes as add with the masks as bytes (sa1b-shard packs in its workers),
+ * and so does add_packed_crc given the payload's checksum. */
 static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int n)
 {
     sample *ss = calloc((size_t)n, sizeof *ss);
@@ -329,9 +342,9 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
     const size_t stride = (size_t)sa1b_shard_mask_stride(R);
     tap_is_int((long long)stride, (long long)((((size_t)R * R + 7) / 8 + 63) / 64 * 64),
                "%s: mask stride", label);
-    char path[2][512];
+    char path[3][512];
     int ok = 1, pad_ok = 1;
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < 3; v++) {
         snprintf(path[v], sizeof path[v], "%s/%s-%d.shard", tmpdir, label, v);
         sa1b_shard_params p = {S, R, fmt, "{}"};
         sa1b_shard_writer *w = NULL;
@@ -357,18 +370,25 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
             }
             sa1b_shard_sample_in in = sm->in;
             in.masks = mm;
-            ok &= sa1b_shard_writer_add_packed(w, &in, &err) == SA1B_OK;
+            if (v == 1) ok &= sa1b_shard_writer_add_packed(w, &in, &err) == SA1B_OK;
+            else
+                ok &= sa1b_shard_writer_add_packed_crc(w, &in, sa1b_crc32c(0, in.image, in.image_len),
+                                                       &err) == SA1B_OK;
             free(mm);
             free(pk);
         }
         ok &= sa1b_shard_writer_finish(w, &err) == SA1B_OK;
     }
     tap_ok(pad_ok, "%s: packed padding is zero", label);
-    size_t la = 0, lb = 0;
+    size_t la = 0, lb = 0, lc = 0;
     uint8_t *a = ok ? slurp(path[0], &la) : NULL, *b = ok ? slurp(path[1], &lb) : NULL;
+    uint8_t *c = ok ? slurp(path[2], &lc) : NULL;
     tap_ok(ok && a && b && la == lb && memcmp(a, b, la) == 0, "%s: add_packed writes the same bytes as add", label);
+    tap_ok(ok && a && c && la == lc && memcmp(a, c, la) == 0,
+           "%s: add_packed_crc writes the same bytes as add", label);
     free(a);
     free(b);
+    free(c);
     for (int i = 0; i < n; i++) free_sample(&ss[i]);
     free(ss);
 }

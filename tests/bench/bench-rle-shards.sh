@@ -29,22 +29,9 @@ SA1B_IMAGES=11186000
 PY=/usr/bin/python3
 median() { sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-photos=""
-for name in BytheWater ColdRipple DarkestHour EveningGlow FallenLeaf Grey Kite OneStandsOut Path summer_1am; do
-    f=$(ls /usr/share/wallpapers/$name/contents/images/*.jpg 2>/dev/null | sort -t x -k1 -n | tail -1)
-    [ -n "$f" ] && photos="$photos $f"
-done
 echo "bench-rle-shards: load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
-sa1b-synth --quiet -n "$N" -W 2250 -H 1500 -m 100 --seed 7 -o "$tmp/synth.tar"
-if [ -n "$photos" ] && $PY -c 'import PIL' 2>/dev/null; then
-    # shellcheck disable=SC2086
-    $PY "$top_srcdir/tests/bench/photo_tar.py" "$tmp/synth.tar" "$tmp/a.tar" $photos
-    what="$(echo $photos | wc -w) photographs of plasma-workspace-wallpapers"
-else
-    cp "$tmp/synth.tar" "$tmp/a.tar"
-    what="sa1b-synth's pictures (no plasma-workspace-wallpapers or python3-pil)"
-fi
-echo "input: $N images of 2250x1500, $what, 100 synthetic masks each"
+bench_photo_tar "$N" "$tmp/a.tar"
+echo "input: $bench_input"
 
 # Wall time on a shared 2-core machine swings with its load (and a shard's
 # fsync with the disk's), so every run also reports its CPU time (user +
