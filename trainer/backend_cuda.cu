@@ -309,9 +309,8 @@ void gemm_t(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, tr
     float *cc = nullptr;
     if (a && b) {
         if (C.dt == TR_PREC_FP32) cc = static_cast<float *>(C.p);
-        else if ((cc = oc = static_cast<float *>(work(be, nc * sizeof(float))))) {
-            if (beta != 0.0f) cu_convert(be, tr_f32(oc), C, nc);
-        }
+        else if ((cc = oc = static_cast<float *>(work(be, nc * sizeof(float)))))
+            cu_convert(be, tr_f32(oc), C, nc); // the gaps between rows too (ldc > N): written back as they were
     }
     if (cc) {
         gemm_t(be, ta, tb, M, N, K, alpha, tr_f32(a), lda, tr_f32(b), ldb, beta, tr_f32(cc), ldc);
@@ -653,6 +652,7 @@ int attn_npl(int dh) { return dh <= 32 ? 1 : dh <= 64 ? 2 : dh <= 128 ? 4 : 0; }
 #define ATTN_LAUNCH(npl, kern, rows, ...)                                                      \
     do {                                                                                       \
         unsigned g_ = warp_grid(rows);                                                         \
+        if (!g_) break;                                                                        \
         if (npl == 1) kern<1><<<g_, TPB, 0, c->st>>>(__VA_ARGS__);                             \
         else if (npl == 2) kern<2><<<g_, TPB, 0, c->st>>>(__VA_ARGS__);                        \
         else kern<4><<<g_, TPB, 0, c->st>>>(__VA_ARGS__);                                      \
