@@ -269,6 +269,9 @@ int main(int argc, char **argv)
     }
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
+    if (strcmp(o.backend, "cuda") == 0 && o.world > 1) /* the ranks' sums would read device memory on the host */
+        cli_die(CLI_EXIT_FATAL, "--backend cuda: not available with %d ranks in this version (one process only)",
+                o.world);
     check_thread_room(&o);
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
     if (!be) cli_die(CLI_EXIT_FATAL, "--backend %s: %s", o.backend, err); /* no CUDA built, or no device */
