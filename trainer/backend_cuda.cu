@@ -1,6 +1,7 @@
 // backend_cuda.cu - the CUDA backend (backend.h): device memory through the
 // accounting allocator (cudaMalloc behind tr_mem hooks, pinned host memory
-// for the loader's batches), GEMMs through cuBLAS (cublasGemmEx: 16-bit
+// for the loader's batches), GEMMs through cuBLAS (loaded when the backend
+// starts; cublasGemmEx: 16-bit
 // inputs, fp32 compute, the output in its own type), and every other op of
 // tr_ops as a kernel on one stream, reading and writing fp32, bf16 and fp16
 // operands as they are (widens16 = 0) and accumulating in fp32 (sums that
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
 
 extern "C" {
 #include "backend.h"
@@ -35,11 +37,63 @@ extern "C" {
 
 namespace {
 
+// cuBLAS, loaded when the backend starts (its libraries are 600 MB of
+// address space that a CPU run must not map: ulimit -v)
+struct blas_api {
+    void *lib;
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasDestroy_v2) destroy;
+    decltype(&cublasSetStream_v2) set_stream;
+    decltype(&cublasSetMathMode) set_math_mode;
+    // the C entry point (C++ also sees an inline overload taking cudaDataType)
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    decltype(&cublasGetStatusString) status_string;
+};
+
+#define STR2_(x) #x
+#define STR_(x) STR2_(x)
+
+// 0, or -1 with why in err
+int blas_load(blas_api *b, char *err, size_t err_len)
+{
+    const char *names[] = {
+#ifdef SA1B_CUDA_LIBDIR
+        SA1B_CUDA_LIBDIR "/libcublas.so." STR_(CUBLAS_VER_MAJOR),
+#endif
+        "libcublas.so." STR_(CUBLAS_VER_MAJOR)};
+    for (const char *n : names)
+        if ((b->lib = dlopen(n, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!b->lib) {
+        snprintf(err, err_len, "cannot load cuBLAS: %s", dlerror());
+        return -1;
+    }
+    const char *missing = nullptr;
+#define SYM_(field, name)                                                                       \
+    if (!(b->field = reinterpret_cast<decltype(b->field)>(dlsym(b->lib, name))) && !missing) missing = name
+    SYM_(create, "cublasCreate_v2");
+    SYM_(destroy, "cublasDestroy_v2");
+    SYM_(set_stream, "cublasSetStream_v2");
+    SYM_(set_math_mode, "cublasSetMathMode");
+    SYM_(gemm_ex, "cublasGemmEx");
+    SYM_(status_string, "cublasGetStatusString");
+#undef SYM_
+    if (missing) {
+        snprintf(err, err_len, "cuBLAS has no %s", missing);
+        dlclose(b->lib);
+        b->lib = nullptr;
+        return -1;
+    }
+    return 0;
+}
+
 struct cuda_backend {
     tr_backend be;        // first: free(cb) frees it
     tr_ops ops;
     tr_mem host;          // pinned host memory (be.host_mem)
     cudaStream_t st;
+    blas_api api;
     cublasHandle_t blas;
     int failed;
     char err[320];
@@ -66,7 +120,7 @@ int ck_cuda(cuda_backend *c, cudaError_t e, const char *what, const char *file, 
 int ck_blas(cuda_backend *c, cublasStatus_t s, const char *what, const char *file, int line)
 {
     if (s == CUBLAS_STATUS_SUCCESS) return 0;
-    record(c, file, line, what, cublasGetStatusString(s));
+    record(c, file, line, what, c->api.status_string(s));
     return -1;
 }
 
@@ -297,7 +351,7 @@ void gemm_t(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, tr
     }
     if (A.dt == B.dt && (C.dt == A.dt || C.dt == TR_PREC_FP32)) {
         // row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T
-        CKB(c, cublasGemmEx(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+        CKB(c, c->api.gemm_ex(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                             &alpha, B.p, blas_type(B.dt), ldb, A.p, blas_type(A.dt), lda, &beta, C.p,
                             blas_type(C.dt), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
         return;
@@ -1236,7 +1290,8 @@ void cu_destroy(tr_backend *be)
     cudaStreamSynchronize(c->st);
     tr_mem_destroy(&be->mem);
     tr_mem_destroy(&c->host);
-    cublasDestroy(c->blas);
+    c->api.destroy(c->blas);
+    dlclose(c->api.lib);
     cudaStreamDestroy(c->st);
     free(c);
 }
@@ -1283,10 +1338,16 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         free(c);
         return nullptr;
     }
-    if (CKB(c, cublasCreate(&c->blas)) || CKB(c, cublasSetStream(c->blas, c->st)) ||
-        CKB(c, cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH))) {
+    if (blas_load(&c->api, err, err_len) < 0) {
+        cudaStreamDestroy(c->st);
+        free(c);
+        return nullptr;
+    }
+    if (CKB(c, c->api.create(&c->blas)) || CKB(c, c->api.set_stream(c->blas, c->st)) ||
+        CKB(c, c->api.set_math_mode(c->blas, CUBLAS_DEFAULT_MATH))) {
         snprintf(err, err_len, "%s", c->err);
-        if (c->blas) cublasDestroy(c->blas);
+        if (c->blas) c->api.destroy(c->blas);
+        dlclose(c->api.lib);
         cudaStreamDestroy(c->st);
         free(c);
         return nullptr;
