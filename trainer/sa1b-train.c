@@ -303,6 +303,7 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
         if (isfinite(tr_model_scale_grads(m, 1.0 / scale)) || scale <= 1.0f) break;
         scale /= 2;
     }
+    check_device(m->be);
     if (tr_dump_step(m, b, &L, o->dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     printf("{\"loss\": %.8g, \"focal\": %.8g, \"dice\": %.8g, \"iou_mse\": %.8g, \"valid\": %d}\n", L.loss, L.focal,
            L.dice, L.iou_mse, L.n_valid);
