@@ -162,6 +162,16 @@ static void test_linear_ln(int dt)
     SAME(dx, 2 * t, "linear_backward dinp (+=)");
     SAME(dw, 1e-4, "linear_backward dw (+=)");
     SAME(db, 1e-4, "linear_backward db (+=)");
+    if (dt != TR_PREC_FP32) { /* fp32 weights with 16-bit activations: the GEMM's mixed-type path */
+        buf w32 = mk((size_t)O * I, TR_PREC_FP32, 0.3), b32 = mk(O, TR_PREC_FP32, 1);
+        c->linear_forward(cpu, H(y), H(x), H(w32), H(b32), N, I, O);
+        d->linear_forward(gpu, D(y), D(x), D(w32), D(b32), N, I, O);
+        SAME(y, t, "linear_forward, fp32 weight and bias");
+        c->linear_backward(cpu, H(dx), NULL, NULL, H(dy), H(x), H(w32), N, I, O);
+        d->linear_backward(gpu, D(dx), NULL, NULL, D(dy), D(x), D(w32), N, I, O);
+        SAME(dx, 2 * t, "linear_backward dinp (+=), fp32 weight");
+        rel(&w32), rel(&b32);
+    }
     rel(&y), rel(&dy), rel(&dx), rel(&dw), rel(&db), rel(&b), rel(&w), rel(&x);
 
     int C = 70; /* not a multiple of the warp */

@@ -403,11 +403,15 @@ void colsum_add(tr_backend *be, float *out, tr_ten x, size_t rows, int C, int ld
 
 // ---- linear ------------------------------------------------------------------------
 
-__global__ void k_bias_rows(float *out, tr_ten b, size_t N, size_t O)
+__global__ void k_bias_rows(tr_ten out, tr_ten b, size_t N, size_t O)
 {
-    FOR_N(i, N * O) out[i] = ldt(b, i % O);
+    FOR_N(i, N * O) stt(out, i, ldt(b, i % O));
 }
 
+// out = inp w^T + b, the bias and the products summed in fp32 and rounded
+// once: the bias goes into out first (exact when it has out's type, as the
+// model's do) and the GEMM adds to it (beta 1); a bias of another type
+// than a 16-bit out sums in an fp32 workspace.
 void cu_linear_forward(tr_backend *be, tr_ten out, tr_ten inp, tr_ten w, tr_ten b, int N, int I, int O)
 {
     cuda_backend *c = CB(be);
@@ -416,16 +420,16 @@ void cu_linear_forward(tr_backend *be, tr_ten out, tr_ten inp, tr_ten w, tr_ten 
         gemm_t(be, 0, 1, N, O, I, 1.0f, inp, I, w, I, 0.0f, out, O);
         return;
     }
-    // the bias and the products summed in fp32, rounded once
     size_t n = (size_t)N * O;
-    float *acc = out.dt == TR_PREC_FP32 ? static_cast<float *>(out.p) : static_cast<float *>(work(be, n * sizeof(float)));
-    if (!acc) return;
+    tr_ten acc = out;
+    if (b.dt != out.dt && out.dt != TR_PREC_FP32 && !(acc.p = work(be, n * sizeof(float)))) return;
+    if (acc.p != out.p) acc.dt = TR_PREC_FP32;
     k_bias_rows<<<grid_for(n), TPB, 0, c->st>>>(acc, b, (size_t)N, (size_t)O);
     LAUNCHED(c, "k_bias_rows");
-    gemm_t(be, 0, 1, N, O, I, 1.0f, inp, I, w, I, 1.0f, tr_f32(acc), O);
-    if (acc != out.p) {
-        cu_convert(be, out, tr_f32(acc), n);
-        tr_mem_free(&be->mem, acc);
+    gemm_t(be, 0, 1, N, O, I, 1.0f, inp, I, w, I, 1.0f, acc, O);
+    if (acc.p != out.p) {
+        cu_convert(be, out, acc, n);
+        tr_mem_free(&be->mem, acc.p);
     }
 }
 
@@ -755,7 +759,7 @@ void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_t
 // ---- ConvTranspose 2x2 stride 2 -----------------------------------------------------
 
 // out [N, 2H*2W, Co] from scratch [N*H*W, 4 Co] (+ bias), or (gather) scratch from dout
-__global__ void k_convt_scatter(tr_ten out, float *scratch, tr_ten b, int N, int H, int W, int Co, int gather)
+__global__ void k_convt_scatter(tr_ten out, tr_ten scratch, tr_ten b, int N, int H, int W, int Co, int gather)
 {
     size_t n_out = (size_t)N * 4 * H * W * Co;
     FOR_N(e, n_out)
@@ -765,12 +769,12 @@ __global__ void k_convt_scatter(tr_ten out, float *scratch, tr_ten b, int N, int
         int y = (int)(yx / (2 * W)), x = (int)(yx % (2 * W));
         size_t pix = n * H * W + (size_t)(y / 2) * W + x / 2;
         size_t s = pix * 4 * Co + (size_t)o * 4 + (y % 2) * 2 + x % 2;
-        if (gather) scratch[s] = ldt(out, e);
-        else stt(out, e, scratch[s] + (b.p ? ldt(b, o) : 0.0f));
+        if (gather) stt(scratch, s, ldt(out, e));
+        else stt(out, e, ldt(scratch, s) + (b.p ? ldt(b, o) : 0.0f));
     }
 }
 
-void convt_scatter(cuda_backend *c, tr_ten out, float *scratch, tr_ten b, int N, int H, int W, int Co, int gather)
+void convt_scatter(cuda_backend *c, tr_ten out, tr_ten scratch, tr_ten b, int N, int H, int W, int Co, int gather)
 {
     size_t n = (size_t)N * 4 * H * W * Co;
     if (c->failed || n == 0) return;
@@ -783,16 +787,20 @@ void cu_convt2x2_forward(tr_backend *be, tr_ten out, tr_ten inp, tr_ten w, tr_te
 {
     int npix = N * H * W;
     gemm_t(be, 0, 0, npix, 4 * Co, Ci, 1.0f, inp, Ci, w, 4 * Co, 0.0f, tr_f32(scratch), 4 * Co);
-    convt_scatter(CB(be), out, scratch, b, N, H, W, Co, 0);
+    convt_scatter(CB(be), out, tr_f32(scratch), b, N, H, W, Co, 0);
 }
 
+// The gradient gathered into the scratch in dout's own type (exact; half
+// of the scratch for 16 bits), so that both GEMMs take their operands as
+// they are: no workspace beyond the scratch the planner counts.
 void cu_convt2x2_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr_ten dout, tr_ten inp, tr_ten w,
                           float *scratch, int N, int H, int W, int Ci, int Co)
 {
     int npix = N * H * W;
-    convt_scatter(CB(be), dout, scratch, NONE, N, H, W, Co, 1);
-    if (dinp.p) gemm_t(be, 0, 1, npix, Ci, 4 * Co, 1.0f, tr_f32(scratch), 4 * Co, w, 4 * Co, 1.0f, dinp, Ci);
-    if (dw) gemm_t(be, 1, 0, Ci, 4 * Co, npix, 1.0f, inp, Ci, tr_f32(scratch), 4 * Co, 1.0f, tr_f32(dw), 4 * Co);
+    tr_ten sc = tr_typed(scratch, dout.dt);
+    convt_scatter(CB(be), dout, sc, NONE, N, H, W, Co, 1);
+    if (dinp.p) gemm_t(be, 0, 1, npix, Ci, 4 * Co, 1.0f, sc, 4 * Co, w, 4 * Co, 1.0f, dinp, Ci);
+    if (dw) gemm_t(be, 1, 0, Ci, 4 * Co, npix, 1.0f, inp, Ci, sc, 4 * Co, 1.0f, tr_f32(dw), 4 * Co);
     if (db) colsum_add(be, db, dout, (size_t)npix * 4, Co, Co);
 }
 
