@@ -16,7 +16,8 @@ run_status 2 "training without --out" sa1b-train --synthetic-batch 1
 run_status 2 "training without data" sa1b-train --out "$TMP/x"
 run_status 3 "--data matching no shard" sa1b-train --out "$TMP/x" --data "$TMP/none/*.shard"
 grep_ok "^sa1b-train: --data: " "$TMP/.err" "the error names the option"
-run_status 3 "--backend cuda is not available yet" sa1b-train --backend cuda --out "$TMP/x" --synthetic-batch 1
+run_status 3 "--backend cuda without a GPU (or without CUDA built)" sa1b-train --backend cuda --out "$TMP/x" --synthetic-batch 1
+grep_ok "^sa1b-train: --backend cuda: " "$TMP/.err" "one line naming the backend"
 # every long option of --help is in the man page and vice versa
 sed -n 's/^ *\(-., \)\{0,1\}\(--[a-z-]*\).*/\2/p' "$TMP/help" | sort -u >"$TMP/help.opts"
 grep -o -- '--[a-z-]*' "$TMP/help" | sort -u >"$TMP/help.all"

@@ -94,3 +94,9 @@ TESTS += tests/test-train-typed
 tests_test_train_typed_SOURCES = tests/test-train-typed.c
 tests_test_train_typed_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_typed_LDADD = $(TRAIN_LIBS)
+# the CUDA backend against the CPU's (skips without CUDA or a device)
+check_PROGRAMS += tests/test-train-cuda
+TESTS += tests/test-train-cuda
+tests_test_train_cuda_SOURCES = tests/test-train-cuda.c
+tests_test_train_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_cuda_LDADD = $(TRAIN_LIBS)

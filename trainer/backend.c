@@ -11,7 +11,8 @@
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
 {
     if (strcmp(name, "cpu") == 0) return tr_backend_cpu_create(n_threads, err, err_len);
-    snprintf(err, err_len, "%s backend not available in this build (have: cpu)", name);
+    if (strcmp(name, "cuda") == 0) return tr_backend_cuda_create(n_threads, err, err_len);
+    snprintf(err, err_len, "%s backend not available in this build (have: cpu, cuda)", name);
     return NULL;
 }
 

@@ -254,7 +254,7 @@ struct tr_backend {
     void (*destroy)(tr_backend *be); /* frees impl, mem and be (tr_backend_free) */
 };
 
-/* The factory (backend.c): a backend by name ("cpu"); n_threads >= 1 sets
+/* The factory (backend.c): a backend by name ("cpu", "cuda"); n_threads >= 1 sets
  * the CPU's thread pool and BLAS threads.  NULL with a message in err when
  * the name is unknown or not compiled in. */
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len);
@@ -264,6 +264,11 @@ void tr_backend_free(tr_backend *be);
  * counting backend, whose memory is read-only zeros). */
 tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len);
 tr_backend *tr_backend_meta_create(const tr_sizes *target);
+/* The CUDA backend (backend_cuda.cu) on device 0: NULL with a one-line
+ * message in err when the build has no CUDA (backend_cuda_stub.c), there
+ * is no device, or the device cannot be set up.  Its first error:
+ * backend_cuda.h. */
+tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len);
 
 /* Host access to backend memory, for files (checkpoints, states, dumps):
  * tr_host_view: n bytes at src readable on the host, src itself where the

@@ -42,6 +42,30 @@ static void free_arrays(tr_mem *mem, float *m, float *v, uint8_t *mq, uint8_t *v
     tr_mem_free(mem, va);
 }
 
+/* n bytes of value c at dst, and a copy of n bytes from src to dst, in
+ * backend memory (device memory on a GPU: through the host) */
+static int be_fill(tr_backend *be, void *dst, int c, size_t n)
+{
+    void *owned, *h = tr_host_stage(be, dst, n, &owned);
+    if (!h) return -1;
+    memset(h, c, n);
+    tr_host_commit(be, dst, owned, n);
+    return 0;
+}
+
+static int be_copy(tr_backend *be, void *dst, const void *src, size_t n)
+{
+    void *view, *owned = NULL;
+    const void *s = tr_host_view(be, src, n, &view);
+    void *d = s ? tr_host_stage(be, dst, n, &owned) : NULL;
+    if (d) {
+        memcpy(d, s, n);
+        tr_host_commit(be, dst, owned, n);
+    }
+    free(view);
+    return d ? 0 : -1;
+}
+
 int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable)
 {
     tr_mem *mem = &m->be->mem;
@@ -100,28 +124,33 @@ int tr_optim_set_trainable(tr_optim *o, tr_model *m, const uint8_t *trainable)
     }
     /* zero state of an 8-bit slot: codes of 0.0 (index 0 in both maps: 0 is
      * the smallest unsigned value; signed needs its index) with absmax 0 */
+    tr_backend *be = m->be;
     if (n8 && !mem->counting_only) {
         uint8_t zs = tr_q8_encode(o->qmap_s, 0.0f), zu = tr_q8_encode(o->qmap_u, 0.0f);
-        memset(nmq, zs, n8);
-        memset(nvq, zu, n8);
+        fail |= be_fill(be, nmq, zs, n8) < 0 || be_fill(be, nvq, zu, n8) < 0;
     }
     /* keep the state of parameters that stay trainable */
     if (o->slot && !mem->counting_only) {
-        for (int i = 0; i < m->n_params; i++) {
+        for (int i = 0; i < m->n_params && !fail; i++) {
             const tr_optim_slot *a = &o->slot[i], *b = &ns[i];
             size_t cnt = m->pinfo[i].count;
             if (!a->active || !b->active) continue;
             if (b->q8) {
-                memcpy(nmq + b->off, o->mq + a->off, cnt);
-                memcpy(nvq + b->off, o->vq + a->off, cnt);
                 size_t nb = n_blocks(cnt, o->cfg.block);
-                memcpy(nma + b->boff, o->mabs + a->boff, nb * sizeof(float));
-                memcpy(nva + b->boff, o->vabs + a->boff, nb * sizeof(float));
+                fail |= be_copy(be, nmq + b->off, o->mq + a->off, cnt) < 0 ||
+                        be_copy(be, nvq + b->off, o->vq + a->off, cnt) < 0 ||
+                        be_copy(be, nma + b->boff, o->mabs + a->boff, nb * sizeof(float)) < 0 ||
+                        be_copy(be, nva + b->boff, o->vabs + a->boff, nb * sizeof(float)) < 0;
             } else {
-                memcpy(nm + b->off, o->m + a->off, cnt * sizeof(float));
-                memcpy(nv + b->off, o->v + a->off, cnt * sizeof(float));
+                fail |= be_copy(be, nm + b->off, o->m + a->off, cnt * sizeof(float)) < 0 ||
+                        be_copy(be, nv + b->off, o->v + a->off, cnt * sizeof(float)) < 0;
             }
         }
+    }
+    if (fail) { /* out of host memory for a copy: the old state stays as it was */
+        free_arrays(mem, nm, nv, nmq, nvq, nma, nva);
+        free(ns);
+        return -1;
     }
     free_arrays(mem, o->m, o->v, o->mq, o->vq, o->mabs, o->vabs);
     free(o->slot);

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "train.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -152,10 +153,19 @@ static void state_path(const options *o, const char *dir, long step, char *path,
     else snprintf(path, n, "%s/state-%ld.bin", dir, step);
 }
 
+/* A GPU's first error ends the run in one line (its ops cannot return
+ * one: backend_cuda.h). */
+static void check_device(tr_backend *be)
+{
+    char err[512];
+    if (tr_backend_cuda_error(be, err, sizeof err)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
+}
+
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
                             tr_data_source *src)
 {
     char path[4096], err[512];
+    check_device(m->be); /* never a checkpoint of what a failed device left */
     int parts = o->zero && o->world > 1; /* each rank writes its part of the optimizer state */
     if (o->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
     if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
@@ -259,11 +269,12 @@ int main(int argc, char **argv)
     }
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
-    if (strcmp(o.backend, "cuda") == 0)
-        cli_die(CLI_EXIT_FATAL, "--backend cuda: the CUDA backend is not available in this version yet");
+    if (strcmp(o.backend, "cuda") == 0 && o.world > 1) /* the ranks' sums would read device memory on the host */
+        cli_die(CLI_EXIT_FATAL, "--backend cuda: not available with %d ranks in this version (one process only)",
+                o.world);
     check_thread_room(&o);
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
-    if (!be) cli_die(CLI_EXIT_FATAL, "%s", err);
+    if (!be) cli_die(CLI_EXIT_FATAL, "--backend %s: %s", o.backend, err); /* no CUDA built, or no device */
     be->mem.limit = o.memory_limit;
     check_address_space(&o, be);
     /* the startup line comes from run(), once the model and the data are set up */
@@ -292,6 +303,7 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
         if (isfinite(tr_model_scale_grads(m, 1.0 / scale)) || scale <= 1.0f) break;
         scale /= 2;
     }
+    check_device(m->be);
     if (tr_dump_step(m, b, &L, o->dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     printf("{\"loss\": %.8g, \"focal\": %.8g, \"dice\": %.8g, \"iou_mse\": %.8g, \"valid\": %d}\n", L.loss, L.focal,
            L.dice, L.iou_mse, L.n_valid);
@@ -482,6 +494,7 @@ int run(const options *op, tr_backend *be)
         long n_valid = L.n_valid;
         double unscale = cur_accum == 1 && !dp ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
         double lr, gnorm, ss = tr_model_scale_grads(&m, unscale);
+        check_device(be); /* a failed GPU step is not an overflow to skip */
         int skipped = !isfinite(ss);
         if (skipped) { /* overflow: no update; fp16 halves its loss scale */
             lr = tr_optim_lr(&opt.cfg, opt.t), gnorm = 0;

@@ -20,7 +20,7 @@
 static void usage(void)
 {
     printf("Usage: %s [OPTION]... --out DIR (--data GLOB|MANIFEST | --synthetic-batch SEED)\n"
-           "Train the compact SAM of docs/MODEL.md on the CPU.\n\n"
+           "Train the compact SAM of docs/MODEL.md on the CPU or an NVIDIA GPU.\n\n"
            "Model:\n"
            "  --config NAME          tiny, small or base (default small)\n"
            "  --image-size S, --patch P, --enc-width E, --enc-depth L, --enc-heads H,\n"

@@ -1,0 +1,19 @@
+/* backend_cuda_stub.c - stands in for backend_cuda.cu when CUDA is not
+ * built (configure --with-cuda=no, or no toolkit found). */
+#include "backend.h"
+#include "backend_cuda.h"
+
+#include <stdio.h>
+
+tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len)
+{
+    (void)n_threads;
+    snprintf(err, err_len, "cuda backend not available in this build (configure --with-cuda)");
+    return NULL;
+}
+
+int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len)
+{
+    (void)be, (void)err, (void)err_len;
+    return 0;
+}
