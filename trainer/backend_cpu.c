@@ -502,11 +502,11 @@ static void ew_w(void *ctx, size_t b, size_t e)
     for (size_t i0 = b; i0 < e; i0 += EW_TILE) {
         size_t k = e - i0 < EW_TILE ? e - i0 : EW_TILE;
         ew_load(a, x->a, i0, k);
-        if (x->kind == EW_ADD_BCAST) /* the row's elements at these positions */
-            for (size_t j = 0; j < k; j++) {
-                size_t c = (i0 + j) % x->row;
-                bb[j] = x->b.dt == TR_PREC_FP32 ? ((const float *)x->b.p)[c]
-                                                : tr_from_16(((const uint16_t *)x->b.p)[c], x->b.dt);
+        if (x->kind == EW_ADD_BCAST) /* the row's elements at these positions, run by run */
+            for (size_t j = 0, c = i0 % x->row; j < k; c = 0) {
+                size_t run = x->row - c < k - j ? x->row - c : k - j;
+                ew_load(bb + j, x->b, c, run);
+                j += run;
             }
         else if (x->b.p)
             ew_load(bb, x->b, i0, k);

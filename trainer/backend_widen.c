@@ -25,7 +25,7 @@ typedef struct warg {
 typedef struct wstage {
     tr_backend *be;
     float *ws;
-    int ng, ok;
+    int ng;
     uintptr_t lo[MAXA], hi[MAXA];
     size_t off[MAXA];
     int mode[MAXA], dt[MAXA];
@@ -41,7 +41,7 @@ static size_t r16(size_t n) { return (n + 15) / 16 * 16; }
 static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
 {
     int grp[MAXA], cnt[MAXA] = {0};
-    s->be = be, s->ng = 0, s->ws = NULL, s->a = a, s->k = k, s->ok = 1;
+    s->be = be, s->ng = 0, s->ws = NULL, s->a = a, s->k = k;
     /* (the meta backend counting for a backend that reads 16 bits as they
      * are: no workspace) */
     int widens = be->sizes->widens16;
@@ -76,7 +76,7 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
     for (int g = 0; g < s->ng; g++) s->off[g] = tot, tot += r16((s->hi[g] - s->lo[g]) / 2);
     /* no zero fill: every range is unpacked, written whole by the op, or its scratch */
     s->ws = tr_mem_alloc_raw(&be->mem, TR_MEM_WORK, tot * sizeof(float));
-    if (!s->ws) return s->ok = 0;
+    if (!s->ws) return 0;
     tr_span sp[MAXA];
     int k16 = 0;
     for (int g = 0; g < s->ng; g++)

@@ -433,7 +433,7 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     int S = c->S, G = S / c->P, GG = G * G, C = c->C, K = m->K, T = K + 2, R = 4 * G, RR = R * R;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
-    size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
+    size_t nT = (size_t)NP * T * C;
     dec_view(m, ci);
     o->prompt_tokens_forward(be, T(a->T0), b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
                              m->pe_gaussian, W(p->label_emb), W(p->not_a_point), W(p->iou_token),
@@ -451,7 +451,6 @@ static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
     ablock_forward(m, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
     o->add(be, T(a->tfpre), T(Tc), T(a->fin.out), nT);
     ln_fwd(m, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
-    (void)nK;
 
     /* upscaling, hypernetwork, mask logits, IoU head */
     convt_fwd(m, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
@@ -547,12 +546,10 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
     tr_params *g = &m->g;
     const tr_acts *a = &m->a;
     tr_acts *da = &m->da;
-    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, K = m->K;
-    int BT = B * GG, T = K + 2, R = 4 * G, RR = R * R;
+    int G = c->S / c->P, GG = G * G, C = c->C, K = m->K, T = K + 2, R = 4 * G, RR = R * R;
     int lo = m->enc_lo;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
-    (void)S, (void)P, (void)E, (void)BT;
     size_t nc = (size_t)m->dec_chunk;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
     o->zero(be, tr_f32(m->dact_mem + m->ddec_off), m->ddec_n); /* the chunk's gradients (4-byte units) */
