@@ -342,14 +342,22 @@ out:
 
 /* ---- area, bbox ----------------------------------------------------------------- */
 
+/* A new C-order array of rows (x cols when cols > 0) elements of dtype, its
+ * buffer in *b; NULL with the Python error set. */
+static PyObject *new_array(Py_ssize_t rows, int cols, const char *dtype, Py_buffer *b)
+{
+    PyObject *shape = cols > 0 ? Py_BuildValue("(ni)", rows, cols) : Py_BuildValue("(n)", rows);
+    PyObject *arr = shape ? sa1bpy_empty(shape, dtype, 'C', b) : NULL;
+    Py_XDECREF(shape);
+    return arr;
+}
+
 static PyObject *m_area(PyObject *self, PyObject *objs)
 {
     rle_set set;
     if (rle_set_load(&set, objs) < 0) return NULL;
-    PyObject *shape = Py_BuildValue("(n)", set.n);
     Py_buffer b;
-    PyObject *arr = shape ? sa1bpy_empty(shape, "uint32", 'C', &b) : NULL;
-    Py_XDECREF(shape);
+    PyObject *arr = new_array(set.n, 0, "uint32", &b);
     if (arr) {
         uint32_t *a = b.buf;
         for (Py_ssize_t i = 0; i < set.n; i++) a[i] = (uint32_t)sa1b_rle_area(&set.rles[i]);
@@ -367,10 +375,8 @@ static PyObject *m_bbox(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O|p", &objs, &sa1b)) return NULL;
     rle_set set;
     if (rle_set_load(&set, objs) < 0) return NULL;
-    PyObject *shape = Py_BuildValue("(ni)", set.n, 4);
     Py_buffer b;
-    PyObject *arr = shape ? sa1bpy_empty(shape, "float64", 'C', &b) : NULL;
-    Py_XDECREF(shape);
+    PyObject *arr = new_array(set.n, 4, "float64", &b);
     if (arr) {
         double *bb = b.buf;
         for (Py_ssize_t i = 0; i < set.n; i++) {
@@ -435,10 +441,8 @@ static PyObject *m_rle_iou(PyObject *self, PyObject *args)
     }
     Py_buffer cb;
     if (crowd_flags(crowd_o, gt.n, &cb) < 0) goto out;
-    PyObject *shape = Py_BuildValue("(n)", dt.n * gt.n);
     Py_buffer b;
-    PyObject *arr = shape ? sa1bpy_empty(shape, "float64", 'C', &b) : NULL;
-    Py_XDECREF(shape);
+    PyObject *arr = new_array(dt.n * gt.n, 0, "float64", &b);
     if (!arr) {
         PyBuffer_Release(&cb);
         goto out;
@@ -510,9 +514,7 @@ static PyObject *m_bb_iou(PyObject *self, PyObject *args)
     Py_ssize_t m = db.shape[0], n = gb.shape[0];
     PyObject *arr = NULL;
     if (crowd_flags(crowd_o, n, &cb) == 0) {
-        PyObject *shape = Py_BuildValue("(n)", m * n);
-        arr = shape ? sa1bpy_empty(shape, "float64", 'C', &b) : NULL;
-        Py_XDECREF(shape);
+        arr = new_array(m * n, 0, "float64", &b);
         if (arr) {
             const double *dt = db.buf, *gt = gb.buf;
             const uint8_t *crowd = cb.buf;
