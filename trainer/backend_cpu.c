@@ -1301,9 +1301,33 @@ typedef struct cpu_backend {
 /* The warm-up: one GEMM on every pool thread at once, so that what the BLAS
  * maps per thread (its buffer, a malloc arena) is mapped before the first
  * step, where a limited address space (vmlimit.h) is checked against the
- * plan; afterwards the BLAS asks the system for nothing more. */
+ * plan; afterwards the BLAS asks the system for nothing more.
+ *
+ * OpenBLAS's own server threads (started when the library loads, one per
+ * core but one) each take a buffer of the BLAS's table when they first run,
+ * which on a busy machine can be after that check: the buffer our GEMMs then
+ * need is missing, mapped in the middle of a step, and under a limit that
+ * refuses it OpenBLAS 0.3.21 retries without end. So the BLAS first runs
+ * one GEMM over all of its own threads: it returns once every one of them
+ * has run, and with it taken its buffer. Then our pool's GEMMs run one
+ * thread each. */
 #ifdef HAVE_OPENBLAS
 #define WARM_N 256
+
+static void warm_blas_threads(void)
+{
+    int n = openblas_get_num_threads(); /* its server threads and the caller */
+    if (n > 1) {
+        size_t m = (size_t)WARM_N * (size_t)n; /* rows enough for a share each */
+        float *buf = calloc(m * WARM_N * 2 + (size_t)WARM_N * WARM_N, sizeof(float));
+        if (buf)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, WARM_N, WARM_N, 1.0f, buf, WARM_N,
+                        buf + m * WARM_N, WARM_N, 0.0f, buf + m * WARM_N + (size_t)WARM_N * WARM_N, WARM_N);
+        free(buf);
+    }
+    openblas_set_num_threads(1); /* parallelism comes from our pool */
+}
+
 typedef struct warm {
     pthread_barrier_t bar;
     float *buf;
@@ -1396,7 +1420,7 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
     be->host_mem = &be->mem;
     be->n_threads = n_threads < 1 ? 1 : n_threads;
 #ifdef HAVE_OPENBLAS
-    openblas_set_num_threads(1); /* parallelism comes from our pool */
+    warm_blas_threads();
 #endif
     be->destroy = cpu_destroy;
     be->impl = tr_pool_create(be->n_threads);
