@@ -5,7 +5,9 @@
  * them bit for bit.  Skips (77) with the reason when the build has no CUDA
  * or the machine no device.
  *
- * Tolerances (|gpu - cpu| <= tol * (1 + |cpu|) for every element):
+ * Tolerances: |gpu - cpu| <= tol * (1 + |cpu|) for every element, and the
+ * relative L2 error ||gpu - cpu|| / ||cpu|| of the whole tensor within
+ * min(tol, the issue's bound for its type: fp32 1e-5, fp16 4e-3, bf16 1e-2):
  *  - element-wise ops, conversions, the input normalisation, image keys,
  *    rows, the mask dot product (forward, dU), AdamW and 8-bit AdamW: 0
  *    (the same kernels.h / quant8.h arithmetic in the same order, compiled
@@ -16,7 +18,10 @@
  *    fp32 outputs, 4e-3 for fp16, 2e-2 for bf16 (one rounding of the
  *    output, two for an accumulated one, over fp32 sums in another order);
  *    the loss sums (doubles) 1e-5;
- *  - the tiny model's losses: 1e-3 relative in fp32, 3e-2 in bf16.
+ *  - the tiny model's losses: 1e-3 relative in fp32, 3e-2 in bf16; its
+ *    first step's parameter gradients, all of them together: relative L2
+ *    1e-5 in fp32, 1e-2 in bf16, and each tensor within 100 times that
+ *    (a small tensor's sum may cancel).
  */
 #include <math.h>
 #include <stdio.h>
@@ -87,28 +92,38 @@ static void rel(buf *b)
     tr_mem_free(&gpu->mem, b->d);
 }
 
-/* The device copy against the host one: |g - c| <= tol (1 + |c|) everywhere. */
+/* The relative L2 bound of the issue for a tensor of type dt. */
+static double l2_tol(int dt) { return dt == TR_PREC_FP32 ? 1e-5 : dt == TR_PREC_FP16 ? 4e-3 : 1e-2; }
+
+/* ||x - ref|| / ||ref|| (0 when both are 0; NaN stays NaN) */
+static double rel_l2(double d2, double r2) { return r2 > 0 ? sqrt(d2 / r2) : d2 > 0 || d2 != d2 ? INFINITY : 0.0; }
+
+/* The device copy against the host one: |g - c| <= tol (1 + |c|) everywhere
+ * and the relative L2 error within min(tol, l2_tol). */
 static int same(buf b, double tol, const char *fmt, const char *what)
 {
     size_t bytes = b.n * tr_dt_size(b.dt);
     void *g = malloc(bytes + 64);
     gpu->ops->download(gpu, g, b.d, bytes);
     size_t bad = 0, first = 0;
-    double worst = 0.0;
+    double worst = 0.0, d2 = 0.0, r2 = 0.0;
     for (size_t i = 0; i < b.n; i++) {
         double c = el(b.h, b.dt, i), x = el(g, b.dt, i), e = fabs(x - c) / (1.0 + fabs(c));
         if (!(e <= tol)) {
             if (!bad++) first = i;
         }
         if (e > worst || e != e) worst = e;
+        d2 += (x - c) * (x - c), r2 += c * c;
     }
+    double l2 = rel_l2(d2, r2), lt = tol < l2_tol(b.dt) ? tol : l2_tol(b.dt);
     if (bad)
         tap_diag("%s: %zu of %zu elements off, first [%zu] gpu %g cpu %g; worst %g", what, bad, b.n, first,
                  (double)el(g, b.dt, first), (double)el(b.h, b.dt, first), worst);
+    if (!(l2 <= lt)) tap_diag("%s: relative L2 error %g over %g", what, l2, lt);
     free(g);
     char err[400];
     if (tr_backend_cuda_error(gpu, err, sizeof err)) tap_diag("device error: %s", err);
-    return tap_ok(!bad, fmt, what, dt_name(b.dt), tol);
+    return tap_ok(!bad && l2 <= lt, fmt, what, dt_name(b.dt), tol);
 }
 
 #define SAME(b, tol, what) same((b), (tol), "%s (%s) within %g", (what))
@@ -224,6 +239,35 @@ static void test_attention(int dt, int heads, int dh)
     snprintf(what, sizeof what, "attention_backward dv (+=), %d heads of %d", heads, dh);
     SAME(dv, tb, what);
     rel(&q), rel(&k), rel(&v), rel(&o), rel(&att_c), rel(&att_g), rel(&dout), rel(&dq), rel(&dk), rel(&dv);
+}
+
+/* The encoder's layout: q, k and v packed in rows of 3W of one tensor
+ * [N, T, 3W], their gradients likewise in one tensor (the dq pass and the
+ * dk/dv pass write interleaved columns of it), dh 64 (every lane), T over
+ * 64 and not a multiple of 32 (the online softmax rescales). */
+static void test_attention_packed(int dt)
+{
+    double t = sum_tol(dt);
+    int heads = 2, dh = 64, W = heads * dh, Tn = 70;
+    tr_attn_dims a = {.N = 2, .Tq = Tn, .Tk = Tn, .heads = heads, .dh = dh, .ldq = 3 * W, .ldk = 3 * W,
+                      .ldv = 3 * W, .ldo = W};
+    a.sq = a.sk = a.sv = (size_t)Tn * 3 * W, a.so = (size_t)Tn * W;
+    size_t es = tr_dt_size(dt), ns = (size_t)a.N * heads;
+    buf qkv = mk(a.N * a.sq, dt, 1), o = mk(a.N * a.so, dt, 0);
+    buf att_c = mk(ns * tr_cpu_sizes.attention_saved(a.Tq, a.Tk), dt, 0);
+    buf att_g = mk(ns * gpu->sizes->attention_saved(a.Tq, a.Tk), dt, 0);
+#define PART(b, side, j) tr_typed((char *)(b).side + (size_t)(j) * W * es, dt)
+    cpu->ops->attention_forward(cpu, H(o), H(att_c), PART(qkv, h, 0), PART(qkv, h, 1), PART(qkv, h, 2), &a);
+    gpu->ops->attention_forward(gpu, D(o), D(att_g), PART(qkv, d, 0), PART(qkv, d, 1), PART(qkv, d, 2), &a);
+    SAME(o, t, "attention_forward, packed qkv, 2 heads of 64, T 70");
+    buf dout = mk(a.N * a.so, dt, 1), dqkv = mk(a.N * a.sq, dt, 1);
+    cpu->ops->attention_backward(cpu, PART(dqkv, h, 0), PART(dqkv, h, 1), PART(dqkv, h, 2), H(dout), PART(qkv, h, 0),
+                                 PART(qkv, h, 1), PART(qkv, h, 2), H(att_c), &a);
+    gpu->ops->attention_backward(gpu, PART(dqkv, d, 0), PART(dqkv, d, 1), PART(dqkv, d, 2), D(dout), PART(qkv, d, 0),
+                                 PART(qkv, d, 1), PART(qkv, d, 2), D(att_g), &a);
+#undef PART
+    SAME(dqkv, dt == TR_PREC_FP32 ? 2 * t : 4 * t, "attention_backward dq, dk, dv packed (+=)");
+    rel(&qkv), rel(&o), rel(&att_c), rel(&att_g), rel(&dout), rel(&dqkv);
 }
 
 static void test_convt(int dt)
@@ -410,10 +454,24 @@ static void test_gemm_optim(void)
 
 #define STEPS 3
 
-/* STEPS steps (forward, backward, AdamW) of the tiny model in precision prec on be:
- * the losses and the parameters after them (malloc'd); 0 or -1 */
-static int model_run(tr_backend *be, int prec, double *loss, float **params, size_t *n_params)
+/* What a run keeps: the losses, the first step's gradients (before the
+ * optimizer clips them), the parameters after the last step, and the
+ * parameter table to read the gradients by tensor. */
+typedef struct run_out {
+    double loss[STEPS];
+    float *grads, *params;
+    size_t n_grads, n_params, grad_lo;
+    tr_param_info *pinfo;
+    int n_pinfo;
+} run_out;
+
+static void run_free(run_out *r) { free(r->grads), free(r->params), free(r->pinfo); }
+
+/* STEPS steps (forward, backward, AdamW) of the tiny model in precision prec on be; 0 or -1 */
+static int model_run(tr_backend *be, int prec, run_out *r)
 {
+    memset(r, 0, sizeof *r);
+    double *loss = r->loss;
     char err[512] = "";
     tr_config cfg;
     tr_config_preset("tiny", &cfg);
@@ -434,12 +492,21 @@ static int model_run(tr_backend *be, int prec, double *loss, float **params, siz
         tr_batch_synthetic(b, 40 + (uint64_t)s);
         rc = tr_model_step(&m, b, 1, 1.0f, 0, &L, err, sizeof err);
         loss[s] = L.loss;
+        if (rc == 0 && s == 0) {
+            r->n_grads = m.n_grad_floats, r->grad_lo = m.grad_lo, r->n_pinfo = m.n_params;
+            r->grads = malloc(m.n_grad_floats * sizeof(float));
+            r->pinfo = malloc((size_t)m.n_params * sizeof *r->pinfo);
+            if (!r->grads || !r->pinfo) abort();
+            be->ops->download(be, r->grads, m.grad_mem, m.n_grad_floats * sizeof(float));
+            memcpy(r->pinfo, m.pinfo, (size_t)m.n_params * sizeof *r->pinfo);
+        }
         if (rc == 0) tr_optim_step(&opt, &m, NULL);
     }
     if (rc == 0) {
-        *n_params = m.n_param_floats;
-        *params = malloc(m.n_param_floats * sizeof(float));
-        be->ops->download(be, *params, m.param_mem, m.n_param_floats * sizeof(float));
+        r->n_params = m.n_param_floats;
+        r->params = malloc(m.n_param_floats * sizeof(float));
+        if (!r->params) abort();
+        be->ops->download(be, r->params, m.param_mem, m.n_param_floats * sizeof(float));
         tr_optim_free(&opt, &m);
     }
     if (tr_backend_cuda_error(be, err, sizeof err)) rc = -1;
@@ -449,22 +516,56 @@ static int model_run(tr_backend *be, int prec, double *loss, float **params, siz
     return rc;
 }
 
-static void test_model(int prec, double tol)
+/* The GPU's first-step gradients against the CPU's: all together within
+ * gtol relative L2, and each tensor within 100 gtol (the worst named). */
+static void compare_grads(const run_out *c, const run_out *g, int prec, double gtol)
 {
-    double lc[STEPS], lg[STEPS], lg2[STEPS];
-    float *pc = NULL, *pg = NULL, *pg2 = NULL;
-    size_t nc = 0, ng = 0, ng2 = 0;
-    int ok = model_run(cpu, prec, lc, &pc, &nc) == 0 && model_run(gpu, prec, lg, &pg, &ng) == 0;
+    if (!c->grads || !g->grads || c->n_grads != g->n_grads) {
+        tap_ok(0, "tiny model (%s): first-step gradients of both backends (%zu and %zu floats)", dt_name(prec),
+               c->n_grads, g->n_grads);
+        tap_ok(0, "tiny model (%s): every gradient tensor", dt_name(prec));
+        return;
+    }
+    double d2 = 0, r2 = 0, worst = 0;
+    const char *wname = "-";
+    for (size_t i = 0; i < c->n_grads; i++) {
+        double x = g->grads[i], y = c->grads[i];
+        d2 += (x - y) * (x - y), r2 += y * y;
+    }
+    for (int p = 0; p < c->n_pinfo; p++) {
+        const tr_param_info *pi = &c->pinfo[p];
+        if (pi->offset < c->grad_lo) continue; /* frozen: no gradient */
+        double e2 = 0, q2 = 0;
+        for (size_t i = pi->offset - c->grad_lo; i < pi->offset - c->grad_lo + pi->count; i++) {
+            double x = g->grads[i], y = c->grads[i];
+            e2 += (x - y) * (x - y), q2 += y * y;
+        }
+        double e = rel_l2(e2, q2);
+        if (!(e <= worst)) worst = e, wname = pi->name;
+    }
+    double all = rel_l2(d2, r2);
+    tap_ok(all <= gtol, "tiny model (%s): first-step gradients, %zu floats, relative L2 %.3g within %g", dt_name(prec),
+           c->n_grads, all, gtol);
+    tap_ok(worst <= 100 * gtol, "tiny model (%s): every gradient tensor within %g, the worst %s at %.3g",
+           dt_name(prec), 100 * gtol, wname, worst);
+}
+
+static void test_model(int prec, double tol, double gtol)
+{
+    run_out c = {0}, g = {0}, g2 = {0};
+    int ok = model_run(cpu, prec, &c) == 0 && model_run(gpu, prec, &g) == 0;
     int close = ok;
     for (int s = 0; s < STEPS && ok; s++) {
-        close &= fabs(lg[s] - lc[s]) <= tol * fabs(lc[s]);
-        tap_diag("%s step %d: loss gpu %.7f cpu %.7f", dt_name(prec), s, lg[s], lc[s]);
+        close &= fabs(g.loss[s] - c.loss[s]) <= tol * fabs(c.loss[s]);
+        tap_diag("%s step %d: loss gpu %.7f cpu %.7f", dt_name(prec), s, g.loss[s], c.loss[s]);
     }
     tap_ok(close, "tiny model, %d steps (%s): GPU losses within %g of the CPU's", STEPS, dt_name(prec), tol);
-    int again = ok && model_run(gpu, prec, lg2, &pg2, &ng2) == 0;
-    tap_ok(again && !memcmp(lg, lg2, sizeof lg) && ng == ng2 && !memcmp(pg, pg2, ng * sizeof(float)),
+    compare_grads(&c, &g, prec, gtol);
+    int again = ok && model_run(gpu, prec, &g2) == 0;
+    tap_ok(again && !memcmp(g.loss, g2.loss, sizeof g.loss) && g.n_params == g2.n_params &&
+               !memcmp(g.params, g2.params, g.n_params * sizeof(float)),
            "tiny model (%s): two GPU runs give the same losses and parameters, bit for bit", dt_name(prec));
-    free(pc), free(pg), free(pg2);
+    run_free(&c), run_free(&g), run_free(&g2);
 }
 
 int main(void)
@@ -483,14 +584,15 @@ int main(void)
         test_linear_ln(dt);
         test_attention(dt, 2, 40);
         test_attention(dt, 3, 8);
+        test_attention_packed(dt);
         test_convt(dt);
         test_inputs(dt);
         test_mask_loss(dt);
     }
     test_gemm_optim();
     tap_ok(!tr_backend_cuda_error(gpu, err, sizeof err), "no device error on the way");
-    test_model(TR_PREC_FP32, 1e-3);
-    test_model(TR_PREC_BF16, 3e-2);
+    test_model(TR_PREC_FP32, 1e-3, 1e-5);
+    test_model(TR_PREC_BF16, 3e-2, 1e-2);
     tr_backend_free(cpu);
     tr_backend_free(gpu);
     return tap_done();

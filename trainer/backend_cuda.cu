@@ -95,6 +95,7 @@ struct cuda_backend {
     cudaStream_t st;
     blas_api api;
     cublasHandle_t blas;
+    int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
     int failed;
     char err[320];
 };
@@ -127,7 +128,13 @@ int ck_blas(cuda_backend *c, cublasStatus_t s, const char *what, const char *fil
 #define CK(c, call) ck_cuda((c), (call), #call, __FILE__, __LINE__)
 #define CKB(c, call) ck_blas((c), (call), #call, __FILE__, __LINE__)
 // after a kernel launch: a bad configuration shows here, a fault later
-#define LAUNCHED(c, name) ck_cuda((c), cudaGetLastError(), name, __FILE__, __LINE__)
+// (at once, named, with SA1B_CUDA_SYNC in the environment: a debugging aid)
+int launched(cuda_backend *c, const char *name, const char *file, int line)
+{
+    if (ck_cuda(c, cudaGetLastError(), name, file, line)) return -1;
+    return c->sync_each ? ck_cuda(c, cudaStreamSynchronize(c->st), name, file, line) : 0;
+}
+#define LAUNCHED(c, name) launched((c), (name), __FILE__, __LINE__)
 #define UNSUPPORTED(c, ...)                                                                  \
     do {                                                                                     \
         char m_[160];                                                                        \
@@ -1352,7 +1359,10 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         return nullptr;
     }
     if (CKB(c, c->api.create(&c->blas)) || CKB(c, c->api.set_stream(c->blas, c->st)) ||
-        CKB(c, c->api.set_math_mode(c->blas, CUBLAS_DEFAULT_MATH))) {
+        // no split-K reduction in a 16-bit output's type: backend.h rounds a
+        // 16-bit output once, from the fp32 result
+        CKB(c, c->api.set_math_mode(c->blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)))) {
         snprintf(err, err_len, "%s", c->err);
         if (c->blas) c->api.destroy(c->blas);
         dlclose(c->api.lib);
@@ -1360,6 +1370,8 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         free(c);
         return nullptr;
     }
+    const char *sync = getenv("SA1B_CUDA_SYNC");
+    c->sync_each = sync && *sync && strcmp(sync, "0") != 0;
     tr_backend *be = &c->be;
     set_ops(&c->ops);
     be->name = "cuda";
