@@ -95,6 +95,7 @@ struct cuda_backend {
     cudaStream_t st;
     blas_api api;
     cublasHandle_t blas;
+    double *band;         // CS_CAP doubles: the first pass of the column sums
     int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
     int failed;
     char err[320];
@@ -388,15 +389,55 @@ void cu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, c
     gemm_t(be, ta, tb, M, N, K, alpha, tr_f32(A), lda, tr_f32(B), ldb, beta, tr_f32(C), ldc);
 }
 
-// ---- column sums: out[c] += sum over rows of x[r*ld + c], in double, one thread per column
+// ---- column sums: out[c] += sum over rows of x[r*ld + c], in double ----------------
+//
+// Two passes, the order of every sum fixed by the shape alone (the same
+// bits on every run): blocks of CS_X columns by CS_Y row lanes each sum a
+// band of rows [rows p / P, rows (p + 1) / P) into band[p][c] (lane y
+// takes every CS_Y-th row, then the lanes are added in order); one thread
+// per column adds the P bands.  band is the backend's own buffer of
+// CS_CAP doubles (cuda_backend.band), taken once at the start like cuBLAS's
+// workspace.
 
-__global__ void k_colsum(float *out, tr_ten x, size_t rows, int C, int ld)
+const int CS_X = 32, CS_Y = 8;
+const size_t CS_ROWS = 512;             // rows per band at the least
+const size_t CS_CAP = (size_t)1 << 20;  // doubles in the band buffer (8 MiB)
+
+// bands for rows rows of width doubles each (P * width <= CS_CAP); 0: too wide
+int colsum_bands(size_t rows, size_t width)
+{
+    if (width == 0 || width > CS_CAP) return 0;
+    size_t p = (rows + CS_ROWS - 1) / CS_ROWS, cap = CS_CAP / width;
+    if (p > cap) p = cap;
+    if (p > 65535) p = 65535; // gridDim.y
+    return p < 1 ? 1 : (int)p;
+}
+
+__global__ void k_colsum_band(double *band, tr_ten x, size_t rows, int C, int ld, int P)
+{
+    __shared__ double sh[CS_Y][CS_X];
+    int tx = threadIdx.x, ty = threadIdx.y, p = blockIdx.y;
+    size_t col = (size_t)blockIdx.x * CS_X + tx, r1 = rows * (p + 1) / P;
+    double s = 0.0;
+    if (col < (size_t)C)
+        for (size_t r = rows * p / P + ty; r < r1; r += CS_Y) s += ldt(x, r * ld + col);
+    sh[ty][tx] = s;
+    __syncthreads();
+    if (ty == 0 && col < (size_t)C) {
+        double t = 0.0;
+        for (int y = 0; y < CS_Y; y++) t += sh[y][tx];
+        band[(size_t)p * C + col] = t;
+    }
+}
+
+// out[c] += the sum of the P bands (out NULL: skipped), bands of stride width
+__global__ void k_colsum_fin(float *out, const double *band, int C, size_t width, int P)
 {
     FOR_N(col, (size_t)C)
     {
         double s = 0.0;
-        for (size_t r = 0; r < rows; r++) s += ldt(x, r * ld + col);
-        out[col] += (float)s;
+        for (int p = 0; p < P; p++) s += band[(size_t)p * width + col];
+        if (out) out[col] += (float)s;
     }
 }
 
@@ -404,8 +445,16 @@ void colsum_add(tr_backend *be, float *out, tr_ten x, size_t rows, int C, int ld
 {
     cuda_backend *c = CB(be);
     if (c->failed || C <= 0) return;
-    k_colsum<<<grid_for((size_t)C), TPB, 0, c->st>>>(out, x, rows, C, ld);
-    LAUNCHED(c, "k_colsum");
+    int P = colsum_bands(rows, (size_t)C);
+    if (!P) {
+        UNSUPPORTED(c, "column sums over %d columns", C);
+        return;
+    }
+    k_colsum_band<<<dim3((unsigned)((C + CS_X - 1) / CS_X), (unsigned)P), dim3(CS_X, CS_Y), 0, c->st>>>(
+        c->band, x, rows, C, ld, P);
+    LAUNCHED(c, "k_colsum_band");
+    k_colsum_fin<<<grid_for((size_t)C), TPB, 0, c->st>>>(out, c->band, C, (size_t)C, P);
+    LAUNCHED(c, "k_colsum_fin");
 }
 
 // ---- linear ------------------------------------------------------------------------
@@ -512,21 +561,28 @@ __global__ void k_ln_bwd_dx(tr_ten dinp, tr_ten dout, tr_ten inp, tr_ten w, cons
     }
 }
 
-// dw[c] += sum_n dy (x - mean) rstd, db[c] += sum_n dy: one thread per column
-__global__ void k_ln_bwd_dw(float *dw, float *db, tr_ten dout, tr_ten inp, const float *mean, const float *rstd,
-                            int N, int C)
+// band[p][c] = sum over band p's rows of dy (x - mean) rstd, band[p][C + c] =
+// of dy: the first pass of the column sums above (widths 2C)
+__global__ void k_ln_dw_band(double *band, tr_ten dout, tr_ten inp, const float *mean, const float *rstd, int N,
+                             int C, int P)
 {
-    FOR_N(col, (size_t)C)
-    {
-        double sw = 0.0, sb = 0.0;
-        for (int n = 0; n < N; n++) {
-            size_t i = (size_t)n * C + col;
+    __shared__ double shw[CS_Y][CS_X], shb[CS_Y][CS_X];
+    int tx = threadIdx.x, ty = threadIdx.y, p = blockIdx.y;
+    size_t col = (size_t)blockIdx.x * CS_X + tx, n1 = (size_t)N * (p + 1) / P;
+    double sw = 0.0, sb = 0.0;
+    if (col < (size_t)C)
+        for (size_t n = (size_t)N * p / P + ty; n < n1; n += CS_Y) {
+            size_t i = n * C + col;
             float dy = ldt(dout, i);
             sw += (double)dy * ((ldt(inp, i) - mean[n]) * rstd[n]);
             sb += dy;
         }
-        if (dw) dw[col] += (float)sw;
-        if (db) db[col] += (float)sb;
+    shw[ty][tx] = sw, shb[ty][tx] = sb;
+    __syncthreads();
+    if (ty == 0 && col < (size_t)C) {
+        double tw = 0.0, tb = 0.0;
+        for (int y = 0; y < CS_Y; y++) tw += shw[y][tx], tb += shb[y][tx];
+        band[(size_t)p * 2 * C + col] = tw, band[(size_t)p * 2 * C + C + col] = tb;
     }
 }
 
@@ -540,8 +596,18 @@ void cu_layernorm_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr
         LAUNCHED(c, "k_ln_bwd_dx");
     }
     if (dw || db) {
-        k_ln_bwd_dw<<<grid_for((size_t)C), TPB, 0, c->st>>>(dw, db, dout, inp, mean, rstd, N, C);
-        LAUNCHED(c, "k_ln_bwd_dw");
+        int P = colsum_bands((size_t)N, 2 * (size_t)C);
+        if (!P) {
+            UNSUPPORTED(c, "LayerNorm of %d columns", C);
+            return;
+        }
+        k_ln_dw_band<<<dim3((unsigned)((C + CS_X - 1) / CS_X), (unsigned)P), dim3(CS_X, CS_Y), 0, c->st>>>(
+            c->band, dout, inp, mean, rstd, N, C, P);
+        LAUNCHED(c, "k_ln_dw_band");
+        k_colsum_fin<<<grid_for((size_t)C), TPB, 0, c->st>>>(dw, c->band, C, 2 * (size_t)C, P);
+        LAUNCHED(c, "k_colsum_fin");
+        k_colsum_fin<<<grid_for((size_t)C), TPB, 0, c->st>>>(db, c->band + C, C, 2 * (size_t)C, P);
+        LAUNCHED(c, "k_colsum_fin");
     }
 }
 
@@ -1307,6 +1373,7 @@ void cu_destroy(tr_backend *be)
     tr_mem_destroy(&c->host);
     c->api.destroy(c->blas);
     dlclose(c->api.lib);
+    cudaFree(c->band);
     cudaStreamDestroy(c->st);
     free(c);
 }
@@ -1348,12 +1415,15 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         snprintf(err, err_len, "out of memory");
         return nullptr;
     }
-    if (CK(c, cudaSetDevice(0)) || CK(c, cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking))) {
+    if (CK(c, cudaSetDevice(0)) || CK(c, cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) ||
+        CK(c, cudaMalloc(reinterpret_cast<void **>(&c->band), CS_CAP * sizeof(double)))) {
         snprintf(err, err_len, "%s", c->err);
+        if (c->st) cudaStreamDestroy(c->st);
         free(c);
         return nullptr;
     }
     if (blas_load(&c->api, err, err_len) < 0) {
+        cudaFree(c->band);
         cudaStreamDestroy(c->st);
         free(c);
         return nullptr;
@@ -1366,6 +1436,7 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         snprintf(err, err_len, "%s", c->err);
         if (c->blas) c->api.destroy(c->blas);
         dlclose(c->api.lib);
+        cudaFree(c->band);
         cudaStreamDestroy(c->st);
         free(c);
         return nullptr;
