@@ -49,6 +49,29 @@ test "$r1" -le $((24 * 1048576)) && test "$r2" -gt $((24 * 1048576))
 ok $? "B=$best fits ($r1 bytes), B=$((best + 1)) does not ($r2)"
 grep_ok '^bf16 ' "$TMP/.out" "the table lists bf16"
 run_status 2 "--memory-budget without --plan" sa1b-train $base $cfg --memory-budget 1G --out "$TMP/x"
+run_status 2 "--memory-budget auto without --plan" sa1b-train $base $cfg --memory-budget auto --out "$TMP/x"
+
+# auto: the memory the backend could take now, printed first; the CPU's is
+# the host's available memory (within an address-space limit's room: not
+# under AddressSanitizer, which maps terabytes of shadow)
+run_ok "--plan --memory-budget auto" sa1b-train $base $cfg --batch 2 --plan --memory-budget auto
+grep_ok '^memory budget: auto, [0-9.]+[KMGT]? \(the host.s available memory|the address-space limit.s room\)$' "$TMP/.out" \
+    "the budget and where it comes from, first"
+grep_ok '^fp32 +off +[0-9]+ ' "$TMP/.out" "a table for that budget"
+if ! grep -q __asan_init "$BUILD/trainer/sa1b-train" 2>/dev/null; then
+    (ulimit -v 1500000 && exec sa1b-train $base $cfg --batch 2 --plan --memory-budget auto) >"$TMP/au.out" 2>&1
+    head -1 "$TMP/au.out" | grep -Eq '^memory budget: auto, [0-9.]+[KMG] \(the address-space limit.s room\)$'
+    ok $? "under ulimit -v 1500000: the limit's room ($(head -1 "$TMP/au.out"))"
+else
+    skip 1 "ulimit -v: not under AddressSanitizer"
+fi
+# cuda: the device's free memory, or one line without a device
+sa1b-train $base $cfg --batch 2 --plan --memory-budget auto --backend cuda >"$TMP/ac.out" 2>"$TMP/ac.err"
+rc=$?
+{ [ $rc -eq 0 ] && grep -q "^memory budget: auto, .* (the device's free memory)$" "$TMP/ac.out"; } ||
+    { [ $rc -eq 3 ] && [ "$(wc -l <"$TMP/ac.err")" -eq 1 ] &&
+        grep -Eq '^sa1b-train: --memory-budget auto --backend cuda: (no CUDA device|cuda backend not available)' "$TMP/ac.err"; }
+ok $? "--backend cuda: the device's free memory, or one line without one (exit $rc: $(cat "$TMP/ac.err"))"
 run_status 2 "bad --memory-budget" sa1b-train $base $cfg --plan --memory-budget 12Q
 run_status 2 "--plan with --eval-only" sa1b-train $base $cfg --plan --eval-only x.safetensors
 

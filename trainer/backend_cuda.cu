@@ -1459,6 +1459,24 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
     return be;
 }
 
+extern "C" int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t err_len)
+{
+    int count = 0;
+    size_t f = 0, t = 0;
+    *free_bytes = *total_bytes = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count == 0) {
+        snprintf(err, err_len, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return -1;
+    }
+    if ((e = cudaMemGetInfo(&f, &t)) != cudaSuccess) {
+        snprintf(err, err_len, "cudaMemGetInfo: %s", cudaGetErrorString(e));
+        return -1;
+    }
+    *free_bytes = f, *total_bytes = t;
+    return 0;
+}
+
 extern "C" int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len)
 {
     if (!be || strcmp(be->name, "cuda") != 0 || !CB(be)->failed) return 0;

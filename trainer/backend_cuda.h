@@ -15,11 +15,17 @@
 #define SA1B_TRAINER_BACKEND_CUDA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 
 /* 1 with the first error of be in err when be is a CUDA backend that
  * failed; 0 otherwise (any other backend). */
 int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len);
+
+/* The free and total memory of the device this process's CUDA backend
+ * uses (what --memory-budget auto plans for); 0, or -1 with err (no
+ * device, no CUDA in this build). */
+int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t err_len);
 
 #endif

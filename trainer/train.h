@@ -47,6 +47,7 @@ typedef struct options {
     int memory_report, plan;
     long empty_cache_every;
     uint64_t memory_budget;
+    int memory_budget_auto;     /* --memory-budget auto: the backend's free memory */
     uint64_t memory_limit;      /* --memory-limit: cap on the memory held (0: none) */
     int effective_batch;
     char *plan_err;             /* planning: where run() reports a failure instead of exiting */

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "train.h"
 #include "sa1b_manifest.h"
 
@@ -33,14 +34,40 @@ int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size
     return run(&o, be) == 0 ? 0 : -1;
 }
 
+/* The memory the backend could still take now: the device's free memory
+ * for cuda; the host's available memory, within the address-space limit,
+ * for the CPU.  0, or -1 with err. */
+static int free_memory(const char *backend, uint64_t *bytes, const char **what, char *err, size_t err_len)
+{
+    if (strcmp(backend, "cuda") == 0) {
+        uint64_t total;
+        *what = "the device's free memory";
+        return tr_cuda_device_memory(bytes, &total, err, err_len);
+    }
+    uint64_t lim = tr_vm_limit(), now = tr_vm_size();
+    *bytes = tr_vm_available(), *what = "the host's available memory";
+    if (lim && (lim <= now || lim - now < *bytes)) *bytes = lim > now ? lim - now : 0, *what = "the address-space limit's room";
+    if (!*bytes) return snprintf(err, err_len, "no memory available"), -1;
+    return 0;
+}
+
 int plan_main(const options *o)
 {
     const tr_sizes *sizes = tr_backend_sizes(o->backend);
     if (!sizes) cli_die(CLI_EXIT_FATAL, "--plan --backend %s: that backend is not available in this version", o->backend);
+    uint64_t budget = o->memory_budget;
+    if (o->memory_budget_auto) {
+        const char *what;
+        char e[256], b[32];
+        if (free_memory(o->backend, &budget, &what, e, sizeof e) < 0)
+            cli_die(CLI_EXIT_FATAL, "--memory-budget auto --backend %s: %s", o->backend, e);
+        tr_mem_format_bytes(b, sizeof b, budget);
+        printf("memory budget: auto, %s (%s)\n", b, what);
+    }
     tr_plan_request req = {.base = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
                                     .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder,
                                     .sizes = sizes},
-                           .budget = o->memory_budget, .effective_batch = o->effective_batch};
+                           .budget = budget, .effective_batch = o->effective_batch};
     static const char *const precs[] = {"fp32", "bf16", "fp16"};
     static const int cks[] = {0, 1};
     req.precisions = precs, req.n_precisions = 3;
@@ -84,8 +111,12 @@ static void suggest_batch(const options *o, uint64_t budget, char *buf, size_t n
 void die_memory(const options *o, tr_backend *be, const char *err)
 {
     if (o->plan || strncmp(err, "out of memory", 13) != 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    /* what there was: the limit, or what is held plus what the system still has */
-    uint64_t budget = o->memory_limit ? o->memory_limit : be->mem.reserved + tr_vm_available();
+    /* what there was: the limit, or what is held plus what the system (the device) still has */
+    uint64_t avail = 0;
+    const char *what;
+    char e[256];
+    if (!o->memory_limit && free_memory(o->backend, &avail, &what, e, sizeof e) < 0) avail = 0;
+    uint64_t budget = o->memory_limit ? o->memory_limit : be->mem.reserved + avail;
     char sug[400];
     suggest_batch(o, budget, sug, sizeof sug);
     cli_die(CLI_EXIT_FATAL, "%s%s; %s", err, o->memory_limit ? " under --memory-limit" : "", sug);

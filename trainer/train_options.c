@@ -66,7 +66,8 @@ static void usage(void)
            "  --memory-report        print the memory table by category at the end of training\n"
            "  --empty-cache-every N  give cached unused memory back every N steps (default never)\n"
            "  --plan                 predict peak memory per category (no training) and exit\n"
-           "  --memory-budget SIZE   with --plan: largest micro-batch that fits SIZE (e.g. 16G)\n"
+           "  --memory-budget SIZE   with --plan: largest micro-batch that fits SIZE (e.g. 16G),\n"
+           "                         or auto: the backend's free memory now\n"
            "  --memory-limit SIZE    hold at most SIZE of memory; beyond it the run stops (exit 3)\n"
            "  --effective-batch N    with --plan --memory-budget: images per step to keep by accumulation\n"
            "Computation:\n"
@@ -224,8 +225,9 @@ void parse_options(int argc, char **argv, options *o)
         case O_EMPTY_CACHE: o->empty_cache_every = parse_long("--empty-cache-every", optarg, 1, 1000000000); break;
         case O_PLAN: o->plan = 1; break;
         case O_BUDGET:
-            if (tr_parse_bytes(optarg, &o->memory_budget) < 0 || o->memory_budget == 0)
-                cli_usage_error("--memory-budget: '%s' is not a size like 512M or 16G", optarg);
+            o->memory_budget_auto = strcmp(optarg, "auto") == 0;
+            if (!o->memory_budget_auto && (tr_parse_bytes(optarg, &o->memory_budget) < 0 || o->memory_budget == 0))
+                cli_usage_error("--memory-budget: '%s' is not a size like 512M or 16G, or auto", optarg);
             break;
         case O_LIMIT:
             if (tr_parse_bytes(optarg, &o->memory_limit) < 0 || o->memory_limit == 0)
@@ -265,7 +267,7 @@ void parse_options(int argc, char **argv, options *o)
         cli_usage_error("--plan predicts a training run: not with --dump-step, --eval-only or --resume");
     if (o->init && (o->resume || o->eval_only || o->plan))
         cli_usage_error("--init starts a run from given weights: not with --resume, --eval-only or --plan");
-    if ((o->memory_budget || o->effective_batch) && !o->plan) cli_usage_error("--memory-budget and --effective-batch need --plan");
+    if ((o->memory_budget || o->memory_budget_auto || o->effective_batch) && !o->plan) cli_usage_error("--memory-budget and --effective-batch need --plan");
     if (o->memory_limit && o->plan) cli_usage_error("--memory-limit limits a run; the planner takes --memory-budget");
     if (!o->plan && !o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
