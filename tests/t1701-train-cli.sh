@@ -18,6 +18,10 @@ run_status 3 "--data matching no shard" sa1b-train --out "$TMP/x" --data "$TMP/n
 grep_ok "^sa1b-train: --data: " "$TMP/.err" "the error names the option"
 run_status 3 "--backend cuda without a GPU (or without CUDA built)" sa1b-train --backend cuda --out "$TMP/x" --synthetic-batch 1
 grep_ok "^sa1b-train: --backend cuda: " "$TMP/.err" "one line naming the backend"
+run_status 2 "--tf32 with the CPU backend" sa1b-train --tf32 --out "$TMP/x" --synthetic-batch 1
+grep_ok "^sa1b-train: --tf32 is for --backend cuda" "$TMP/.err" "the error says which backend it is for"
+run_status 3 "--tf32 --backend cuda without a GPU: the backend's line" sa1b-train --tf32 --backend cuda --out "$TMP/x" \
+    --synthetic-batch 1
 # every long option of --help is in the man page and vice versa
 sed -n 's/^ *\(-., \)\{0,1\}\(--[a-z-]*\).*/\2/p' "$TMP/help" | sort -u >"$TMP/help.opts"
 grep -o -- '--[a-z-]*' "$TMP/help" | sort -u >"$TMP/help.all"

@@ -1400,6 +1400,15 @@ void set_ops(tr_ops *o)
     o->convert = cu_convert, o->upload = cu_upload, o->download = cu_download;
 }
 
+// cuBLAS's math mode: fp32 GEMMs in fp32 or (tf32) TF32 on the tensor
+// cores; never a split-K reduction in a 16-bit output's type (backend.h
+// rounds a 16-bit output once, from the fp32 result)
+int set_math(cuda_backend *c, int tf32)
+{
+    int mode = (tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    return CKB(c, c->api.set_math_mode(c->blas, static_cast<cublasMath_t>(mode)));
+}
+
 } // namespace
 
 extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len)
@@ -1429,10 +1438,7 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         return nullptr;
     }
     if (CKB(c, c->api.create(&c->blas)) || CKB(c, c->api.set_stream(c->blas, c->st)) ||
-        // no split-K reduction in a 16-bit output's type: backend.h rounds a
-        // 16-bit output once, from the fp32 result
-        CKB(c, c->api.set_math_mode(c->blas, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
-                                                                       CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)))) {
+        set_math(c, 0)) {
         snprintf(err, err_len, "%s", c->err);
         if (c->blas) c->api.destroy(c->blas);
         dlclose(c->api.lib);
@@ -1457,6 +1463,18 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
     be->impl = c;
     be->destroy = cu_destroy;
     return be;
+}
+
+extern "C" int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len)
+{
+    if (!be || strcmp(be->name, "cuda") != 0) {
+        snprintf(err, err_len, "--tf32 needs the cuda backend");
+        return -1;
+    }
+    cuda_backend *c = CB(be);
+    if (!c->failed && set_math(c, on) == 0) return 0;
+    snprintf(err, err_len, "%s", c->err);
+    return -1;
 }
 
 extern "C" int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t err_len)

@@ -23,6 +23,11 @@
  * failed; 0 otherwise (any other backend). */
 int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len);
 
+/* --tf32: be's fp32 GEMMs run on the tensor cores with TF32 inputs (10
+ * bits of mantissa) when on, in full fp32 when off (the default).  0, or
+ * -1 with err (not a CUDA backend, or cuBLAS refused). */
+int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len);
+
 /* The free and total memory of the device this process's CUDA backend
  * uses (what --memory-budget auto plans for); 0, or -1 with err (no
  * device, no CUDA in this build). */

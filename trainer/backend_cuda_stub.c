@@ -18,6 +18,13 @@ int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len)
     return 0;
 }
 
+int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len)
+{
+    (void)be, (void)on;
+    snprintf(err, err_len, "cuda backend not available in this build (configure --with-cuda)");
+    return -1;
+}
+
 int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t err_len)
 {
     *free_bytes = *total_bytes = 0;

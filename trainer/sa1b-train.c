@@ -276,6 +276,7 @@ int main(int argc, char **argv)
     tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
     if (!be) cli_die(CLI_EXIT_FATAL, "--backend %s: %s", o.backend, err); /* no CUDA built, or no device */
     be->mem.limit = o.memory_limit;
+    if (o.tf32 && tr_backend_cuda_set_tf32(be, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--tf32: %s", err);
     check_address_space(&o, be);
     /* the startup line comes from run(), once the model and the data are set up */
     int rc = run(&o, be);

@@ -56,6 +56,7 @@ typedef struct options {
     int accum;                  /* micro-batches per optimizer step */
     int ckpt_blocks, ckpt_decoder; /* --checkpoint-every N, --checkpoint-decoder */
     const char *precision;      /* fp32, bf16 or fp16 */
+    int tf32;                   /* --tf32: the CUDA backend's fp32 GEMMs in TF32 */
     long scale_window;          /* fp16: clean steps before the loss scale doubles */
     const char *freeze;         /* comma list of groups */
     int n_unfreeze, n_stage;

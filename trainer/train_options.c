@@ -75,6 +75,7 @@ static void usage(void)
            "  --checkpoint-every N   keep only every N-th encoder block's input, recompute (default 0 = off)\n"
            "  --checkpoint-decoder   keep decoder activations for one chunk of pairs only\n"
            "  --precision P          fp32, bf16 or fp16 activations and compute weights (default fp32)\n"
+           "  --tf32                 with --backend cuda: fp32 GEMMs on the tensor cores in TF32\n"
            "  --loss-scale-window N  fp16: double the loss scale after N clean steps (default 1000)\n"
            "  --freeze GROUPS        comma list of frozen groups: encoder, embed, blocks, blocks.I[-J], neck,\n"
            "                         prompt, decoder\n"
@@ -93,7 +94,7 @@ enum {
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
 enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS };
-enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH };
+enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH, O_TF32 };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
 {
@@ -156,7 +157,7 @@ void parse_options(int argc, char **argv, options *o)
         {"memory-budget", 1, 0, O_BUDGET}, {"effective-batch", 1, 0, O_EFFB}, {"memory-limit", 1, 0, O_LIMIT},
         {"accum", 1, 0, O_ACCUM}, {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"checkpoint-decoder", 0, 0, O_CKPT_DEC},
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
-        {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"quiet", 0, 0, 'q'},
+        {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"tf32", 0, 0, O_TF32}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
         {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
         {0, 0, 0, 0}};
@@ -242,6 +243,7 @@ void parse_options(int argc, char **argv, options *o)
         case O_FREEZE: o->freeze = optarg; break;
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
+        case O_TF32: o->tf32 = 1; break;
         case O_OVERWRITE: o->overwrite = 1; break;
         case O_ZERO: o->zero = (int)parse_long("--zero", optarg, 0, 1); break;
         case O_RANKS: o->plan_ranks = (int)parse_long("--ranks", optarg, 1, 65536); break;
@@ -271,6 +273,8 @@ void parse_options(int argc, char **argv, options *o)
     if (o->memory_limit && o->plan) cli_usage_error("--memory-limit limits a run; the planner takes --memory-budget");
     if (!o->plan && !o->dump_step && !o->eval_only && !o->out) cli_usage_error("--out DIR is required for training");
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
+    if (o->tf32 && strcmp(o->backend, "cuda") != 0)
+        cli_usage_error("--tf32 is for --backend cuda (the CPU backend's fp32 GEMMs are fp32)");
     if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16"))
         cli_usage_error("--precision: '%s' is not fp32, bf16 or fp16", o->precision);
     if (o->ckpt_blocks > o->cfg.L) cli_usage_error("--checkpoint-every: %d is more than the %d encoder blocks",
@@ -368,7 +372,7 @@ static const run_field run_fields[] = {
     RUN_FIELD("stage_batch", O_STAGE_BATCH, RF_STAGES, 1, n_stage),
     RUN_FIELD("steps", O_STEPS, RF_LONG, 0, steps), RUN_FIELD("data", O_DATA, RF_STR, 0, data),
     RUN_FIELD("val", O_VAL, RF_STR, 0, val), RUN_FIELD("checkpoint_every", O_CKPT_EVERY, RF_INT, 0, ckpt_blocks),
-    RUN_FIELD("checkpoint_decoder", O_CKPT_DEC, RF_INT, 0, ckpt_decoder),
+    RUN_FIELD("checkpoint_decoder", O_CKPT_DEC, RF_INT, 0, ckpt_decoder), RUN_FIELD("tf32", O_TF32, RF_INT, 0, tf32),
     RUN_FIELD("log_every", O_LOG, RF_LONG, 0, log_every), RUN_FIELD("ckpt_every", O_CKPT, RF_LONG, 0, ckpt_every),
 };
 
@@ -463,7 +467,7 @@ void restore_run(options *o, int argc, char **argv)
             cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
                     flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
         if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
-        if (f->opt == O_CKPT_DEC) {
+        if (f->opt == O_CKPT_DEC || f->opt == O_TF32) { /* flags without a value */
             if (strcmp(v, "0") != 0) push_arg(&r, flag, NULL);
         } else {
             push_arg(&r, flag, v);
