@@ -1,8 +1,9 @@
 /*
  * test-train-cuda.c - the CUDA backend (backend_cuda.cu) against the CPU
  * backend: every op of tr_ops on small random shapes, for fp32, bf16 and
- * fp16 operands, then three steps of the tiny model, and two CUDA runs of
- * them bit for bit.  Skips (77) with the reason when the build has no CUDA
+ * fp16 operands (the attention on both of its paths: the fused kernel and
+ * the blocked one through cuBLAS, each forced by SA1B_CUDA_ATTN), then
+ * three steps of the tiny model, and two CUDA runs of them bit for bit.  Skips (77) with the reason when the build has no CUDA
  * or the machine no device.
  *
  * Tolerances: |gpu - cpu| <= tol * (1 + |cpu|) for every element, and the
@@ -40,6 +41,7 @@
 
 static tr_backend *cpu, *gpu;
 static tr_rng rng;
+static const char *attn_path = "auto"; /* the CUDA attention's path (SA1B_CUDA_ATTN) */
 
 /* A tensor on both backends: host (the CPU backend's) and device copies. */
 typedef struct buf {
@@ -225,18 +227,18 @@ static void test_attention(int dt, int heads, int dh)
     cpu->ops->attention_forward(cpu, H(o), H(att_c), H(q), H(k), H(v), &a);
     gpu->ops->attention_forward(gpu, D(o), D(att_g), D(q), D(k), D(v), &a);
     char what[80];
-    snprintf(what, sizeof what, "attention_forward, %d heads of %d", heads, dh);
+    snprintf(what, sizeof what, "attention_forward (%s), %d heads of %d", attn_path, heads, dh);
     SAME(o, t, what);
     buf dout = mk(a.N * a.so, dt, 1), dq = mk(a.N * a.sq, dt, 1), dk = mk(a.N * a.sk, dt, 1), dv = mk(a.N * a.sv, dt, 1);
     cpu->ops->attention_backward(cpu, H(dq), H(dk), H(dv), H(dout), H(q), H(k), H(v), H(att_c), &a);
     gpu->ops->attention_backward(gpu, D(dq), D(dk), D(dv), D(dout), D(q), D(k), D(v), D(att_g), &a);
     /* the CPU differentiates its probabilities as stored (16-bit), the fused backward recomputes them in fp32 */
     double tb = dt == TR_PREC_FP32 ? 2 * t : 4 * t;
-    snprintf(what, sizeof what, "attention_backward dq (+=), %d heads of %d", heads, dh);
+    snprintf(what, sizeof what, "attention_backward (%s) dq (+=), %d heads of %d", attn_path, heads, dh);
     SAME(dq, tb, what);
-    snprintf(what, sizeof what, "attention_backward dk (+=), %d heads of %d", heads, dh);
+    snprintf(what, sizeof what, "attention_backward (%s) dk (+=), %d heads of %d", attn_path, heads, dh);
     SAME(dk, tb, what);
-    snprintf(what, sizeof what, "attention_backward dv (+=), %d heads of %d", heads, dh);
+    snprintf(what, sizeof what, "attention_backward (%s) dv (+=), %d heads of %d", attn_path, heads, dh);
     SAME(dv, tb, what);
     rel(&q), rel(&k), rel(&v), rel(&o), rel(&att_c), rel(&att_g), rel(&dout), rel(&dq), rel(&dk), rel(&dv);
 }
@@ -259,14 +261,17 @@ static void test_attention_packed(int dt)
 #define PART(b, side, j) tr_typed((char *)(b).side + (size_t)(j) * W * es, dt)
     cpu->ops->attention_forward(cpu, H(o), H(att_c), PART(qkv, h, 0), PART(qkv, h, 1), PART(qkv, h, 2), &a);
     gpu->ops->attention_forward(gpu, D(o), D(att_g), PART(qkv, d, 0), PART(qkv, d, 1), PART(qkv, d, 2), &a);
-    SAME(o, t, "attention_forward, packed qkv, 2 heads of 64, T 70");
+    char what[96];
+    snprintf(what, sizeof what, "attention_forward (%s), packed qkv, 2 heads of 64, T 70", attn_path);
+    SAME(o, t, what);
     buf dout = mk(a.N * a.so, dt, 1), dqkv = mk(a.N * a.sq, dt, 1);
     cpu->ops->attention_backward(cpu, PART(dqkv, h, 0), PART(dqkv, h, 1), PART(dqkv, h, 2), H(dout), PART(qkv, h, 0),
                                  PART(qkv, h, 1), PART(qkv, h, 2), H(att_c), &a);
     gpu->ops->attention_backward(gpu, PART(dqkv, d, 0), PART(dqkv, d, 1), PART(dqkv, d, 2), D(dout), PART(qkv, d, 0),
                                  PART(qkv, d, 1), PART(qkv, d, 2), D(att_g), &a);
 #undef PART
-    SAME(dqkv, dt == TR_PREC_FP32 ? 2 * t : 4 * t, "attention_backward dq, dk, dv packed (+=)");
+    snprintf(what, sizeof what, "attention_backward (%s) dq, dk, dv packed (+=)", attn_path);
+    SAME(dqkv, dt == TR_PREC_FP32 ? 2 * t : 4 * t, what);
     rel(&qkv), rel(&o), rel(&att_c), rel(&att_g), rel(&dout), rel(&dqkv);
 }
 
@@ -391,6 +396,34 @@ static void test_mask_loss(int dt)
            ((double *)sums.h)[3]);
     rel(&U), rel(&hyp), rel(&lg), rel(&dlg), rel(&dU), rel(&dh), rel(&bm), rel(&bv), rel(&logits), rel(&iou);
     rel(&dl), rel(&di), rel(&sums);
+}
+
+/* The attention tests again on backends forced to one path each
+ * (SA1B_CUDA_ATTN): the blocked path on the short calls, the fused kernel
+ * on the long one. */
+static void test_attention_paths(void)
+{
+    static const char *const paths[] = {"blocked", "fused"};
+    tr_backend *dflt = gpu;
+    char err[400];
+    for (int i = 0; i < 2; i++) {
+        setenv("SA1B_CUDA_ATTN", paths[i], 1);
+        gpu = tr_backend_create("cuda", 1, err, sizeof err);
+        if (!gpu) {
+            tap_ok(0, "a CUDA backend with SA1B_CUDA_ATTN=%s: %s", paths[i], err);
+            continue;
+        }
+        attn_path = paths[i];
+        for (int dt = TR_PREC_FP32; dt <= TR_PREC_FP16; dt++) {
+            test_attention(dt, 2, 40);
+            test_attention(dt, 3, 8);
+            test_attention_packed(dt);
+        }
+        tap_ok(!tr_backend_cuda_error(gpu, err, sizeof err), "SA1B_CUDA_ATTN=%s: no device error", paths[i]);
+        tr_backend_free(gpu);
+    }
+    unsetenv("SA1B_CUDA_ATTN");
+    gpu = dflt, attn_path = "auto";
 }
 
 /* ---- fp32 only: the plain GEMM and the optimizer helpers ------------------------------- */
@@ -590,6 +623,7 @@ int main(void)
         test_mask_loss(dt);
     }
     test_gemm_optim();
+    test_attention_paths();
     tap_ok(!tr_backend_cuda_error(gpu, err, sizeof err), "no device error on the way");
     test_model(TR_PREC_FP32, 1e-3, 1e-5);
     test_model(TR_PREC_BF16, 3e-2, 1e-2);

@@ -58,9 +58,8 @@ typedef struct tr_sizes {
      * sequence and head, Tq queries over Tk keys (the CPU: the
      * probabilities, Tq * Tk; a fused kernel: the softmax statistics) */
     size_t (*attention_saved)(size_t Tq, size_t Tk);
-    /* bytes of workspace attention_backward takes for N sequences of
-     * `heads` heads */
-    size_t (*attention_workspace)(size_t N, size_t heads, size_t Tq, size_t Tk);
+    /* bytes of workspace attention_backward takes for the call d */
+    size_t (*attention_workspace)(const tr_attn_dims *d);
     /* bytes of workspace sam_loss takes for N pairs of RR pixels */
     size_t (*loss_workspace)(size_t N, size_t RR);
     /* floats of the scratch convt2x2 takes for `pixels` input pixels and
@@ -79,6 +78,9 @@ typedef struct tr_sizes {
      * operands into a workspace for that op (backend_widen.h: the CPU);
      * 0: its kernels read 16-bit operands as they are (a GPU) */
     int widens16;
+    /* bytes of workspace attention_forward takes for the call d (NULL:
+     * none, as on the CPU) */
+    size_t (*attention_fwd_workspace)(const tr_attn_dims *d);
 } tr_sizes;
 
 /* The CPU backend's (backend_cpu.c), and the CUDA backend's, plain C in

@@ -753,7 +753,7 @@ static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *
 {
     /* dP/dS workspace of every (n, head), like att */
     float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK,
-                             tr_cpu_sizes.attention_workspace((size_t)d->N, (size_t)d->heads, (size_t)d->Tq, (size_t)d->Tk));
+                             tr_cpu_sizes.attention_workspace(d));
     if (!ds) return; /* out of memory: recorded by the allocator, the model's step fails */
     pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
     par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &p);
@@ -1365,9 +1365,9 @@ static void warm_up(tr_backend *be) { (void)be; } /* the plain C GEMM maps nothi
 
 static size_t cpu_attention_saved(size_t Tq, size_t Tk) { return Tq * Tk; } /* the probabilities */
 
-static size_t cpu_attention_workspace(size_t N, size_t heads, size_t Tq, size_t Tk)
+static size_t cpu_attention_workspace(const tr_attn_dims *d)
 {
-    return N * heads * Tq * Tk * sizeof(float); /* dP/dS of every (sequence, head) */
+    return (size_t)d->N * (size_t)d->heads * (size_t)d->Tq * (size_t)d->Tk * sizeof(float); /* dP/dS of every (sequence, head) */
 }
 
 static size_t cpu_loss_workspace(size_t N, size_t RR)
@@ -1383,7 +1383,7 @@ static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs 
 static int cpu_enc_images(int B) { (void)B; return 1; }
 
 const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_convt_scratch,
-                                cpu_dec_chunk, cpu_enc_images, 1};
+                                cpu_dec_chunk, cpu_enc_images, 1, NULL};
 
 static void cpu_destroy(tr_backend *be)
 {

@@ -8,10 +8,12 @@
 // feed a gradient or a statistic in double, in a fixed order: no float
 // atomics anywhere, so two runs give the same bits).
 //
-// Implements: the fused attention that backend_cuda_sizes.c describes (an
-// online-softmax forward saving the log-sum-exp per query row; a backward
-// recomputing the probabilities, dK/dV per key, dQ per query in a pass of
-// its own, D per row in the workspace), the MODEL.md loss with per-pair
+// Implements: the two attentions that backend_cuda_sizes.c describes, both
+// saving the log-sum-exp per query row: long sequences blocked, R query rows
+// at a time through cuBLAS's tensor cores; short ones in a fused kernel (an
+// online-softmax forward; a backward recomputing the probabilities, dK/dV
+// per key, dQ per query in a pass of its own, D per row in the workspace);
+// the MODEL.md loss with per-pair
 // partial sums reduced in pair order, AdamW and 8-bit AdamW (quant8.h).
 //
 // Errors: ops return void, so the first failing CUDA or cuBLAS call is
@@ -49,6 +51,10 @@ struct blas_api {
     cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
                               const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
                               cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+    cublasStatus_t (*gemm_sb)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+                              const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
+                              const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
+                              cublasGemmAlgo_t);
     decltype(&cublasGetStatusString) status_string;
 };
 
@@ -77,6 +83,7 @@ int blas_load(blas_api *b, char *err, size_t err_len)
     SYM_(set_stream, "cublasSetStream_v2");
     SYM_(set_math_mode, "cublasSetMathMode");
     SYM_(gemm_ex, "cublasGemmEx");
+    SYM_(gemm_sb, "cublasGemmStridedBatchedEx");
     SYM_(status_string, "cublasGetStatusString");
 #undef SYM_
     if (missing) {
@@ -96,6 +103,7 @@ struct cuda_backend {
     blas_api api;
     cublasHandle_t blas;
     double *band;         // CS_CAP doubles: the first pass of the column sums
+    int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked forces a path (tests)
     int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
     int failed;
     char err[320];
@@ -803,12 +811,17 @@ int attn_setup(cuda_backend *c, attn_args *a, const tr_attn_dims *d, tr_ten att)
     return npl;
 }
 
+// the blocked attention (below, after the block reductions); 1: it took the call
+int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
+int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
+                      tr_ten att, const tr_attn_dims *d);
+
 void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
     attn_args a;
     int npl;
-    if (c->failed || !(npl = attn_setup(c, &a, d, att))) return;
+    if (c->failed || blk_attn_forward(be, out, att, q, k, v, d) || !(npl = attn_setup(c, &a, d, att))) return;
     ATTN_LAUNCH(npl, k_attn_fwd, (size_t)d->N * d->heads * d->Tq, out, att, q, k, v, a);
 }
 
@@ -818,9 +831,9 @@ void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_t
     cuda_backend *c = CB(be);
     attn_args a;
     int npl;
-    if (c->failed || !(npl = attn_setup(c, &a, d, att))) return;
-    float *D = static_cast<float *>(
-        work(be, tr_cuda_sizes.attention_workspace((size_t)d->N, (size_t)d->heads, (size_t)d->Tq, (size_t)d->Tk)));
+    if (c->failed || blk_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d) || !(npl = attn_setup(c, &a, d, att)))
+        return;
+    float *D = static_cast<float *>(work(be, tr_cuda_attn_workspace(d, 0, 1)));
     if (!D) return;
     size_t nq = (size_t)d->N * d->heads * d->Tq, nk = (size_t)d->N * d->heads * d->Tk;
     ATTN_LAUNCH(npl, k_attn_D, nq, D, dout, q, k, v, att, a);
@@ -1378,6 +1391,189 @@ void cu_destroy(tr_backend *be)
     free(c);
 }
 
+// ---- attention over long sequences: blocked, through cuBLAS -----------------------
+//
+// R query rows of one sequence at a time (tr_cuda_attn_rows), every head at
+// once: the scores S = scale q k^T in fp32 (a GEMM strided over the heads),
+// the softmax by rows (a block per row: the row's lse saved in att as the
+// fused kernel saves it; P in the activations' type), out = P v (the GEMM's
+// output rounded once).  The backward recomputes S and P = exp(S - lse),
+// then dV += P^T dO, dP = dO v^T, dS = scale P (dP - D) with D = rowsum(P dP)
+// (= rowsum(dO O)), dQ += dS k, dK += dS^T q; dK and dV of a sequence are
+// summed in fp32 over its row blocks and added to dk and dv once.  Memory:
+// the workspace of R rows (tr_cuda_attn_workspace), linear in the sequence;
+// every sum in an order fixed by the shape (cuBLAS, fixed-tree block sums).
+
+tr_ten ten_at(tr_ten t, size_t n) { return tr_typed(static_cast<char *>(t.p) + n * tr_dt_size(t.dt), t.dt); }
+
+// C_b = alpha op(A_b) op(B_b) + beta C_b for b < batch (A_b = A + b sA
+// elements, ...), row-major; A and B of one type, C of it or fp32
+void gemm_sb(cuda_backend *c, int ta, int tb, int M, int N, int K, float alpha, tr_ten A, int lda, long long sA,
+             tr_ten B, int ldb, long long sB, float beta, tr_ten C, int ldc, long long sC, int batch)
+{
+    if (c->failed || M <= 0 || N <= 0 || K <= 0 || batch <= 0) return;
+    CKB(c, c->api.gemm_sb(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+                          B.p, blas_type(B.dt), ldb, sB, A.p, blas_type(A.dt), lda, sA, &beta, C.p, blas_type(C.dt),
+                          ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+// the block's maximum of v (every thread gets it); sh [TPB]
+__device__ float block_max(float v, float *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int o = TPB / 2; o > 0; o >>= 1) {
+        if ((int)threadIdx.x < o) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + o]);
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// one block per (head h, row i) of a block of r rows (R apart per head):
+// P = exp(S - lse) from the row's scaled scores, lse saved
+__global__ void __launch_bounds__(TPB) k_blk_softmax(const float *S, tr_ten P, tr_ten att, attn_args a, size_t seq,
+                                                     int t0, int R, int r)
+{
+    __shared__ float sh[TPB];
+    int h = blockIdx.x / r, i = blockIdx.x % r, Tk = a.d.Tk;
+    size_t row = ((size_t)h * R + i) * Tk;
+    float m = -INFINITY, l = 0.0f;
+    for (int j = threadIdx.x; j < Tk; j += TPB) m = fmaxf(m, S[row + j]);
+    m = block_max(m, sh);
+    for (int j = threadIdx.x; j < Tk; j += TPB) l += expf(S[row + j] - m);
+    l = block_sum(l, sh);
+    float lse = m + logf(l);
+    for (int j = threadIdx.x; j < Tk; j += TPB) stt(P, row + j, expf(S[row + j] - lse));
+    if (threadIdx.x == 0) *lse_row(att, a, seq * a.d.heads + h, t0 + i) = lse;
+}
+
+// the backward's probabilities: S becomes P = exp(S - lse) in fp32, X in its type
+__global__ void __launch_bounds__(TPB) k_blk_probs(float *S, tr_ten X, tr_ten att, attn_args a, size_t seq, int t0,
+                                                   int R, int r)
+{
+    int h = blockIdx.x / r, i = blockIdx.x % r, Tk = a.d.Tk;
+    size_t row = ((size_t)h * R + i) * Tk;
+    float lse = *lse_row(att, a, seq * a.d.heads + h, t0 + i);
+    for (int j = threadIdx.x; j < Tk; j += TPB) {
+        float p = expf(S[row + j] - lse);
+        S[row + j] = p;
+        stt(X, row + j, p);
+    }
+}
+
+// dS = scale P (dP - D), D = the row's sum of P dP, into X
+__global__ void __launch_bounds__(TPB) k_blk_dscores(const float *P, const float *dP, tr_ten X, float scale, int Tk,
+                                                     int R, int r)
+{
+    __shared__ float sh[TPB];
+    int h = blockIdx.x / r, i = blockIdx.x % r;
+    size_t row = ((size_t)h * R + i) * Tk;
+    float s = 0.0f;
+    for (int j = threadIdx.x; j < Tk; j += TPB) s += P[row + j] * dP[row + j];
+    float D = block_sum(s, sh);
+    for (int j = threadIdx.x; j < Tk; j += TPB) stt(X, row + j, scale * P[row + j] * (dP[row + j] - D));
+}
+
+// dst[off + r ld + col] += src[r W + col] for r < rows, col < W
+__global__ void k_add_rows(tr_ten dst, size_t off, int ld, const float *src, int rows, int W)
+{
+    FOR_N(i, (size_t)rows * W)
+    {
+        size_t o = off + (i / W) * ld + i % W;
+        stt(dst, o, ldt(dst, o) + src[i]);
+    }
+}
+
+// the blocked path's operands: q, k, v (and dout) of one type, the GEMMs'
+// outputs (out, dq) of it or fp32
+bool blk_types(tr_ten q, tr_ten k, tr_ten v, tr_ten o)
+{
+    return k.dt == q.dt && v.dt == q.dt && (!o.p || o.dt == q.dt || o.dt == TR_PREC_FP32);
+}
+
+attn_args blk_args(const tr_attn_dims *d, tr_ten att)
+{
+    attn_args a;
+    a.d = *d;
+    a.scale = 1.0f / sqrtf((float)d->dh);
+    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
+    return a;
+}
+
+int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
+{
+    cuda_backend *c = CB(be);
+    if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, out)) return 0;
+    attn_args a = blk_args(d, att);
+    int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh;
+    size_t blk = (size_t)H * R * Tk;
+    char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 0)));
+    if (!ws) return 1; // out of memory: the allocator's record, the step's error
+    float *S = reinterpret_cast<float *>(ws);
+    tr_ten X = tr_typed(ws + blk * sizeof(float), v.dt);
+    for (int n = 0; n < d->N && !c->failed; n++)
+        for (int t0 = 0; t0 < d->Tq && !c->failed; t0 += R) {
+            int r = d->Tq - t0 < R ? d->Tq - t0 : R;
+            gemm_sb(c, 0, 1, r, Tk, dh, a.scale, ten_at(q, n * d->sq + (size_t)t0 * d->ldq), d->ldq, dh,
+                    ten_at(k, n * d->sk), d->ldk, dh, 0.0f, tr_f32(S), Tk, (long long)R * Tk, H);
+            k_blk_softmax<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, X, att, a, (size_t)n, t0, R, r);
+            LAUNCHED(c, "k_blk_softmax");
+            gemm_sb(c, 0, 0, r, dh, Tk, 1.0f, X, Tk, (long long)R * Tk, ten_at(v, n * d->sv), d->ldv, dh, 0.0f,
+                    ten_at(out, n * d->so + (size_t)t0 * d->ldo), d->ldo, dh, H);
+        }
+    tr_mem_free(&be->mem, ws);
+    return 1;
+}
+
+int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
+                      tr_ten att, const tr_attn_dims *d)
+{
+    cuda_backend *c = CB(be);
+    if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, dq) || dout.dt != q.dt) return 0;
+    attn_args a = blk_args(d, att);
+    int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh, W = H * dh;
+    size_t blk = (size_t)H * R * Tk, nkv = (size_t)Tk * W;
+    char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 1)));
+    if (!ws) return 1;
+    float *S = reinterpret_cast<float *>(ws), *dP = S + blk, *dKf = S + 3 * blk, *dVf = dKf + nkv;
+    tr_ten X = tr_typed(S + 2 * blk, q.dt);
+    for (int n = 0; n < d->N && !c->failed; n++) {
+        if (dk.p) CK(c, cudaMemsetAsync(dKf, 0, nkv * sizeof(float), c->st));
+        if (dv.p) CK(c, cudaMemsetAsync(dVf, 0, nkv * sizeof(float), c->st));
+        for (int t0 = 0; t0 < d->Tq && !c->failed; t0 += R) {
+            int r = d->Tq - t0 < R ? d->Tq - t0 : R;
+            long long sS = (long long)R * Tk;
+            tr_ten qn = ten_at(q, n * d->sq + (size_t)t0 * d->ldq), on = ten_at(dout, n * d->so + (size_t)t0 * d->ldo);
+            gemm_sb(c, 0, 1, r, Tk, dh, a.scale, qn, d->ldq, dh, ten_at(k, n * d->sk), d->ldk, dh, 0.0f, tr_f32(S),
+                    Tk, sS, H);
+            k_blk_probs<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, X, att, a, (size_t)n, t0, R, r);
+            LAUNCHED(c, "k_blk_probs");
+            if (dv.p) gemm_sb(c, 1, 0, Tk, dh, r, 1.0f, X, Tk, sS, on, d->ldo, dh, 1.0f, tr_f32(dVf), W, dh, H);
+            if (!dq.p && !dk.p) continue;
+            gemm_sb(c, 0, 1, r, Tk, dh, 1.0f, on, d->ldo, dh, ten_at(v, n * d->sv), d->ldv, dh, 0.0f, tr_f32(dP), Tk,
+                    sS, H);
+            k_blk_dscores<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, dP, X, a.scale, Tk, R, r);
+            LAUNCHED(c, "k_blk_dscores");
+            if (dq.p)
+                gemm_sb(c, 0, 0, r, dh, Tk, 1.0f, X, Tk, sS, ten_at(k, n * d->sk), d->ldk, dh, 1.0f,
+                        ten_at(dq, n * d->sq + (size_t)t0 * d->ldq), d->ldq, dh, H);
+            if (dk.p) gemm_sb(c, 1, 0, Tk, dh, r, 1.0f, X, Tk, sS, qn, d->ldq, dh, 1.0f, tr_f32(dKf), W, dh, H);
+        }
+        if (dk.p) {
+            k_add_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dk, n * d->sk, d->ldk, dKf, Tk, W);
+            LAUNCHED(c, "k_add_rows");
+        }
+        if (dv.p) {
+            k_add_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dv, n * d->sv, d->ldv, dVf, Tk, W);
+            LAUNCHED(c, "k_add_rows");
+        }
+    }
+    tr_mem_free(&be->mem, ws);
+    return 1;
+}
+
 void set_ops(tr_ops *o)
 {
     o->gemm = cu_gemm;
@@ -1447,6 +1643,9 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         free(c);
         return nullptr;
     }
+    const char *am = getenv("SA1B_CUDA_ATTN");
+    c->attn_mode = am && !strcmp(am, "fused") ? TR_CUDA_ATTN_FUSED : am && !strcmp(am, "blocked") ? TR_CUDA_ATTN_BLOCKED
+                                                                                                  : TR_CUDA_ATTN_AUTO;
     const char *sync = getenv("SA1B_CUDA_SYNC");
     c->sync_each = sync && *sync && strcmp(sync, "0") != 0;
     tr_backend *be = &c->be;

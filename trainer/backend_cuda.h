@@ -28,6 +28,18 @@ int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len);
  * -1 with err (not a CUDA backend, or cuBLAS refused). */
 int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len);
 
+/* The two attentions of the CUDA backend (backend_cuda_sizes.c, where the
+ * planner reads their workspaces): a call over long sequences (both Tq
+ * and Tk at least 64) runs blocked, R query rows of every head at a time
+ * through cuBLAS (tr_cuda_attn_rows(d) = R), a short one in the fused
+ * kernel.  TR_CUDA_ATTN_AUTO follows that rule; the others force a path
+ * (the environment's SA1B_CUDA_ATTN=fused|blocked, for tests). */
+enum { TR_CUDA_ATTN_AUTO, TR_CUDA_ATTN_FUSED, TR_CUDA_ATTN_BLOCKED };
+int tr_cuda_attn_blocked(const tr_attn_dims *d, int mode);
+int tr_cuda_attn_rows(const tr_attn_dims *d);
+/* bytes of workspace of a path: the forward's, or the backward's */
+size_t tr_cuda_attn_workspace(const tr_attn_dims *d, int blocked, int backward);
+
 /* The free and total memory of the device this process's CUDA backend
  * uses (what --memory-budget auto plans for); 0, or -1 with err (no
  * device, no CUDA in this build). */

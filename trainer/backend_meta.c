@@ -35,7 +35,10 @@ static void m_zero(tr_backend *be, void *dst, size_t n) { (void)be, (void)dst, (
 static void m_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
                                 const float *v, const tr_attn_dims *d, int prec)
 {
-    (void)be, (void)out, (void)att, (void)q, (void)k, (void)v, (void)d, (void)prec;
+    (void)out, (void)att, (void)q, (void)k, (void)v, (void)prec;
+    /* the target backend's workspace, if it takes one */
+    size_t n = be->sizes->attention_fwd_workspace ? be->sizes->attention_fwd_workspace(d) : 0;
+    if (n) tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, n));
 }
 static void m_attention_backward(tr_backend *be, float *dq, float *dk, float *dv, const float *dout,
                                  const float *q, const float *k, const float *v, const float *att,
@@ -43,7 +46,7 @@ static void m_attention_backward(tr_backend *be, float *dq, float *dk, float *dv
 {
     (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)att;
     /* the target backend's workspace */
-    size_t n = be->sizes->attention_workspace((size_t)d->N, (size_t)d->heads, (size_t)d->Tq, (size_t)d->Tk);
+    size_t n = be->sizes->attention_workspace(d);
     if (n) tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, n));
 }
 static void m_convt_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
