@@ -100,3 +100,7 @@ TESTS += tests/test-train-cuda
 tests_test_train_cuda_SOURCES = tests/test-train-cuda.c
 tests_test_train_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_cuda_LDADD = $(TRAIN_LIBS)
+# issue 18: a job on the CUDA backend under mpirun without a device ends
+# in one line; with one (gpu-check), the NCCL path at one rank
+TESTS += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
+EXTRA_DIST += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
