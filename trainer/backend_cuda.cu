@@ -1342,7 +1342,7 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         return nullptr;
     }
     if (device < 0 || device >= count) {
-        snprintf(err, err_len, "no CUDA device %d: this machine has %d", device, count);
+        snprintf(err, err_len, "no CUDA device %d: this machine has %d (one rank per device)", device, count);
         return nullptr;
     }
     cuda_backend *c = static_cast<cuda_backend *>(calloc(1, sizeof *c));

@@ -288,8 +288,8 @@ int tr_dist_use_device(tr_dist *d, struct tr_backend *be, char *err, size_t err_
 {
     (void)be;
     if (d->world == 1) return 0; /* one rank: nothing to sum (on the host) */
-    return tr_dist_settle(d, 1, "--backend cuda: this sa1b-train was built without NCCL (configure found no "
-                          "nccl.h): the CUDA backend runs in one process", err, err_len);
+    return tr_dist_settle(d, 1, "this sa1b-train was built without NCCL (configure found no nccl.h): "
+                          "the CUDA backend runs in one process", err, err_len);
 }
 #endif
 #else

@@ -244,6 +244,13 @@ static void change_batch(const options *o, const tr_config *cfg, tr_model *m, tr
     if (tr_model_set_batch(m, B, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--stage-batch: %s", err);
 }
 
+/* The line of a failure to start the backend: "[rank R of N: ]--backend NAME: why". */
+static void rank_line(char *line, size_t n, const options *o, const char *why)
+{
+    int k = o->world > 1 ? snprintf(line, n, "rank %d of %d: ", o->rank, o->world) : 0;
+    snprintf(line + k, n - (size_t)k, "--backend %s: %s", o->backend, why);
+}
+
 /* A failure every rank knows of (tr_dist_settle): the one line (msg, ""
  * on the ranks that stay silent) and the end of every rank. */
 _Noreturn static void die_ranks(tr_dist *dist, tr_backend *be, const char *msg)
@@ -289,16 +296,16 @@ int main(int argc, char **argv)
     check_thread_room(&o);
     /* under mpirun the CUDA backend takes the device of the local rank and
      * sums over NCCL (with one rank too); the ranks agree on a failure */
-    int on_device = strcmp(o.backend, "cuda") == 0 && tr_dist_launched(dist);
+    int on_device = strcmp(o.backend, "cuda") == 0 && tr_dist_launched(dist) && !o.eval_only && !o.dump_step;
     tr_backend *be = on_device ? tr_backend_cuda_create_on(tr_dist_local_rank(dist), o.threads, err, sizeof err)
                                : tr_backend_create(o.backend, o.threads, err, sizeof err);
     char mine[700] = "";
-    if (!be) { /* no CUDA built, or no device */
-        int k = world > 1 ? snprintf(mine, sizeof mine, "rank %d of %d: ", rank, world) : 0;
-        snprintf(mine + k, sizeof mine - (size_t)k, "--backend %s: %s", o.backend, err);
-    }
+    if (!be) rank_line(mine, sizeof mine, &o, err); /* no CUDA built, or no device */
     if (tr_dist_settle(dist, !be, mine, err, sizeof err) < 0) die_ranks(dist, be, err);
-    if (on_device && tr_dist_use_device(dist, be, err, sizeof err) < 0) die_ranks(dist, be, err);
+    if (on_device && tr_dist_use_device(dist, be, err, sizeof err) < 0) { /* NCCL absent, or its setup failed */
+        if (*err) rank_line(mine, sizeof mine, &o, err);
+        die_ranks(dist, be, *err ? mine : "");
+    }
     be->mem.limit = o.memory_limit;
     check_address_space(&o, be);
     /* the startup line comes from run(), once the model and the data are set up */
