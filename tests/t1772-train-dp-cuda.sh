@@ -8,7 +8,8 @@
 # without mpirun (both sum the pairs' losses before one scaling), and
 # --zero 1 gives the weights of --zero 0; without accumulation (the mean
 # loss's gradient against the sum's, scaled after) the losses agree to
-# 1e-3.  Skips (77), saying why, without mpirun, MPI, NCCL or a device.
+# 1e-3.  Two ranks on a machine of one GPU end in one line.  Skips (77),
+# saying why, without mpirun, MPI, NCCL or a device.
 . "$top_srcdir/tests/test-lib.sh"
 PY=/usr/bin/python3
 command -v mpirun >/dev/null ||
@@ -60,4 +61,18 @@ print("# losses", a, b)
 sys.exit(0 if len(a) == len(b) == 4 and all(abs(x - y) <= 1e-3 * abs(x) for x, y in zip(a, b)) else 1)
 PYEOF
 ok $? "--batch 4: the losses of 4 steps agree to 1e-3"
+
+# two ranks on a machine of one GPU: rank 1 has no device of its own (NCCL
+# refuses two ranks on one GPU): the job ends in rank 1's line
+ndev=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$ndev" = 1 ]; then
+    timeout -s KILL 300 mpirun --oversubscribe --bind-to none -np 2 "$T" $args --batch 2 --out "$TMP/two" \
+        >"$TMP/two.log" 2>&1
+    is "$?" 3 "two ranks on one GPU: the job ends (exit status 3)"
+    is "$(grep -c '^sa1b-train: ' "$TMP/two.log")" 1 "in one line"
+    grep_ok "^sa1b-train: rank 1 of 2: --backend cuda: no CUDA device 1: this machine has 1" "$TMP/two.log" \
+        "from rank 1, naming the device it lacks"
+else
+    skip 3 "two ranks on one GPU: this machine has ${ndev:-no} GPUs by nvidia-smi"
+fi
 done_testing
