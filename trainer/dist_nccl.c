@@ -74,8 +74,12 @@ tr_nccl *tr_nccl_load(tr_backend *be, char *err, size_t err_len)
     SYM_(get_error_string, "ncclGetErrorString");
     SYM_(get_last_error, "ncclGetLastError");
 #undef SYM_
-    if (missing) {
-        snprintf(err, err_len, "NCCL has no %s (NCCL 2.13 or later is needed)", missing);
+    /* (here, not in tr_nccl_join: a rank that fails there leaves the others
+     * waiting for it until the timeout) */
+    cudaError_t e = missing ? cudaSuccess : cudaMalloc((void **)&n->dev_d, HOST_D_MAX * sizeof(double));
+    if (missing || e != cudaSuccess) {
+        if (missing) snprintf(err, err_len, "NCCL has no %s (NCCL 2.13 or later is needed)", missing);
+        else snprintf(err, err_len, "cudaMalloc: %s", cudaGetErrorString(e));
         dlclose(n->lib);
         free(n);
         return NULL;
@@ -105,8 +109,6 @@ int tr_nccl_join(tr_nccl *n, const unsigned char id[TR_NCCL_ID_BYTES], int rank,
 {
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    cudaError_t e = cudaMalloc((void **)&n->dev_d, HOST_D_MAX * sizeof(double));
-    if (e != cudaSuccess) return snprintf(err, err_len, "cudaMalloc: %s", cudaGetErrorString(e)), -1;
     ncclResult_t rc = n->comm_init_rank(&n->comm, world, u, rank);
     if (rc != ncclSuccess) {
         n->comm = NULL;
