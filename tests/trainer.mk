@@ -100,3 +100,23 @@ TESTS += tests/test-train-cuda
 tests_test_train_cuda_SOURCES = tests/test-train-cuda.c
 tests_test_train_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_cuda_LDADD = $(TRAIN_LIBS)
+# issue 18: a job on the CUDA backend under mpirun without a device ends
+# in one line; with one (gpu-check), the NCCL path at one rank
+TESTS += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
+EXTRA_DIST += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
+# the host side of the NCCL collectives, on a stand-in libnccl.so.2 (a
+# shared object named so: -version-info 2:0:0) and CUDA runtime
+if HAVE_NCCL
+check_LTLIBRARIES = tests/libnccl.la
+tests_libnccl_la_SOURCES = tests/fake-nccl.c
+tests_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(NCCL_CPPFLAGS)
+tests_libnccl_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests -version-info 2:0:0
+check_PROGRAMS += tests/test-dist-nccl
+TESTS += tests/test-dist-nccl
+tests_test_dist_nccl_SOURCES = tests/test-dist-nccl.c trainer/dist.c trainer/dist_nccl.c
+tests_test_dist_nccl_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer $(MPI_CFLAGS) $(NCCL_CPPFLAGS) \
+	-DSA1B_CUDA_LIBDIR='"$(abs_builddir)/tests/.libs"'
+tests_test_dist_nccl_LDADD = $(MPI_LIBS) -ldl -lpthread
+EXTRA_tests_test_dist_nccl_DEPENDENCIES = tests/libnccl.la
+endif
+EXTRA_DIST += tests/fake-nccl.c tests/fake-nccl.h tests/test-dist-nccl.c

@@ -1609,10 +1609,19 @@ int set_math(cuda_backend *c, int tf32)
 
 extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len)
 {
+    return tr_backend_cuda_create_on(0, n_threads, err, err_len);
+}
+
+extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char *err, size_t err_len)
+{
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         snprintf(err, err_len, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+        return nullptr;
+    }
+    if (device < 0 || device >= count) {
+        snprintf(err, err_len, "no CUDA device %d: this machine has %d (one rank per device)", device, count);
         return nullptr;
     }
     cuda_backend *c = static_cast<cuda_backend *>(calloc(1, sizeof *c));
@@ -1620,7 +1629,7 @@ extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t e
         snprintf(err, err_len, "out of memory");
         return nullptr;
     }
-    if (CK(c, cudaSetDevice(0)) || CK(c, cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) ||
+    if (CK(c, cudaSetDevice(device)) || CK(c, cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) ||
         CK(c, cudaMalloc(reinterpret_cast<void **>(&c->band), CS_CAP * sizeof(double)))) {
         snprintf(err, err_len, "%s", c->err);
         if (c->st) cudaStreamDestroy(c->st);
@@ -1699,4 +1708,10 @@ extern "C" int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len)
     if (!be || strcmp(be->name, "cuda") != 0 || !CB(be)->failed) return 0;
     snprintf(err, err_len, "%s", CB(be)->err);
     return 1;
+}
+
+extern "C" void *tr_backend_cuda_stream(tr_backend *be)
+{
+    if (!be || strcmp(be->name, "cuda") != 0) return nullptr;
+    return CB(be)->st;
 }

@@ -7,8 +7,19 @@
 
 tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len)
 {
-    (void)n_threads;
+    return tr_backend_cuda_create_on(0, n_threads, err, err_len);
+}
+
+tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char *err, size_t err_len)
+{
+    (void)device, (void)n_threads;
     snprintf(err, err_len, "cuda backend not available in this build (configure --with-cuda)");
+    return NULL;
+}
+
+void *tr_backend_cuda_stream(tr_backend *be)
+{
+    (void)be;
     return NULL;
 }
 

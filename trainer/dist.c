@@ -11,11 +11,19 @@
 
 #ifdef HAVE_MPI
 #include <mpi.h>
+#else
+#undef HAVE_NCCL /* (bootstrapped over MPI) */
+#endif
+#ifdef HAVE_NCCL
+#include "dist_nccl.h"
 #endif
 
 struct tr_dist {
-    int rank, world, mpi;
+    int rank, world, mpi, local;
     double timeout_s;
+#ifdef HAVE_NCCL
+    tr_nccl *nccl; /* the device collectives (tr_dist_use_device) */
+#endif
     /* the watchdog: the collective in flight (NULL: none) and its start */
     pthread_t dog;
     int dog_on;
@@ -40,6 +48,18 @@ static int launched(void)
 }
 
 #ifdef HAVE_MPI
+/* the one line a job that cannot finish leaves (the trainer's own stderr:
+ * a library that never prints has no other way out of a collective that
+ * does not return), and the end of this process */
+_Noreturn static void timed_out(const tr_dist *d, const char *what)
+{
+    fprintf(stderr, "sa1b-train: rank %d of %d: %s did not complete within %.0f s "
+            "(another rank died or hangs): ending the job\n", d->rank, d->world, what, d->timeout_s);
+    /* no MPI call (from the watchdog's thread: MPI_THREAD_FUNNELED): a rank
+     * that exits without finalizing makes the launcher end the others */
+    _exit(3);
+}
+
 static void *watchdog(void *arg)
 {
     tr_dist *d = arg;
@@ -49,16 +69,7 @@ static void *watchdog(void *arg)
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
         pthread_cond_timedwait(&d->cv, &d->mu, &ts);
-        if (d->what && now_s() - d->since > d->timeout_s) {
-            /* the one line a job that cannot finish leaves (the trainer's own
-             * stderr: a library that never prints has no other way out of a
-             * collective that does not return) */
-            fprintf(stderr, "sa1b-train: rank %d of %d: %s did not complete within %.0f s "
-                    "(another rank died or hangs): ending the job\n", d->rank, d->world, d->what, d->timeout_s);
-            /* no MPI call from this thread (MPI_THREAD_FUNNELED): a rank that
-             * exits without finalizing makes the launcher end the others */
-            _exit(3);
-        }
+        if (d->what && now_s() - d->since > d->timeout_s) timed_out(d, d->what);
     }
     pthread_mutex_unlock(&d->mu);
     return NULL;
@@ -109,6 +120,11 @@ tr_dist *tr_dist_open(int *argc, char ***argv, double timeout_s, char *err, size
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->world);
     d->mpi = 1;
+    MPI_Comm node; /* the ranks on this machine: the local rank picks a GPU */
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &d->local);
+        MPI_Comm_free(&node);
+    }
     if (timeout_s > 0 && d->world > 1 && pthread_create(&d->dog, NULL, watchdog, d) == 0) d->dog_on = 1;
     return d;
 #else
@@ -130,6 +146,9 @@ void tr_dist_close(tr_dist *d)
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->dog, NULL);
     }
+#ifdef HAVE_NCCL
+    tr_nccl_close(d->nccl);
+#endif
 #ifdef HAVE_MPI
     if (d->mpi) MPI_Finalize();
 #endif
@@ -140,6 +159,18 @@ void tr_dist_close(tr_dist *d)
 
 int tr_dist_rank(const tr_dist *d) { return d->rank; }
 int tr_dist_world(const tr_dist *d) { return d->world; }
+int tr_dist_local_rank(const tr_dist *d) { return d->local; }
+int tr_dist_launched(const tr_dist *d) { return d->mpi; }
+
+int tr_dist_on_device(const tr_dist *d)
+{
+#ifdef HAVE_NCCL
+    return d->nccl != NULL;
+#else
+    (void)d;
+    return 0;
+#endif
+}
 
 /* The collectives.  Without MPI a job is one process (tr_dist_open
  * refuses one started by a launcher), so there is nothing to do. */
@@ -154,8 +185,20 @@ static int coll_done(tr_dist *d, int rc, const char *call, char *err, size_t err
 /* MPI counts are int: large buffers go in pieces */
 #define PIECE ((size_t)1 << 28)
 
+#ifdef HAVE_NCCL
+/* after a device collective: its result; a timeout ends the job */
+static int nccl_done(tr_dist *d, int rc, const char *what)
+{
+    if (rc == TR_NCCL_TIMEOUT) timed_out(d, what);
+    return rc;
+}
+#endif
+
 int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len)
 {
+#ifdef HAVE_NCCL
+    if (d->nccl) return nccl_done(d, tr_nccl_sum(d->nccl, buf, n, 0, d->timeout_s, err, err_len), "the gradient sum");
+#endif
     if (d->world == 1) return 0;
     dog_arm(d, "the gradient sum");
     int rc = MPI_SUCCESS;
@@ -167,6 +210,9 @@ int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len)
 
 int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
 {
+#ifdef HAVE_NCCL
+    if (d->nccl) return nccl_done(d, tr_nccl_sum_host_d(d->nccl, buf, n, d->timeout_s, err, err_len), "the loss sum");
+#endif
     if (d->world == 1) return 0;
     dog_arm(d, "the loss sum");
     return coll_done(d, MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce",
@@ -175,6 +221,10 @@ int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
 
 int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
 {
+#ifdef HAVE_NCCL
+    if (d->nccl)
+        return nccl_done(d, tr_nccl_gather(d->nccl, buf, lo, d->world, d->timeout_s, err, err_len), "the weight gather");
+#endif
     if (d->world == 1) return 0;
     int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
     if (!cnt) return snprintf(err, err_len, "out of memory"), -1;
@@ -196,6 +246,52 @@ int tr_dist_barrier(tr_dist *d, char *err, size_t err_len)
     dog_arm(d, "the barrier");
     return coll_done(d, MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier", err, err_len);
 }
+
+int tr_dist_settle(tr_dist *d, int failed, const char *mine, char *err, size_t err_len)
+{
+    int first = failed ? d->rank : d->world; /* the lowest failing rank, world: none */
+    if (d->world > 1) {
+        dog_arm(d, "the start");
+        int rc = MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (coll_done(d, rc, "MPI_Allreduce", err, err_len) < 0) return -1;
+    }
+    if (first == d->world) return 0;
+    snprintf(err, err_len, "%s", first == d->rank ? mine : "");
+    return -1;
+}
+
+#ifdef HAVE_NCCL
+int tr_dist_use_device(tr_dist *d, struct tr_backend *be, char *err, size_t err_len)
+{
+    char mine[512] = "";
+    d->nccl = tr_nccl_load(be, mine, sizeof mine);
+    int rc = tr_dist_settle(d, !d->nccl, mine, err, err_len);
+    /* rank 0's unique id, broadcast with whether rank 0 got one */
+    unsigned char id[1 + TR_NCCL_ID_BYTES] = {0};
+    if (rc == 0 && d->rank == 0) id[0] = tr_nccl_unique_id(d->nccl, id + 1, mine, sizeof mine) == 0;
+    if (rc == 0 && d->world > 1) {
+        dog_arm(d, "the NCCL setup");
+        rc = coll_done(d, MPI_Bcast(id, (int)sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast", err, err_len);
+    }
+    if (rc == 0 && !id[0]) rc = -1, snprintf(err, err_len, "%s", d->rank == 0 ? mine : "");
+    if (rc == 0) { /* every rank joins (or the watchdog ends a wait for one that does not) */
+        dog_arm(d, "the NCCL setup");
+        int bad = tr_nccl_join(d->nccl, id + 1, d->rank, d->world, mine, sizeof mine) < 0;
+        dog_disarm(d);
+        rc = tr_dist_settle(d, bad, mine, err, err_len);
+    }
+    if (rc < 0) tr_nccl_close(d->nccl), d->nccl = NULL;
+    return rc;
+}
+#else
+int tr_dist_use_device(tr_dist *d, struct tr_backend *be, char *err, size_t err_len)
+{
+    (void)be;
+    if (d->world == 1) return 0; /* one rank: nothing to sum (on the host) */
+    return tr_dist_settle(d, 1, "this sa1b-train was built without NCCL (configure found no nccl.h): "
+                          "the CUDA backend runs in one process", err, err_len);
+}
+#endif
 #else
 int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len)
 {
@@ -219,6 +315,20 @@ int tr_dist_barrier(tr_dist *d, char *err, size_t err_len)
 {
     (void)d, (void)err, (void)err_len;
     return 0;
+}
+
+int tr_dist_settle(tr_dist *d, int failed, const char *mine, char *err, size_t err_len)
+{
+    (void)d;
+    if (!failed) return 0;
+    snprintf(err, err_len, "%s", mine);
+    return -1;
+}
+
+int tr_dist_use_device(tr_dist *d, struct tr_backend *be, char *err, size_t err_len)
+{
+    (void)d, (void)be, (void)err, (void)err_len;
+    return 0; /* one process (tr_dist_open refuses a launcher's without MPI): nothing to sum */
 }
 #endif
 

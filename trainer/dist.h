@@ -7,7 +7,10 @@
  * A collective that does not complete within the timeout (a rank died or
  * hangs) ends the whole job: a watchdog thread reports the rank and the
  * collective in one line and exits the process, which makes the launcher
- * end the others, so a job never hangs silently.
+ * end the others, so a job never hangs silently.  On the device (NCCL) the
+ * rank that waits polls the collective and its asynchronous errors itself
+ * and aborts the communicator (ncclCommAbort) before it ends the job with
+ * the same line.
  */
 #ifndef SA1B_TRAINER_DIST_H
 #define SA1B_TRAINER_DIST_H
@@ -25,9 +28,31 @@ void tr_dist_close(tr_dist *d);
 
 int tr_dist_rank(const tr_dist *d);
 int tr_dist_world(const tr_dist *d);
+/* This rank's index among the job's ranks on its machine (0 alone). */
+int tr_dist_local_rank(const tr_dist *d);
+/* 1 when the job was started by an MPI launcher (also with one rank). */
+int tr_dist_launched(const tr_dist *d);
+
+/* Every rank learns whether one failed (failed != 0 on it): 0 when none
+ * did, else -1 with, in err, mine (the message of this rank's failure) on
+ * the lowest failing rank and "" on every other, so that a job whose ranks
+ * all fail the same way reports it in one line.  A collective. */
+int tr_dist_settle(tr_dist *d, int failed, const char *mine, char *err, size_t err_len);
+
+/* From now on the float sums, the loss sums and the gather run over NCCL
+ * on the stream of be, a CUDA backend, with tr_dist_sum_f's and
+ * tr_dist_gather_f's buffers in its device memory (tr_dist_sum_d's stay on
+ * the host): a communicator made from the unique id that rank 0
+ * broadcasts over MPI.  In a job of one rank too (the same calls, each a
+ * copy).  A collective; 0, or -1 as tr_dist_settle (NCCL not built or not
+ * loadable, the communicator failed). */
+struct tr_backend;
+int tr_dist_use_device(tr_dist *d, struct tr_backend *be, char *err, size_t err_len);
+/* 1 after tr_dist_use_device succeeded. */
+int tr_dist_on_device(const tr_dist *d);
 
 /* In place: buf[n] = the sum over ranks (every rank gets the same bits).
- * 0, or -1 with err. */
+ * 0, or -1 with err.  A collective that times out ends the job (above). */
 int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len);
 int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len);
 /* In place: rank r's part of buf, floats [lo[r], lo[r+1]), on every rank

@@ -32,6 +32,14 @@ trainer_sa1b_train_SOURCES = trainer/sa1b-train.c trainer/train_options.c traine
 trainer_sa1b_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -I$(srcdir)/cli $(MPI_CFLAGS)
 trainer_sa1b_train_LDADD = libsa1b-train.la libsa1b-cli.la $(SA1B_LIBS) $(OPENBLAS_LIBS) $(MPI_LIBS) -lm -lpthread
 noinst_HEADERS += trainer/dist.h trainer/train.h
+# dist_nccl.c: the CUDA backend's collectives (NCCL, loaded when a job
+# uses it) where configure found nccl.h
+if HAVE_NCCL
+trainer_sa1b_train_SOURCES += trainer/dist_nccl.c
+trainer_sa1b_train_CPPFLAGS += $(NCCL_CPPFLAGS) -DSA1B_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
+endif
+EXTRA_DIST += trainer/dist_nccl.c
+noinst_HEADERS += trainer/dist_nccl.h
 dist_man_MANS += man/sa1b-train.1
 
 # The CUDA backend: nvcc compiles backend_cuda.cu into a PIC object that

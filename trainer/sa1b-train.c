@@ -244,6 +244,30 @@ static void change_batch(const options *o, const tr_config *cfg, tr_model *m, tr
     if (tr_model_set_batch(m, B, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--stage-batch: %s", err);
 }
 
+/* The line of a failure to start the backend: "[rank R of N: ]--backend NAME: why". */
+static void rank_line(char *line, size_t n, const options *o, const char *why)
+{
+    int k = o->world > 1 ? snprintf(line, n, "rank %d of %d: ", o->rank, o->world) : 0;
+    snprintf(line + k, n - (size_t)k, "--backend %s: %s", o->backend, why);
+}
+
+/* A failure every rank knows of (tr_dist_settle): the one line (msg, ""
+ * on the ranks that stay silent) and the end of every rank. */
+_Noreturn static void die_ranks(tr_dist *dist, tr_backend *be, const char *msg)
+{
+    if (*msg) cli_warn("%s", msg);
+    if (be) tr_backend_free(be);
+    tr_dist_close(dist);
+    exit(CLI_EXIT_FATAL);
+}
+
+/* Data parallel: sums over the ranks (more than one, or on the device
+ * under mpirun: the same path with one rank). */
+static int data_parallel(const options *o)
+{
+    return !o->plan && (o->world > 1 || tr_dist_on_device(o->dist));
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -269,12 +293,19 @@ int main(int argc, char **argv)
     }
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
-    if (strcmp(o.backend, "cuda") == 0 && o.world > 1) /* the ranks' sums would read device memory on the host */
-        cli_die(CLI_EXIT_FATAL, "--backend cuda: not available with %d ranks in this version (one process only)",
-                o.world);
     check_thread_room(&o);
-    tr_backend *be = tr_backend_create(o.backend, o.threads, err, sizeof err);
-    if (!be) cli_die(CLI_EXIT_FATAL, "--backend %s: %s", o.backend, err); /* no CUDA built, or no device */
+    /* under mpirun the CUDA backend takes the device of the local rank and
+     * sums over NCCL (with one rank too); the ranks agree on a failure */
+    int on_device = strcmp(o.backend, "cuda") == 0 && tr_dist_launched(dist) && !o.eval_only && !o.dump_step;
+    tr_backend *be = on_device ? tr_backend_cuda_create_on(tr_dist_local_rank(dist), o.threads, err, sizeof err)
+                               : tr_backend_create(o.backend, o.threads, err, sizeof err);
+    char mine[700] = "";
+    if (!be) rank_line(mine, sizeof mine, &o, err); /* no CUDA built, or no device */
+    if (tr_dist_settle(dist, !be, mine, err, sizeof err) < 0) die_ranks(dist, be, err);
+    if (on_device && tr_dist_use_device(dist, be, err, sizeof err) < 0) { /* NCCL absent, or its setup failed */
+        if (*err) rank_line(mine, sizeof mine, &o, err);
+        die_ranks(dist, be, *err ? mine : "");
+    }
     be->mem.limit = o.memory_limit;
     if (o.tf32 && tr_backend_cuda_set_tf32(be, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--tf32: %s", err);
     check_address_space(&o, be);
@@ -321,7 +352,7 @@ static int step_gradients(const options *o, tr_backend *be, tr_model *m, tr_data
                           float lscale, tr_loss *L, double *sync_s, int *stop_all)
 {
     char err[512];
-    int dp = o->world > 1 && !o->plan;
+    int dp = data_parallel(o);
     long n_valid = 0;
     tr_loss acc = {0};
     for (int k = 0; k < accum; k++) {
@@ -423,7 +454,7 @@ int run(const options *op, tr_backend *be)
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
     zero_part zero = {0};
-    if (o.zero && o.world > 1) zero_split(&m, o.rank, o.world, &zero); /* (the planner's too) */
+    if (o.zero && (o.world > 1 || data_parallel(&o))) zero_split(&m, o.rank, o.world, &zero); /* (the planner's too) */
     oc.owned = zero.owned;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
@@ -467,7 +498,7 @@ int run(const options *op, tr_backend *be)
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum;
-    int dp = o.world > 1 && !o.plan, stop_all = 0; /* data parallel: the stop the ranks agreed on */
+    int dp = data_parallel(&o), stop_all = 0; /* data parallel: the stop the ranks agreed on */
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
