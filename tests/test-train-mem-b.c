@@ -172,6 +172,13 @@ static size_t no_workspace(const tr_attn_dims *d)
     return 0;
 }
 
+#define FWD_WS (3 << 20)
+static size_t fwd_workspace(const tr_attn_dims *d)
+{
+    (void)d;
+    return FWD_WS;
+}
+
 static void plan_step(const tr_sizes *sz, tr_mem_stats *st, size_t *att_floats, size_t *enc_att, int *ok)
 {
     tr_config cfg;
@@ -217,6 +224,18 @@ static void test_target_sizes(void)
            (unsigned long long)sf.total_peak, (unsigned long long)sc.total_peak);
     tap_ok(sf.peak[TR_MEM_WORK] < sc.peak[TR_MEM_WORK], "and its workspace: %llu vs %llu bytes",
            (unsigned long long)sf.peak[TR_MEM_WORK], (unsigned long long)sc.peak[TR_MEM_WORK]);
+    /* a target whose forward attention takes a workspace (the CUDA
+     * backend's blocked path): the planner's workspace peak holds it */
+    tr_sizes fwd = fused;
+    fwd.attention_fwd_workspace = fwd_workspace;
+    tr_mem_stats sw;
+    size_t aw, ew;
+    int okw;
+    plan_step(&fwd, &sw, &aw, &ew, &okw);
+    tap_ok(okw && sw.peak[TR_MEM_WORK] >= FWD_WS && sw.peak[TR_MEM_WORK] > sf.peak[TR_MEM_WORK] &&
+               sw.total_peak > sf.total_peak,
+           "a forward attention workspace of %d bytes is planned: workspace peak %llu (%llu without)", FWD_WS,
+           (unsigned long long)sw.peak[TR_MEM_WORK], (unsigned long long)sf.peak[TR_MEM_WORK]);
     tap_ok(tr_backend_sizes("cpu") == &tr_cpu_sizes && tr_backend_sizes("nope") == NULL,
            "the sizes of a backend by name");
 }
