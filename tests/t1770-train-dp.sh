@@ -66,12 +66,7 @@ five="--config tiny --masks 4 --points 2 --synthetic-batch 7 --threads 1 -q --st
 sa1b-train $five --batch 4 --out "$TMP/l1" 2>/dev/null
 mpi sa1b-train $five --batch 2 --out "$TMP/l2" >"$TMP/l2.log" 2>&1
 ok $? "5 default steps on 2 ranks"
-"$PY" - "$TMP/l1/log.jsonl" "$TMP/l2/log.jsonl" <<'PYEOF'
-import json, sys
-a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
-print("# losses", a, b)
-sys.exit(0 if len(a) == len(b) == 5 and all(abs(x - y) <= 1e-3 * abs(x) for x, y in zip(a, b)) else 1)
-PYEOF
+"$PY" "$SRC/tests/losses_agree.py" "$TMP/l1/log.jsonl" "$TMP/l2/log.jsonl" 5 1e-3
 ok $? "the losses of 5 steps agree to 1e-3"
 test ! -e "$TMP/l2/log.jsonl.1" && test "$(wc -l < "$TMP/l2/log.jsonl")" -eq 5
 ok $? "rank 0 alone writes the log (5 lines)"

@@ -54,12 +54,7 @@ sa1b-train $args --batch 4 --out "$TMP/c" >"$TMP/c.log" 2>&1
 ok $? "sa1b-train --backend cuda --batch 4"
 mpi "$T" $args --batch 4 --out "$TMP/d" >"$TMP/d.log" 2>&1
 ok $? "mpirun -np 1 sa1b-train --backend cuda --batch 4"
-"$PY" - "$TMP/c/log.jsonl" "$TMP/d/log.jsonl" <<'PYEOF'
-import json, sys
-a, b = ([json.loads(l)["loss"] for l in open(p)] for p in sys.argv[1:3])
-print("# losses", a, b)
-sys.exit(0 if len(a) == len(b) == 4 and all(abs(x - y) <= 1e-3 * abs(x) for x, y in zip(a, b)) else 1)
-PYEOF
+"$PY" "$SRC/tests/losses_agree.py" "$TMP/c/log.jsonl" "$TMP/d/log.jsonl" 4 1e-3
 ok $? "--batch 4: the losses of 4 steps agree to 1e-3"
 
 # two ranks on a machine of one GPU: rank 1 has no device of its own (NCCL

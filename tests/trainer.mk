@@ -11,7 +11,7 @@ tests_test_train_optim_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/t
 tests_test_train_optim_LDADD = $(TRAIN_LIBS)
 TESTS += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t1702-train-run.sh tests/t1703-train-shards.sh tests/t1704-train-init.sh \
 	tests/t1705-train-out-dir.sh tests/t1706-train-resume-record.sh tests/t1707-train-signal.sh
-EXTRA_DIST += tests/t1705-train-out-dir.sh tests/t1706-train-resume-record.sh tests/t1707-train-signal.sh
+EXTRA_DIST += tests/losses_agree.py tests/t1705-train-out-dir.sh tests/t1706-train-resume-record.sh tests/t1707-train-signal.sh
 EXTRA_DIST += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t1702-train-run.sh tests/t1703-train-shards.sh tests/t1704-train-init.sh \
 	tests/reference/sam_ref.py
 
