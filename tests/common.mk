@@ -6,3 +6,6 @@ tests_test_cuda_probe_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/tr
 tests_test_cuda_probe_LDADD = $(CUDA_LIBS)
 TESTS += tests/t0001-man-lint.sh tests/t0002-help-matches-man.sh tests/t0003-messages.sh
 EXTRA_DIST += tests/t0001-man-lint.sh tests/t0002-help-matches-man.sh tests/t0003-messages.sh
+# scripts/gpu-check's parts that need no GPU (the rest runs on a GPU machine)
+TESTS += tests/t0004-gpu-check-cli.sh
+EXTRA_DIST += tests/t0004-gpu-check-cli.sh scripts/gpu-check scripts/gpu-debs tests/bench/gpu_dumpcmp.py tests/bench/gpu_torch.py
