@@ -24,33 +24,8 @@ ok $? "autotools-sum is a stable sha256 ($s1)"
 
 PY=/usr/bin/python3
 if ! [ -x $PY ] || ! $PY -c 'import numpy' 2>/dev/null; then
-    skip 6 "no /usr/bin/python3 with numpy"
-    
-# the whole of verify and bench on this build: without a device the CPU
-# parts, then one line; the self-test through every step on the CPU backend
-# (the parsing of sa1b-train's log, memory report and plan included)
-export GPU_CHECK_PREBUILT="$BUILD" GPU_CHECK_PYTHON=$PY
-run_status 1 "verify without a device" sh "$GC" verify "$TMP/nd"
-is "$(tail -1 "$TMP/.out" | cut -c1-16)" "no CUDA device: " "it ends with one line saying so"
-grep_ok '^harness: dump small-bf16 cpu/cpu +ok' "$TMP/.out" "the dump comparison ran CPU against CPU"
-test -s "$TMP/nd/summary.md" && test -s "$TMP/nd/logs.tar.gz"
-ok $? "summary.md and logs.tar.gz written"
-GPU_CHECK_SELFTEST=cpu run_ok "self-test of verify (CPU backend)" sh "$GC" verify "$TMP/v"
-for c in "dump-step small-fp32 cuda/cpu" "PyTorch reference (cuda dump)" "two runs identical (bf16)" \
-    "checkpointing on/off identical (fp32)" "resume exact" "plan vs device peak: small-fp32"; do
-    grep -F "$c" "$TMP/.out" | grep -q ' ok '
-    ok $? "self-test: $c ok"
-done
-grep_ok 'nothing ran on a GPU' "$TMP/.out" "says that nothing ran on a GPU"
-if $PY -c 'import torch' 2>/dev/null; then
-    GPU_CHECK_SELFTEST=cpu run_ok "self-test of bench (CPU backend)" sh "$GC" bench "$TMP/b"
-    grep_ok '^\| base-fp32-ckpt \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \| [0-9]+ \|$' "$TMP/b/report.md" "report.md has the runs' table"
-    grep_ok '^\| base bf16 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|' "$TMP/b/report.md" "and the peer side by side"
-    grep_ok '^target: data wait < 2%' "$TMP/.out" "the data wait over shards was measured"
-else
-    skip 4 "no torch in $PY"
-fi
-done_testing
+    skip 1 "no /usr/bin/python3 with numpy: the dump comparison, the peer, verify and bench"
+    done_testing
     exit
 fi
 args="--config tiny --batch 2 --masks 3 --points 2 --synthetic-batch 5 --seed 3 --threads 1"
@@ -97,8 +72,9 @@ test -s "$TMP/nd/summary.md" && test -s "$TMP/nd/logs.tar.gz"
 ok $? "summary.md and logs.tar.gz written"
 GPU_CHECK_SELFTEST=cpu run_ok "self-test of verify (CPU backend)" sh "$GC" verify "$TMP/v"
 for c in "dump-step small-fp32 cuda/cpu" "PyTorch reference (cuda dump)" "two runs identical (bf16)" \
-    "checkpointing on/off identical (fp32)" "resume exact" "plan vs device peak: small-fp32"; do
-    grep -F "$c" "$TMP/.out" | grep -q ' ok '
+    "checkpointing on/off identical (fp32)" "resume exact" "plan vs device peak: small-fp32" \
+    "--plan --memory-budget auto"; do
+    grep -F -e "$c" "$TMP/.out" | grep -q " ok "
     ok $? "self-test: $c ok"
 done
 grep_ok 'nothing ran on a GPU' "$TMP/.out" "says that nothing ran on a GPU"
@@ -107,7 +83,8 @@ if $PY -c 'import torch' 2>/dev/null; then
     grep_ok '^\| base-fp32-ckpt \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \| [0-9]+ \|$' "$TMP/b/report.md" "report.md has the runs' table"
     grep_ok '^\| base bf16 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|' "$TMP/b/report.md" "and the peer side by side"
     grep_ok '^target: data wait < 2%' "$TMP/.out" "the data wait over shards was measured"
+    grep_ok '^\| base-bf16-fused-attn \| 1 \| [0-9.]+ \|' "$TMP/b/report.md" "and the run with the fused attention alone"
 else
-    skip 4 "no torch in $PY"
+    skip 5 "no torch in $PY"
 fi
 done_testing
