@@ -1,7 +1,7 @@
 /*
  * shard_writer.c - streams samples into a shard file (sa1b-shard(5)).
  *
- * Payloads go to "<path>.tmp-XXXXXX" through a 1 MiB buffer as they arrive.
+ * Payloads go to "<path>.tmp-XXXXXX" through a 4 MiB buffer as they arrive.
  * The three tables (file names, index rows, mask rows) grow with the shard:
  * each keeps its last TABLE_MEM bytes in memory and the rest in an unlinked
  * temporary file beside the output, so that the writer's memory stays the
@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,7 +42,15 @@
 #include <emmintrin.h>
 #endif
 
-#define WBUF_CAP (1u << 20)
+/* The staging buffer: 4 MiB, more than a 1024 x 1024 raw image, so that a
+ * sample takes about one write(2); 2 MiB aligned and advised for huge
+ * pages, so that a direct write pins two huge pages and the block layer
+ * takes each as one segment instead of 1024 pages of 4 KiB (measured with
+ * perf on a 2-core VM, 100 samples at --image-size 1024: the kernel's share
+ * of the write path 3.3-4.1% of sa1b-shard's CPU with 1 MiB of 4 KiB
+ * pages, 1.2% with this). */
+#define WBUF_CAP (4u << 20)
+#define WBUF_ALIGN ((size_t)2 << 20)
 /* Direct writes are whole multiples of this, at offsets and from a buffer
  * aligned to it (covers 512- and 4096-byte logical blocks). */
 #define DIO_ALIGN 4096u
@@ -435,7 +444,10 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     w->path = strdup(path);
     w->prov = strdup(prov);
     void *buf = NULL;
-    w->buf = posix_memalign(&buf, DIO_ALIGN, WBUF_CAP) == 0 ? buf : NULL;
+    w->buf = posix_memalign(&buf, WBUF_ALIGN, WBUF_CAP) == 0 ? buf : NULL;
+#ifdef MADV_HUGEPAGE
+    if (w->buf) (void)madvise(w->buf, WBUF_CAP, MADV_HUGEPAGE); /* advice only */
+#endif
     w->pack = malloc((size_t)(w->mask_format != SA1B_SHARD_PACKED ? sa1b_shard_runs_bound(w->R)
                                                                   : w->mask_stride));
     if (!w->path || !w->prov || !w->buf || !w->pack) {
