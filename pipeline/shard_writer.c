@@ -615,7 +615,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
         if (!one_run) mcrc = sa1b_crc32c(mcrc, pk, pk_len);
         memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
         shard_st64(row + MSK_ID, (uint64_t)m->id);
-        shard_st64(row + MSK_DATA_OFFSET, w->pos);
+        shard_st64(row + MSK_DATA_OFFSET, one_run ? masks_offset + j * w->mask_stride : w->pos);
         shard_st64(row + MSK_ORIG_AREA, (uint64_t)m->orig_area);
         shard_stf(row + MSK_AREA, m->area);
         for (int k = 0; k < 4; k++) {
@@ -628,9 +628,13 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
         shard_stf(row + MSK_POINT + 4, m->point[1]);
         shard_st32(row + MSK_IMAGE_INDEX, (uint32_t)w->n_images);
         if ((rc = tab_append(w, &w->masks, row, SA1B_SHARD_MASK_ROW_SIZE, err)) ||
-            (rc = wr_bytes(w, pk, pk_len, err)))
+            (!one_run && (rc = wr_bytes(w, pk, pk_len, err))))
             goto failed;
     }
+    /* side by side: one copy of them all (streaming stores from 256 KiB on,
+     * as 32 or more masks of 256 x 256 are) instead of one per mask */
+    if (one_run && (rc = wr_bytes(w, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride, err)))
+        goto failed;
     const uint64_t masks_len = w->pos - masks_offset;
     if ((rc = wr_align(w, err))) goto failed; /* runs end anywhere; packed: a no-op */
     /* the index row; its name offset is relative to the names table until
