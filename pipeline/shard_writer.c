@@ -51,6 +51,10 @@
  * pages, 1.2% with this). */
 #define WBUF_CAP (4u << 20)
 #define WBUF_ALIGN ((size_t)2 << 20)
+/* Without O_DIRECT, payloads of this size or more go to write(2) straight
+ * from the caller's memory (the kernel copies them anyway), not through
+ * the buffer. */
+#define WBUF_BYPASS ((size_t)1 << 20)
 /* Direct writes are whole multiples of this, at offsets and from a buffer
  * aligned to it (covers 512- and 4096-byte logical blocks). */
 #define DIO_ALIGN 4096u
@@ -199,9 +203,9 @@ static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_err
             SA1B_FORWARD(wr_flush(w, err));
             if (!w->direct) return wr_bytes(w, p, len, err); /* fell back */
         }
-    } else if (w->buf_len + len > WBUF_CAP) {
+    } else if (w->buf_len + len > WBUF_CAP || len >= WBUF_BYPASS) {
         SA1B_FORWARD(wr_flush(w, err));
-        while (len >= WBUF_CAP) { /* large payloads bypass the buffer */
+        while (len >= WBUF_BYPASS) { /* large payloads bypass the buffer */
             ssize_t n = write(w->fd, p, len);
             if (n < 0) {
                 if (errno == EINTR) continue;
