@@ -288,6 +288,25 @@ static void crc_tests(void)
         }
     free(lb);
     tap_ok(ok, "fast and portable crc32c agree on long inputs");
+    /* the folding path (AVX-512 VPCLMULQDQ, from 1 KiB on, 256-byte steps)
+     * around its thresholds and steps, at every phase, and chained */
+    size_t fb = 8 * 1024 + 300;
+    uint8_t *fbuf = malloc(fb + 64);
+    for (size_t i = 0; i < fb + 64; i++) fbuf[i] = (uint8_t)rnd();
+    ok = 1;
+    int cases = 0;
+    for (size_t len = 1000; len <= fb; len += len < 1600 ? 1 : 97)
+        for (size_t off = 0; off < 64; off += len < 1600 ? 21 : 5) {
+            uint32_t a = sa1b_crc32c(0xA5A5A5A5u, fbuf + off, len);
+            uint32_t b = sa1b_crc32c_portable(0xA5A5A5A5u, fbuf + off, len);
+            size_t cut = 1024 + (len * 7) % (len - 999);
+            if (cut > len) cut = len;
+            uint32_t c = sa1b_crc32c(sa1b_crc32c(0xA5A5A5A5u, fbuf + off, cut), fbuf + off + cut, len - cut);
+            ok &= a == b && a == c;
+            cases++;
+        }
+    free(fbuf);
+    tap_ok(ok, "fast and portable crc32c agree from 1000 bytes to 8 KiB (%d lengths and phases)", cases);
     /* crc32c_zeros against zeros read: short, around the 8 KiB blocks, long */
     size_t zmax = 3 * 3 * 8192 + 100;
     uint8_t *zeros = calloc(zmax, 1);
