@@ -1,20 +1,17 @@
 // backend_cuda.cu - the CUDA backend (backend.h): device memory through the
 // accounting allocator (cudaMalloc behind tr_mem hooks, pinned host memory
 // for the loader's batches), GEMMs through cuBLAS (loaded when the backend
-// starts; cublasGemmEx: 16-bit
-// inputs, fp32 compute, the output in its own type), and every other op of
-// tr_ops as a kernel on one stream, reading and writing fp32, bf16 and fp16
-// operands as they are (widens16 = 0) and accumulating in fp32 (sums that
-// feed a gradient or a statistic in double, in a fixed order: no float
-// atomics anywhere, so two runs give the same bits).
+// starts; cublasGemmEx: 16-bit inputs, fp32 compute, the output in its own
+// type), and every other op of tr_ops as a kernel on one stream, reading and
+// writing fp32, bf16 and fp16 operands as they are (widens16 = 0) and
+// accumulating in fp32 (sums that feed a gradient or a statistic in double,
+// in a fixed order: no float atomics anywhere, so two runs give the same
+// bits).  The attention is backend_cuda_attn.cu's; what both files share,
+// backend_cuda_impl.cuh.
 //
-// Implements: the two attentions that backend_cuda_sizes.c describes, both
-// saving the log-sum-exp per query row: long sequences blocked, R query rows
-// at a time through cuBLAS's tensor cores; short ones in a fused kernel (an
-// online-softmax forward; a backward recomputing the probabilities, dK/dV
-// per key, dQ per query in a pass of its own, D per row in the workspace);
-// the MODEL.md loss with per-pair
-// partial sums reduced in pair order, AdamW and 8-bit AdamW (quant8.h).
+// Implements: column sums in two passes over bands of rows, the MODEL.md
+// loss with per-pair partial sums reduced in pair order, AdamW and 8-bit
+// AdamW (quant8.h).
 //
 // Errors: ops return void, so the first failing CUDA or cuBLAS call is
 // recorded with its file:line and the library's message
@@ -22,41 +19,19 @@
 // and download fills its destination with NaN bytes, so that the loss a
 // step reads back is not finite and the step fails.  The library never
 // prints.
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 
+#include "backend_cuda_impl.cuh"
+
 extern "C" {
-#include "backend.h"
-#include "backend_cuda.h"
 #include "quant8.h"
 }
 
-namespace {
-
-// cuBLAS, loaded when the backend starts (its libraries are 600 MB of
-// address space that a CPU run must not map: ulimit -v)
-struct blas_api {
-    void *lib;
-    decltype(&cublasCreate_v2) create;
-    decltype(&cublasDestroy_v2) destroy;
-    decltype(&cublasSetStream_v2) set_stream;
-    decltype(&cublasSetMathMode) set_math_mode;
-    // the C entry point (C++ also sees an inline overload taking cudaDataType)
-    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
-                              const void *, cudaDataType, int, const void *, cudaDataType, int, const void *, void *,
-                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
-    cublasStatus_t (*gemm_sb)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
-                              const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
-                              const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
-                              cublasGemmAlgo_t);
-    decltype(&cublasGetStatusString) status_string;
-};
+namespace sa1b_cuda {
 
 #define STR2_(x) #x
 #define STR_(x) STR2_(x)
@@ -93,102 +68,6 @@ int blas_load(blas_api *b, char *err, size_t err_len)
         return -1;
     }
     return 0;
-}
-
-struct cuda_backend {
-    tr_backend be;        // first: free(cb) frees it
-    tr_ops ops;
-    tr_mem host;          // pinned host memory (be.host_mem)
-    cudaStream_t st;
-    blas_api api;
-    cublasHandle_t blas;
-    double *band;         // CS_CAP doubles: the first pass of the column sums
-    int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked forces a path (tests)
-    int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
-    int failed;
-    char err[320];
-};
-
-cuda_backend *CB(tr_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
-
-// ---- errors ------------------------------------------------------------------
-
-void record(cuda_backend *c, const char *file, int line, const char *what, const char *msg)
-{
-    if (c->failed) return;
-    c->failed = 1;
-    snprintf(c->err, sizeof c->err, "%s:%d: %s: %s", file, line, what, msg);
-}
-
-int ck_cuda(cuda_backend *c, cudaError_t e, const char *what, const char *file, int line)
-{
-    if (e == cudaSuccess) return 0;
-    record(c, file, line, what, cudaGetErrorString(e));
-    return -1;
-}
-
-int ck_blas(cuda_backend *c, cublasStatus_t s, const char *what, const char *file, int line)
-{
-    if (s == CUBLAS_STATUS_SUCCESS) return 0;
-    record(c, file, line, what, c->api.status_string(s));
-    return -1;
-}
-
-#define CK(c, call) ck_cuda((c), (call), #call, __FILE__, __LINE__)
-#define CKB(c, call) ck_blas((c), (call), #call, __FILE__, __LINE__)
-// after a kernel launch: a bad configuration shows here, a fault later
-// (at once, named, with SA1B_CUDA_SYNC in the environment: a debugging aid)
-int launched(cuda_backend *c, const char *name, const char *file, int line)
-{
-    if (ck_cuda(c, cudaGetLastError(), name, file, line)) return -1;
-    return c->sync_each ? ck_cuda(c, cudaStreamSynchronize(c->st), name, file, line) : 0;
-}
-#define LAUNCHED(c, name) launched((c), (name), __FILE__, __LINE__)
-#define UNSUPPORTED(c, ...)                                                                  \
-    do {                                                                                     \
-        char m_[160];                                                                        \
-        snprintf(m_, sizeof m_, __VA_ARGS__);                                                \
-        record((c), __FILE__, __LINE__, "unsupported", m_);                                  \
-    } while (0)
-
-// ---- typed elements ------------------------------------------------------------
-
-__device__ __forceinline__ float ldt(tr_ten t, size_t i)
-{
-    if (t.dt == TR_PREC_FP32) return static_cast<const float *>(t.p)[i];
-    return tr_from_16(static_cast<const uint16_t *>(t.p)[i], t.dt);
-}
-
-__device__ __forceinline__ void stt(tr_ten t, size_t i, float x)
-{
-    if (t.dt == TR_PREC_FP32) static_cast<float *>(t.p)[i] = x;
-    else static_cast<uint16_t *>(t.p)[i] = tr_to_16(x, t.dt);
-}
-
-__device__ __forceinline__ size_t gtid() { return blockIdx.x * (size_t)blockDim.x + threadIdx.x; }
-__device__ __forceinline__ size_t gstride() { return (size_t)gridDim.x * blockDim.x; }
-
-#define FOR_N(i, n) for (size_t i = gtid(); i < (n); i += gstride())
-
-const int TPB = 256;
-
-unsigned grid_for(size_t n)
-{
-    size_t g = (n + TPB - 1) / TPB;
-    return (unsigned)(g < 1 ? 1 : g > 65535 * 16 ? 65535 * 16 : g);
-}
-
-// warp sums: the xor butterfly gives every lane the same bits
-__device__ __forceinline__ float warp_sum(float v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-__device__ __forceinline__ double warp_sum_d(double v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 // ---- memory --------------------------------------------------------------------
@@ -238,10 +117,6 @@ void pinned_zero(void *ctx, void *p, size_t n)
     (void)ctx;
     memset(p, 0, n);
 }
-
-// A workspace; NULL when out of memory (recorded by the allocator: the
-// model's step reports it).
-void *work(tr_backend *be, size_t n_bytes) { return tr_mem_alloc_raw(&be->mem, TR_MEM_WORK, n_bytes); }
 
 // ---- element-wise ----------------------------------------------------------------
 
@@ -338,7 +213,6 @@ void cu_download(tr_backend *be, void *dst, const void *src, size_t n)
 
 // ---- GEMM ------------------------------------------------------------------------
 
-cudaDataType_t blas_type(int dt) { return dt == TR_PREC_FP32 ? CUDA_R_32F : dt == TR_PREC_BF16 ? CUDA_R_16BF : CUDA_R_16F; }
 
 // The span of a row-major matrix of `rows` rows of `cols` at stride ld, in elements.
 size_t span(int rows, int cols, int ld) { return rows > 0 ? (size_t)(rows - 1) * ld + (size_t)cols : 0; }
@@ -507,10 +381,6 @@ void cu_linear_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr_te
 
 // ---- LayerNorm: one warp per row, statistics in double as kernels.h ---------------
 
-const int WPB = TPB / 32; // warps per block
-
-__device__ __forceinline__ size_t warp_id() { return gtid() / 32; }
-
 __global__ void k_ln_fwd(tr_ten out, float *mean, float *rstd, tr_ten inp, tr_ten w, tr_ten b, int N, int C,
                          float eps)
 {
@@ -532,7 +402,7 @@ __global__ void k_ln_fwd(tr_ten out, float *mean, float *rstd, tr_ten inp, tr_te
         for (int i = lane; i < C; i += 32) stt(out, o + i, (ldt(inp, o + i) - m) * r * ldt(w, i) + ldt(b, i));
 }
 
-unsigned warp_grid(size_t rows) { return (unsigned)((rows + WPB - 1) / WPB); }
+
 
 void cu_layernorm_forward(tr_backend *be, tr_ten out, float *mean, float *rstd, tr_ten inp, tr_ten w, tr_ten b,
                           int N, int C, float eps)
@@ -617,229 +487,6 @@ void cu_layernorm_backward(tr_backend *be, tr_ten dinp, float *dw, float *db, tr
         k_colsum_fin<<<grid_for((size_t)C), TPB, 0, c->st>>>(db, c->band + C, C, 2 * (size_t)C, P);
         LAUNCHED(c, "k_colsum_fin");
     }
-}
-
-// ---- attention: fused, one warp per query (forward, dQ) or key (dK/dV) row ----------
-//
-// Lane l holds head dimensions l, l + 32, ... (NPL of them: dh <= 32 NPL);
-// a score is the warp sum of the lanes' partial dot products, the same
-// bits in the forward and both backward passes.  Saved per query row: the
-// log of the sum of exponentials (lse, fp32) in the 2 elements of att
-// that tr_cuda_sizes declares; P = exp(scale s - lse) is recomputed.
-
-struct attn_args {
-    tr_attn_dims d;
-    float scale;
-    size_t lse_stride; // floats of att per (sequence, head)
-};
-
-__device__ __forceinline__ float *lse_row(tr_ten att, const attn_args &a, size_t idx, int t)
-{
-    return static_cast<float *>(att.p) + idx * a.lse_stride + t;
-}
-
-template <int NPL>
-__device__ __forceinline__ void load_row(float *x, tr_ten t, size_t off, int dh, int lane)
-{
-#pragma unroll
-    for (int i = 0; i < NPL; i++) {
-        int j = lane + 32 * i;
-        x[i] = j < dh ? ldt(t, off + j) : 0.0f;
-    }
-}
-
-// the lanes' registers x . y summed over the warp (dot_row with both rows loaded)
-template <int NPL>
-__device__ __forceinline__ float warp_sum_dot(const float *x, const float *y)
-{
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NPL; i++) s += x[i] * y[i];
-    return warp_sum(s);
-}
-
-// x . row t[off, off + dh) summed over the warp
-template <int NPL>
-__device__ __forceinline__ float dot_row(const float *x, tr_ten t, size_t off, int dh, int lane)
-{
-    float y[NPL];
-    load_row<NPL>(y, t, off, dh, lane);
-    return warp_sum_dot<NPL>(x, y);
-}
-
-// dst[off + j] += x (typed, accumulated), or = x when assign
-template <int NPL>
-__device__ __forceinline__ void store_row(tr_ten t, size_t off, const float *x, int dh, int lane, int assign)
-{
-#pragma unroll
-    for (int i = 0; i < NPL; i++) {
-        int j = lane + 32 * i;
-        if (j < dh) stt(t, off + j, assign ? x[i] : ldt(t, off + j) + x[i]);
-    }
-}
-
-template <int NPL>
-__global__ void k_attn_fwd(tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, attn_args a)
-{
-    const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tq;
-    int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
-    float qv[NPL], acc[NPL];
-    load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
-#pragma unroll
-    for (int i = 0; i < NPL; i++) acc[i] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    for (int j = 0; j < d.Tk; j++) {
-        float s = dot_row<NPL>(qv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane) * a.scale;
-        float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
-        l = l * corr + p;
-        size_t vo = n * d.sv + (size_t)j * d.ldv + hoff;
-#pragma unroll
-        for (int i = 0; i < NPL; i++) {
-            int jj = lane + 32 * i;
-            acc[i] = acc[i] * corr + (jj < d.dh ? p * ldt(v, vo + jj) : 0.0f);
-        }
-        m = mn;
-    }
-    float inv = 1.0f / l;
-#pragma unroll
-    for (int i = 0; i < NPL; i++) acc[i] *= inv;
-    store_row<NPL>(out, n * d.so + (size_t)t * d.ldo + hoff, acc, d.dh, lane, 1);
-    if (lane == 0) *lse_row(att, a, idx, t) = m + logf(l);
-}
-
-// D[row] = sum_j P_ij (dO_i . v_j) = rowsum(dO * O) (the output itself is not an operand)
-template <int NPL>
-__global__ void k_attn_D(float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v, tr_ten att, attn_args a)
-{
-    const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tq;
-    int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
-    float qv[NPL], go[NPL];
-    load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
-    load_row<NPL>(go, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
-    float lse = *lse_row(att, a, idx, t), s = 0.0f;
-    for (int j = 0; j < d.Tk; j++) {
-        float p = expf(dot_row<NPL>(qv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane) * a.scale - lse);
-        s += p * dot_row<NPL>(go, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
-    }
-    if (lane == 0) D[row] = s;
-}
-
-// dK, dV of one key row over every query: dv += P^T dO, dk += dS^T q with dS = scale P (dP - D)
-template <int NPL>
-__global__ void k_attn_dkdv(tr_ten dk, tr_ten dv, const float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                            tr_ten att, attn_args a)
-{
-    const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tk;
-    int lane = threadIdx.x % 32, j = (int)(row % d.Tk);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
-    float kv[NPL], vv[NPL], gk[NPL], gv[NPL], qi[NPL], gi[NPL];
-    load_row<NPL>(kv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane);
-    load_row<NPL>(vv, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
-#pragma unroll
-    for (int i = 0; i < NPL; i++) gk[i] = gv[i] = 0.0f;
-    for (int t = 0; t < d.Tq; t++) {
-        load_row<NPL>(qi, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
-        load_row<NPL>(gi, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
-        float p = expf(warp_sum_dot<NPL>(qi, kv) * a.scale - *lse_row(att, a, idx, t));
-        float dp = warp_sum_dot<NPL>(gi, vv), ds = a.scale * p * (dp - D[idx * d.Tq + t]);
-#pragma unroll
-        for (int i = 0; i < NPL; i++) gv[i] += p * gi[i], gk[i] += ds * qi[i];
-    }
-    if (dk.p) store_row<NPL>(dk, n * d.sk + (size_t)j * d.ldk + hoff, gk, d.dh, lane, 0);
-    if (dv.p) store_row<NPL>(dv, n * d.sv + (size_t)j * d.ldv + hoff, gv, d.dh, lane, 0);
-}
-
-// dQ of one query row over every key: dq += dS k
-template <int NPL>
-__global__ void k_attn_dq(tr_ten dq, const float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v, tr_ten att,
-                          attn_args a)
-{
-    const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tq;
-    int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
-    float qv[NPL], go[NPL], kj[NPL], gq[NPL];
-    load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
-    load_row<NPL>(go, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
-#pragma unroll
-    for (int i = 0; i < NPL; i++) gq[i] = 0.0f;
-    float lse = *lse_row(att, a, idx, t), Dt = D[row];
-    for (int j = 0; j < d.Tk; j++) {
-        load_row<NPL>(kj, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane);
-        float p = expf(warp_sum_dot<NPL>(qv, kj) * a.scale - lse);
-        float dp = dot_row<NPL>(go, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
-        float ds = a.scale * p * (dp - Dt);
-#pragma unroll
-        for (int i = 0; i < NPL; i++) gq[i] += ds * kj[i];
-    }
-    store_row<NPL>(dq, n * d.sq + (size_t)t * d.ldq + hoff, gq, d.dh, lane, 0);
-}
-
-
-// which instantiation holds a head of dh dimensions; 0: none
-int attn_npl(int dh) { return dh <= 32 ? 1 : dh <= 64 ? 2 : dh <= 128 ? 4 : 0; }
-
-#define ATTN_LAUNCH(npl, kern, rows, ...)                                                      \
-    do {                                                                                       \
-        unsigned g_ = warp_grid(rows);                                                         \
-        if (!g_) break;                                                                        \
-        if (npl == 1) kern<1><<<g_, TPB, 0, c->st>>>(__VA_ARGS__);                             \
-        else if (npl == 2) kern<2><<<g_, TPB, 0, c->st>>>(__VA_ARGS__);                        \
-        else kern<4><<<g_, TPB, 0, c->st>>>(__VA_ARGS__);                                      \
-        LAUNCHED(c, #kern);                                                                    \
-    } while (0)
-
-int attn_setup(cuda_backend *c, attn_args *a, const tr_attn_dims *d, tr_ten att)
-{
-    int npl = attn_npl(d->dh);
-    if (!npl) {
-        UNSUPPORTED(c, "attention head of %d dimensions (at most 128)", d->dh);
-        return 0;
-    }
-    a->d = *d;
-    a->scale = 1.0f / sqrtf((float)d->dh);
-    a->lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
-    return npl;
-}
-
-// the blocked attention (below, after the block reductions); 1: it took the call
-int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
-int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                      tr_ten att, const tr_attn_dims *d);
-
-void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
-{
-    cuda_backend *c = CB(be);
-    attn_args a;
-    int npl;
-    if (c->failed || blk_attn_forward(be, out, att, q, k, v, d) || !(npl = attn_setup(c, &a, d, att))) return;
-    ATTN_LAUNCH(npl, k_attn_fwd, (size_t)d->N * d->heads * d->Tq, out, att, q, k, v, a);
-}
-
-void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k,
-                           tr_ten v, tr_ten att, const tr_attn_dims *d)
-{
-    cuda_backend *c = CB(be);
-    attn_args a;
-    int npl;
-    if (c->failed || blk_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d) || !(npl = attn_setup(c, &a, d, att)))
-        return;
-    float *D = static_cast<float *>(work(be, tr_cuda_attn_workspace(d, 0, 1)));
-    if (!D) return;
-    size_t nq = (size_t)d->N * d->heads * d->Tq, nk = (size_t)d->N * d->heads * d->Tk;
-    ATTN_LAUNCH(npl, k_attn_D, nq, D, dout, q, k, v, att, a);
-    if (dk.p || dv.p) ATTN_LAUNCH(npl, k_attn_dkdv, nk, dk, dv, D, dout, q, k, v, att, a);
-    if (dq.p) ATTN_LAUNCH(npl, k_attn_dq, nq, dq, D, dout, q, k, v, att, a);
-    tr_mem_free(&be->mem, D);
 }
 
 // ---- ConvTranspose 2x2 stride 2 -----------------------------------------------------
@@ -1183,21 +830,6 @@ void cu_mask_dot_backward(tr_backend *be, tr_ten dU, tr_ten dhyp, tr_ten dlogits
 
 // ---- loss: one block per pair, its sums in a fixed tree; then one ordered reduction -------
 
-// the block's sum of v (every thread gets it); sh [TPB]
-template <typename T>
-__device__ T block_sum(T v, T *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int o = TPB / 2; o > 0; o >>= 1) {
-        if ((int)threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
-        __syncthreads();
-    }
-    T r = sh[0];
-    __syncthreads();
-    return r;
-}
-
 __global__ void __launch_bounds__(TPB) k_loss(tr_ten dlogits, tr_ten diou, tr_ten logits, tr_ten iou,
                                              const uint8_t *masks, const uint8_t *valid, int RR, float s, double *r)
 {
@@ -1391,189 +1023,6 @@ void cu_destroy(tr_backend *be)
     free(c);
 }
 
-// ---- attention over long sequences: blocked, through cuBLAS -----------------------
-//
-// R query rows of one sequence at a time (tr_cuda_attn_rows), every head at
-// once: the scores S = scale q k^T in fp32 (a GEMM strided over the heads),
-// the softmax by rows (a block per row: the row's lse saved in att as the
-// fused kernel saves it; P in the activations' type), out = P v (the GEMM's
-// output rounded once).  The backward recomputes S and P = exp(S - lse),
-// then dV += P^T dO, dP = dO v^T, dS = scale P (dP - D) with D = rowsum(P dP)
-// (= rowsum(dO O)), dQ += dS k, dK += dS^T q; dK and dV of a sequence are
-// summed in fp32 over its row blocks and added to dk and dv once.  Memory:
-// the workspace of R rows (tr_cuda_attn_workspace), linear in the sequence;
-// every sum in an order fixed by the shape (cuBLAS, fixed-tree block sums).
-
-tr_ten ten_at(tr_ten t, size_t n) { return tr_typed(static_cast<char *>(t.p) + n * tr_dt_size(t.dt), t.dt); }
-
-// C_b = alpha op(A_b) op(B_b) + beta C_b for b < batch (A_b = A + b sA
-// elements, ...), row-major; A and B of one type, C of it or fp32
-void gemm_sb(cuda_backend *c, int ta, int tb, int M, int N, int K, float alpha, tr_ten A, int lda, long long sA,
-             tr_ten B, int ldb, long long sB, float beta, tr_ten C, int ldc, long long sC, int batch)
-{
-    if (c->failed || M <= 0 || N <= 0 || K <= 0 || batch <= 0) return;
-    CKB(c, c->api.gemm_sb(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
-                          B.p, blas_type(B.dt), ldb, sB, A.p, blas_type(A.dt), lda, sA, &beta, C.p, blas_type(C.dt),
-                          ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-// the block's maximum of v (every thread gets it); sh [TPB]
-__device__ float block_max(float v, float *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int o = TPB / 2; o > 0; o >>= 1) {
-        if ((int)threadIdx.x < o) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + o]);
-        __syncthreads();
-    }
-    float r = sh[0];
-    __syncthreads();
-    return r;
-}
-
-// one block per (head h, row i) of a block of r rows (R apart per head):
-// P = exp(S - lse) from the row's scaled scores, lse saved
-__global__ void __launch_bounds__(TPB) k_blk_softmax(const float *S, tr_ten P, tr_ten att, attn_args a, size_t seq,
-                                                     int t0, int R, int r)
-{
-    __shared__ float sh[TPB];
-    int h = blockIdx.x / r, i = blockIdx.x % r, Tk = a.d.Tk;
-    size_t row = ((size_t)h * R + i) * Tk;
-    float m = -INFINITY, l = 0.0f;
-    for (int j = threadIdx.x; j < Tk; j += TPB) m = fmaxf(m, S[row + j]);
-    m = block_max(m, sh);
-    for (int j = threadIdx.x; j < Tk; j += TPB) l += expf(S[row + j] - m);
-    l = block_sum(l, sh);
-    float lse = m + logf(l);
-    for (int j = threadIdx.x; j < Tk; j += TPB) stt(P, row + j, expf(S[row + j] - lse));
-    if (threadIdx.x == 0) *lse_row(att, a, seq * a.d.heads + h, t0 + i) = lse;
-}
-
-// the backward's probabilities: S becomes P = exp(S - lse) in fp32, X in its type
-__global__ void __launch_bounds__(TPB) k_blk_probs(float *S, tr_ten X, tr_ten att, attn_args a, size_t seq, int t0,
-                                                   int R, int r)
-{
-    int h = blockIdx.x / r, i = blockIdx.x % r, Tk = a.d.Tk;
-    size_t row = ((size_t)h * R + i) * Tk;
-    float lse = *lse_row(att, a, seq * a.d.heads + h, t0 + i);
-    for (int j = threadIdx.x; j < Tk; j += TPB) {
-        float p = expf(S[row + j] - lse);
-        S[row + j] = p;
-        stt(X, row + j, p);
-    }
-}
-
-// dS = scale P (dP - D), D = the row's sum of P dP, into X
-__global__ void __launch_bounds__(TPB) k_blk_dscores(const float *P, const float *dP, tr_ten X, float scale, int Tk,
-                                                     int R, int r)
-{
-    __shared__ float sh[TPB];
-    int h = blockIdx.x / r, i = blockIdx.x % r;
-    size_t row = ((size_t)h * R + i) * Tk;
-    float s = 0.0f;
-    for (int j = threadIdx.x; j < Tk; j += TPB) s += P[row + j] * dP[row + j];
-    float D = block_sum(s, sh);
-    for (int j = threadIdx.x; j < Tk; j += TPB) stt(X, row + j, scale * P[row + j] * (dP[row + j] - D));
-}
-
-// dst[off + r ld + col] += src[r W + col] for r < rows, col < W
-__global__ void k_add_rows(tr_ten dst, size_t off, int ld, const float *src, int rows, int W)
-{
-    FOR_N(i, (size_t)rows * W)
-    {
-        size_t o = off + (i / W) * ld + i % W;
-        stt(dst, o, ldt(dst, o) + src[i]);
-    }
-}
-
-// the blocked path's operands: q, k, v (and dout) of one type, the GEMMs'
-// outputs (out, dq) of it or fp32
-bool blk_types(tr_ten q, tr_ten k, tr_ten v, tr_ten o)
-{
-    return k.dt == q.dt && v.dt == q.dt && (!o.p || o.dt == q.dt || o.dt == TR_PREC_FP32);
-}
-
-attn_args blk_args(const tr_attn_dims *d, tr_ten att)
-{
-    attn_args a;
-    a.d = *d;
-    a.scale = 1.0f / sqrtf((float)d->dh);
-    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
-    return a;
-}
-
-int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
-{
-    cuda_backend *c = CB(be);
-    if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, out)) return 0;
-    attn_args a = blk_args(d, att);
-    int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh;
-    size_t blk = (size_t)H * R * Tk;
-    char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 0)));
-    if (!ws) return 1; // out of memory: the allocator's record, the step's error
-    float *S = reinterpret_cast<float *>(ws);
-    tr_ten X = tr_typed(ws + blk * sizeof(float), v.dt);
-    for (int n = 0; n < d->N && !c->failed; n++)
-        for (int t0 = 0; t0 < d->Tq && !c->failed; t0 += R) {
-            int r = d->Tq - t0 < R ? d->Tq - t0 : R;
-            gemm_sb(c, 0, 1, r, Tk, dh, a.scale, ten_at(q, n * d->sq + (size_t)t0 * d->ldq), d->ldq, dh,
-                    ten_at(k, n * d->sk), d->ldk, dh, 0.0f, tr_f32(S), Tk, (long long)R * Tk, H);
-            k_blk_softmax<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, X, att, a, (size_t)n, t0, R, r);
-            LAUNCHED(c, "k_blk_softmax");
-            gemm_sb(c, 0, 0, r, dh, Tk, 1.0f, X, Tk, (long long)R * Tk, ten_at(v, n * d->sv), d->ldv, dh, 0.0f,
-                    ten_at(out, n * d->so + (size_t)t0 * d->ldo), d->ldo, dh, H);
-        }
-    tr_mem_free(&be->mem, ws);
-    return 1;
-}
-
-int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                      tr_ten att, const tr_attn_dims *d)
-{
-    cuda_backend *c = CB(be);
-    if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, dq) || dout.dt != q.dt) return 0;
-    attn_args a = blk_args(d, att);
-    int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh, W = H * dh;
-    size_t blk = (size_t)H * R * Tk, nkv = (size_t)Tk * W;
-    char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 1)));
-    if (!ws) return 1;
-    float *S = reinterpret_cast<float *>(ws), *dP = S + blk, *dKf = S + 3 * blk, *dVf = dKf + nkv;
-    tr_ten X = tr_typed(S + 2 * blk, q.dt);
-    for (int n = 0; n < d->N && !c->failed; n++) {
-        if (dk.p) CK(c, cudaMemsetAsync(dKf, 0, nkv * sizeof(float), c->st));
-        if (dv.p) CK(c, cudaMemsetAsync(dVf, 0, nkv * sizeof(float), c->st));
-        for (int t0 = 0; t0 < d->Tq && !c->failed; t0 += R) {
-            int r = d->Tq - t0 < R ? d->Tq - t0 : R;
-            long long sS = (long long)R * Tk;
-            tr_ten qn = ten_at(q, n * d->sq + (size_t)t0 * d->ldq), on = ten_at(dout, n * d->so + (size_t)t0 * d->ldo);
-            gemm_sb(c, 0, 1, r, Tk, dh, a.scale, qn, d->ldq, dh, ten_at(k, n * d->sk), d->ldk, dh, 0.0f, tr_f32(S),
-                    Tk, sS, H);
-            k_blk_probs<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, X, att, a, (size_t)n, t0, R, r);
-            LAUNCHED(c, "k_blk_probs");
-            if (dv.p) gemm_sb(c, 1, 0, Tk, dh, r, 1.0f, X, Tk, sS, on, d->ldo, dh, 1.0f, tr_f32(dVf), W, dh, H);
-            if (!dq.p && !dk.p) continue;
-            gemm_sb(c, 0, 1, r, Tk, dh, 1.0f, on, d->ldo, dh, ten_at(v, n * d->sv), d->ldv, dh, 0.0f, tr_f32(dP), Tk,
-                    sS, H);
-            k_blk_dscores<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, dP, X, a.scale, Tk, R, r);
-            LAUNCHED(c, "k_blk_dscores");
-            if (dq.p)
-                gemm_sb(c, 0, 0, r, dh, Tk, 1.0f, X, Tk, sS, ten_at(k, n * d->sk), d->ldk, dh, 1.0f,
-                        ten_at(dq, n * d->sq + (size_t)t0 * d->ldq), d->ldq, dh, H);
-            if (dk.p) gemm_sb(c, 1, 0, Tk, dh, r, 1.0f, X, Tk, sS, qn, d->ldq, dh, 1.0f, tr_f32(dKf), W, dh, H);
-        }
-        if (dk.p) {
-            k_add_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dk, n * d->sk, d->ldk, dKf, Tk, W);
-            LAUNCHED(c, "k_add_rows");
-        }
-        if (dv.p) {
-            k_add_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dv, n * d->sv, d->ldv, dVf, Tk, W);
-            LAUNCHED(c, "k_add_rows");
-        }
-    }
-    tr_mem_free(&be->mem, ws);
-    return 1;
-}
-
 void set_ops(tr_ops *o)
 {
     o->gemm = cu_gemm;
@@ -1601,11 +1050,14 @@ void set_ops(tr_ops *o)
 // rounds a 16-bit output once, from the fp32 result)
 int set_math(cuda_backend *c, int tf32)
 {
-    int mode = (tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    int mode = (tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+               CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
     return CKB(c, c->api.set_math_mode(c->blas, static_cast<cublasMath_t>(mode)));
 }
 
-} // namespace
+} // namespace sa1b_cuda
+
+using namespace sa1b_cuda;
 
 extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len)
 {
