@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "backend.h"
+#include "backend_cuda.h"
 #include "batch.h"
 #include "model.h"
 #include "optim.h"
@@ -238,6 +239,36 @@ static void test_target_sizes(void)
            (unsigned long long)sw.peak[TR_MEM_WORK], (unsigned long long)sf.peak[TR_MEM_WORK]);
     tap_ok(tr_backend_sizes("cpu") == &tr_cpu_sizes && tr_backend_sizes("nope") == NULL,
            "the sizes of a backend by name");
+}
+
+/* The CUDA backend's two attentions as the planner sees them (plain C,
+ * backend_cuda_sizes.c): the blocked path from 64 tokens on, R rows within
+ * its budget, the workspaces the target's sizes declare. */
+static void test_cuda_attention_sizes(void)
+{
+    tr_attn_dims base = {.N = 4, .Tq = 4096, .Tk = 4096, .heads = 12, .dh = 64};
+    tr_attn_dims edge = {.N = 2, .Tq = 64, .Tk = 63, .heads = 2, .dh = 40};
+    tr_attn_dims dec = {.N = 128, .Tq = 7, .Tk = 4096, .heads = 8, .dh = 16};
+    tap_ok(tr_cuda_attn_blocked(&base, TR_CUDA_ATTN_AUTO) && !tr_cuda_attn_blocked(&edge, TR_CUDA_ATTN_AUTO) &&
+               !tr_cuda_attn_blocked(&dec, TR_CUDA_ATTN_AUTO) && tr_cuda_attn_blocked(&dec, TR_CUDA_ATTN_BLOCKED) &&
+               !tr_cuda_attn_blocked(&base, TR_CUDA_ATTN_FUSED),
+           "cuda attention: blocked from 64 queries and 64 keys, fused below; a forced path is taken");
+    int R = tr_cuda_attn_rows(&base), r7 = tr_cuda_attn_rows(&dec);
+    size_t blk = (size_t)12 * (size_t)R * 4096;
+    tap_ok(R == 160 && R % 16 == 0 && blk * 12 <= ((size_t)96 << 20) && r7 == 7,
+           "cuda attention: %d rows a block at 4096 tokens and 12 heads (%zu MiB of scores, gradients and "
+           "probabilities), every query of a 7-token call in one", R, blk * 12 >> 20, r7);
+    size_t fwd = tr_cuda_sizes.attention_fwd_workspace(&base), bwd = tr_cuda_sizes.attention_workspace(&base);
+    tap_ok(fwd == blk * 8 && bwd == blk * 12 + 2 * (size_t)4096 * 768 * 4 &&
+               tr_cuda_sizes.attention_fwd_workspace(&dec) == 0 &&
+               tr_cuda_sizes.attention_workspace(&dec) == (size_t)128 * 8 * 7 * 4,
+           "cuda attention workspaces: blocked forward %zu, backward %zu bytes (independent of N); fused: none "
+           "forward, D per query backward",
+           fwd, bwd);
+    tr_attn_dims base8 = base;
+    base8.N = 64;
+    tap_ok(tr_cuda_sizes.attention_workspace(&base8) == bwd && tr_cuda_sizes.attention_saved(4096, 4096) == 8192,
+           "cuda attention: the blocked workspace does not grow with the batch; 2 elements saved per query");
 }
 
 static void test_maps(void)
@@ -468,6 +499,7 @@ int main(void)
     test_allocator();
     test_hooks_and_budget();
     test_target_sizes();
+    test_cuda_attention_sizes();
     test_maps();
     test_adamw8bit(be);
     test_v_zero_point();
