@@ -72,14 +72,31 @@ __device__ __forceinline__ void store_row(tr_ten t, size_t off, const float *x, 
     }
 }
 
+// The warp's row of a fused kernel over `per` rows of each (sequence, head):
+// idx = sequence * heads + head, t the row in it, n the sequence, hoff the
+// head's first column; false past the last (sequence, head).
+struct attn_row {
+    size_t row, idx, n, hoff;
+    int t, lane;
+};
+
+__device__ __forceinline__ bool attn_row_of(const tr_attn_dims &d, int per, attn_row *r)
+{
+    r->row = warp_id(), r->idx = r->row / per;
+    r->lane = threadIdx.x % 32, r->t = (int)(r->row % per);
+    if (r->idx >= (size_t)d.N * d.heads) return false;
+    r->n = r->idx / d.heads, r->hoff = (r->idx % d.heads) * d.dh;
+    return true;
+}
+
 template <int NPL>
 __global__ void k_attn_fwd(tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, attn_args a)
 {
     const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tq;
-    int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
+    attn_row r;
+    if (!attn_row_of(d, d.Tq, &r)) return;
+    const size_t idx = r.idx, n = r.n, hoff = r.hoff;
+    const int lane = r.lane, t = r.t;
     float qv[NPL], acc[NPL];
     load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
 #pragma unroll
@@ -109,10 +126,10 @@ template <int NPL>
 __global__ void k_attn_D(float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v, tr_ten att, attn_args a)
 {
     const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tq;
-    int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
+    attn_row r;
+    if (!attn_row_of(d, d.Tq, &r)) return;
+    const size_t row = r.row, idx = r.idx, n = r.n, hoff = r.hoff;
+    const int lane = r.lane, t = r.t;
     float qv[NPL], go[NPL];
     load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
     load_row<NPL>(go, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
@@ -130,10 +147,10 @@ __global__ void k_attn_dkdv(tr_ten dk, tr_ten dv, const float *D, tr_ten dout, t
                             tr_ten att, attn_args a)
 {
     const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tk;
-    int lane = threadIdx.x % 32, j = (int)(row % d.Tk);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
+    attn_row r;
+    if (!attn_row_of(d, d.Tk, &r)) return;
+    const size_t idx = r.idx, n = r.n, hoff = r.hoff;
+    const int lane = r.lane, j = r.t;
     float kv[NPL], vv[NPL], gk[NPL], gv[NPL], qi[NPL], gi[NPL];
     load_row<NPL>(kv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane);
     load_row<NPL>(vv, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
@@ -157,10 +174,10 @@ __global__ void k_attn_dq(tr_ten dq, const float *D, tr_ten dout, tr_ten q, tr_t
                           attn_args a)
 {
     const tr_attn_dims &d = a.d;
-    size_t row = warp_id(), idx = row / d.Tq;
-    int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
-    if (idx >= (size_t)d.N * d.heads) return;
-    size_t n = idx / d.heads, hoff = (idx % d.heads) * d.dh;
+    attn_row r;
+    if (!attn_row_of(d, d.Tq, &r)) return;
+    const size_t row = r.row, idx = r.idx, n = r.n, hoff = r.hoff;
+    const int lane = r.lane, t = r.t;
     float qv[NPL], go[NPL], kj[NPL], gq[NPL];
     load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
     load_row<NPL>(go, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
@@ -192,6 +209,17 @@ static int attn_npl(int dh) { return dh <= 32 ? 1 : dh <= 64 ? 2 : dh <= 128 ? 4
         LAUNCHED(c, #kern);                                                                    \
     } while (0)
 
+// the arguments of either path's kernels for the call d (att: where the lse rows go)
+static attn_args attn_make(const tr_attn_dims *d, tr_ten att)
+{
+    attn_args a;
+    a.d = *d;
+    a.scale = 1.0f / sqrtf((float)d->dh);
+    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
+    return a;
+}
+
+// the fused path's arguments and instantiation; 0: a head it cannot take
 static int attn_setup(cuda_backend *c, attn_args *a, const tr_attn_dims *d, tr_ten att)
 {
     int npl = attn_npl(d->dh);
@@ -199,9 +227,7 @@ static int attn_setup(cuda_backend *c, attn_args *a, const tr_attn_dims *d, tr_t
         UNSUPPORTED(c, "attention head of %d dimensions (at most 128)", d->dh);
         return 0;
     }
-    a->d = *d;
-    a->scale = 1.0f / sqrtf((float)d->dh);
-    a->lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
+    *a = attn_make(d, att);
     return npl;
 }
 
@@ -339,20 +365,11 @@ static bool blk_types(tr_ten q, tr_ten k, tr_ten v, tr_ten o)
     return k.dt == q.dt && v.dt == q.dt && (!o.p || o.dt == q.dt || o.dt == TR_PREC_FP32);
 }
 
-static attn_args blk_args(const tr_attn_dims *d, tr_ten att)
-{
-    attn_args a;
-    a.d = *d;
-    a.scale = 1.0f / sqrtf((float)d->dh);
-    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
-    return a;
-}
-
 static int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
     if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, out)) return 0;
-    attn_args a = blk_args(d, att);
+    attn_args a = attn_make(d, att);
     int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh;
     size_t blk = (size_t)H * R * Tk;
     char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 0)));
@@ -378,7 +395,7 @@ static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr
 {
     cuda_backend *c = CB(be);
     if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, dq) || dout.dt != q.dt) return 0;
-    attn_args a = blk_args(d, att);
+    attn_args a = attn_make(d, att);
     int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh, W = H * dh;
     size_t blk = (size_t)H * R * Tk, nkv = (size_t)Tk * W;
     char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 1)));
