@@ -1,8 +1,10 @@
 /*
  * backend.c - the factory of the trainer's backends (backend.h): a backend
- * by name, and its release.
+ * by name, its sizes, the memory it could still take, and its release.
  */
 #include "backend.h"
+#include "backend_cuda.h"
+#include "vmlimit.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,22 @@ const tr_sizes *tr_backend_sizes(const char *name)
     if (strcmp(name, "cpu") == 0) return &tr_cpu_sizes;
     if (strcmp(name, "cuda") == 0) return &tr_cuda_sizes;
     return NULL;
+}
+
+int tr_backend_free_memory(const char *name, uint64_t *bytes, const char **what, char *err, size_t err_len)
+{
+    *bytes = 0;
+    if (strcmp(name, "cuda") == 0) {
+        uint64_t total;
+        *what = "the device's free memory";
+        return tr_cuda_device_memory(bytes, &total, err, err_len);
+    }
+    if (strcmp(name, "cpu") != 0) return snprintf(err, err_len, "%s backend not available in this build", name), -1;
+    uint64_t lim = tr_vm_limit(), now = tr_vm_size();
+    *bytes = tr_vm_available(), *what = "the host's available memory";
+    if (lim && (lim <= now || lim - now < *bytes)) *bytes = lim > now ? lim - now : 0, *what = "the address-space limit's room";
+    if (!*bytes) return snprintf(err, err_len, "no memory available"), -1;
+    return 0;
 }
 
 void tr_backend_free(tr_backend *be)

@@ -287,6 +287,12 @@ void tr_host_commit(tr_backend *be, void *dst, void *owned, size_t n);
  * NULL when the name is unknown or not compiled in. */
 const tr_sizes *tr_backend_sizes(const char *name);
 
+/* The memory the backend of that name could still take now, in bytes,
+ * and what it is (*what): the device's free memory for cuda; the host's
+ * available memory, within the room an address-space limit leaves, for
+ * the CPU.  0, or -1 with err (no device, an unknown name). */
+int tr_backend_free_memory(const char *name, uint64_t *bytes, const char **what, char *err, size_t err_len);
+
 /* Plain C GEMM, row-major, same contract as tr_ops.gemm (the fallback when
  * OpenBLAS is absent; also a reference for tests). */
 void tr_gemm_ref(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,

@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend_cuda.h"
 #include "train.h"
 #include "sa1b_manifest.h"
 
@@ -34,23 +33,6 @@ int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size
     return run(&o, be) == 0 ? 0 : -1;
 }
 
-/* The memory the backend could still take now: the device's free memory
- * for cuda; the host's available memory, within the address-space limit,
- * for the CPU.  0, or -1 with err. */
-static int free_memory(const char *backend, uint64_t *bytes, const char **what, char *err, size_t err_len)
-{
-    if (strcmp(backend, "cuda") == 0) {
-        uint64_t total;
-        *what = "the device's free memory";
-        return tr_cuda_device_memory(bytes, &total, err, err_len);
-    }
-    uint64_t lim = tr_vm_limit(), now = tr_vm_size();
-    *bytes = tr_vm_available(), *what = "the host's available memory";
-    if (lim && (lim <= now || lim - now < *bytes)) *bytes = lim > now ? lim - now : 0, *what = "the address-space limit's room";
-    if (!*bytes) return snprintf(err, err_len, "no memory available"), -1;
-    return 0;
-}
-
 int plan_main(const options *o)
 {
     const tr_sizes *sizes = tr_backend_sizes(o->backend);
@@ -59,7 +41,7 @@ int plan_main(const options *o)
     if (o->memory_budget_auto) {
         const char *what;
         char e[256], b[32];
-        if (free_memory(o->backend, &budget, &what, e, sizeof e) < 0)
+        if (tr_backend_free_memory(o->backend, &budget, &what, e, sizeof e) < 0)
             cli_die(CLI_EXIT_FATAL, "--memory-budget auto --backend %s: %s", o->backend, e);
         tr_mem_format_bytes(b, sizeof b, budget);
         printf("memory budget: auto, %s (%s)\n", b, what);
@@ -115,7 +97,7 @@ void die_memory(const options *o, tr_backend *be, const char *err)
     uint64_t avail = 0;
     const char *what;
     char e[256];
-    if (!o->memory_limit && free_memory(o->backend, &avail, &what, e, sizeof e) < 0) avail = 0;
+    if (!o->memory_limit && tr_backend_free_memory(o->backend, &avail, &what, e, sizeof e) < 0) avail = 0;
     uint64_t budget = o->memory_limit ? o->memory_limit : be->mem.reserved + avail;
     char sug[400];
     suggest_batch(o, budget, sug, sizeof sug);
