@@ -372,7 +372,7 @@ static const run_field run_fields[] = {
     RUN_FIELD("stage_batch", O_STAGE_BATCH, RF_STAGES, 1, n_stage),
     RUN_FIELD("steps", O_STEPS, RF_LONG, 0, steps), RUN_FIELD("data", O_DATA, RF_STR, 0, data),
     RUN_FIELD("val", O_VAL, RF_STR, 0, val), RUN_FIELD("checkpoint_every", O_CKPT_EVERY, RF_INT, 0, ckpt_blocks),
-    RUN_FIELD("checkpoint_decoder", O_CKPT_DEC, RF_INT, 0, ckpt_decoder), RUN_FIELD("tf32", O_TF32, RF_INT, 0, tf32),
+    RUN_FIELD("checkpoint_decoder", O_CKPT_DEC, RF_INT, 0, ckpt_decoder),
     RUN_FIELD("log_every", O_LOG, RF_LONG, 0, log_every), RUN_FIELD("ckpt_every", O_CKPT, RF_LONG, 0, ckpt_every),
 };
 
@@ -467,7 +467,7 @@ void restore_run(options *o, int argc, char **argv)
             cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
                     flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
         if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
-        if (f->opt == O_CKPT_DEC || f->opt == O_TF32) { /* flags without a value */
+        if (f->opt == O_CKPT_DEC) {
             if (strcmp(v, "0") != 0) push_arg(&r, flag, NULL);
         } else {
             push_arg(&r, flag, v);
