@@ -56,24 +56,25 @@ typedef struct axis_taps {
     int bits;
 } axis_taps;
 
-/* The AVX2 horizontal pass's plan for one (source width, destination width,
+/* A SIMD horizontal pass's plan for one (source width, destination width,
  * channels): see hplan_build. */
 typedef struct hplan {
-    uint32_t *off;     /* [nblk][2] source byte offset of each half block's 16-byte window */
-    uint8_t *tab;      /* [nblk][P][3][32]: pshufb control, low and high weight halves */
+    uint32_t *off;     /* [nblk][nw] source byte offset of each window */
+    uint8_t *tab;      /* [nblk][P][3][2 * vals]: gather control, low and high weight halves */
     size_t off_cap, tab_cap;
-    size_t nblk;       /* blocks of 8 output values; values from nblk * 8 on are done in C */
+    size_t nblk;       /* blocks of vals output values; values from nblk * vals on are done in C */
     uint32_t P;        /* tap pairs: ceil(T / 2) */
     uint32_t sw, dw;   /* key (sw = 0: nothing yet) */
     int ch;
-    int ok;            /* 0: some window does not fit in 16 bytes, the C pass is used */
+    int ok;            /* 0: some window does not fit, the C pass is used */
 } hplan;
 
 struct image_resizer {
     axis_taps x, y;
     uint16_t *ring;    /* [ring_rows][dw * ch] horizontally filtered rows, Q8 */
     size_t ring_cap;
-    hplan hp;
+    hplan hp;         /* AVX2: blocks of 8 values, two 16-byte windows */
+    hplan hq;         /* AVX-512: blocks of 16 values, one 64-byte window */
 };
 typedef struct image_resizer resize_scratch;
 
@@ -92,6 +93,8 @@ static void scratch_free(resize_scratch *s)
     free(s->ring);
     free(s->hp.off);
     free(s->hp.tab);
+    free(s->hq.off);
+    free(s->hq.tab);
     memset(s, 0, sizeof *s);
 }
 
@@ -343,43 +346,52 @@ static void hfilter_values(const uint8_t *src, const axis_taps *tx, int ch, size
 
 #define HPLAN_MAXT 16   /* more taps than this: the C pass (windows could not fit anyway) */
 
-/* Plans the AVX2 horizontal pass for the x taps in s (built for sw -> dw).
- * 0 on ENOMEM; hp->ok says whether the kernel applies. */
-static int hplan_build(hplan *hp, const axis_taps *tx, uint32_t sw, uint32_t dw, int ch)
+/* Plans a SIMD horizontal pass for the x taps in tx (built for sw -> dw):
+ * blocks of nw * vw output values, each block's values read from nw windows
+ * of wb source bytes (vw values per window), and per tap pair a record of
+ * three parts of 4 * nw * vw bytes: the gather control (the source byte of
+ * each value's two taps as the low bytes of 16-bit lanes, 0x80 in the high
+ * bytes and for taps beyond T, whose weights are 0), then the weights' low
+ * and high halves (w = wh * 2^12 + wl, see the kernels).  AVX2: nw = 2,
+ * vw = 4, wb = 16 (a pshufb per 128-bit lane); AVX-512: nw = 1, vw = 16,
+ * wb = 64 (one vpermb).  0 on ENOMEM; hp->ok says whether the kernel
+ * applies. */
+static int hplan_build(hplan *hp, const axis_taps *tx, uint32_t sw, uint32_t dw, int ch,
+                       size_t nw, size_t vw, size_t wb)
 {
     if (hp->sw == sw && hp->dw == dw && hp->ch == ch) return 1;
     hp->sw = 0;
     hp->ok = 0;
     const uint32_t T = tx->T;
-    const size_t nval = (size_t)dw * ch, rowbytes = (size_t)sw * ch;
-    const size_t nblk = nval / 8;
+    const size_t nval = (size_t)dw * ch, rowbytes = (size_t)sw * ch, bv = nw * vw;
+    const size_t nblk = nval / bv, part = 4 * bv, rec_len = 3 * part;
     const uint32_t P = (T + 1) / 2;
-    int fits = nblk > 0 && rowbytes >= 16 && T <= HPLAN_MAXT;
+    int fits = nblk > 0 && rowbytes >= wb && T <= HPLAN_MAXT;
     if (fits) {
-        if (!grow((void **)&hp->off, &hp->off_cap, nblk * 2, sizeof *hp->off) ||
-            !grow((void **)&hp->tab, &hp->tab_cap, nblk * P * 96, 1))
+        if (!grow((void **)&hp->off, &hp->off_cap, nblk * nw, sizeof *hp->off) ||
+            !grow((void **)&hp->tab, &hp->tab_cap, nblk * P * rec_len, 1))
             return 0;
-        memset(hp->tab, 0, nblk * P * 96);
+        memset(hp->tab, 0, nblk * P * rec_len);
     }
     for (size_t b = 0; fits && b < nblk; b++) {
-        for (int h = 0; h < 2 && fits; h++) {
-            size_t o0 = b * 8 + (size_t)h * 4, lo = SIZE_MAX, hi = 0;
-            for (size_t j = 0; j < 4; j++) {
+        for (size_t h = 0; h < nw && fits; h++) {
+            size_t o0 = b * bv + h * vw, lo = SIZE_MAX, hi = 0;
+            for (size_t j = 0; j < vw; j++) {
                 size_t o = o0 + j, base = (size_t)tx->start[o / ch] * ch + o % ch;
                 if (base < lo) lo = base;
                 if (base + (size_t)(T - 1) * ch > hi) hi = base + (size_t)(T - 1) * ch;
             }
-            size_t off = lo + 16 <= rowbytes ? lo : rowbytes - 16;   /* stay inside the row */
-            if (hi - off >= 16) {
+            size_t off = lo + wb <= rowbytes ? lo : rowbytes - wb;   /* stay inside the row */
+            if (hi - off >= wb) {
                 fits = 0;
                 break;
             }
-            hp->off[b * 2 + h] = (uint32_t)off;
-            for (size_t j = 0; j < 4; j++) {
+            hp->off[b * nw + h] = (uint32_t)off;
+            for (size_t j = 0; j < vw; j++) {
                 size_t o = o0 + j, i = o / ch, base = (size_t)tx->start[i] * ch + o % ch;
                 for (uint32_t k = 0; k < 2 * P; k++) {
-                    uint8_t *rec = hp->tab + (b * P + k / 2) * 96;
-                    size_t lane = (size_t)h * 8 + j * 2 + k % 2;   /* 16-bit element */
+                    uint8_t *rec = hp->tab + (b * P + k / 2) * rec_len;
+                    size_t lane = h * 2 * vw + j * 2 + k % 2;   /* 16-bit element */
                     int16_t wl = 0, wh = 0;
                     uint8_t idx = 0x80;   /* pshufb: zero */
                     if (k < T) {
@@ -390,8 +402,8 @@ static int hplan_build(hplan *hp, const axis_taps *tx, uint32_t sw, uint32_t dw,
                     }
                     rec[lane * 2] = idx;
                     rec[lane * 2 + 1] = 0x80;
-                    memcpy(rec + 32 + lane * 2, &wl, 2);
-                    memcpy(rec + 64 + lane * 2, &wh, 2);
+                    memcpy(rec + part + lane * 2, &wl, 2);
+                    memcpy(rec + 2 * part + lane * 2, &wh, 2);
                 }
             }
         }
@@ -409,6 +421,14 @@ static int cpu_has_avx2(void)
 {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2");
+}
+
+/* (libgcc sets the AVX-512 features only where the OS saves the registers) */
+static int cpu_has_avx512(void)
+{
+    return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi") &&
+           __builtin_cpu_supports("avx512vnni");
 }
 
 __attribute__((target("avx2"))) static inline __m256i load_2x128(const uint8_t *a,
@@ -479,6 +499,63 @@ __attribute__((target("avx2"))) static void hfilter_avx2(const uint8_t *s0, cons
     }
 }
 
+/* AVX-512 (VBMI, VNNI): blocks of 16 values from one 64-byte window, the
+ * gather a zero-masked vpermb, multiply-adds fused (vpdpwssd); the rounding
+ * term starts in L.  Same integers as hfilter_avx2_k. */
+#define T512 __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi,avx512vnni")))
+T512 static inline void hstore512(__m512i H, __m512i L, uint16_t *o)
+{
+    __m512i a = _mm512_srli_epi32(_mm512_add_epi32(_mm512_slli_epi32(H, 12), L), 16);
+    _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(a));
+}
+
+T512 static inline void hfilter512_k(const uint8_t *s0, const uint8_t *s1, const hplan *hp,
+                                     int nr, uint32_t P, uint16_t *o0, uint16_t *o1)
+{
+    const uint8_t *t = hp->tab;
+    const __mmask64 even = 0x5555555555555555ull;   /* the low byte of each 16-bit lane */
+    const __m512i rnd = _mm512_set1_epi32(1 << 15);
+    for (size_t b = 0; b < hp->nblk; b++) {
+        __m512i w0 = _mm512_loadu_si512(s0 + hp->off[b]);
+        __m512i w1 = nr > 1 ? _mm512_loadu_si512(s1 + hp->off[b]) : w0;
+        __m512i L0 = rnd, L1 = rnd, H0 = _mm512_setzero_si512(), H1 = H0;
+        for (uint32_t q = 0; q < P; q++, t += 192) {
+            __m512i ctl = _mm512_loadu_si512(t);
+            __m512i wl = _mm512_loadu_si512(t + 64);
+            __m512i wh = _mm512_loadu_si512(t + 128);
+            __m512i p0 = _mm512_maskz_permutexvar_epi8(even, ctl, w0);
+            L0 = _mm512_dpwssd_epi32(L0, p0, wl);
+            H0 = _mm512_dpwssd_epi32(H0, p0, wh);
+            if (nr > 1) {
+                __m512i p1 = _mm512_maskz_permutexvar_epi8(even, ctl, w1);
+                L1 = _mm512_dpwssd_epi32(L1, p1, wl);
+                H1 = _mm512_dpwssd_epi32(H1, p1, wh);
+            }
+        }
+        hstore512(H0, L0, o0 + b * 16);
+        if (nr > 1) hstore512(H1, L1, o1 + b * 16);
+    }
+}
+
+T512 static void hfilter512(const uint8_t *s0, const uint8_t *s1, const hplan *hp, uint16_t *o0,
+                            uint16_t *o1)
+{
+    if (s1) {
+        switch (hp->P) {
+        case 1: hfilter512_k(s0, s1, hp, 2, 1, o0, o1); break;
+        case 2: hfilter512_k(s0, s1, hp, 2, 2, o0, o1); break;
+        default: hfilter512_k(s0, s1, hp, 2, hp->P, o0, o1); break;
+        }
+    } else {
+        switch (hp->P) {
+        case 1: hfilter512_k(s0, s0, hp, 1, 1, o0, o0); break;
+        case 2: hfilter512_k(s0, s0, hp, 1, 2, o0, o0); break;
+        default: hfilter512_k(s0, s0, hp, 1, hp->P, o0, o0); break;
+        }
+    }
+}
+#undef T512
+
 #define VMAXT 8   /* more vertical taps than this: the C pass */
 
 /* The first (row / 32) * 32 bytes of destination row d from the ring rows
@@ -526,15 +603,18 @@ __attribute__((target("avx2"))) static void vfilter_avx2(const uint16_t *const *
  * do not take); the same bytes as resize_portable. */
 static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
-                       image_resize_stats *st, row_crc *rc, sa1b_error *err)
+                       int wide, image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
     if (!taps_build(&s->x, sw, dw, 24) || !taps_build(&s->y, sh, dh, 16) ||
-        !hplan_build(&s->hp, &s->x, sw, dw, ch))
+        !hplan_build(&s->hp, &s->x, sw, dw, ch, 2, 4, 16) ||
+        (wide && !hplan_build(&s->hq, &s->x, sw, dw, ch, 1, 16, 64)))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    const hplan *hp = &s->hp;
+    /* wide: the AVX-512 horizontal pass where its windows fit, else AVX2's */
+    wide = wide && s->hq.ok;
+    const hplan *hp = wide ? &s->hq : &s->hp;
     const uint32_t c = s->y.T;
     const uint32_t ring_rows = c + 1;   /* one more: rows are filtered two at a time */
-    const size_t row = (size_t)dw * ch, done = hp->nblk * 8;
+    const size_t row = (size_t)dw * ch, done = hp->nblk * (wide ? 16 : 8);
     if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const size_t src_stride = (size_t)sw * ch;
@@ -554,12 +634,13 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                 continue;
             }
             int two = next + 1 < sh;
-            hfilter_avx2(s0, two ? s0 + src_stride : NULL, hp, RING(next),
-                         two ? RING(next + 1) : NULL);
+            (wide ? hfilter512 : hfilter_avx2)(s0, two ? s0 + src_stride : NULL, hp, RING(next),
+                                               two ? RING(next + 1) : NULL);
             hfilter_values(s0, &s->x, ch, done, row, RING(next));
             if (two) hfilter_values(s0 + src_stride, &s->x, ch, done, row, RING(next + 1));
             next += 1 + (uint32_t)two;
             if (st) st->hrows_simd += 1 + (uint64_t)two;
+            if (st && wide) st->hrows_avx512 += 1 + (uint64_t)two;
         }
         const uint32_t *wv = s->y.wq + (size_t)y * c;
         uint8_t *d = dst + (size_t)y * dst_stride;
@@ -598,10 +679,16 @@ static int cpu_has_avx2(void)
     return 0;
 }
 
+static int cpu_has_avx512(void)
+{
+    return 0;
+}
+
 static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
-                       image_resize_stats *st, row_crc *rc, sa1b_error *err)
+                       int wide, image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
+    (void)wide;
     return resize_portable(s, src, sw, sh, dst, dst_stride, dw, dh, ch, st, rc, err);
 }
 
@@ -615,6 +702,7 @@ int image_resize_supported(int impl)
     case IMAGE_RESIZE_AUTO:
     case IMAGE_RESIZE_PORTABLE: return 1;
     case IMAGE_RESIZE_AVX2: return cpu_has_avx2();
+    case IMAGE_RESIZE_AVX512: return cpu_has_avx512();
     default: return 0;
     }
 }
@@ -650,7 +738,8 @@ static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                        row_crc *rc, sa1b_error *err)
 {
     if (cpu_has_avx2())
-        return resize_avx2(s, src, sw, sh, dst, dst_stride, dw, dh, ch, NULL, rc, err);
+        return resize_avx2(s, src, sw, sh, dst, dst_stride, dw, dh, ch, cpu_has_avx512(), NULL,
+                           rc, err);
     return resize_portable(s, src, sw, sh, dst, dst_stride, dw, dh, ch, NULL, rc, err);
 }
 
@@ -666,9 +755,13 @@ int image_resize(image_resizer *r, const uint8_t *src, uint32_t sw, uint32_t sh,
     if (!image_resize_supported(impl))
         return sa1b_error_set(err, SA1B_EINVAL, -1, "resize: implementation %d not available",
                               impl);
-    if (impl == IMAGE_RESIZE_AUTO) impl = cpu_has_avx2() ? IMAGE_RESIZE_AVX2 : IMAGE_RESIZE_PORTABLE;
-    if (impl == IMAGE_RESIZE_AVX2)
-        return resize_avx2(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, NULL, err);
+    if (impl == IMAGE_RESIZE_AUTO)
+        impl = cpu_has_avx512() ? IMAGE_RESIZE_AVX512
+               : cpu_has_avx2() ? IMAGE_RESIZE_AVX2
+                                : IMAGE_RESIZE_PORTABLE;
+    if (impl != IMAGE_RESIZE_PORTABLE)
+        return resize_avx2(r, src, sw, sh, dst, dst_stride, dw, dh, channels,
+                           impl == IMAGE_RESIZE_AVX512, st, NULL, err);
     return resize_portable(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, NULL, err);
 }
 

@@ -23,12 +23,15 @@
 enum {
     IMAGE_RESIZE_AUTO = 0,     /* the fastest this CPU supports (what the library uses) */
     IMAGE_RESIZE_PORTABLE = 1, /* the portable C reference */
-    IMAGE_RESIZE_AVX2 = 2      /* the AVX2 kernels; SA1B_EINVAL if the CPU or build lacks them */
+    IMAGE_RESIZE_AVX2 = 2,     /* the AVX2 kernels; SA1B_EINVAL if the CPU or build lacks them */
+    IMAGE_RESIZE_AVX512 = 3    /* the AVX-512 horizontal pass (VBMI, VNNI) where its windows
+                                  fit, else AVX2's, and AVX2's vertical pass; likewise */
 };
 
 /* What a call did, row by row (for tests: whether the SIMD kernels ran). */
 typedef struct image_resize_stats {
     uint64_t hrows_simd, hrows_portable;   /* source rows filtered horizontally */
+    uint64_t hrows_avx512;                 /* of hrows_simd: by the AVX-512 kernel */
     uint64_t vrows_simd, vrows_portable;   /* destination rows combined vertically */
 } image_resize_stats;
 

@@ -188,11 +188,49 @@ static void wr_copy(uint8_t *dst, const uint8_t *src, size_t n)
     nt_fence();
 }
 
+/* Direct mode, the buffer holding whole blocks alone (the file position
+ * is on the block grid): writes the whole blocks of p[len] (DIO_ALIGN
+ * aligned in memory) to the file straight from p, after the buffer.
+ * Returns the bytes written; 0 with w->direct cleared when the file
+ * refused the direct write (the caller goes on through the page cache);
+ * (size_t)-1 with err on a failure. */
+static size_t wr_direct_from(sa1b_shard_writer *w, const uint8_t *p, size_t len, sa1b_error *err)
+{
+    if (wr_flush(w, err) != SA1B_OK) return (size_t)-1;
+    if (!w->direct) return 0; /* the flush fell back */
+    size_t done = 0, want = len / DIO_ALIGN * DIO_ALIGN;
+    while (done < want) {
+        ssize_t n = write(w->fd, p + done, want - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINVAL && done == 0 && wr_buffered(w) == 0) return 0;
+        if (n < 0 || (size_t)n % DIO_ALIGN) { /* a failure, or a short write off the block grid */
+            w->failed = 1;
+            sa1b_error_set(err, SA1B_EIO, (int64_t)w->pos, "write '%s': %s", w->tmp_path,
+                           n < 0 ? strerror(errno) : "short direct write");
+            return (size_t)-1;
+        }
+        done += (size_t)n;
+        w->pos += (uint64_t)n;
+    }
+    return done;
+}
+
 static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_error *err)
 {
     const uint8_t *p = data;
     if (len == 0) return SA1B_OK;
-    if (w->direct) { /* everything through the aligned buffer */
+    if (w->direct && len >= WBUF_BYPASS && w->pos % DIO_ALIGN == 0 &&
+        (uintptr_t)p % DIO_ALIGN == 0) {
+        /* a large payload on the block grid (raw images, see writer_add)
+         * from aligned memory (sa1b_prep_run's): written from there, not
+         * copied into the buffer first; its tail (less than a block) is */
+        size_t n = wr_direct_from(w, p, len, err);
+        if (n == (size_t)-1) return SA1B_EIO;
+        p += n;
+        len -= n;
+        if (!w->direct) return wr_bytes(w, p, len, err); /* fell back */
+    }
+    if (w->direct) { /* everything else through the aligned buffer */
         while (w->buf_len + len > WBUF_CAP) {
             size_t k = WBUF_CAP - w->buf_len;
             wr_copy(w->buf + w->buf_len, p, k);
@@ -225,11 +263,17 @@ static int wr_bytes(sa1b_shard_writer *w, const void *data, size_t len, sa1b_err
     return SA1B_OK;
 }
 
+/* Zero padding up to the next multiple of a (a power of two <= DIO_ALIGN). */
+static int wr_align_to(sa1b_shard_writer *w, uint64_t a, sa1b_error *err)
+{
+    static const uint8_t zeros[DIO_ALIGN];
+    uint64_t pad = (a - (w->pos % a)) % a;
+    return pad ? wr_bytes(w, zeros, (size_t)pad, err) : SA1B_OK;
+}
+
 static int wr_align(sa1b_shard_writer *w, sa1b_error *err)
 {
-    static const uint8_t zeros[SA1B_SHARD_ALIGN];
-    uint64_t pad = (SA1B_SHARD_ALIGN - (w->pos % SA1B_SHARD_ALIGN)) % SA1B_SHARD_ALIGN;
-    return pad ? wr_bytes(w, zeros, (size_t)pad, err) : SA1B_OK;
+    return wr_align_to(w, SA1B_SHARD_ALIGN, err);
 }
 
 /* The directory of path, malloc'ed ("." for a bare name, "/" at the
@@ -594,6 +638,12 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     size_t name_len = strlen(name);
 
     int rc;
+    /* a payload of WBUF_BYPASS or more (raw images from --image-size 592)
+     * starts on a page: a direct write then takes it from the caller's
+     * memory, and a reader's mapping of it starts on a page too; the rule
+     * depends on the size alone, so the bytes are the same on every file
+     * system */
+    if (s->image_len >= WBUF_BYPASS && (rc = wr_align_to(w, DIO_ALIGN, err))) return rc;
     const uint64_t image_offset = w->pos;
     const uint32_t image_crc = crc ? *crc : sa1b_crc32c(0, s->image, s->image_len);
     if ((rc = wr_bytes(w, s->image, s->image_len, err)) || (rc = wr_align(w, err))) return rc;

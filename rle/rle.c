@@ -1010,6 +1010,22 @@ static inline uint64_t rdiv(uint64_t n, uint64_t d, uint64_t m, int fast)
     return fast ? (uint64_t)(((rle_u128)n * m) >> 64) : n / d;
 }
 
+/* Target column j of the bits output, rows imin .. imax, from the column's
+ * sums (acc, dif, left zero); a function of its own, so that its loop
+ * keeps its values in registers. */
+static void area_bits_column(uint64_t *restrict acc, uint64_t *restrict dif, uint64_t imin,
+                             uint64_t imax, uint64_t hw, uint8_t *restrict bits, uint64_t bstride,
+                             uint64_t j)
+{
+    uint64_t run = 0, b = imin * bstride + j;
+    for (uint64_t i = imin; i <= imax; i++, b += bstride) {
+        run += dif[i];
+        if (2 * (acc[i] + run) >= hw) bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+    }
+    memset(acc + imin, 0, (size_t)(imax - imin + 1) * sizeof *acc);
+    memset(dif + imin, 0, (size_t)(imax - imin + 2) * sizeof *dif);
+}
+
 /* The work of sa1b_rle_resample_area on checked arguments; acc and dif
  * hold rh + 1 zeros each and are left zero.  fast (a constant at each
  * call, so each copy has its own code): every dividend below is < 2^32
@@ -1025,12 +1041,23 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
     const uint32_t *cn = r->cnts;
     const size_t n = r->n;
     run_cursor cu = {0, 0};
+    /* the foreground lies in source pixels [fg0, fg1): only the target
+     * columns overlapping its source columns x0 .. x1 have any, j0 .. j1
+     * (a mask is mostly much narrower than the image) */
+    uint64_t fg0 = 0, fg1 = hw;
+    size_t k0 = 0, k1 = n;
+    while (k0 < n && !((k0 & 1) && cn[k0])) fg0 += cn[k0++];
+    if (k0 == n) return; /* no foreground */
+    while (k1 > k0 + 1 && !(((k1 - 1) & 1) && cn[k1 - 1])) fg1 -= cn[--k1];
+    const uint64_t x0 = fg0 / h, x1 = (fg1 - 1) / h;
+    const uint32_t j0 = (uint32_t)(x0 * rw / w), j1 = (uint32_t)(((x1 + 1) * rw - 1) / w);
     /* source columns overlapping target column j: [xs, xe] with
      * xs = floor(j w / rw), xe = floor(((j + 1) w - 1) / rw), stepped */
     const uint64_t sq = w / rw, sr = w % rw;
-    uint64_t xs = 0, xsr = 0, xe = (w - 1) / rw, xer = (w - 1) % rw;
-    for (uint32_t j = 0; j < rw; j++) {
-        if (j) {
+    uint64_t xs = (uint64_t)j0 * w / rw, xsr = (uint64_t)j0 * w % rw;
+    uint64_t xe = ((uint64_t)j0 * w + w - 1) / rw, xer = ((uint64_t)j0 * w + w - 1) % rw;
+    for (uint32_t j = j0; j <= j1; j++) {
+        if (j > j0) {
             xs += sq;
             xsr += sr;
             if (xsr >= rw) {
@@ -1080,18 +1107,17 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
         }
         if (imin == UINT64_MAX) continue; /* no foreground in this column */
         uint64_t run = 0;
+        if (bits) {
+            area_bits_column(acc, dif, imin, imax, hw, bits, bstride, j);
+            continue;
+        }
         if (!coverage) { /* mask01 alone: 2S >= hw is 0 where S is */
             for (uint64_t i = imin; i <= imax; i++) {
                 run += dif[i];
                 uint64_t S = acc[i] + run;
                 acc[i] = 0;
                 dif[i] = 0;
-                if (!bits) {
-                    mask01[(size_t)i * rw + j] = 2 * S >= hw;
-                } else if (2 * S >= hw) {
-                    uint64_t b = i * bstride + j;
-                    bits[b >> 3] |= (uint8_t)(1u << (b & 7));
-                }
+                mask01[(size_t)i * rw + j] = 2 * S >= hw;
             }
             dif[imax + 1] = 0;
             continue;
