@@ -5,8 +5,8 @@
  *
  * The resize has a portable C path, which is the reference and is used on
  * every machine without a faster kernel, and SIMD kernels (AVX2 on x86-64,
- * chosen at run time) that must produce exactly the same bytes for every
- * input.  These hooks let tests run either path on the same input and
+ * AVX-512 where the CPU has VBMI and VNNI, chosen at run time) that must
+ * produce exactly the same bytes for every input.  These hooks let tests run either path on the same input and
  * compare, and let benchmarks time them with a reused resizer (as the
  * letterbox does with its context) or one-shot (as sa1b_resize_area does).
  */
