@@ -203,7 +203,7 @@ static size_t wr_direct_from(sa1b_shard_writer *w, const uint8_t *p, size_t len,
         ssize_t n = write(w->fd, p + done, want - done);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EINVAL && done == 0 && wr_buffered(w) == 0) return 0;
-        if (n < 0 || (size_t)n % DIO_ALIGN) { /* a failure, or a short write off the block grid */
+        if (n <= 0 || (size_t)n % DIO_ALIGN) { /* a failure, or a short write off the block grid */
             w->failed = 1;
             sa1b_error_set(err, SA1B_EIO, (int64_t)w->pos, "write '%s': %s", w->tmp_path,
                            n < 0 ? strerror(errno) : "short direct write");
