@@ -1076,8 +1076,15 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
         cursor_seek(&cu, r, p0);
         uint64_t imin = UINT64_MAX, imax = 0; /* rows touched in this column */
         uint64_t s = cu.start;
-        for (size_t k = cu.k; k < n && s < p1; k++) {
+        /* the next column starts in this one's last source column at the
+         * earliest: the cursor goes on from the first run that reaches into
+         * it, not from this column's start (no run walked twice) */
+        const uint64_t plast = p1 - h;
+        run_cursor next = {n, hw};
+        size_t k = cu.k;
+        for (; k < n && s < p1; k++) {
             uint64_t e = s + cn[k];
+            if (next.k == n && e > plast) next = (run_cursor){k, s};
             if ((k & 1) && e > s) {
                 uint64_t p = s > p0 ? s : p0, q = e < p1 ? e : p1;
                 uint64_t x = rdiv(p, h, m, fast), c0 = x * h;
@@ -1105,6 +1112,7 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
             }
             s = e;
         }
+        cu = next.k < n ? next : (run_cursor){k, s};
         if (imin == UINT64_MAX) continue; /* no foreground in this column */
         uint64_t run = 0;
         if (bits) {
