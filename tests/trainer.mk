@@ -88,7 +88,16 @@ EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
 EXTRA_DIST += tests/t1764-train-mem-limit.sh
 TESTS += tests/t1770-train-dp.sh
-EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp
+EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp tests/mpi-count.c
+# t1770's count of the floats each MPI collective moved (a PMPI shim the
+# ranks preload)
+if HAVE_MPI
+check_LTLIBRARIES += tests/libmpicount.la
+tests_libmpicount_la_SOURCES = tests/mpi-count.c
+tests_libmpicount_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
+tests_libmpicount_la_LIBADD = $(MPI_LIBS)
+tests_libmpicount_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests
+endif
 check_PROGRAMS += tests/test-train-typed
 TESTS += tests/test-train-typed
 tests_test_train_typed_SOURCES = tests/test-train-typed.c
@@ -107,7 +116,7 @@ EXTRA_DIST += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
 # the host side of the NCCL collectives, on a stand-in libnccl.so.2 (a
 # shared object named so: -version-info 2:0:0) and CUDA runtime
 if HAVE_NCCL
-check_LTLIBRARIES = tests/libnccl.la
+check_LTLIBRARIES += tests/libnccl.la
 tests_libnccl_la_SOURCES = tests/fake-nccl.c
 tests_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(NCCL_CPPFLAGS)
 tests_libnccl_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests -version-info 2:0:0

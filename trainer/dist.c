@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -219,6 +220,42 @@ int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
                      err, err_len);
 }
 
+/* The parts [lo[r], lo[r+1]) as MPI's counts and displacements from lo[0]
+ * ([2 * world], to free), or NULL with err ("the WHAT are too large to
+ * VERB": MPI counts are int). */
+static int *part_counts(const tr_dist *d, const size_t *lo, const char *what, char *err, size_t err_len)
+{
+    int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
+    if (!cnt) return snprintf(err, err_len, "out of memory"), NULL;
+    int *disp = cnt + d->world;
+    for (int r = 0; r < d->world; r++) {
+        if (lo[r + 1] - lo[r] > (size_t)1 << 30 || lo[r] - lo[0] > (size_t)1 << 30)
+            return free(cnt), snprintf(err, err_len, "the %s", what), NULL;
+        cnt[r] = (int)(lo[r + 1] - lo[r]), disp[r] = (int)(lo[r] - lo[0]);
+    }
+    return cnt;
+}
+
+int tr_dist_reduce_scatter_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
+{
+#ifdef HAVE_NCCL
+    if (d->nccl)
+        return nccl_done(d, tr_nccl_reduce_scatter(d->nccl, buf, lo, d->world, d->timeout_s, err, err_len),
+                         "the gradient reduce-scatter");
+#endif
+    if (d->world == 1) return 0;
+    int *cnt = part_counts(d, lo, "gradients are too large to reduce-scatter", err, err_len);
+    if (!cnt) return -1;
+    dog_arm(d, "the gradient reduce-scatter");
+    /* in place, the parts one after the other from buf + lo[0]: this rank's
+     * sum lands at the start */
+    int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf + lo[0], cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (rc == MPI_SUCCESS && d->rank > 0)
+        memmove(buf + lo[d->rank], buf + lo[0], (size_t)cnt[d->rank] * sizeof *buf);
+    free(cnt);
+    return coll_done(d, rc, "MPI_Reduce_scatter", err, err_len);
+}
+
 int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
 {
 #ifdef HAVE_NCCL
@@ -226,16 +263,11 @@ int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t
         return nccl_done(d, tr_nccl_gather(d->nccl, buf, lo, d->world, d->timeout_s, err, err_len), "the weight gather");
 #endif
     if (d->world == 1) return 0;
-    int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
-    if (!cnt) return snprintf(err, err_len, "out of memory"), -1;
-    int *disp = cnt + d->world;
-    for (int r = 0; r < d->world; r++) {
-        if (lo[r + 1] - lo[r] > (size_t)1 << 30 || lo[r] > (size_t)1 << 30) /* MPI counts are int */
-            return free(cnt), snprintf(err, err_len, "the weights are too large to gather"), -1;
-        cnt[r] = (int)(lo[r + 1] - lo[r]), disp[r] = (int)lo[r];
-    }
+    int *cnt = part_counts(d, lo, "weights are too large to gather", err, err_len);
+    if (!cnt) return -1;
     dog_arm(d, "the weight gather");
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, disp, MPI_FLOAT, MPI_COMM_WORLD);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf + lo[0], cnt, cnt + d->world, MPI_FLOAT,
+                            MPI_COMM_WORLD);
     free(cnt);
     return coll_done(d, rc, "MPI_Allgatherv", err, err_len);
 }
@@ -302,6 +334,12 @@ int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len)
 int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
 {
     (void)d, (void)buf, (void)n, (void)err, (void)err_len;
+    return 0;
+}
+
+int tr_dist_reduce_scatter_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
+{
+    (void)d, (void)buf, (void)lo, (void)err, (void)err_len;
     return 0;
 }
 
