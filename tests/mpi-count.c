@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { ALLREDUCE, REDUCE_SCATTER, ALLGATHERV, N_COLL };
-static const char *const names[N_COLL] = {"allreduce", "reduce_scatter", "allgatherv"};
+enum { ALLREDUCE, REDUCE, ALLGATHERV, N_COLL };
+static const char *const names[N_COLL] = {"allreduce", "reduce", "allgatherv"};
 static unsigned long long floats[N_COLL], calls[N_COLL];
 
 static void count(int which, MPI_Datatype dt, unsigned long long n)
@@ -37,11 +37,10 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int n, MPI_Datatype dt, MP
     return PMPI_Allreduce(sendbuf, recvbuf, n, dt, op, comm);
 }
 
-int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype dt, MPI_Op op,
-                       MPI_Comm comm)
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int n, MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm)
 {
-    count(REDUCE_SCATTER, dt, total(comm, recvcounts));
-    return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm);
+    count(REDUCE, dt, (unsigned long long)n);
+    return PMPI_Reduce(sendbuf, recvbuf, n, dt, op, root, comm);
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],

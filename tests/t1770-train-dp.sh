@@ -114,13 +114,15 @@ cmp -s "$TMP/z1/model-4.safetensors" "$TMP/zr/model-4.safetensors" && cmp -s "$T
 ok $? "--zero 1: the resumed run ends bit-identical to the one in one go"
 
 # --zero 1 moves the gradients with a reduce-scatter (each rank receives the
-# sum of its own part), not an all-reduce: the floats each rank hands to
-# MPI's collectives, counted by a PMPI shim the ranks preload (4 steps: the
-# gradient's floats 4 times in MPI_Reduce_scatter, the weights' 4 times in
-# MPI_Allgatherv, no float in MPI_Allreduce; --zero 0 all-reduces them)
+# sum of its own part: one MPI_Reduce to each part's rank), not an
+# all-reduce: the floats each rank hands to MPI's collectives, counted by a
+# PMPI shim the ranks preload (4 steps: the gradient's floats 4 times in
+# MPI_Reduce, the weights' 4 times in MPI_Allgatherv, no float in
+# MPI_Allreduce; --zero 0 all-reduces them)
 shim=$BUILD/tests/.libs/libmpicount.so
 if [ -f "$shim" ]; then
-    # (a sanitized sa1b-train wants its runtime first among the libraries)
+    # (verify_asan_link_order=0: a sanitized sa1b-train wants ASan's runtime
+    # first among its libraries, and the preloaded shim comes before it)
     for k in 0 1; do
         mpi -x LD_PRELOAD="$shim" -x SA1B_MPI_COUNT="$TMP/count$k" \
             -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
@@ -128,12 +130,12 @@ if [ -f "$shim" ]; then
     done
     floats() { sed -n "s/^$2 \([0-9]*\) .*/\1/p" "$TMP/count$1.$3"; }
     g=$(floats 0 allreduce 0)
-    test -n "$g" && test "$g" -gt 0 && test "$(floats 0 reduce_scatter 0)" = 0
-    ok $? "--zero 0: the gradients all-reduced ($g floats over 4 steps), no reduce-scatter"
+    test -n "$g" && test "$g" -gt 0 && test "$(floats 0 reduce 0)" = 0
+    ok $? "--zero 0: the gradients all-reduced ($g floats over 4 steps), none reduced"
     for r in 0 1; do
-        test "$(floats 1 allreduce $r)" = 0 && test "$(floats 1 reduce_scatter $r)" = "$g" &&
+        test "$(floats 1 allreduce $r)" = 0 && test "$(floats 1 reduce $r)" = "$g" &&
             test "$(floats 1 allgatherv $r)" -gt 0
-        ok $? "--zero 1, rank $r: the gradients reduce-scattered ($(floats 1 reduce_scatter $r) floats), the weights gathered ($(floats 1 allgatherv $r)), no float all-reduced ($(floats 1 allreduce $r))"
+        ok $? "--zero 1, rank $r: the gradients reduce-scattered ($(floats 1 reduce $r) floats reduced), the weights gathered ($(floats 1 allgatherv $r)), no float all-reduced ($(floats 1 allreduce $r))"
     done
 else
     skip "no PMPI shim (tests/libmpicount.la) to count the collectives' floats"
@@ -143,11 +145,11 @@ fi
 # and adds up the ranks' sums of squares: with clipping at work and
 # accumulation (a norm of a rank's part alone would clip each part by
 # another factor: relative L2 8e-3 in a trial without accumulation) the
-# update of --zero 1 is that of --zero 0; in fp16 with overflowing steps (--lr 1 makes them) and the
-# encoder frozen (the gradients start after it, inside rank 0's part) the
-# ranks skip the steps --zero 0 skips and end with its weights and loss
-# scales (ranks that disagreed would leave one waiting in the gather:
-# --collective-timeout ends that)
+# update of --zero 1 is that of --zero 0; in fp16 with overflowing steps
+# (--lr 1 makes them) and the encoder frozen (the gradients start after
+# it, inside rank 0's part) the ranks skip the steps --zero 0 skips and end
+# with its weights and loss scales (ranks that disagreed would leave one
+# waiting in the gather: --collective-timeout ends that)
 c="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --batch 1 --accum 2 --warmup 0 --adam-eps 1"
 c="$c --steps 1"
 sa1b-train $c --lr 0 --out "$TMP/cw0" 2>/dev/null

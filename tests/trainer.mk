@@ -77,6 +77,22 @@ BENCH_SH_DEPS += trainer/sa1b-train shard-tools/sa1b-synth shard-tools/sa1b-shar
 EXTRA_DIST += tests/bench/bench-memory.sh tests/bench/bench-lib.sh
 BENCH_SH += tests/bench/bench-convergence.sh
 EXTRA_DIST += tests/bench/bench-convergence.sh
+# issue 18: images/s of 1 x 2 threads against 2 ranks x 1 thread, and the
+# collectives' share of the step with --zero 0 and 1 (skips without MPI)
+BENCH_SH += tests/bench/bench-dp.sh
+EXTRA_DIST += tests/bench/bench-dp.sh tests/bench/bench-dist.c
+# (and the collectives alone, under mpirun: bench-dist)
+if HAVE_MPI
+EXTRA_PROGRAMS += tests/bench/bench-dist
+BENCH_SH_DEPS += tests/bench/bench-dist trainer/sa1b-train
+tests_bench_bench_dist_SOURCES = tests/bench/bench-dist.c trainer/dist.c
+tests_bench_bench_dist_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer $(MPI_CFLAGS)
+tests_bench_bench_dist_LDADD = $(TRAIN_LIBS) $(MPI_LIBS) -ldl -lpthread
+if HAVE_NCCL
+tests_bench_bench_dist_SOURCES += trainer/dist_nccl.c
+tests_bench_bench_dist_CPPFLAGS += $(NCCL_CPPFLAGS) -DSA1B_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
+endif
+endif
 # (by hand: builds an older commit beside this one)
 EXTRA_DIST += tests/bench/bench-core.sh tests/bench/st_tensors.py
 TESTS += tests/t1750-train-mem-a.sh

@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -220,22 +219,12 @@ int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len)
                      err, err_len);
 }
 
-/* The parts [lo[r], lo[r+1]) as MPI's counts and displacements from lo[0]
- * ([2 * world], to free), or NULL with err ("the WHAT are too large to
- * VERB": MPI counts are int). */
-static int *part_counts(const tr_dist *d, const size_t *lo, const char *what, char *err, size_t err_len)
-{
-    int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
-    if (!cnt) return snprintf(err, err_len, "out of memory"), NULL;
-    int *disp = cnt + d->world;
-    for (int r = 0; r < d->world; r++) {
-        if (lo[r + 1] - lo[r] > (size_t)1 << 30 || lo[r] - lo[0] > (size_t)1 << 30)
-            return free(cnt), snprintf(err, err_len, "the %s", what), NULL;
-        cnt[r] = (int)(lo[r + 1] - lo[r]), disp[r] = (int)(lo[r] - lo[0]);
-    }
-    return cnt;
-}
-
+/* One MPI_Reduce to each part's rank, in place there (pieces of at most
+ * PIECE floats: MPI counts are int), not MPI_Reduce_scatter: Open MPI 4.1's
+ * took about twice as long for a gradient of 14.5 MB on 2 ranks of one
+ * machine (tests/bench/bench-dist.c), and it puts the part at the start of
+ * the buffer, to be moved.  A reduce sends each float once towards its
+ * root: the bytes of a reduce-scatter. */
 int tr_dist_reduce_scatter_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
 {
 #ifdef HAVE_NCCL
@@ -244,16 +233,14 @@ int tr_dist_reduce_scatter_f(tr_dist *d, float *buf, const size_t *lo, char *err
                          "the gradient reduce-scatter");
 #endif
     if (d->world == 1) return 0;
-    int *cnt = part_counts(d, lo, "gradients are too large to reduce-scatter", err, err_len);
-    if (!cnt) return -1;
     dog_arm(d, "the gradient reduce-scatter");
-    /* in place, the parts one after the other from buf + lo[0]: this rank's
-     * sum lands at the start */
-    int rc = MPI_Reduce_scatter(MPI_IN_PLACE, buf + lo[0], cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    if (rc == MPI_SUCCESS && d->rank > 0)
-        memmove(buf + lo[d->rank], buf + lo[0], (size_t)cnt[d->rank] * sizeof *buf);
-    free(cnt);
-    return coll_done(d, rc, "MPI_Reduce_scatter", err, err_len);
+    int rc = MPI_SUCCESS;
+    for (int r = 0; r < d->world && rc == MPI_SUCCESS; r++)
+        for (size_t o = lo[r]; o < lo[r + 1] && rc == MPI_SUCCESS; o += PIECE) {
+            int n = (int)(lo[r + 1] - o < PIECE ? lo[r + 1] - o : PIECE);
+            rc = MPI_Reduce(r == d->rank ? MPI_IN_PLACE : buf + o, buf + o, n, MPI_FLOAT, MPI_SUM, r, MPI_COMM_WORLD);
+        }
+    return coll_done(d, rc, "MPI_Reduce", err, err_len);
 }
 
 int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len)
@@ -263,11 +250,16 @@ int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t
         return nccl_done(d, tr_nccl_gather(d->nccl, buf, lo, d->world, d->timeout_s, err, err_len), "the weight gather");
 #endif
     if (d->world == 1) return 0;
-    int *cnt = part_counts(d, lo, "weights are too large to gather", err, err_len);
-    if (!cnt) return -1;
+    int *cnt = malloc(2 * (size_t)d->world * sizeof *cnt);
+    if (!cnt) return snprintf(err, err_len, "out of memory"), -1;
+    int *disp = cnt + d->world;
+    for (int r = 0; r < d->world; r++) {
+        if (lo[r + 1] - lo[r] > (size_t)1 << 30 || lo[r] > (size_t)1 << 30) /* MPI counts are int */
+            return free(cnt), snprintf(err, err_len, "the weights are too large to gather"), -1;
+        cnt[r] = (int)(lo[r + 1] - lo[r]), disp[r] = (int)lo[r];
+    }
     dog_arm(d, "the weight gather");
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf + lo[0], cnt, cnt + d->world, MPI_FLOAT,
-                            MPI_COMM_WORLD);
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, disp, MPI_FLOAT, MPI_COMM_WORLD);
     free(cnt);
     return coll_done(d, rc, "MPI_Allgatherv", err, err_len);
 }

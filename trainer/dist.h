@@ -61,11 +61,10 @@ int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len);
  * (lo has world + 1 ascending entries, the same on every rank), the ranks'
  * parts of the reduce-scatter of ZeRO stage 1: each rank receives the sum
  * of its own part only, so that a reduce-scatter and the gather below move
- * the bytes of one all-reduce.  The rest of buf is left undefined (MPI
- * works in it); the floats outside [lo[0], lo[world]) are not touched.
- * One rank alone: nothing to do (off the device).  0, or -1 with err (on
- * MPI, a part of more than 2^30 floats); a collective that times out ends
- * the job (above). */
+ * the bytes of one all-reduce.  The rest of [lo[0], lo[world]) is left
+ * undefined (the device's collectives work in it); the floats outside it
+ * are not touched.  One rank alone: nothing to do (off the device).  0, or
+ * -1 with err; a collective that times out ends the job (above). */
 int tr_dist_reduce_scatter_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len);
 /* In place: rank r's part of buf, floats [lo[r], lo[r+1]), on every rank
  * (lo has world + 1 ascending entries).  0, or -1 with err. */

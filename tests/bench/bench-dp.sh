@@ -8,9 +8,12 @@
 # rank included; the weight gather of --zero 1 is not in it).  Each run
 # reports the medians over its steps after the first two; the table gives
 # the median of BENCH_DP_RUNS runs (3), the runs of the three cases
-# alternating.  BENCH_DP_STEPS (12); BENCH_DP_TRAIN: another sa1b-train to
-# measure (a build to compare against); BENCH_DP_DIR keeps the files there.
-# Skipped without mpirun or an MPI build.
+# alternating.  Then the collectives alone (bench-dist, where built): the
+# all-reduce of --zero 0, and --zero 1's gather after an all-reduce (as
+# before issue 18) or after a reduce-scatter (now).  BENCH_DP_STEPS (12);
+# BENCH_DP_TRAIN: another sa1b-train to measure (a build to compare
+# against); BENCH_DP_DIR keeps the files there.  Skipped without mpirun or
+# an MPI build.
 . "${top_srcdir:-.}/tests/bench/bench-lib.sh"
 train=${BENCH_DP_TRAIN:-$(command -v sa1b-train)}
 runs=${BENCH_DP_RUNS:-3}
@@ -49,3 +52,7 @@ for z in 0 1; do
         "$(median < "$tmp/z$z.sync")% ($(tr '\n' ' ' < "$tmp/z$z.sync" | sed 's/ $//'))"
 done
 echo "bench-dp: load after $(cut -d' ' -f1-3 /proc/loadavg)"
+# the collectives alone, on the small configuration's gradient (bench-dist.c)
+dist=$top_builddir/tests/bench/bench-dist
+[ -x "$dist" ] && mpirun --oversubscribe --bind-to none -np 2 "$dist"
+exit 0
