@@ -3,11 +3,14 @@
  * points dist_nccl.c loads, on host memory (the test's fake CUDA runtime
  * allocates "device" memory with malloc), recording what they were asked
  * and behaving as fake_nccl_ctl() says: an all-reduce multiplies by the
- * ranks it plays (every rank holding the same data), a collective can
+ * ranks it plays (every rank holding the same data), and so do the parts
+ * of a reduce-scatter, a reduce and a receive that the rank joined as gets
+ * (the peer's sum of the same data), a collective can
  * leave the stream busy for ever (a rank that hangs) or report an
  * asynchronous error.
  */
 #include <nccl.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "fake-nccl.h"
@@ -79,6 +82,61 @@ ncclResult_t ncclBroadcast(const void *send, void *recv, size_t count, ncclDataT
     }
     ctl.n_bcast++;
     ctl.busy = ctl.hang;
+    return ncclSuccess;
+}
+
+/* one call of the reduce-scatter's, recorded */
+static void record(const char *what, const void *buf, size_t count, int peer, int in_place)
+{
+    if (ctl.n_calls < FAKE_NCCL_MAX) {
+        snprintf(ctl.call[ctl.n_calls].what, sizeof ctl.call[0].what, "%s", what);
+        ctl.call[ctl.n_calls].offset = (size_t)((const float *)buf - (const float *)ctl.base);
+        ctl.call[ctl.n_calls].count = count, ctl.call[ctl.n_calls].peer = peer;
+        ctl.call[ctl.n_calls].in_group = ctl.group_depth, ctl.call[ctl.n_calls].in_place = in_place;
+    }
+    ctl.n_calls++;
+    ctl.busy = ctl.hang;
+}
+
+/* the sum over the ranks of the same floats: x ranks */
+static void times_ranks(float *to, const float *from, size_t count)
+{
+    for (size_t i = 0; i < count; i++) to[i] = from[i] * (float)ctl.ranks;
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream)
+{
+    (void)comm, (void)stream, (void)dt, (void)op;
+    const float *mine = (const float *)send + (size_t)ctl.init_rank * count;
+    record("ncclReduceScatter", recv, count, -1, recv == (const void *)mine);
+    times_ranks(recv, mine, count);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduce(const void *send, void *recv, size_t count, ncclDataType_t dt, ncclRedOp_t op, int root,
+                        ncclComm_t comm, cudaStream_t stream)
+{
+    (void)comm, (void)stream, (void)dt, (void)op;
+    record("ncclReduce", send, count, root, send == recv);
+    if (root == ctl.init_rank) times_ranks(recv, send, count);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclSend(const void *send, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm,
+                      cudaStream_t stream)
+{
+    (void)comm, (void)stream, (void)dt;
+    record("ncclSend", send, count, peer, 1);
+    return ncclSuccess;
+}
+
+/* (what the peer sends is its sum of the same floats) */
+ncclResult_t ncclRecv(void *recv, size_t count, ncclDataType_t dt, int peer, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)comm, (void)stream, (void)dt;
+    record("ncclRecv", recv, count, peer, 1);
+    times_ranks(recv, recv, count);
     return ncclSuccess;
 }
 

@@ -12,7 +12,8 @@
 
 typedef struct fake_nccl {
     /* set by the test */
-    int ranks;       /* the ranks an all-reduce plays: it multiplies by them */
+    int ranks;       /* the ranks an all-reduce plays: it multiplies by them, and so
+                        does every reduction of which this rank gets the result */
     int hang;        /* a collective leaves the stream busy */
     int fail_init;   /* ncclCommInitRank fails */
     int async_error; /* what ncclCommGetAsyncError reports (an ncclResult_t) */
@@ -28,6 +29,15 @@ typedef struct fake_nccl {
         size_t offset, count;
         int root, in_group, in_place;
     } bcast[FAKE_NCCL_MAX];
+    /* the reduce-scatter's calls: ncclReduceScatter, ncclSend and ncclRecv
+     * (peer), ncclReduce (peer: the root), in their order; offsets from
+     * base (that of ncclReduceScatter's receive buffer) */
+    int n_calls;
+    struct {
+        char what[24];
+        size_t offset, count;
+        int peer, in_group, in_place;
+    } call[FAKE_NCCL_MAX];
 } fake_nccl;
 
 #endif

@@ -5,7 +5,9 @@
 # the gradient, so the ranks' reduction order shows as noise, not as +-lr),
 # with accumulation and in bf16; several default steps give the same
 # losses; a run resumed at N=2 is bit-identical to the one in one go; a
-# different number of processes is refused on resume; a rank that hangs
+# different number of processes is refused on resume; --zero 1
+# reduce-scatters the gradients and agrees with --zero 0 where clipping
+# and fp16's skipped steps read them; a rank that hangs
 # ends the job after --collective-timeout, a rank that dies ends it too.
 . "$top_srcdir/tests/test-lib.sh"
 PY=/usr/bin/python3
@@ -84,9 +86,10 @@ ok $? "the resumed run ends bit-identical to the one in one go"
 run_status 2 "resume with one process refused" sa1b-train --resume "$TMP/r" --steps 6 --threads 1 -q
 grep_ok "trained by 2 processes and this job has 1" "$TMP/.err" "the message names both"
 
-# --zero 1: each rank keeps its part of the optimizer state and gathers
-# the others' weights: the same weights as --zero 0, about half the state
-# on each of two ranks, and an exact resume from the parts
+# --zero 1: each rank keeps its part of the optimizer state, receives the
+# sum of its part of the gradients and gathers the others' weights: the
+# same weights as --zero 0, about half the state on each of two ranks, and
+# an exact resume from the parts
 z="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --steps 4 --ckpt-every 2 --batch 2"
 mpi --output-filename "$TMP/zq" sa1b-train $z --memory-report --out "$TMP/z0" >/dev/null 2>&1
 mpi --output-filename "$TMP/zo" sa1b-train $z --memory-report --zero 1 --out "$TMP/z1" >/dev/null 2>&1
@@ -109,6 +112,66 @@ mpi sa1b-train --resume "$TMP/zr" --threads 1 -q >/dev/null 2>&1
 ok $? "--zero 1: resume from the parts"
 cmp -s "$TMP/z1/model-4.safetensors" "$TMP/zr/model-4.safetensors" && cmp -s "$TMP/z1/state-4.r1.bin" "$TMP/zr/state-4.r1.bin"
 ok $? "--zero 1: the resumed run ends bit-identical to the one in one go"
+
+# --zero 1 moves the gradients with a reduce-scatter (each rank receives the
+# sum of its own part: one MPI_Reduce to each part's rank), not an
+# all-reduce: the floats each rank hands to MPI's collectives, counted by a
+# PMPI shim the ranks preload (4 steps: the gradient's floats 4 times in
+# MPI_Reduce, the weights' 4 times in MPI_Allgatherv, no float in
+# MPI_Allreduce; --zero 0 all-reduces them)
+shim=$BUILD/tests/.libs/libmpicount.so
+if [ -f "$shim" ]; then
+    # (verify_asan_link_order=0: a sanitized sa1b-train wants ASan's runtime
+    # first among its libraries, and the preloaded shim comes before it)
+    for k in 0 1; do
+        mpi -x LD_PRELOAD="$shim" -x SA1B_MPI_COUNT="$TMP/count$k" \
+            -x ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+            sa1b-train $z --zero $k --ckpt-every 4 --out "$TMP/cz$k" >/dev/null 2>&1
+    done
+    floats() { sed -n "s/^$2 \([0-9]*\) .*/\1/p" "$TMP/count$1.$3"; }
+    g=$(floats 0 allreduce 0)
+    test -n "$g" && test "$g" -gt 0 && test "$(floats 0 reduce 0)" = 0
+    ok $? "--zero 0: the gradients all-reduced ($g floats over 4 steps), none reduced"
+    for r in 0 1; do
+        test "$(floats 1 allreduce $r)" = 0 && test "$(floats 1 reduce $r)" = "$g" &&
+            test "$(floats 1 allgatherv $r)" -gt 0
+        ok $? "--zero 1, rank $r: the gradients reduce-scattered ($(floats 1 reduce $r) floats reduced), the weights gathered ($(floats 1 allgatherv $r)), no float all-reduced ($(floats 1 allreduce $r))"
+    done
+else
+    skip "no PMPI shim (tests/libmpicount.la) to count the collectives' floats"
+fi
+
+# what reads the gradients after the reduce-scatter reads a rank's own part
+# and adds up the ranks' sums of squares: with clipping at work and
+# accumulation (a norm of a rank's part alone would clip each part by
+# another factor: relative L2 8e-3 in a trial without accumulation) the
+# update of --zero 1 is that of --zero 0; in fp16 with overflowing steps
+# (--lr 1 makes them) and the encoder frozen (the gradients start after
+# it, inside rank 0's part) the ranks skip the steps --zero 0 skips and end
+# with its weights and loss scales (ranks that disagreed would leave one
+# waiting in the gather: --collective-timeout ends that)
+c="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --batch 1 --accum 2 --warmup 0 --adam-eps 1"
+c="$c --steps 1"
+sa1b-train $c --lr 0 --out "$TMP/cw0" 2>/dev/null
+for k in 0 1; do
+    mpi sa1b-train $c --clip 0.01 --zero $k --out "$TMP/cc$k" >/dev/null 2>&1
+done
+n=$(sed -n 's/.*"grad_norm": \([0-9.e+-]*\).*/\1/p' "$TMP/cc1/log.jsonl")
+awk -v n="${n:-0}" 'BEGIN { exit !(n > 0.05) }'
+ok $? "--clip 0.01 clips (the gradient norm is $n)"
+r=$("$PY" "$TMP/upd.py" "$TMP/cw0/model-1.safetensors" "$TMP/cc0/model-1.safetensors" "$TMP/cc1/model-1.safetensors" 1e-4)
+ok $? "--zero 1 with clipping: the update of --zero 0 (relative L2 $r <= 1e-4)"
+f="--config tiny --masks 4 --points 2 --synthetic-batch 5 --threads 1 -q --batch 2 --warmup 0 --steps 5 --log-every 1"
+f="$f --ckpt-every 5 --precision fp16 --lr 1 --freeze encoder --collective-timeout 60"
+for k in 0 1; do
+    mpi sa1b-train $f --zero $k --out "$TMP/cf$k" >/dev/null 2>&1
+    ok $? "fp16 --lr 1 --zero $k on 2 ranks"
+    sed -n 's/.*\("scale": [^,}]*\)\(, "skipped": true\)*.*/\1\2/p' "$TMP/cf$k/log.jsonl" > "$TMP/cf$k.scales"
+done
+grep -q skipped "$TMP/cf1.scales" && cmp -s "$TMP/cf0.scales" "$TMP/cf1.scales"
+ok $? "--zero 1 skips the overflowing steps of --zero 0 ($(grep -c skipped "$TMP/cf1.scales") of 5)"
+r=$("$PY" "$TMP/upd.py" "$TMP/cw0/model-1.safetensors" "$TMP/cf0/model-5.safetensors" "$TMP/cf1/model-5.safetensors" 1e-4)
+ok $? "fp16: --zero 1 ends with the weights of --zero 0 (relative L2 of the change $r <= 1e-4)"
 
 # a rank that hangs (stopped) or dies ends the job, in one line from a rank
 # that waited; generous bounds, not timings

@@ -2,7 +2,8 @@
 # t1772: data-parallel training on the CUDA backend through NCCL, with one
 # rank (N=1: NCCL refuses two ranks on one GPU).  mpirun -np 1 sa1b-train
 # --backend cuda takes the data-parallel path (the gradient and loss sums,
-# and with --zero 1 the weight gather, over an NCCL communicator
+# and with --zero 1 the gradient reduce-scatter, the sum of the squares and
+# the weight gather, over an NCCL communicator
 # bootstrapped over MPI, each a copy with one rank): with accumulation its
 # losses and checkpoint tensors are bit for bit those of the same run
 # without mpirun (both sum the pairs' losses before one scaling), and
@@ -41,7 +42,8 @@ for f in model-4.safetensors state-4.bin; do
     ok $? "$f: the tensors of the run without mpirun ($r)"
 done
 
-# --zero 1 with one rank: its part is every parameter, gathered (a copy)
+# --zero 1 with one rank: its part is every parameter, reduce-scattered and
+# gathered (copies)
 mpi "$T" $args --batch 2 --accum 2 --zero 1 --out "$TMP/z" >"$TMP/z.log" 2>&1
 ok $? "mpirun -np 1 sa1b-train --backend cuda --zero 1"
 r=$("$PY" "$SRC/tests/bench/st_tensors.py" "$TMP/b/model-4.safetensors" "$TMP/z/model-4.safetensors")

@@ -4,9 +4,10 @@
  * libnccl.so.2 (fake-nccl.c, loaded by dist_nccl.c as the real one would
  * be) and a stand-in CUDA runtime here, on host memory.  Checks what goes
  * to NCCL (types, counts, the backend's stream, one broadcast per rank's
- * part in a group for the gather, the loss sums through the device
- * buffer), the bootstrap (rank 0's id, the ranks), an asynchronous NCCL
- * error (an error, the communicator aborted), a collective that never
+ * part in a group for the gather, the reduce-scatter of unequal parts
+ * played rank by rank, the loss sums through the device buffer), the
+ * bootstrap (rank 0's id, the ranks), an asynchronous NCCL error (an
+ * error, the communicator aborted), a collective that never
  * completes (TR_NCCL_TIMEOUT after the timeout, aborted; through dist.c,
  * the job's one line and exit status 3), and a failed join.  What only a
  * GPU shows (NCCL's own sums, several devices) is t1772-train-dp-cuda.sh's.
@@ -146,6 +147,62 @@ static void test_sums(tr_backend *cuda)
     tr_nccl_close(n);
 }
 
+/* The reduce-scatter of parts that are whole parameters (unequal), on
+ * floats [2, 19) of buf: played by each rank of 3 in turn, every rank
+ * holding the same floats, each must end with the sum (x 3) of its own part
+ * and the floats outside [2, 19) untouched; what a rank sends is what its
+ * peer receives; no all-reduce.  The parts [2, 9), [9, 11), [11, 19); NCCL's
+ * equal parts of 5 floats [2, 7), [7, 12), [12, 17); the tail [17, 19). */
+static void test_reduce_scatter(tr_backend *cuda)
+{
+    enum { W = 3, N = 20 };
+    char err[300] = "";
+    size_t lo[W + 1] = {2, 9, 11, 19};
+    char sent[64] = "", got[64] = "", tails[W][64];
+    int sums = 1, one_rs = 1, grouped = 1, no_allreduce = 1;
+    for (int me = 0; me < W; me++) {
+        reset(W);
+        tr_nccl *n = joined(cuda, me, W);
+        float buf[N];
+        for (int i = 0; i < N; i++) buf[i] = (float)(i + 1);
+        ctl->base = buf;
+        if (tr_nccl_reduce_scatter(n, buf, lo, W, 10, err, sizeof err) < 0) tap_diag("rank %d: %s", me, err), sums = 0;
+        for (size_t i = 0; i < N; i++)
+            if (i < lo[0] || i >= lo[W] || (i >= lo[me] && i < lo[me + 1]))
+                sums &= buf[i] == (float)(i + 1) * (i >= lo[me] && i < lo[me + 1] ? W : 1);
+        one_rs &= ctl->n_calls > 0 && !strcmp(ctl->call[0].what, "ncclReduceScatter") && ctl->call[0].count == 5 &&
+                  ctl->call[0].offset == lo[0] + 5 * (size_t)me && ctl->call[0].in_place && !ctl->call[0].in_group;
+        no_allreduce &= ctl->reduces == 0;
+        tails[me][0] = 0;
+        for (int c = 1; c < ctl->n_calls && c < FAKE_NCCL_MAX; c++) {
+            const char *w = ctl->call[c].what;
+            size_t off = ctl->call[c].offset, cnt = ctl->call[c].count;
+            int peer = ctl->call[c].peer;
+            if (!strcmp(w, "ncclSend") || !strcmp(w, "ncclRecv")) { /* "from>to:offset+count " */
+                int send = w[4] == 'S';
+                char *to = send ? sent : got;
+                snprintf(to + strlen(to), 64 - strlen(to), "%d>%d:%zu+%zu ", send ? me : peer, send ? peer : me, off,
+                         cnt);
+                grouped &= ctl->call[c].in_group == 1;
+            } else {
+                snprintf(tails[me] + strlen(tails[me]), 64 - strlen(tails[me]), "%s to %d:%zu+%zu%s ", w, peer, off,
+                         cnt, ctl->call[c].in_place ? "" : " (not in place)");
+            }
+        }
+        tr_nccl_close(n);
+    }
+    tap_ok(sums, "the reduce-scatter: each of 3 ranks gets the sum of its own part, the floats beyond untouched");
+    tap_ok(one_rs, "one ncclReduceScatter of the equal parts (5 floats each), in place");
+    tap_ok(no_allreduce, "and no ncclAllReduce");
+    /* (the pieces: [7, 9) from rank 1 to 0, [11, 12) from 1 to 2) */
+    if (!tap_ok(!strcmp(sent, got) && !strcmp(sent, "1>0:7+2 1>2:11+1 "), "the pieces of a part in another's equal "
+                "part: sent by that rank, received by the owner, the same floats: %s", sent))
+        tap_diag("received: %s", got);
+    tap_ok(grouped, "the sends and receives in one group");
+    tap_ok(!strcmp(tails[0], "ncclReduce to 2:17+2 ") && !strcmp(tails[1], tails[0]) && !strcmp(tails[2], tails[0]),
+           "the tail reduced to its owner, in place, by every rank: %s", tails[0]);
+}
+
 static void test_failures(tr_backend *cuda)
 {
     char err[300] = "";
@@ -199,6 +256,10 @@ static void test_dist(tr_backend *cuda)
            "tr_dist_sum_d: the host doubles through the device");
     tap_ok(tr_dist_gather_f(d, g, lo, err, sizeof err) == 0 && ctl->n_bcast == 1 && ctl->bcast[0].count == 4,
            "tr_dist_gather_f: a broadcast of rank 0's part");
+    int reduces = ctl->reduces;
+    tap_ok(tr_dist_reduce_scatter_f(d, g, lo, err, sizeof err) == 0 && g[0] == 4 && ctl->reduces == reduces &&
+           ctl->n_calls == 1 && !strcmp(ctl->call[0].what, "ncclReduceScatter") && ctl->call[0].count == 4,
+           "tr_dist_reduce_scatter_f: an ncclReduceScatter of rank 0's part, with one rank too");
 
     /* a collective that hangs: the job's one line, exit status 3 */
     int fd[2];
@@ -239,6 +300,7 @@ int main(void)
     tr_backend cuda = {.name = "cuda"}, cpu = {.name = "cpu"};
     test_load(&cuda, &cpu);
     test_sums(&cuda);
+    test_reduce_scatter(&cuda);
     test_failures(&cuda);
     test_dist(&cuda);
     return tap_done();

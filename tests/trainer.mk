@@ -77,6 +77,22 @@ BENCH_SH_DEPS += trainer/sa1b-train shard-tools/sa1b-synth shard-tools/sa1b-shar
 EXTRA_DIST += tests/bench/bench-memory.sh tests/bench/bench-lib.sh
 BENCH_SH += tests/bench/bench-convergence.sh
 EXTRA_DIST += tests/bench/bench-convergence.sh
+# issue 18: images/s of 1 x 2 threads against 2 ranks x 1 thread, and the
+# collectives' share of the step with --zero 0 and 1 (skips without MPI)
+BENCH_SH += tests/bench/bench-dp.sh
+EXTRA_DIST += tests/bench/bench-dp.sh tests/bench/bench-dist.c
+# (and the collectives alone, under mpirun: bench-dist)
+if HAVE_MPI
+EXTRA_PROGRAMS += tests/bench/bench-dist
+BENCH_SH_DEPS += tests/bench/bench-dist trainer/sa1b-train
+tests_bench_bench_dist_SOURCES = tests/bench/bench-dist.c trainer/dist.c
+tests_bench_bench_dist_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer $(MPI_CFLAGS)
+tests_bench_bench_dist_LDADD = $(TRAIN_LIBS) $(MPI_LIBS) -ldl -lpthread
+if HAVE_NCCL
+tests_bench_bench_dist_SOURCES += trainer/dist_nccl.c
+tests_bench_bench_dist_CPPFLAGS += $(NCCL_CPPFLAGS) -DSA1B_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
+endif
+endif
 # (by hand: builds an older commit beside this one)
 EXTRA_DIST += tests/bench/bench-core.sh tests/bench/st_tensors.py
 TESTS += tests/t1750-train-mem-a.sh
@@ -88,7 +104,16 @@ EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
 EXTRA_DIST += tests/t1764-train-mem-limit.sh
 TESTS += tests/t1770-train-dp.sh
-EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp
+EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp tests/mpi-count.c
+# t1770's count of the floats each MPI collective moved (a PMPI shim the
+# ranks preload)
+if HAVE_MPI
+check_LTLIBRARIES += tests/libmpicount.la
+tests_libmpicount_la_SOURCES = tests/mpi-count.c
+tests_libmpicount_la_CPPFLAGS = $(AM_CPPFLAGS) $(MPI_CFLAGS)
+tests_libmpicount_la_LIBADD = $(MPI_LIBS)
+tests_libmpicount_la_LDFLAGS = -module -avoid-version -shared -rpath $(abs_builddir)/tests
+endif
 check_PROGRAMS += tests/test-train-typed
 TESTS += tests/test-train-typed
 tests_test_train_typed_SOURCES = tests/test-train-typed.c
@@ -107,7 +132,7 @@ EXTRA_DIST += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
 # the host side of the NCCL collectives, on a stand-in libnccl.so.2 (a
 # shared object named so: -version-info 2:0:0) and CUDA runtime
 if HAVE_NCCL
-check_LTLIBRARIES = tests/libnccl.la
+check_LTLIBRARIES += tests/libnccl.la
 tests_libnccl_la_SOURCES = tests/fake-nccl.c
 tests_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(NCCL_CPPFLAGS)
 tests_libnccl_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests -version-info 2:0:0

@@ -1,8 +1,9 @@
 /*
  * dist.h - data parallelism: the processes of one training job (ranks) and
  * the collectives the trainer needs (sums of gradients and of loss terms,
- * a broadcast), over MPI when the program was started by mpirun (Open
- * MPI's or MPICH's launcher) and built with MPI, else one process alone.
+ * the reduce-scatter and gather of ZeRO stage 1, a barrier), over MPI when
+ * the program was started by mpirun (Open MPI's or MPICH's launcher) and
+ * built with MPI, else one process alone.
  *
  * A collective that does not complete within the timeout (a rank died or
  * hangs) ends the whole job: a watchdog thread reports the rank and the
@@ -39,9 +40,10 @@ int tr_dist_launched(const tr_dist *d);
  * all fail the same way reports it in one line.  A collective. */
 int tr_dist_settle(tr_dist *d, int failed, const char *mine, char *err, size_t err_len);
 
-/* From now on the float sums, the loss sums and the gather run over NCCL
- * on the stream of be, a CUDA backend, with tr_dist_sum_f's and
- * tr_dist_gather_f's buffers in its device memory (tr_dist_sum_d's stay on
+/* From now on the float sums, the loss sums, the reduce-scatter and the
+ * gather run over NCCL on the stream of be, a CUDA backend, with
+ * tr_dist_sum_f's, tr_dist_reduce_scatter_f's and tr_dist_gather_f's
+ * buffers in its device memory (tr_dist_sum_d's stay on
  * the host): a communicator made from the unique id that rank 0
  * broadcasts over MPI.  In a job of one rank too (the same calls, each a
  * copy).  A collective; 0, or -1 as tr_dist_settle (NCCL not built or not
@@ -55,6 +57,15 @@ int tr_dist_on_device(const tr_dist *d);
  * 0, or -1 with err.  A collective that times out ends the job (above). */
 int tr_dist_sum_f(tr_dist *d, float *buf, size_t n, char *err, size_t err_len);
 int tr_dist_sum_d(tr_dist *d, double *buf, size_t n, char *err, size_t err_len);
+/* In place: floats [lo[rank], lo[rank+1]) of buf = their sum over ranks
+ * (lo has world + 1 ascending entries, the same on every rank), the ranks'
+ * parts of the reduce-scatter of ZeRO stage 1: each rank receives the sum
+ * of its own part only, so that a reduce-scatter and the gather below move
+ * the bytes of one all-reduce.  The rest of [lo[0], lo[world]) is left
+ * undefined (the device's collectives work in it); the floats outside it
+ * are not touched.  One rank alone: nothing to do (off the device).  0, or
+ * -1 with err; a collective that times out ends the job (above). */
+int tr_dist_reduce_scatter_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len);
 /* In place: rank r's part of buf, floats [lo[r], lo[r+1]), on every rank
  * (lo has world + 1 ascending entries).  0, or -1 with err. */
 int tr_dist_gather_f(tr_dist *d, float *buf, const size_t *lo, char *err, size_t err_len);

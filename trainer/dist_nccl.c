@@ -22,6 +22,7 @@ struct tr_nccl {
     void *lib;
     cudaStream_t st;
     ncclComm_t comm;
+    int rank;
     double *dev_d; /* [HOST_D_MAX] on the device: the host sums' buffer */
     ncclResult_t (*get_unique_id)(ncclUniqueId *);
     ncclResult_t (*comm_init_rank)(ncclComm_t *, int, ncclUniqueId, int);
@@ -30,6 +31,11 @@ struct tr_nccl {
     ncclResult_t (*comm_get_async_error)(ncclComm_t, ncclResult_t *);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
     ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                   cudaStream_t);
+    ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+    ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
     ncclResult_t (*group_start)(void);
     ncclResult_t (*group_end)(void);
     const char *(*get_error_string)(ncclResult_t);
@@ -69,6 +75,10 @@ tr_nccl *tr_nccl_load(tr_backend *be, char *err, size_t err_len)
     SYM_(comm_get_async_error, "ncclCommGetAsyncError");
     SYM_(all_reduce, "ncclAllReduce");
     SYM_(broadcast, "ncclBroadcast");
+    SYM_(reduce, "ncclReduce");
+    SYM_(reduce_scatter, "ncclReduceScatter");
+    SYM_(send, "ncclSend");
+    SYM_(recv, "ncclRecv");
     SYM_(group_start, "ncclGroupStart");
     SYM_(group_end, "ncclGroupEnd");
     SYM_(get_error_string, "ncclGetErrorString");
@@ -110,6 +120,7 @@ int tr_nccl_join(tr_nccl *n, const unsigned char id[TR_NCCL_ID_BYTES], int rank,
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
     ncclResult_t rc = n->comm_init_rank(&n->comm, world, u, rank);
+    n->rank = rank;
     if (rc != ncclSuccess) {
         n->comm = NULL;
         return nccl_fail(n, rc, "ncclCommInitRank", err, err_len);
@@ -199,4 +210,42 @@ int tr_nccl_gather(tr_nccl *n, float *buf, const size_t *lo, int world, double t
         rc = n->broadcast(buf + lo[r], buf + lo[r], lo[r + 1] - lo[r], ncclFloat32, r, n->comm, n->st);
     ncclResult_t end = n->group_end(); /* (closes the group whatever happened in it) */
     return enqueued(n, rc != ncclSuccess ? rc : end, "ncclBroadcast", timeout_s, err, err_len);
+}
+
+/* [a, b) and [c, d) overlap in [*lo, *hi): 1, or 0 when they do not */
+static int overlap(size_t a, size_t b, size_t c, size_t d, size_t *lo, size_t *hi)
+{
+    *lo = a > c ? a : c, *hi = b < d ? b : d;
+    return *lo < *hi;
+}
+
+int tr_nccl_reduce_scatter(tr_nccl *n, float *buf, const size_t *lo, int world, double timeout_s, char *err,
+                           size_t err_len)
+{
+    if (!n->comm) return snprintf(err, err_len, "the NCCL communicator was aborted"), -1;
+    /* relative to base: the parts P_r = [lo[r], lo[r+1]) - lo[0], NCCL's
+     * equal parts E_k = [k c, (k+1) c) and the tail [world c, total) */
+    float *base = buf + lo[0];
+    size_t total = lo[world] - lo[0], c = total / (size_t)world, a, b;
+    ncclResult_t rc = ncclSuccess;
+    const char *call = "ncclReduceScatter";
+    if (c) /* in place: rank k's sum of E_k lands where E_k is */
+        rc = n->reduce_scatter(base, base + (size_t)n->rank * c, c, ncclFloat32, ncclSum, n->comm, n->st);
+    if (rc == ncclSuccess) { /* the pieces of P_r in another rank's E_k, from that rank */
+        call = "ncclSend/ncclRecv";
+        rc = n->group_start();
+        for (int k = 0; k < world && rc == ncclSuccess; k++)
+            for (int r = 0; r < world && rc == ncclSuccess; r++) {
+                if (k == r || !overlap(k * c, (k + 1) * c, lo[r] - lo[0], lo[r + 1] - lo[0], &a, &b)) continue;
+                if (n->rank == k) rc = n->send(base + a, b - a, ncclFloat32, r, n->comm, n->st);
+                else if (n->rank == r) rc = n->recv(base + a, b - a, ncclFloat32, k, n->comm, n->st);
+            }
+        ncclResult_t end = n->group_end(); /* (closes the group whatever happened in it) */
+        if (rc == ncclSuccess) rc = end;
+    }
+    if (rc == ncclSuccess) call = "ncclReduce"; /* the pieces of P_r in the tail, reduced to r */
+    for (int r = 0; r < world && rc == ncclSuccess; r++)
+        if (overlap(world * c, total, lo[r] - lo[0], lo[r + 1] - lo[0], &a, &b))
+            rc = n->reduce(base + a, base + a, b - a, ncclFloat32, ncclSum, r, n->comm, n->st);
+    return enqueued(n, rc, rc == ncclSuccess ? "ncclReduceScatter" : call, timeout_s, err, err_len);
 }

@@ -47,6 +47,18 @@ int tr_nccl_sum(tr_nccl *n, void *buf, size_t count, int is_double, double timeo
 /* In place on the host: the sum of host doubles buf[count] (count <= 16),
  * through a device buffer.  As tr_nccl_sum. */
 int tr_nccl_sum_host_d(tr_nccl *n, double *buf, size_t count, double timeout_s, char *err, size_t err_len);
+/* In place on the device: floats [lo[rank], lo[rank+1]) of buf = their sum
+ * over ranks, the rest of [lo[0], lo[world]) undefined.  NCCL's
+ * reduce-scatter wants equal parts and ours are whole parameters, so it
+ * runs on the equal parts of [lo[0], lo[world]) (world of them, c floats
+ * each, in place), then each rank sends the pieces of the others' parts
+ * that fell in its equal part to their owners (grouped ncclSend/ncclRecv:
+ * at most a parameter at each end of a part), and the last floats beyond
+ * world * c (fewer than world) are reduced to their owners (ncclReduce):
+ * the bytes of one reduce-scatter and a little more, no scratch memory.
+ * As tr_nccl_sum. */
+int tr_nccl_reduce_scatter(tr_nccl *n, float *buf, const size_t *lo, int world, double timeout_s, char *err,
+                           size_t err_len);
 /* In place on the device: rank r's part of buf, floats [lo[r], lo[r+1]),
  * on every rank (one broadcast per rank, grouped: NCCL's all-gather wants
  * equal parts).  As tr_nccl_sum. */

@@ -345,6 +345,9 @@ int tr_model_step(tr_model *m, const tr_batch *b, int zero_grads, float scale, i
  * accumulation) and returns their sum of squares afterwards (non-finite
  * when a gradient overflowed: fp16 loss scaling skips the step then). */
 double tr_model_scale_grads(tr_model *m, double factor);
+/* The same on floats [lo, hi) of grad_mem only (a rank of --zero 1 holds the
+ * sums of its own part there): their sum of squares. */
+double tr_model_scale_grads_part(tr_model *m, double factor, size_t lo, size_t hi);
 
 /* Gradient of parameter i (NULL when frozen): m->grad_mem + offset - grad_lo. */
 float *tr_model_grad(const tr_model *m, int i);

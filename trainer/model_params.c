@@ -228,10 +228,15 @@ int tr_model_freeze(tr_model *m, const char *group, int frozen, char *err, size_
 
 double tr_model_scale_grads(tr_model *m, double factor)
 {
+    return tr_model_scale_grads_part(m, factor, 0, m->n_grad_floats);
+}
+
+double tr_model_scale_grads_part(tr_model *m, double factor, size_t lo, size_t hi)
+{
     tr_backend *be = m->be;
-    if (!m->grad_mem || !m->n_grad_floats) return 0.0;
-    if (factor != 1.0) be->ops->scale(be, m->grad_mem, m->n_grad_floats, (float)factor);
-    return be->ops->sumsq(be, m->grad_mem, m->n_grad_floats);
+    if (!m->grad_mem || hi <= lo) return 0.0;
+    if (factor != 1.0) be->ops->scale(be, m->grad_mem + lo, hi - lo, (float)factor);
+    return be->ops->sumsq(be, m->grad_mem + lo, hi - lo);
 }
 
 float *tr_model_grad(const tr_model *m, int i)

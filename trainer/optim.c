@@ -200,11 +200,17 @@ double tr_optim_lr(const tr_optim_config *c, long step)
 
 double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out)
 {
-    tr_backend *be = m->be;
     /* gradients exist for the trainable range of the layout (frozen parameters have none) */
-    double norm = sqrt(be->ops->sumsq(be, m->grad_mem, m->n_grad_floats));
-    if (o->cfg.clip > 0 && norm > o->cfg.clip)
-        be->ops->scale(be, m->grad_mem, m->n_grad_floats, (float)(o->cfg.clip / norm));
+    double sumsq = m->be->ops->sumsq(m->be, m->grad_mem, m->n_grad_floats);
+    return tr_optim_step_part(o, m, sumsq, 0, m->n_grad_floats, lr_out);
+}
+
+double tr_optim_step_part(tr_optim *o, tr_model *m, double sumsq, size_t lo, size_t hi, double *lr_out)
+{
+    tr_backend *be = m->be;
+    double norm = sqrt(sumsq);
+    if (o->cfg.clip > 0 && norm > o->cfg.clip && hi > lo)
+        be->ops->scale(be, m->grad_mem + lo, hi - lo, (float)(o->cfg.clip / norm));
     double lr = tr_optim_lr(&o->cfg, o->t);
     o->t++;
     float bc1 = (float)(1.0 - pow(o->cfg.beta1, (double)o->t)), bc2 = (float)(1.0 - pow(o->cfg.beta2, (double)o->t));

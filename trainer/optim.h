@@ -84,6 +84,12 @@ double tr_optim_lr(const tr_optim_config *c, long step);
  * before clipping and sets *lr_out to the rate used.  Inactive parameters
  * are not updated. */
 double tr_optim_step(tr_optim *o, tr_model *m, double *lr_out);
+/* The same for a data-parallel rank of --zero 1 that holds the summed
+ * gradients of its own parameters (the only ones active here) in floats
+ * [lo, hi) of m->grad_mem: sumsq is the whole gradient's sum of squares (the
+ * ranks' parts added up), so that every rank clips by the global norm;
+ * only [lo, hi) is clipped. */
+double tr_optim_step_part(tr_optim *o, tr_model *m, double sumsq, size_t lo, size_t hi, double *lr_out);
 
 /* The state's arrays as the host sees them, for files: tr_optim_host_view
  * gives the arrays themselves where the backend's memory is the host's,

@@ -161,6 +161,14 @@ static void check_device(tr_backend *be)
     if (tr_backend_cuda_error(be, err, sizeof err)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
 }
 
+/* A collective that failed on this rank (the others wait for it): the line
+ * and the end of the job. */
+_Noreturn static void die_collective(const options *o, const char *err)
+{
+    cli_warn("rank %d: %s", o->rank, err);
+    tr_dist_abort(o->dist, CLI_EXIT_FATAL);
+}
+
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
                             tr_data_source *src)
 {
@@ -177,27 +185,29 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     state_path(o, o->out, st->step, path, sizeof path);
     st->run = o->record;
     if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) { /* every part written before latest names it */
-        cli_warn("rank %d: %s", o->rank, err);
-        tr_dist_abort(o->dist, CLI_EXIT_FATAL);
-    }
+    /* every part written before latest names it */
+    if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
     if (o->rank == 0 && write_latest(o->out, st->step) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
 }
 
 /* --zero 1: rank r keeps the optimizer state of the parameters in floats
  * [lo[r], lo[r+1]) of the weights (whole parameters, about equal shares, in
- * the layout's order) and gathers the others' weights after each update. */
+ * the layout's order); the ranks reduce-scatter the gradients by the same
+ * parts (each rank receives the sum of its own), each updates its part, and
+ * they gather the others' weights after each update. */
 typedef struct zero_part {
     uint8_t *owned; /* [n_params]; NULL: every parameter (no split) */
     size_t *lo;     /* [world + 1] */
+    size_t *glo;    /* [world + 1]: the parts in grad_mem (zero_grad_parts) */
 } zero_part;
 
 static void zero_split(const tr_model *m, int rank, int world, zero_part *z)
 {
     z->owned = calloc((size_t)m->n_params + 1, 1);
-    z->lo = calloc((size_t)world + 1, sizeof *z->lo);
+    z->lo = calloc(2 * ((size_t)world + 1), sizeof *z->lo);
     if (!z->owned || !z->lo) cli_die(CLI_EXIT_FATAL, "out of memory");
+    z->glo = z->lo + world + 1;
     int r = 0;
     for (int i = 0; i < m->n_params; i++) {
         size_t off = m->pinfo[i].offset;
@@ -206,6 +216,14 @@ static void zero_split(const tr_model *m, int rank, int world, zero_part *z)
         z->owned[i] = r == rank;
     }
     while (r < world) z->lo[++r] = m->n_param_floats;
+}
+
+/* The parts in the gradients' layout, which holds floats [grad_lo,
+ * n_param_floats) of the weights' (grad_lo moves as groups are frozen and
+ * unfrozen): a part below it is empty. */
+static void zero_grad_parts(const tr_model *m, int world, zero_part *z)
+{
+    for (int r = 0; r <= world; r++) z->glo[r] = z->lo[r] > m->grad_lo ? z->lo[r] - m->grad_lo : 0;
 }
 
 static int precision_of(const char *name)
@@ -346,10 +364,13 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
 /* The gradients of one optimizer step in m->grad_mem: accum micro-batches
  * (one: the mean loss's gradient; several, or data parallel: the pair-loss
  * sums, summed over the ranks, with L's terms and valid pairs global), and
- * the stop the ranks agree on.  L: the step's loss means.  0 when the data
- * ended (the step is dropped: every rank ends at the same step), else 1. */
+ * the stop the ranks agree on.  parts: NULL, or with --zero 1 the ranks'
+ * parts of grad_mem (zero_part.glo): the gradients are reduce-scattered,
+ * this rank's part alone holds the sums.  L: the step's loss means.  0
+ * when the data ended (the step is dropped: every rank ends at the same
+ * step), else 1. */
 static int step_gradients(const options *o, tr_backend *be, tr_model *m, tr_data_source *src, int accum,
-                          float lscale, tr_loss *L, double *sync_s, int *stop_all)
+                          float lscale, const size_t *parts, tr_loss *L, double *sync_s, int *stop_all)
 {
     char err[512];
     int dp = data_parallel(o);
@@ -374,11 +395,9 @@ static int step_gradients(const options *o, tr_backend *be, tr_model *m, tr_data
     if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
         double t[7] = {(double)n_valid, acc.loss, acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0};
         double t0 = cli_now();
-        if (tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, err, sizeof err) < 0 ||
-            tr_dist_sum_d(o->dist, t, 7, err, sizeof err) < 0) {
-            cli_warn("rank %d: %s", o->rank, err);
-            tr_dist_abort(o->dist, CLI_EXIT_FATAL);
-        }
+        int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, err, sizeof err)
+                       : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, err, sizeof err);
+        if (rc < 0 || tr_dist_sum_d(o->dist, t, 7, err, sizeof err) < 0) die_collective(o, err);
         n_valid = (long)t[0], acc.loss = t[1], acc.focal = t[2], acc.dice = t[3], acc.iou_mse = t[4], acc.miou = t[5];
         *stop_all = t[6] > 0;
         *sync_s += cli_now() - t0;
@@ -522,22 +541,29 @@ int run(const options *op, tr_backend *be)
             if (unfrozen) sync_trainable(&m, &opt, zero.owned);
         }
         tr_loss L;
-        if (!step_gradients(&o, be, &m, &src, cur_accum, lscale, &L, &sync_s, &stop_all)) break;
+        int part = zero.owned && dp; /* --zero 1: this rank's part of the gradients [g_lo, g_hi) is summed */
+        if (part) zero_grad_parts(&m, o.world, &zero);
+        if (!step_gradients(&o, be, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all)) break;
         long n_valid = L.n_valid;
         double unscale = cur_accum == 1 && !dp ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
-        double lr, gnorm, ss = tr_model_scale_grads(&m, unscale);
+        size_t g_lo = part ? zero.glo[o.rank] : 0, g_hi = part ? zero.glo[o.rank + 1] : m.n_grad_floats;
+        double lr, gnorm;
+        double ss = part ? tr_model_scale_grads_part(&m, unscale, g_lo, g_hi) : tr_model_scale_grads(&m, unscale);
         check_device(be); /* a failed GPU step is not an overflow to skip */
+        if (part) { /* the parts' sums of squares: the whole gradient's, the same skip and norm on every rank */
+            double t0 = cli_now();
+            if (tr_dist_sum_d(o.dist, &ss, 1, err, sizeof err) < 0) die_collective(&o, err);
+            sync_s += cli_now() - t0;
+        }
         int skipped = !isfinite(ss);
         if (skipped) { /* overflow: no update; fp16 halves its loss scale */
             lr = tr_optim_lr(&opt.cfg, opt.t), gnorm = 0;
             if (prec == TR_PREC_FP16 && lscale > 1.0f) lscale /= 2;
             scale_good = 0;
         } else {
-            gnorm = tr_optim_step(&opt, &m, &lr);
-            if (zero.owned && dp && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0) {
-                cli_warn("rank %d: %s", o.rank, err); /* every rank's updated part, on every rank */
-                tr_dist_abort(o.dist, CLI_EXIT_FATAL);
-            }
+            gnorm = part ? tr_optim_step_part(&opt, &m, ss, g_lo, g_hi, &lr) : tr_optim_step(&opt, &m, &lr);
+            if (part && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0)
+                die_collective(&o, err); /* every rank's updated part, on every rank */
             if (prec == TR_PREC_FP16 && ++scale_good >= o.scale_window) {
                 if (lscale < 1e30f) lscale *= 2;
                 scale_good = 0;
