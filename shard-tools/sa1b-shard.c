@@ -1086,7 +1086,8 @@ int main(int argc, char **argv)
         if (stat(o.out, &st) != 0) {
             if (mkdir(o.out, 0777) != 0) cli_die(CLI_EXIT_FATAL, "cannot create directory '%s': %s", o.out, strerror(errno));
         } else if (!S_ISDIR(st.st_mode)) {
-            cli_usage_error("'%s' is not a directory (with several inputs OUT is a directory)", o.out);
+            cli_usage_error("'%s' is not a directory (OUT is the shard file only with one input and a "
+                            "name ending in .shard; otherwise a directory)", o.out);
         }
     }
 

@@ -109,6 +109,13 @@ run_status 2 "bad strategy: usage error" sa1b-shard --strategy best -o "$TMP/u.s
 run_status 2 "mask bigger than image: usage error" sa1b-shard --image-size 64 --mask-size 65 -o "$TMP/u.shard" "$TMP/good.tar"
 run_status 2 "bad number: usage error" sa1b-shard --max-masks x -o "$TMP/u.shard" "$TMP/good.tar"
 run_status 2 "unknown option: usage error" sa1b-shard --frobnicate -o "$TMP/u.shard" "$TMP/good.tar"
+# the output pointed at the input: refused in one line naming it, the input intact
+cp "$TMP/good.tar" "$TMP/self.tar"
+run_status 2 "output named as the input: usage error" sa1b-shard -o "$TMP/self.tar" "$TMP/self.tar"
+grep_ok "^sa1b-shard: '$TMP/self.tar' is not a directory .OUT is the shard file only with one input" "$TMP/.err" \
+    "output named as the input: the line names it and says what OUT may be"
+cmp -s "$TMP/good.tar" "$TMP/self.tar"
+ok $? "output named as the input: the input is untouched"
 run_ok "--help" sa1b-shard --help
 grep_ok '^Usage: sa1b-shard' "$TMP/.out" "--help prints usage on stdout"
 run_ok "--version" sa1b-shard --version
