@@ -6,9 +6,11 @@
  * 2250x1500) becomes an S x S x 3 RGB letterbox, as SAM's preprocessing
  * does: the longest side is scaled to S, the image sits in the top-left
  * corner and the bottom/right padding is zero.  The decode uses TurboJPEG's
- * DCT scaling (scale k/8, k = 1..8) to the smallest scale whose output is
- * not smaller than the target on either axis, so that most of the
- * downscaling costs nothing, and an exact area (box) filter does the rest.
+ * DCT scaling to the smallest of the scales 1/8, 1/4, 1/2 and 1/1 whose
+ * output is not smaller than the target on either axis (the scales its SIMD
+ * code decodes; the others, 3/8 to 7/8, are slower than a whole decode), so
+ * that most of the downscaling costs nothing, and an exact area (box)
+ * filter does the rest.
  *
  * Untrusted input: corrupt or truncated JPEGs are clean errors (TurboJPEG
  * warnings such as "Premature end of JPEG file" count as errors), images
@@ -70,9 +72,9 @@ int sa1b_jpeg_size(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t *w, 
 int sa1b_letterbox_geometry(uint32_t w, uint32_t h, uint32_t S, sa1b_letterbox *lb,
                             sa1b_error *err);
 
-/* Decodes the JPEG to an S x S letterbox: DCT-scaled decode (smallest k/8,
- * k = 1..8, with TJSCALED output >= (new_w, new_h) on both axes; 1/1 when the
- * image is smaller than the target), area-filter resize to new_w x new_h
+/* Decodes the JPEG to an S x S letterbox: DCT-scaled decode (the smallest
+ * of 1/8, 1/4, 1/2 with TJSCALED output >= (new_w, new_h) on both axes, else
+ * 1/1), area-filter resize to new_w x new_h
  * (skipped when the scaled decode already has that size), placed top-left
  * in out, which receives S*S*3 bytes, everything right of new_w and below
  * new_h zero.  *lb (may be NULL) receives the geometry.  S in 1..32768. */
@@ -80,8 +82,8 @@ int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t
                         uint8_t *out /* [S][S][3] */, sa1b_letterbox *lb, sa1b_error *err);
 
 /* The decode step of sa1b_jpeg_letterbox alone (also the benchmark floor):
- * decodes with the smallest DCT scale k/8 whose output is at least
- * min_w x min_h (1/1 when none is), into the context's scratch buffer.
+ * decodes with the smallest DCT scale of 1/8, 1/4, 1/2 whose output is at
+ * least min_w x min_h (1/1 when none is), into the context's scratch buffer.
  * *rgb points to (*out_w) x (*out_h) x 3 bytes owned by the context, valid
  * until the next call on c.  min_w = min_h = 0 picks 1/8. */
 int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t min_w,
