@@ -26,6 +26,24 @@ bench_photos() {
     done
 }
 
+# bench_real_tar N OUT: where ../shared holds a real SA-1B annotation file
+# (research licence: read from there, never copied into the tree) and the
+# photographs and python3-pil are there, a tar of N samples with that
+# file's masks (each under its own image id) and crops of the photographs
+# at its image size (tests/bench/photo_tar.py --repeat), and $real_input
+# saying so; else nothing (returns 1).
+bench_real_tar() {
+    real_json=$(ls "$top_srcdir"/../shared/data/sa1b-real/sa_*.json 2>/dev/null | head -1)
+    real_photos=$(bench_photos | tr '\n' ' ')
+    [ -n "$real_json" ] && [ -n "$real_photos" ] && /usr/bin/python3 -c 'import PIL' 2>/dev/null || return 1
+    # shellcheck disable=SC2086
+    /usr/bin/python3 "$top_srcdir/tests/bench/photo_tar.py" --repeat "$1" "$real_json" "$2" $real_photos || return 1
+    real_input="$1 images with the masks of the real annotation $(basename "$real_json") ($(/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("%dx%d, %d masks" % (d["image"]["width"], d["image"]["height"], len(d["annotations"])))' "$real_json")), crops of the same photographs"
+}
+
 # bench_photo_tar N OUT: a tar of N SA-1B-size samples (2250x1500, 100
 # sa1b-synth masks each, seed 7) whose pictures are crops of those
 # photographs (tests/bench/photo_tar.py), or sa1b-synth's own pictures

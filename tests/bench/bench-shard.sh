@@ -24,6 +24,10 @@
 # 100 images by default: a run's one-time costs (process start, the first
 # touch of the work ring's buffers, the final fsync) are a few percent of
 # it, as of a real SA-1B tar (~11k images).
+# Where ../shared holds a real SA-1B annotation file (bench_real_tar), a
+# third row, "1024 real": the same at --image-size 1024 on samples with
+# that file's masks (SA-1B's masks have fewer, smoother runs than the
+# synthetic ones) at its image size, crops of the same photographs.
 # BENCH_SHARD_OLD=PATH also times that sa1b-shard (another build's), in the
 # same interleaving, on a row of its own ("old"), and checks that its shards
 # and this build's are the same bytes (cmp).
@@ -38,6 +42,9 @@ TIME=/usr/bin/time
 [ -x "$TIME" ] || TIME=""
 FLOOR="$top_builddir/tests/bench/bench-jpeg-floor"
 bench_photo_tar "$N" "$tmp/a.tar"
+cases="1024:a 256:a"
+real_input=""
+bench_real_tar "$N" "$tmp/r.tar" && cases="$cases 1024:r"
 havepy=0
 $PY -c 'import numpy, PIL' 2>/dev/null && havepy=1
 
@@ -47,13 +54,13 @@ OLD=${BENCH_SHARD_OLD:-}
 differ=0
 # one run of sa1b-shard BIN at size S into OUT: "images/s CPU-ms-per-image"
 # (CPU nan without /usr/bin/time)
-shard_run() { # BIN S OUT
+shard_run() { # BIN S OUT TAR
     rm -f "$3"
     if [ -n "$TIME" ]; then
         "$TIME" -f "%U %S" -o "$tmp/time" "$1" -q -j "$T" --json-summary --image-size "$2" \
-            --max-masks 64 -o "$3" "$tmp/a.tar" >"$tmp/sum"
+            --max-masks 64 -o "$3" "$4" >"$tmp/sum"
     else
-        "$1" -q -j "$T" --json-summary --image-size "$2" --max-masks 64 -o "$3" "$tmp/a.tar" >"$tmp/sum"
+        "$1" -q -j "$T" --json-summary --image-size "$2" --max-masks 64 -o "$3" "$4" >"$tmp/sum"
         echo "nan nan" >"$tmp/time"
     fi
     sed 's/.*"images":\([0-9]*\).*"seconds":\([0-9.]*\).*/\1 \2/' "$tmp/sum" |
@@ -62,52 +69,55 @@ shard_run() { # BIN S OUT
 
 echo "bench-shard: load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 echo "input: $bench_input"
-printf '%-9s %21s %21s %6s   %12s %12s %6s   %8s %9s %8s %3s\n' "size" "sa1b-shard img/s" "floor img/s" \
+[ -z "$real_input" ] || echo "real:  $real_input"
+printf '%-14s %21s %21s %6s   %12s %12s %6s   %8s %9s %8s %3s\n' "size" "sa1b-shard img/s" "floor img/s" \
     "ratio" "cpu ms/img" "floor ms/img" "ratio" "python" "vs python" "floor/py" "-j"
 row() { # LABEL WALL-FILE CPU-FILE: a table row against the floor's runs of this size
     awk -v s="$1" -v ow="$(median <"$2")" -v owr="$(range <"$2")" -v fw="$(median <"$tmp/fw")" \
         -v fwr="$(range <"$tmp/fw")" -v oc="$(median <"$3")" -v fc="$(median <"$tmp/fc")" \
         -v p="$py" -v t="$T" 'BEGIN {
-        printf "%-9s %7.1f [%11s] %7.1f [%11s] %5.0f%%   %12.2f %12.2f %5.0f%%   %8.2f %8.1fx %7.1fx %3d\n",
+        printf "%-14s %7.1f [%11s] %7.1f [%11s] %5.0f%%   %12.2f %12.2f %5.0f%%   %8.2f %8.1fx %7.1fx %3d\n",
             s, ow, owr, fw, fwr, 100 * ow / fw, oc, fc, 100 * fc / oc, p, (p > 0 ? ow / p : 0),
             (p > 0 ? fw / p : 0), t }'
 }
-for S in 1024 256; do
+for c in $cases; do
+    S=${c%%:*} tar="$tmp/${c#*:}.tar" label=$S
+    [ "${c#*:}" = r ] && label="$S real"
     for f in ow oc xw xc fw fc py; do : >"$tmp/$f"; done
     i=0
     while [ "$i" -lt "$RUNS" ]; do
         # each run writes a new file, as a first run does: replacing the
         # previous run's output would time the file system freeing it
         if [ -n "$OLD" ]; then
-            shard_run "$OLD" "$S" "$tmp/old.shard" >"$tmp/one"
+            shard_run "$OLD" "$S" "$tmp/old.shard" "$tar" >"$tmp/one"
             cut -d' ' -f1 "$tmp/one" >>"$tmp/xw"
             cut -d' ' -f2 "$tmp/one" >>"$tmp/xc"
         fi
-        shard_run "$top_builddir/shard-tools/sa1b-shard" "$S" "$tmp/o.shard" >"$tmp/one"
+        shard_run "$top_builddir/shard-tools/sa1b-shard" "$S" "$tmp/o.shard" "$tar" >"$tmp/one"
         cut -d' ' -f1 "$tmp/one" >>"$tmp/ow"
         cut -d' ' -f2 "$tmp/one" >>"$tmp/oc"
         if [ -n "$OLD" ]; then
             cmp -s "$tmp/old.shard" "$tmp/o.shard" || differ=$((differ + 1))
             rm -f "$tmp/old.shard"
         fi
-        "$FLOOR" "$tmp/a.tar" "$S" "$T" >"$tmp/one"
+        "$FLOOR" "$tar" "$S" "$T" >"$tmp/one"
         cut -d' ' -f1 "$tmp/one" >>"$tmp/fw"
         cut -d' ' -f2 "$tmp/one" >>"$tmp/fc"
         if [ $havepy = 1 ]; then
             rm -f "$tmp/py.bin"
-            $PY "$top_srcdir/tests/bench/shard_baseline.py" "$tmp/a.tar" "$tmp/py.bin" "$S" 64 >>"$tmp/py"
+            $PY "$top_srcdir/tests/bench/shard_baseline.py" "$tar" "$tmp/py.bin" "$S" 64 >>"$tmp/py"
         fi
         i=$((i + 1))
     done
     if [ $havepy = 1 ]; then py=$(median <"$tmp/py"); else py=nan; fi
-    [ -z "$OLD" ] || row "$S old" "$tmp/xw" "$tmp/xc"
-    row "$S" "$tmp/ow" "$tmp/oc"
+    [ -z "$OLD" ] || row "$label old" "$tmp/xw" "$tmp/xc"
+    row "$label" "$tmp/ow" "$tmp/oc"
 done
 echo "(medians of $RUNS interleaved runs, [the range of the runs]; wall ratio = sa1b-shard / floor,"
 echo " cpu ratio = floor / sa1b-shard; python is one process; load average after:" \
     "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown))"
 echo "(targets: >= 15x python, >= 80% of the floor in wall time)"
 if [ -n "$OLD" ]; then
-    echo "old: $OLD; its shards and this build's: $differ of $((2 * RUNS)) pairs differ"
+    echo "old: $OLD; its shards and this build's: $differ of $(($(echo $cases | wc -w) * RUNS)) pairs differ"
     [ "$differ" = 0 ]
 fi
