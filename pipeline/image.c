@@ -678,12 +678,13 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
         !hplan_build(&s->hp, &s->x, sw, dw, ch, 2, 4, 16) ||
         (wide && !hplan_build(&s->hq, &s->x, sw, dw, ch, 1, 16, 64)))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    /* wide: the AVX-512 horizontal pass where its windows fit, else AVX2's */
-    wide = wide && s->hq.ok;
-    const hplan *hp = wide ? &s->hq : &s->hp;
+    /* wide: the AVX-512 vertical pass, and the horizontal one where its
+     * windows fit (hwide), else AVX2's */
+    const int hwide = wide && s->hq.ok;
+    const hplan *hp = hwide ? &s->hq : &s->hp;
     const uint32_t c = s->y.T;
     const uint32_t ring_rows = c + 1;   /* one more: rows are filtered two at a time */
-    const size_t row = (size_t)dw * ch, done = hp->nblk * (wide ? 16 : 8);
+    const size_t row = (size_t)dw * ch, done = hp->nblk * (hwide ? 16 : 8);
     if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const size_t src_stride = (size_t)sw * ch;
@@ -703,13 +704,13 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                 continue;
             }
             int two = next + 1 < sh;
-            (wide ? hfilter512 : hfilter_avx2)(s0, two ? s0 + src_stride : NULL, hp, RING(next),
-                                               two ? RING(next + 1) : NULL);
+            (hwide ? hfilter512 : hfilter_avx2)(s0, two ? s0 + src_stride : NULL, hp, RING(next),
+                                                two ? RING(next + 1) : NULL);
             hfilter_values(s0, &s->x, ch, done, row, RING(next));
             if (two) hfilter_values(s0 + src_stride, &s->x, ch, done, row, RING(next + 1));
             next += 1 + (uint32_t)two;
             if (st) st->hrows_simd += 1 + (uint64_t)two;
-            if (st && wide) st->hrows_avx512 += 1 + (uint64_t)two;
+            if (st && hwide) st->hrows_avx512 += 1 + (uint64_t)two;
         }
         const uint32_t *wv = s->y.wq + (size_t)y * c;
         uint8_t *d = dst + (size_t)y * dst_stride;

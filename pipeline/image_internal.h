@@ -24,8 +24,8 @@ enum {
     IMAGE_RESIZE_AUTO = 0,     /* the fastest this CPU supports (what the library uses) */
     IMAGE_RESIZE_PORTABLE = 1, /* the portable C reference */
     IMAGE_RESIZE_AVX2 = 2,     /* the AVX2 kernels; SA1B_EINVAL if the CPU or build lacks them */
-    IMAGE_RESIZE_AVX512 = 3    /* the AVX-512 horizontal pass (VBMI, VNNI) where its windows
-                                  fit, else AVX2's, and AVX2's vertical pass; likewise */
+    IMAGE_RESIZE_AVX512 = 3    /* the AVX-512 vertical pass, and the horizontal one (VBMI,
+                                  VNNI) where its windows fit, else AVX2's; likewise */
 };
 
 /* What a call did, row by row (for tests: whether the SIMD kernels ran). */
