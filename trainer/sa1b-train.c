@@ -561,7 +561,9 @@ int run(const options *op, tr_backend *be)
             if (prec == TR_PREC_FP16 && lscale > 1.0f) lscale /= 2;
             scale_good = 0;
         } else {
-            gnorm = part ? tr_optim_step_part(&opt, &m, ss, g_lo, g_hi, &lr) : tr_optim_step(&opt, &m, &lr);
+            /* ss: the gradient's sum of squares after the unscale, which
+             * tr_optim_step would compute again (one pass over it saved) */
+            gnorm = tr_optim_step_part(&opt, &m, ss, g_lo, g_hi, &lr);
             if (part && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0)
                 die_collective(&o, err); /* every rank's updated part, on every rank */
             if (prec == TR_PREC_FP16 && ++scale_good >= o.scale_window) {
