@@ -316,13 +316,14 @@ static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, u
  * reference's accumulator (the same integer, modulo 2^32 like uint32), so
  * >> 16 gives the same Q8 value.  Two source rows share each table load.
  *
- * Vertical: 32 destination bytes at a time, Q8 rows zero-extended to 32
- * bits, times the Q16 weight with vpmulld (exact: the reference's uint32
- * products and sums), + 2^23, >> 24, packed to bytes; taps whose weight is
- * 0 are left out (they add 0).  (Measured on Zen: leaving out the shuffles
- * or half the pmaddwd barely changes the time, nor does sharing table loads
- * among 4 rows or a source that fits in L2: the kernels are bound by their
- * total count of vector instructions.)
+ * Vertical: 32 destination bytes at a time, each product of a Q8 value
+ * and a Q16 weight split into its 16-bit halves (vpmulhuw, vpmullw) and
+ * summed in 16-bit lanes with the carries of the low halves, which gives
+ * the reference's (a + 2^23) >> 24 exactly (see vfilter_avx2_k); taps whose
+ * weight is 0 are left out (they add 0).  (Measured on Zen: leaving out the
+ * shuffles or half the pmaddwd of the horizontal pass barely changes the
+ * time, nor does sharing table loads among 4 rows or a source that fits in
+ * L2: the kernels are bound by their total count of vector instructions.)
  *
  * Where the CPU has AVX-512 (VBMI and VNNI), the horizontal pass takes
  * blocks of 16 values from one 64-byte window (a zero-masked vpermb, and
@@ -585,31 +586,64 @@ T512 static void hfilter512(const uint8_t *s0, const uint8_t *s1, const hplan *h
 
 #define VMAXT 8   /* more vertical taps than this: the C pass */
 
+/* The vertical kernels split each product of a Q8 value x (<= 65280) and
+ * a Q16 weight w (< 65536) into 16-bit halves, x w = hi 2^16 + lo
+ * (vpmulhuw, vpmullw), and sum the halves of the taps in 16-bit lanes: H
+ * the his, L the los modulo 2^16 with each carry out of L added to H.  The
+ * reference's accumulator is then a = H 2^16 + L (H < 2^16, since a <=
+ * 65280 * 65536), and its result (a + 2^23) >> 24 equals (H + 128) >> 8
+ * exactly: L / 2^16 < 1 never carries H + 128 across a multiple of 256.
+ * Twice the values per instruction of a 32-bit multiply, and no widening.
+ * A weight of 65536 (a tap alone, every other weight 0) does not fit 16
+ * bits: the callers take that row as x itself, H = x (vmul_whole). */
+
+/* 16 values: H and L of the taps r[0..c-1] at i (AVX2). */
+#define VH_AVX2(P, I, C, W, HOUT)                                                              \
+    do {                                                                                       \
+        __m256i h_ = _mm256_setzero_si256(), l_ = h_;                                          \
+        for (uint32_t k_ = 0; k_ < (C); k_++) {                                                \
+            __m256i x_ = _mm256_loadu_si256((const __m256i *)((P)[k_] + (I)));                 \
+            __m256i lo_ = _mm256_mullo_epi16(x_, (W)[k_]);                                     \
+            h_ = _mm256_add_epi16(h_, _mm256_mulhi_epu16(x_, (W)[k_]));                        \
+            l_ = _mm256_add_epi16(l_, lo_);                                                    \
+            /* carry: the sum wrapped below the addend (unsigned compare via xor bias) */     \
+            __m256i cy_ = _mm256_cmpgt_epi16(_mm256_xor_si256(lo_, bias),                      \
+                                             _mm256_xor_si256(l_, bias));                      \
+            h_ = _mm256_sub_epi16(h_, cy_);                                                    \
+        }                                                                                      \
+        (HOUT) = _mm256_srli_epi16(_mm256_add_epi16(h_, r128), 8);                             \
+    } while (0)
+
 /* The first (row / 32) * 32 bytes of destination row d from the ring rows
- * r[0..c-1] with weights wv (Q16).  Inlined with constant c. */
-__attribute__((target("avx2"))) static inline void
+ * r[0..c-1] with weights wv (Q16, each < 65536).  Inlined with constant c. */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 vfilter_avx2_k(const uint16_t *const *r, const uint32_t *wv, uint32_t c, size_t row, uint8_t *d)
 {
-    const __m256i rnd = _mm256_set1_epi32(1 << 23);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i bias = _mm256_set1_epi16(INT16_MIN), r128 = _mm256_set1_epi16(128);
+    __m256i w[VMAXT];
+    for (uint32_t k = 0; k < c; k++) w[k] = _mm256_set1_epi16((int16_t)(uint16_t)wv[k]);
     for (size_t i = 0; i + 32 <= row; i += 32) {
-        __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-        for (uint32_t k = 0; k < c; k++) {
-            const __m256i w = _mm256_set1_epi32((int)wv[k]);
-            const uint16_t *p = r[k] + i;
-#define VLOAD(J) _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + 8 * (J))))
-            a0 = _mm256_add_epi32(a0, _mm256_mullo_epi32(w, VLOAD(0)));
-            a1 = _mm256_add_epi32(a1, _mm256_mullo_epi32(w, VLOAD(1)));
-            a2 = _mm256_add_epi32(a2, _mm256_mullo_epi32(w, VLOAD(2)));
-            a3 = _mm256_add_epi32(a3, _mm256_mullo_epi32(w, VLOAD(3)));
-#undef VLOAD
-        }
-        a0 = _mm256_srli_epi32(_mm256_add_epi32(a0, rnd), 24);
-        a1 = _mm256_srli_epi32(_mm256_add_epi32(a1, rnd), 24);
-        a2 = _mm256_srli_epi32(_mm256_add_epi32(a2, rnd), 24);
-        a3 = _mm256_srli_epi32(_mm256_add_epi32(a3, rnd), 24);
-        __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(a0, a1), _mm256_packus_epi32(a2, a3));
-        _mm256_storeu_si256((__m256i *)(d + i), _mm256_permutevar8x32_epi32(b, perm));
+        __m256i a, b;
+        VH_AVX2(r, i, c, w, a);
+        VH_AVX2(r, i + 16, c, w, b);
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xd8);
+        _mm256_storeu_si256((__m256i *)(d + i), p);
+    }
+}
+#undef VH_AVX2
+
+/* A row that is one source row with weight 65536: (x + 128) >> 8. */
+__attribute__((target("avx2"))) static void vmul_whole(const uint16_t *x, size_t row, uint8_t *d)
+{
+    const __m256i r128 = _mm256_set1_epi16(128);
+    for (size_t i = 0; i + 32 <= row; i += 32) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(x + i));
+        __m256i b = _mm256_loadu_si256((const __m256i *)(x + i + 16));
+        /* x + 128 <= 65408: no wrap */
+        a = _mm256_srli_epi16(_mm256_add_epi16(a, r128), 8);
+        b = _mm256_srli_epi16(_mm256_add_epi16(b, r128), 8);
+        _mm256_storeu_si256((__m256i *)(d + i),
+                            _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xd8));
     }
 }
 
@@ -617,6 +651,10 @@ __attribute__((target("avx2"))) static void vfilter_avx2(const uint16_t *const *
                                                          const uint32_t *wv, uint32_t c,
                                                          size_t row, uint8_t *d)
 {
+    if (c == 1 && wv[0] > 65535) {
+        vmul_whole(r[0], row, d);
+        return;
+    }
     switch (c) {
     case 1: vfilter_avx2_k(r, wv, 1, row, d); break;
     case 2: vfilter_avx2_k(r, wv, 2, row, d); break;
@@ -626,39 +664,58 @@ __attribute__((target("avx2"))) static void vfilter_avx2(const uint16_t *const *
     }
 }
 
-/* AVX-512: 64 destination bytes at a time, otherwise vfilter_avx2_k. */
+/* AVX-512: 64 destination bytes at a time (the carry a compare into a
+ * mask register and a masked add), otherwise vfilter_avx2_k. */
 #define T512 __attribute__((target("avx2,avx512f,avx512bw")))
-T512 static inline void vfilter512_k(const uint16_t *const *r, const uint32_t *wv, uint32_t c,
-                                     size_t row, uint8_t *d)
+#define VH_512(P, I, C, W, HOUT)                                                               \
+    do {                                                                                       \
+        __m512i h_ = _mm512_setzero_si512(), l_ = h_;                                          \
+        for (uint32_t k_ = 0; k_ < (C); k_++) {                                                \
+            __m512i x_ = _mm512_loadu_si512((P)[k_] + (I));                                    \
+            __m512i lo_ = _mm512_mullo_epi16(x_, (W)[k_]);                                     \
+            h_ = _mm512_add_epi16(h_, _mm512_mulhi_epu16(x_, (W)[k_]));                        \
+            l_ = _mm512_add_epi16(l_, lo_);                                                    \
+            h_ = _mm512_mask_add_epi16(h_, _mm512_cmplt_epu16_mask(l_, lo_), h_, one);         \
+        }                                                                                      \
+        (HOUT) = _mm512_srli_epi16(_mm512_add_epi16(h_, r128), 8);                             \
+    } while (0)
+T512 static inline __attribute__((always_inline)) void
+vfilter512_k(const uint16_t *const *r, const uint32_t *wv, uint32_t c, size_t row, uint8_t *d)
 {
-    const __m512i rnd = _mm512_set1_epi32(1 << 23);
+    const __m512i one = _mm512_set1_epi16(1), r128 = _mm512_set1_epi16(128);
+    const __m512i perm = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    __m512i w[VMAXT];
+    for (uint32_t k = 0; k < c; k++) w[k] = _mm512_set1_epi16((int16_t)(uint16_t)wv[k]);
     for (size_t i = 0; i + 64 <= row; i += 64) {
-        __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-        for (uint32_t k = 0; k < c; k++) {
-            const __m512i w = _mm512_set1_epi32((int)wv[k]);
-            const uint16_t *p = r[k] + i;
-#define VLOAD(J) _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(p + 16 * (J))))
-            a0 = _mm512_add_epi32(a0, _mm512_mullo_epi32(w, VLOAD(0)));
-            a1 = _mm512_add_epi32(a1, _mm512_mullo_epi32(w, VLOAD(1)));
-            a2 = _mm512_add_epi32(a2, _mm512_mullo_epi32(w, VLOAD(2)));
-            a3 = _mm512_add_epi32(a3, _mm512_mullo_epi32(w, VLOAD(3)));
-#undef VLOAD
-        }
-        /* sums < 2^32, so >> 24 leaves bytes: vpmovdb truncates exactly */
-#define VSTORE(A, J)                                                                           \
-    _mm_storeu_si128((__m128i *)(d + i + 16 * (J)),                                            \
-                     _mm512_cvtepi32_epi8(_mm512_srli_epi32(_mm512_add_epi32(A, rnd), 24)))
-        VSTORE(a0, 0);
-        VSTORE(a1, 1);
-        VSTORE(a2, 2);
-        VSTORE(a3, 3);
-#undef VSTORE
+        __m512i a, b;
+        VH_512(r, i, c, w, a);
+        VH_512(r, i + 32, c, w, b);
+        /* packus interleaves the 128-bit lanes of a and b: the permute
+         * puts a's bytes first */
+        __m512i p = _mm512_permutexvar_epi64(perm, _mm512_packus_epi16(a, b));
+        _mm512_storeu_si512(d + i, p);
+    }
+}
+#undef VH_512
+
+T512 static void vmul_whole512(const uint16_t *x, size_t row, uint8_t *d)
+{
+    const __m512i r128 = _mm512_set1_epi16(128);
+    const __m512i perm = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+    for (size_t i = 0; i + 64 <= row; i += 64) {
+        __m512i a = _mm512_srli_epi16(_mm512_add_epi16(_mm512_loadu_si512(x + i), r128), 8);
+        __m512i b = _mm512_srli_epi16(_mm512_add_epi16(_mm512_loadu_si512(x + i + 32), r128), 8);
+        _mm512_storeu_si512(d + i, _mm512_permutexvar_epi64(perm, _mm512_packus_epi16(a, b)));
     }
 }
 
 T512 static void vfilter512(const uint16_t *const *r, const uint32_t *wv, uint32_t c, size_t row,
                             uint8_t *d)
 {
+    if (c == 1 && wv[0] > 65535) {
+        vmul_whole512(r[0], row, d);
+        return;
+    }
     switch (c) {
     case 1: vfilter512_k(r, wv, 1, row, d); break;
     case 2: vfilter512_k(r, wv, 2, row, d); break;
