@@ -608,7 +608,7 @@ typedef struct slot {
     size_t jpg_len, json_len, jpg_cap, json_cap;
     int rc;
     sa1b_error err;
-    sa1b_prep_out out;
+    sa1b_prep_out *out;        /* the buffers of the prepared sample, from the pool (BUSY, DONE) */
 } slot;
 
 struct job;
@@ -625,6 +625,15 @@ typedef struct ring {
     const sa1b_prep_opts *prep;
     struct job *cur;           /* the input being written (set while the ring is empty) */
     uint64_t bytes_read;       /* of the current input, for the progress bar */
+    /* Buffers of prepared samples (the letterboxed image, the packed masks
+     * and the worker's scratch: megabytes each at --image-size 1024), a
+     * stack: a worker takes the one the writer gave back last, whose pages
+     * are the likeliest to be in cache, and new ones are made only while
+     * every one is in flight.  So a run touches as many fresh buffers as
+     * samples were ever in flight at once (the kernel zeroes each page on
+     * first use), not one per slot, and keeps cycling through the fewest. */
+    sa1b_prep_out **pool;      /* [n] */
+    size_t n_pool;             /* free ones on the stack */
 } ring;
 
 typedef struct worker {
@@ -643,11 +652,17 @@ static void *worker_main(void *arg)
         if (r->stop) break;
         slot *s = &r->slots[r->next_dispatch++ % r->n];
         s->state = SLOT_BUSY;
+        s->out = r->n_pool ? r->pool[--r->n_pool] : NULL;
         pthread_mutex_unlock(&r->mu);
         if (s->kind == 0) {
             sa1b_error_clear(&s->err);
-            s->rc = sa1b_prep_run(w->ctx, r->prep, s->name, s->jpg_in, s->jpg_len, s->json_in, s->json_len,
-                                  &s->out, &s->err);
+            if (!s->out && (s->out = malloc(sizeof *s->out))) {
+                sa1b_prep_out z = SA1B_PREP_OUT_INIT;
+                *s->out = z;
+            }
+            s->rc = s->out ? sa1b_prep_run(w->ctx, r->prep, s->name, s->jpg_in, s->jpg_len, s->json_in,
+                                           s->json_len, s->out, &s->err)
+                           : sa1b_error_set(&s->err, SA1B_ENOMEM, -1, "%s: out of memory", s->name);
         }
         pthread_mutex_lock(&r->mu);
         s->state = SLOT_DONE;
@@ -678,6 +693,8 @@ static void *writer_main(void *arg)
         consume(j, s);
         progress(j, bytes);
         pthread_mutex_lock(&r->mu);
+        if (s->out) r->pool[r->n_pool++] = s->out; /* at most one per slot: room */
+        s->out = NULL;
         s->state = SLOT_FREE;
         r->next_write++;
         pthread_cond_broadcast(&r->freed);
@@ -853,15 +870,15 @@ static void consume(struct job *j, slot *s)
         return;
     }
     sa1b_error e;
-    if (sa1b_shard_writer_add_packed_crc(j->w, &s->out.sample, s->out.image_crc, &e) != SA1B_OK) {
+    if (sa1b_shard_writer_add_packed_crc(j->w, &s->out->sample, s->out->image_crc, &e) != SA1B_OK) {
         cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
         set_failed(j);
         return;
     }
     j->t->images++;
     test_hook(0);
-    j->t->masks_kept += s->out.masks_kept;
-    j->t->masks_dropped += s->out.masks_in - s->out.masks_kept;
+    j->t->masks_kept += s->out->masks_kept;
+    j->t->masks_dropped += s->out->masks_in - s->out->masks_kept;
     j->images_in_part++;
 }
 
@@ -1099,13 +1116,10 @@ int main(int argc, char **argv)
     pthread_cond_init(&r.freed, NULL);
     r.n = 2 * (size_t)o.threads + 2;
     r.slots = calloc(r.n, sizeof *r.slots);
+    r.pool = calloc(r.n, sizeof *r.pool);
     r.prep = &o.prep;
     worker *ws = calloc(o.threads, sizeof *ws);
-    if (!r.slots || !ws) cli_die(CLI_EXIT_FATAL, "out of memory");
-    for (size_t i = 0; i < r.n; i++) {
-        sa1b_prep_out z = SA1B_PREP_OUT_INIT;
-        r.slots[i].out = z;
-    }
+    if (!r.slots || !r.pool || !ws) cli_die(CLI_EXIT_FATAL, "out of memory");
     for (unsigned i = 0; i < o.threads; i++) {
         sa1b_error e;
         ws[i].r = &r;
@@ -1162,8 +1176,12 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < r.n; i++) {
         free(r.slots[i].jpg);
         free(r.slots[i].json);
-        sa1b_prep_out_free(&r.slots[i].out);
     }
+    for (size_t i = 0; i < r.n_pool; i++) { /* every one is back: the writer drained the ring */
+        sa1b_prep_out_free(r.pool[i]);
+        free(r.pool[i]);
+    }
+    free(r.pool);
     free(r.slots);
     free(ws);
 
