@@ -289,17 +289,26 @@ static int from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, 
         if (m & 1) fg += (uint64_t)x;
         c[m] = (uint32_t)x;
     }
-    if (u < e) {
+    if (u < e) { /* m == 3 */
         uint64_t a = c[m - 2], b = c[m - 1]; /* runs m - 2 and m - 1 */
-        while (u < e) { /* later ones as the difference to run m - 2 */
+        for (;;) { /* later ones as the difference to run m - 2, by pairs */
+            /* foreground (odd m) */
             if (fast_value(&u, e, &x)) goto slow;
             uint64_t v = (uint64_t)x + a; /* two's complement: x + a < 0 wraps high */
             if (v > UINT32_MAX) goto slow;
             sum += v;
-            fg += v & ((uint64_t)0 - (m & 1)); /* foreground: odd m */
+            fg += v;
             c[m++] = (uint32_t)v;
-            a = b;
+            a = v;
+            if (u >= e) break;
+            /* background */
+            if (fast_value(&u, e, &x)) goto slow;
+            v = (uint64_t)x + b;
+            if (v > UINT32_MAX) goto slow;
+            sum += v;
+            c[m++] = (uint32_t)v;
             b = v;
+            if (u >= e) break;
         }
     }
     if (sum != hw) goto slow;
