@@ -26,6 +26,12 @@ typedef struct prep_buf {
     uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed (or their runs
                                   side by side) */
     size_t cap_bits;
+    uint32_t *bits_rows;       /* [2 cap_masks] packed area masks: the rows [2k], [2k + 1] - 1
+                                  outside which mask k of bits is zero */
+    size_t bits_slots;         /* for the masks k < bits_slots (0: nothing known) */
+    uint32_t bits_R;           /* the R that bits_rows is about */
+    uint64_t *scratch;         /* zeros for rle_resample_area_bits_valid */
+    size_t cap_scratch;        /* bytes */
     uint8_t *grid;             /* [R * R] content-sized resample target */
     size_t cap_grid;
     uint8_t *full;             /* [R * R] one mask, letterboxed, before packing */
@@ -59,7 +65,8 @@ void sa1b_prep_out_free(sa1b_prep_out *o)
     prep_buf *b = o->priv_;
     sa1b_anno_free(&b->anno);
     free(b->rles), free(b->runs), free(b->cands), free(b->kept), free(b->masks);
-    free(b->bits), free(b->grid), free(b->full), free(b->image), free(b->jpeg);
+    free(b->bits), free(b->bits_rows), free(b->scratch), free(b->grid), free(b->full);
+    free(b->image), free(b->jpeg);
     free(b);
     memset(o, 0, sizeof *o);
 }
@@ -150,7 +157,9 @@ static int reserve_masks(prep_buf *b, size_t n)
     if (k) b->kept = k;
     sa1b_shard_mask_in *m = realloc(b->masks, n * sizeof *m);
     if (m) b->masks = m;
-    if (!c || !k || !m) return -1;
+    uint32_t *br = n > SIZE_MAX / (2 * sizeof *br) ? NULL : realloc(b->bits_rows, 2 * n * sizeof *br);
+    if (br) b->bits_rows = br;
+    if (!c || !k || !m || !br) return -1;
     b->cap_masks = n;
     return 0;
 }
@@ -259,13 +268,30 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
     const size_t runs_bound = (size_t)sa1b_shard_runs_bound(R);
     size_t runs_used = 0; /* RLE: bytes of runs in bits */
-    const uint8_t *old_full = b->full;
+    const uint8_t *old_full = b->full, *old_bits = b->bits;
+    const int area_bits = !rle && o->mask_mode == SA1B_MASK_AREA;
     if (reserve_big(&b->bits, &b->cap_bits, rle ? runs_bound : (n_kept ? n_kept : 1) * stride) ||
         reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     if (b->full != old_full || b->full_R != R) { /* nothing known about its rows */
         b->full_R = R;
         b->full_zero_from = R;
+    }
+    /* packed area masks clear only the rows that the mask before them in
+     * this place of bits may have set; anything else written there
+     * (runs, other packed masks), another buffer or another R: nothing
+     * known */
+    if (!area_bits || b->bits != old_bits || b->bits_R != R) {
+        b->bits_R = R;
+        b->bits_slots = 0;
+    }
+    const size_t scratch_len = 4 * ((size_t)R + 1) * sizeof *b->scratch; /* R < 2^31 */
+    if (area_bits && b->cap_scratch < scratch_len) {
+        free(b->scratch);
+        b->cap_scratch = 0;
+        if (!(b->scratch = calloc(1, scratch_len)))
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+        b->cap_scratch = scratch_len;
     }
     const float scale = (float)lb.scale;
     for (size_t k = 0; source && k < n_kept; k++) { /* the runs of the source, recoded */
@@ -280,12 +306,21 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         size_t i = b->kept[k];
         const sa1b_rle *r = &b->rles[i];
         const sa1b_mask_anno *m = &a->masks[i];
-        if (!rle && o->mask_mode == SA1B_MASK_AREA) {
+        if (area_bits) {
             /* packed area masks: the resample sets the stored bits itself
-             * (no R x R byte mask to clear, fill and pack) */
+             * (no R x R byte mask to clear, fill and pack) into zeros,
+             * and says which rows it set bits in */
             uint8_t *dst = b->bits + k * stride;
-            memset(dst, 0, stride);
-            if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, &e))
+            uint32_t *rows = b->bits_rows + 2 * k;
+            if (k < b->bits_slots) { /* bit y R + x of row y */
+                size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8;
+                if (z1 > z0) memset(dst + z0, 0, z1 - z0);
+            } else {
+                memset(dst, 0, stride);
+                b->bits_slots = k + 1; /* k == bits_slots: the masks go in order */
+            }
+            /* rows: 0, 0 on error (nothing set) */
+            if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, b->scratch, rows, &e))
                 return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
             b->masks[k].data_len = 0;
             fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);

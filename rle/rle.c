@@ -289,17 +289,26 @@ static int from_string_area(sa1b_rle *r, uint32_t h, uint32_t w, const char *s, 
         if (m & 1) fg += (uint64_t)x;
         c[m] = (uint32_t)x;
     }
-    if (u < e) {
+    if (u < e) { /* m == 3 */
         uint64_t a = c[m - 2], b = c[m - 1]; /* runs m - 2 and m - 1 */
-        while (u < e) { /* later ones as the difference to run m - 2 */
+        for (;;) { /* later ones as the difference to run m - 2, by pairs */
+            /* foreground (odd m) */
             if (fast_value(&u, e, &x)) goto slow;
             uint64_t v = (uint64_t)x + a; /* two's complement: x + a < 0 wraps high */
             if (v > UINT32_MAX) goto slow;
             sum += v;
-            fg += v & ((uint64_t)0 - (m & 1)); /* foreground: odd m */
+            fg += v;
             c[m++] = (uint32_t)v;
-            a = b;
+            a = v;
+            if (u >= e) break;
+            /* background */
+            if (fast_value(&u, e, &x)) goto slow;
+            v = (uint64_t)x + b;
+            if (v > UINT32_MAX) goto slow;
+            sum += v;
+            c[m++] = (uint32_t)v;
             b = v;
+            if (u >= e) break;
         }
     }
     if (sum != hw) goto slow;
@@ -1026,16 +1035,62 @@ static void area_bits_column(uint64_t *restrict acc, uint64_t *restrict dif, uin
     memset(dif + imin, 0, (size_t)(imax - imin + 2) * sizeof *dif);
 }
 
+/* Outputs target column j, rows imin .. imax, from the column's sums
+ * (acc, dif) and leaves them zero: bits (see area_core; rows[0] .. rows[1]
+ * - 1 grow to take in imin .. imax), else mask01 and/or coverage. */
+static inline __attribute__((always_inline)) void
+area_column(uint64_t *acc, uint64_t *dif, uint64_t imin, uint64_t imax, uint64_t hw,
+            uint8_t *coverage, uint8_t *mask01, uint8_t *bits, uint64_t bstride, uint64_t *rows,
+            uint32_t rw, uint64_t j)
+{
+    uint64_t run = 0;
+    if (bits) {
+        area_bits_column(acc, dif, imin, imax, hw, bits, bstride, j);
+        rows[0] = imin < rows[0] ? imin : rows[0];
+        rows[1] = imax + 1 > rows[1] ? imax + 1 : rows[1];
+        return;
+    }
+    if (!coverage) { /* mask01 alone: 2S >= hw is 0 where S is */
+        for (uint64_t i = imin; i <= imax; i++) {
+            run += dif[i];
+            uint64_t S = acc[i] + run;
+            acc[i] = 0;
+            dif[i] = 0;
+            mask01[(size_t)i * rw + j] = 2 * S >= hw;
+        }
+        dif[imax + 1] = 0;
+        return;
+    }
+    for (uint64_t i = imin; i <= imax; i++) {
+        run += dif[i];
+        uint64_t S = acc[i] + run;
+        acc[i] = 0;
+        dif[i] = 0;
+        if (S == 0) continue;
+        size_t o = (size_t)i * rw + j; /* coverage is set here */
+        if (S >= hw) {
+            coverage[o] = 255;
+            if (mask01) mask01[o] = 1;
+            continue;
+        }
+        coverage[o] = (uint8_t)((510 * S + hw) / (2 * hw));
+        if (mask01) mask01[o] = 2 * S >= hw;
+    }
+    dif[imax + 1] = 0;
+}
+
 /* The work of sa1b_rle_resample_area on checked arguments; acc and dif
  * hold rh + 1 zeros each and are left zero.  fast (a constant at each
  * call, so each copy has its own code): every dividend below is < 2^32
  * (h >= 2 and h rh <= 2^32; p < h w <= 2^32 - 1 always), so a division
  * by h is a multiply by m = rdiv_m(h).  bits (with coverage and mask01
  * NULL; NULL or not is a constant at each call): mask01 as set bits, cell
- * (i, j) at bit i * bstride + j, LSB first. */
+ * (i, j) at bit i * bstride + j, LSB first, and rows[0] .. rows[1] - 1
+ * (start as UINT64_MAX, 0) grow to take in the rows of every column
+ * output.  rw > w is left to this one, rw <= w to area_core_down. */
 static inline __attribute__((always_inline)) void
 area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_t *mask01,
-          uint8_t *bits, uint64_t bstride, uint64_t *acc, uint64_t *dif, int fast)
+          uint8_t *bits, uint64_t bstride, uint64_t *rows, uint64_t *acc, uint64_t *dif, int fast)
 {
     const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
     const uint32_t *cn = r->cnts;
@@ -1114,39 +1169,130 @@ area_core(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_
         }
         cu = next.k < n ? next : (run_cursor){k, s};
         if (imin == UINT64_MAX) continue; /* no foreground in this column */
-        uint64_t run = 0;
-        if (bits) {
-            area_bits_column(acc, dif, imin, imax, hw, bits, bstride, j);
-            continue;
-        }
-        if (!coverage) { /* mask01 alone: 2S >= hw is 0 where S is */
-            for (uint64_t i = imin; i <= imax; i++) {
-                run += dif[i];
-                uint64_t S = acc[i] + run;
-                acc[i] = 0;
-                dif[i] = 0;
-                mask01[(size_t)i * rw + j] = 2 * S >= hw;
-            }
-            dif[imax + 1] = 0;
-            continue;
-        }
-        for (uint64_t i = imin; i <= imax; i++) {
-            run += dif[i];
-            uint64_t S = acc[i] + run;
-            acc[i] = 0;
-            dif[i] = 0;
-            if (S == 0) continue;
-            size_t o = (size_t)i * rw + j; /* coverage is set here */
-            if (S >= hw) {
-                coverage[o] = 255;
-                if (mask01) mask01[o] = 1;
-                continue;
-            }
-            coverage[o] = (uint8_t)((510 * S + hw) / (2 * hw));
-            if (mask01) mask01[o] = 2 * S >= hw;
-        }
-        dif[imax + 1] = 0;
+        area_column(acc, dif, imin, imax, hw, coverage, mask01, bits, bstride, rows, rw, j);
     }
+}
+
+/* One target column's sums: acc and dif of rows imin .. imax (imin
+ * UINT64_MAX: none). */
+typedef struct area_sums {
+    uint64_t *acc, *dif;
+    uint64_t imin, imax;
+} area_sums;
+
+/* Adds a foreground segment, scaled rows [u0, u1) of one source column
+ * (ia, ib: the target rows of its first and last), times the column's
+ * overlap o with the target column, to sums c. */
+static inline __attribute__((always_inline)) void
+area_add(area_sums *c, uint64_t u0, uint64_t u1, uint64_t ia, uint64_t ib, uint64_t h, uint64_t o)
+{
+    c->imin = ia < c->imin ? ia : c->imin;
+    c->imax = ib > c->imax ? ib : c->imax;
+    if (ia == ib) {
+        c->acc[ia] += o * (u1 - u0);
+        return;
+    }
+    c->acc[ia] += o * ((ia + 1) * h - u0);
+    c->acc[ib] += o * (u1 - ib * h);
+    if (ib > ia + 1) {
+        c->dif[ia + 1] += o * h;
+        c->dif[ib] -= o * h;
+    }
+}
+
+/* Outputs target column j from sums c (if it has any) and clears them. */
+static inline __attribute__((always_inline)) void
+area_flush(area_sums *c, uint64_t hw, uint8_t *coverage, uint8_t *mask01, uint8_t *bits,
+           uint64_t bstride, uint64_t *rows, uint32_t rw, uint64_t j)
+{
+    if (c->imin == UINT64_MAX) return;
+    area_column(c->acc, c->dif, c->imin, c->imax, hw, coverage, mask01, bits, bstride, rows, rw, j);
+    c->imin = UINT64_MAX;
+    c->imax = 0;
+}
+
+/* area_core for rw <= w (each source column overlaps one target column or
+ * two neighbours), in one pass over the runs: the walk keeps the source
+ * column x and row y of its position (stepped, a division only where a
+ * background run spans more than a column), splits each foreground run
+ * into its pieces per source column, and adds each to the sums of the
+ * target column(s) its source column overlaps: target column jc and
+ * jc + 1, two sets of sums that swap roles as jc moves right; a column is
+ * output as soon as the walk has passed it.  The sums are the exact
+ * integers area_core adds up (in another order): the same output.  acc
+ * holds 4 (rh + 1) zeros (two sets of acc and dif) and is left zero. */
+static inline __attribute__((always_inline)) void
+area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_t *mask01,
+               uint8_t *bits, uint64_t bstride, uint64_t *rows, uint64_t *acc, int fast)
+{
+    const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
+    const uint32_t *cn = r->cnts;
+    const size_t n = r->n;
+    area_sums col[2] = {{acc, acc + rh + 1, UINT64_MAX, 0},
+                        {acc + 2 * ((size_t)rh + 1), acc + 3 * ((size_t)rh + 1), UINT64_MAX, 0}};
+    area_sums *c0 = &col[0], *c1 = &col[1]; /* target columns jc and jc + 1 */
+    uint64_t jc = 0;
+    /* source column xk overlaps target column ja (scaled: it starts xr
+     * into it, xr < w) by oa and ja + 1 by ob (rw <= w: no further) */
+    uint64_t xk = 0, ja = 0, xr = 0, oa = rw, ob = 0;
+    uint64_t x = 0, y = 0; /* the walk's position x h + y, y < h */
+    for (size_t k = 0; k < n; k++) {
+        uint64_t len = cn[k];
+        if (!(k & 1)) { /* background: move on */
+            y += len;
+            if (y >= h) {
+                if (y - h < h) {
+                    y -= h;
+                    x++;
+                } else {
+                    x += y / h;
+                    y %= h;
+                }
+            }
+            continue;
+        }
+        while (len) { /* foreground: a piece per source column */
+            uint64_t yb = len < h - y ? y + len : h;
+            if (x != xk) {
+                if (x == xk + 1) {
+                    xr += rw;
+                    if (xr >= w) {
+                        xr -= w;
+                        ja++;
+                    }
+                } else {
+                    ja = x * rw / w; /* x < w, rw <= w: no overflow */
+                    xr = x * rw - ja * w;
+                }
+                xk = x;
+                oa = w - xr < rw ? w - xr : rw;
+                ob = rw - oa;
+                if (ja != jc) { /* the walk has passed column jc (and jc + 1 unless ja is it) */
+                    area_flush(c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
+                    if (ja != jc + 1) {
+                        area_flush(c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
+                    } else { /* jc + 1's sums go on as ja's */
+                        area_sums *t = c0;
+                        c0 = c1;
+                        c1 = t;
+                    }
+                    jc = ja;
+                }
+            }
+            uint64_t u0 = y * rh, u1 = yb * rh; /* scaled rows */
+            uint64_t ia = rdiv(u0, h, m, fast), ib = rdiv(u1 - 1, h, m, fast);
+            area_add(c0, u0, u1, ia, ib, h, oa);
+            if (ob) area_add(c1, u0, u1, ia, ib, h, ob);
+            len -= yb - y;
+            y = yb;
+            if (y == h) {
+                y = 0;
+                x++;
+            }
+        }
+    }
+    area_flush(c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
+    area_flush(c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
 }
 
 int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
@@ -1161,59 +1307,83 @@ int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint
     return resample_nearest(r, rh, rw, out, 1, err);
 }
 
-/* bits (coverage and mask01 NULL): see area_core; the caller zeroed it. */
+/* bits (coverage and mask01 NULL): see area_core; the caller zeroed it;
+ * rows (with bits) receives the rows set bits may be in, [rows[0],
+ * rows[1]).  scratch: NULL, or 4 (rh + 1) zeros the work uses (and leaves
+ * zero) instead of its own. */
 static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
-                         uint8_t *mask01, uint8_t *bits, uint32_t bstride, int trusted,
-                         sa1b_error *err)
+                         uint8_t *mask01, uint8_t *bits, uint32_t bstride, uint64_t *scratch,
+                         uint32_t *rows, int trusted, sa1b_error *err)
 {
     int nothing;
+    if (rows) rows[0] = rows[1] = 0;
     SA1B_FORWARD(resample_check(r, rh, rw, &nothing, trusted, err));
     if (nothing || (!coverage && !mask01 && !bits)) return SA1B_OK;
     if (coverage) memset(coverage, 0, (size_t)rh * rw);
     if (mask01) memset(mask01, 0, (size_t)rh * rw);
     /* per target column: acc[i] partial sums, dif[i] full-cell ranges
-     * (two's complement arithmetic on uint64); on the stack up to 512
-     * target rows */
+     * (two's complement arithmetic on uint64); rw <= w: one pass over the
+     * runs (area_core_down), which keeps the sums of two target columns;
+     * on the stack up to 512 target rows */
     enum { STACK_ROWS = 512 };
-    uint64_t stack[2 * (STACK_ROWS + 1)], *acc = stack;
-    if (rh <= STACK_ROWS) memset(stack, 0, 2 * ((size_t)rh + 1) * sizeof *stack);
-    else {
-        if ((uint64_t)rh + 1 > SIZE_MAX / (2 * sizeof(uint64_t)))
+    uint64_t stack[4 * (STACK_ROWS + 1)], *acc = scratch;
+    const int down = rw <= r->w;
+    const size_t sets = down ? 4 : 2;
+    if (acc) {
+    } else if (rh <= STACK_ROWS) {
+        acc = stack;
+        memset(stack, 0, sets * ((size_t)rh + 1) * sizeof *stack);
+    } else {
+        if ((uint64_t)rh + 1 > SIZE_MAX / (4 * sizeof(uint64_t)))
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: target %ux%u too large", rh,
                                   rw);
-        acc = calloc(2 * ((size_t)rh + 1), sizeof *acc);
+        acc = calloc(sets * ((size_t)rh + 1), sizeof *acc);
         if (!acc)
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: cannot allocate %u rows", rh);
     }
-    uint64_t *dif = acc + rh + 1;
+    uint64_t *dif = acc + rh + 1, span[2] = {UINT64_MAX, 0};
     const int fast = r->h >= 2 && (uint64_t)r->h * rh <= (UINT64_C(1) << 32);
-    if (bits && fast)
-        area_core(r, rh, rw, NULL, NULL, bits, bstride, acc, dif, 1);
+    if (down && bits && fast)
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, 1);
+    else if (down && bits)
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, 0);
+    else if (down && fast)
+        area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, 1);
+    else if (down)
+        area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, 0);
+    else if (bits && fast)
+        area_core(r, rh, rw, NULL, NULL, bits, bstride, span, acc, dif, 1);
     else if (bits)
-        area_core(r, rh, rw, NULL, NULL, bits, bstride, acc, dif, 0);
+        area_core(r, rh, rw, NULL, NULL, bits, bstride, span, acc, dif, 0);
     else if (fast)
-        area_core(r, rh, rw, coverage, mask01, NULL, 0, acc, dif, 1);
+        area_core(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, dif, 1);
     else
-        area_core(r, rh, rw, coverage, mask01, NULL, 0, acc, dif, 0);
-    if (acc != stack) free(acc);
+        area_core(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, dif, 0);
+    if (acc != stack && acc != scratch) free(acc);
+    if (rows && span[0] < span[1]) {
+        rows[0] = (uint32_t)span[0];
+        rows[1] = (uint32_t)span[1];
+    }
     return SA1B_OK;
 }
 
 int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                            uint8_t *mask01, sa1b_error *err)
 {
-    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, 0, err);
+    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, NULL, NULL, 0, err);
 }
 
 int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                             uint8_t *mask01, sa1b_error *err)
 {
-    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, 1, err);
+    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, NULL, NULL, 1, err);
 }
 
 int rle_resample_area_bits_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint32_t stride,
-                                 uint8_t *bits, sa1b_error *err)
+                                 uint8_t *bits, uint64_t *scratch, uint32_t rows[2],
+                                 sa1b_error *err)
 {
+    if (rows) rows[0] = rows[1] = 0;
     if (!bits || stride < rw) return sa1b_error_set(err, SA1B_EINVAL, -1, "resample: bad bit target");
-    return resample_area(r, rh, rw, NULL, NULL, bits, stride, 1, err);
+    return resample_area(r, rh, rw, NULL, NULL, bits, stride, scratch, rows, 1, err);
 }

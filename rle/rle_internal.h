@@ -31,8 +31,13 @@ int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t
  * b % 8, LSB first: sa1b_shard_pack_mask's order for an R x R mask with
  * stride R), set where mask01 is 1; the other bits are left as they are
  * (the caller zeroes them).  No rh x rw byte mask is written or packed.
- * SA1B_EINVAL when stride < rw. */
+ * rows (may be NULL): target rows [rows[0], rows[1]) outside which no
+ * bit was set (those with any foreground; 0, 0 on error), so that a
+ * caller that reuses bits for another mask need clear only those.  scratch (may be
+ * NULL): 4 (rh + 1) uint64 zeros, used and left zero, instead of the
+ * work's own (zeroed on each call).  SA1B_EINVAL when stride < rw. */
 int rle_resample_area_bits_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint32_t stride,
-                                 uint8_t *bits, sa1b_error *err);
+                                 uint8_t *bits, uint64_t *scratch, uint32_t rows[2],
+                                 sa1b_error *err);
 
 #endif

@@ -52,7 +52,8 @@ int main(void)
     /* resample straight to bits: source masks of blobs and noise, targets
      * smaller and larger than the source, portrait and landscape content */
     bad = cases = 0;
-    int failed = 0;
+    int failed = 0, rows_bad = 0, scratch_bad = 0;
+    uint64_t *scratch = calloc(4 * (300 + 2), sizeof *scratch); /* R <= 300 */
     for (int t = 0; t < 300; t++) {
         uint32_t h = 1 + rnd(t < 150 ? 40 : 400), w = 1 + rnd(t < 150 ? 40 : 400);
         uint32_t R = 1 + rnd(t % 3 ? 64 : 300), rh = 1 + rnd(R), rw = 1 + rnd(R);
@@ -77,8 +78,22 @@ int main(void)
             for (uint32_t i = 0; i < rh; i++) memcpy(grid + (size_t)i * R, m01 + (size_t)i * rw, rw);
             sa1b_shard_pack_mask(grid, R, ref);
             memset(got, 0, stride);
-            failed += rle_resample_area_bits_valid(&r, rh, rw, R, got, &e) != SA1B_OK;
+            uint32_t rows[2] = {7, 7};
+            /* every other case with the caller's scratch, which stays zero */
+            failed += rle_resample_area_bits_valid(&r, rh, rw, R, got, t & 1 ? scratch : NULL,
+                                                   rows, &e) != SA1B_OK;
             bad += memcmp(got, ref, stride) != 0;
+            for (size_t q = 0; q < 4 * ((size_t)rh + 1); q++) scratch_bad += scratch[q] != 0;
+            /* the rows said hold every set bit (a row with foreground
+             * below half of every cell may be among them) */
+            int lo = -1, hi = -1;
+            for (uint32_t i = 0; i < rh; i++)
+                for (uint32_t j = 0; j < rw; j++)
+                    if (m01[(size_t)i * rw + j]) {
+                        if (lo < 0) lo = (int)i;
+                        hi = (int)i;
+                    }
+            rows_bad += rows[1] > rh || (lo >= 0 && (rows[0] > (uint32_t)lo || rows[1] <= (uint32_t)hi));
         }
         cases++;
         sa1b_rle_free(&r);
@@ -87,11 +102,15 @@ int main(void)
     tap_ok(failed == 0 && bad == 0,
            "rle_resample_area_bits_valid == packed mask01 on %d masks (%d differ, %d failed)", cases,
            bad, failed);
+    tap_ok(rows_bad == 0 && scratch_bad == 0,
+           "rle_resample_area_bits_valid: its rows hold every set bit (%d wrong), the scratch "
+           "is left zero (%d not)", rows_bad, scratch_bad);
+    free(scratch);
     sa1b_error e;
     sa1b_rle r1 = SA1B_RLE_INIT;
     uint8_t one = 1, bits[64] = {0};
     int rc = sa1b_rle_encode(&r1, &one, 1, 1, 1, &e);
-    tap_ok(rc == SA1B_OK && rle_resample_area_bits_valid(&r1, 4, 5, 4, bits, &e) == SA1B_EINVAL,
+    tap_ok(rc == SA1B_OK && rle_resample_area_bits_valid(&r1, 4, 5, 4, bits, NULL, NULL, &e) == SA1B_EINVAL,
            "rle_resample_area_bits_valid: stride < rw refused");
     sa1b_rle_free(&r1);
     return tap_done();
