@@ -294,11 +294,13 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         b->cap_scratch = scratch_len;
     }
     const float scale = (float)lb.scale;
+    uint32_t masks_crc = 0; /* each mask's stored bytes checksummed as it is made, in cache */
     for (size_t k = 0; source && k < n_kept; k++) { /* the runs of the source, recoded */
         const sa1b_rle *r = &b->rles[b->kept[k]];
         if (r->n > (SIZE_MAX - runs_used) / 5 - 1 || reserve_runs(b, runs_used + 5 * (r->n + 1)))
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
         b->masks[k].data_len = sa1b_shard_encode_coco_runs(r->cnts, r->n, b->bits + runs_used);
+        masks_crc = sa1b_crc32c(masks_crc, b->bits + runs_used, b->masks[k].data_len);
         runs_used += b->masks[k].data_len;
         fill_mask_in(&b->masks[k], &a->masks[b->kept[k]], &b->cands[b->kept[k]], lb.scale);
     }
@@ -322,6 +324,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             /* rows: 0, 0 on error (nothing set) */
             if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, b->scratch, rows, &e))
                 return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
+            masks_crc = sa1b_crc32c(masks_crc, dst, stride);
             b->masks[k].data_len = 0;
             fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
             b->masks[k].bits = dst;
@@ -356,9 +359,11 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             if (reserve_runs(b, runs_used + runs_bound))
                 return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
             b->masks[k].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
+            masks_crc = sa1b_crc32c(masks_crc, b->bits + runs_used, b->masks[k].data_len);
             runs_used += b->masks[k].data_len;
         } else {
             sa1b_shard_pack_mask(full, R, dst);
+            masks_crc = sa1b_crc32c(masks_crc, dst, stride);
             b->masks[k].data_len = 0;
         }
 
@@ -382,5 +387,6 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     out->masks_in = (uint32_t)a->n_masks;
     out->masks_kept = (uint32_t)n_kept;
     out->image_crc = image_crc;
+    out->masks_crc = masks_crc;
     return SA1B_OK;
 }

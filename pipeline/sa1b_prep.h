@@ -57,9 +57,12 @@ typedef struct sa1b_prep_out {
     uint32_t masks_kept;          /* = sample.n_masks */
     uint32_t image_crc;           /* sa1b_crc32c(0, sample.image, sample.image_len), made by
                                      the worker (for sa1b_shard_writer_add_packed_crc) */
+    uint32_t masks_crc;           /* the CRC32C of the masks' stored bytes in order (each
+                                     mask's stride, or its runs' data_len bytes), made by the
+                                     worker as each mask is made (likewise) */
     void *priv_;                  /* buffers */
 } sa1b_prep_out;
-#define SA1B_PREP_OUT_INIT {{0}, 0, 0, 0, NULL}
+#define SA1B_PREP_OUT_INIT {{0}, 0, 0, 0, 0, NULL}
 void sa1b_prep_out_free(sa1b_prep_out *o);
 
 /* Prepares one sample.  name is the member stem ("sa_123") used in

@@ -119,13 +119,17 @@ int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, s
 int sa1b_shard_writer_add_packed(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
                                  sa1b_error *err);
 
-/* The same with the image payload's checksum given: image_crc must be
- * sa1b_crc32c(0, s->image, s->image_len) (it is stored as it is; a wrong
- * one makes the shard fail verification).  Lets the thread that made the
- * payload checksum it while its bytes are in cache (sa1b_prep_out's
- * image_crc), instead of the writer reading them once more. */
+/* The same with the checksums given: image_crc must be
+ * sa1b_crc32c(0, s->image, s->image_len) and masks_crc the CRC32C of the
+ * masks' stored bytes in order (the sa1b_shard_mask_stride(R) bytes of
+ * each, or on an RLE writer the data_len bytes of each), which is what
+ * the sample's index row keeps; both are stored as they are (a wrong one
+ * makes the shard fail verification).  Lets the thread that made the
+ * payload and the masks checksum them while their bytes are in cache
+ * (sa1b_prep_out's image_crc and masks_crc), instead of the writer
+ * reading them once more. */
 int sa1b_shard_writer_add_packed_crc(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
-                                     uint32_t image_crc, sa1b_error *err);
+                                     uint32_t image_crc, uint32_t masks_crc, sa1b_error *err);
 
 /* Bytes between two stored masks of side R: ceil(R*R / 8) rounded up to 64. */
 uint64_t sa1b_shard_mask_stride(uint32_t R);

@@ -625,9 +625,10 @@ void sa1b_shard_pack_mask(const uint8_t *bits, uint32_t R, uint8_t *out)
 
 uint64_t sa1b_shard_mask_stride(uint32_t R) { return shard_mask_stride(R); }
 
-/* crc: the image payload's checksum when the caller has it, else NULL. */
+/* crc, masks_crc: the image payload's and the stored masks' checksums
+ * when the caller has them, else NULL. */
 static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int packed,
-                      const uint32_t *crc, sa1b_error *err)
+                      const uint32_t *crc, const uint32_t *masks_crc, sa1b_error *err)
 {
     if (!w || !s) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
     if (w->failed) return sa1b_error_set(err, SA1B_EIO, -1, "writer failed earlier");
@@ -648,12 +649,13 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     const uint32_t image_crc = crc ? *crc : sa1b_crc32c(0, s->image, s->image_len);
     if ((rc = wr_bytes(w, s->image, s->image_len, err)) || (rc = wr_align(w, err))) return rc;
     const uint64_t masks_offset = w->pos;
-    uint32_t mcrc = 0;
+    uint32_t mcrc = masks_crc ? *masks_crc : 0;
     /* packed masks side by side (sa1b-shard's): one checksum over them all */
     int one_run = packed && s->n_masks > 0 && w->mask_format == SA1B_SHARD_PACKED;
     for (uint32_t j = 1; one_run && j < s->n_masks; j++)
         one_run = s->masks[j].bits == s->masks[0].bits + (size_t)j * w->mask_stride;
-    if (one_run) mcrc = sa1b_crc32c(0, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride);
+    if (one_run && !masks_crc)
+        mcrc = sa1b_crc32c(0, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride);
     uint8_t row[SA1B_SHARD_INDEX_ROW_SIZE];
     for (uint32_t j = 0; j < s->n_masks; j++) {
         const sa1b_shard_mask_in *m = &s->masks[j];
@@ -666,7 +668,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
             sa1b_shard_pack_mask(m->bits, w->R, w->pack);
             pk = w->pack;
         }
-        if (!one_run) mcrc = sa1b_crc32c(mcrc, pk, pk_len);
+        if (!one_run && !masks_crc) mcrc = sa1b_crc32c(mcrc, pk, pk_len);
         memset(row, 0, SA1B_SHARD_MASK_ROW_SIZE);
         shard_st64(row + MSK_ID, (uint64_t)m->id);
         shard_st64(row + MSK_DATA_OFFSET, one_run ? masks_offset + j * w->mask_stride : w->pos);
@@ -722,19 +724,19 @@ failed:
 
 int sa1b_shard_writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, sa1b_error *err)
 {
-    return writer_add(w, s, 0, NULL, err);
+    return writer_add(w, s, 0, NULL, NULL, err);
 }
 
 int sa1b_shard_writer_add_packed(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
                                  sa1b_error *err)
 {
-    return writer_add(w, s, 1, NULL, err);
+    return writer_add(w, s, 1, NULL, NULL, err);
 }
 
 int sa1b_shard_writer_add_packed_crc(sa1b_shard_writer *w, const sa1b_shard_sample_in *s,
-                                     uint32_t image_crc, sa1b_error *err)
+                                     uint32_t image_crc, uint32_t masks_crc, sa1b_error *err)
 {
-    return writer_add(w, s, 1, &image_crc, err);
+    return writer_add(w, s, 1, &image_crc, &masks_crc, err);
 }
 
 uint64_t sa1b_shard_writer_images(const sa1b_shard_writer *w) { return w ? w->n_images : 0; }

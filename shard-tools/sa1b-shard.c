@@ -870,7 +870,8 @@ static void consume(struct job *j, slot *s)
         return;
     }
     sa1b_error e;
-    if (sa1b_shard_writer_add_packed_crc(j->w, &s->out->sample, s->out->image_crc, &e) != SA1B_OK) {
+    if (sa1b_shard_writer_add_packed_crc(j->w, &s->out->sample, s->out->image_crc,
+                                         s->out->masks_crc, &e) != SA1B_OK) {
         cli_warn("'%s': %s", j->finals[j->n_finals - 1], e.msg);
         set_failed(j);
         return;

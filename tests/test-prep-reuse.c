@@ -99,13 +99,25 @@ static int runs_match_packed(const sa1b_shard_sample_in *x, const sa1b_shard_sam
     return ok;
 }
 
-/* 1 when the two prepared samples are the same bytes (and their image
- * checksums are right). */
+/* The checksum of a prepared sample's stored masks, in order. */
+static uint32_t masks_crc(const sa1b_shard_sample_in *x, size_t stride)
+{
+    uint32_t c = 0;
+    for (uint32_t k = 0; k < x->n_masks; k++)
+        c = sa1b_crc32c(c, x->masks[k].bits, x->masks[k].data_len ? x->masks[k].data_len : stride);
+    return c;
+}
+
+/* 1 when the two prepared samples are the same bytes (and their image and
+ * masks checksums are right). */
 static int same(const sa1b_prep_out *a, const sa1b_prep_out *b, uint32_t R)
 {
     const sa1b_shard_sample_in *x = &a->sample, *y = &b->sample;
     if (a->image_crc != sa1b_crc32c(0, x->image, x->image_len) ||
         b->image_crc != sa1b_crc32c(0, y->image, y->image_len))
+        return 0;
+    if (a->masks_crc != masks_crc(x, (size_t)sa1b_shard_mask_stride(R)) ||
+        b->masks_crc != masks_crc(y, (size_t)sa1b_shard_mask_stride(R)))
         return 0;
     if (x->image_len != y->image_len || memcmp(x->image, y->image, x->image_len) ||
         x->n_masks != y->n_masks || x->scale != y->scale)

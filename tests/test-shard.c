@@ -353,7 +353,7 @@ static void bad_params(void)
 
 /* add_packed with masks packed by sa1b_shard_pack_mask writes the same
  * bytes as add with the masks as bytes (sa1b-shard packs in its workers),
- * and so does add_packed_crc given the payload's checksum. */
+ * and so does add_packed_crc given the payload's and the masks' checksums. */
 static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int n)
 {
     sample *ss = calloc((size_t)n, sizeof *ss);
@@ -390,9 +390,12 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
             sa1b_shard_sample_in in = sm->in;
             in.masks = mm;
             if (v == 1) ok &= sa1b_shard_writer_add_packed(w, &in, &err) == SA1B_OK;
-            else
+            else {
+                uint32_t mcrc = 0; /* the stored masks in their order, wherever they lie */
+                for (uint32_t j = 0; j < in.n_masks; j++) mcrc = sa1b_crc32c(mcrc, mm[j].bits, stride);
                 ok &= sa1b_shard_writer_add_packed_crc(w, &in, sa1b_crc32c(0, in.image, in.image_len),
-                                                       &err) == SA1B_OK;
+                                                       mcrc, &err) == SA1B_OK;
+            }
             free(mm);
             free(pk);
         }
