@@ -21,7 +21,13 @@ if [ -n "$asan" ]; then
         echo "LD_PRELOAD='$asan'"
         echo "LSAN_OPTIONS='suppressions=$SRC/python/tests/lsan.supp:print_suppressions=0'"
         echo "ASAN_OPTIONS='${ASAN_OPTIONS:+$ASAN_OPTIONS:}malloc_context_size=2'"
-        echo 'export LD_PRELOAD LSAN_OPTIONS ASAN_OPTIONS'
+        # not test-lib.sh's C locale: with it, GCC 12's LeakSanitizer
+        # crashed at the exit of examples/train_torch.py on an Intel Xeon
+        # VM (every run; "Tracer caught signal 11" on a dynamic TLS block
+        # it read as 0x1bb-0x10000012bd), and the same run in C.UTF-8
+        # did not (t1883)
+        echo "LC_ALL=C.UTF-8"
+        echo 'export LD_PRELOAD LSAN_OPTIONS ASAN_OPTIONS LC_ALL'
         echo "exec '$PY' \"\$@\""
     } >"$TMP/python"
     chmod +x "$TMP/python"
