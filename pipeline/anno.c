@@ -11,8 +11,10 @@
  * duplicate keys, modest nesting, every value of the schema well-formed --
  * straight into the sa1b_anno, decoding the strings into one arena.  It
  * accepts a subset of what jansson accepts, converts numbers with the same
- * C library calls (strtoll, strtod) and applies the same checks, so the
- * result is identical; on anything else (any syntax or schema problem
+ * C library calls (strtoll, strtod), or without them where the result is
+ * exactly theirs (short integers, Clinger's fast path for decimals: the
+ * boxes and points of SA-1B), and applies the same checks, so the result
+ * is identical; on anything else (any syntax or schema problem
  * included) it gives up and the jansson path parses the document from
  * scratch, which alone produces every error message.
  */
@@ -20,6 +22,7 @@
 #include "anno_internal.h"
 
 #include <errno.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -471,18 +474,44 @@ static int fast_elem(fast *f, size_t *count)
 static inline int fast_isdigit(unsigned char c) { return c >= '0' && c <= '9'; }
 
 /* A number in jansson's grammar, converted as jansson does. */
+/* A digit c of a number: m gathers the first 19 after leading zeros, nd
+ * counts them all. */
+static inline void fast_digit(uint64_t *m, int *nd, unsigned char c)
+{
+    if (*m || c != '0') {
+        if (*nd < 19) *m = *m * 10 + (uint64_t)(c - '0');
+        ++*nd;
+    }
+}
+
+/* 10^k for k <= 22: every one an exact double. */
+static const double fast_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
 static int fast_number(fast *f, fast_num *v)
 {
     fast_ws(f);
     const unsigned char *s = f->s;
     size_t i = f->i, n = f->n, start = i;
-    if (i < n && s[i] == '-') i++;
+    /* the digits as an integer m (nd of them after leading zeros) and the
+     * power of ten e that scales it, for the exact cases below */
+    uint64_t m = 0;
+    int nd = 0, neg = 0;
+    long e = 0;
+    if (i < n && s[i] == '-') {
+        i++;
+        neg = 1;
+    }
     if (i >= n) return -1;
     if (s[i] == '0') {
         i++;
         if (i < n && fast_isdigit(s[i])) return -1;
     } else if (fast_isdigit(s[i])) {
-        while (i < n && fast_isdigit(s[i])) i++;
+        while (i < n && fast_isdigit(s[i])) {
+            fast_digit(&m, &nd, s[i]);
+            i++;
+        }
     } else {
         return -1;
     }
@@ -490,15 +519,46 @@ static int fast_number(fast *f, fast_num *v)
     if (i < n && s[i] == '.') {
         i++;
         if (i >= n || !fast_isdigit(s[i])) return -1;
-        while (i < n && fast_isdigit(s[i])) i++;
+        while (i < n && fast_isdigit(s[i])) {
+            fast_digit(&m, &nd, s[i]);
+            e--;
+            i++;
+        }
         is_int = 0;
     }
     if (i < n && (s[i] == 'e' || s[i] == 'E')) {
         i++;
-        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
+        int eneg = 0;
+        if (i < n && (s[i] == '+' || s[i] == '-')) eneg = s[i++] == '-';
         if (i >= n || !fast_isdigit(s[i])) return -1;
-        while (i < n && fast_isdigit(s[i])) i++;
+        long x = 0;
+        while (i < n && fast_isdigit(s[i])) {
+            if (x < 100000) x = x * 10 + (s[i] - '0');
+            i++;
+        }
+        e += eneg ? -x : x;
         is_int = 0;
+    }
+    /* Clinger's fast path: m <= 2^53 and 10^|e| <= 10^22 are exact
+     * doubles, so the one IEEE multiply or divide rounds m 10^e correctly,
+     * which is strtod's result; far from overflow and underflow, so strtod
+     * would not set errno either.  Integers of up to 18 digits cannot
+     * overflow strtoll.  Anything else goes to the C library. */
+    if (nd <= 19) {
+        if (is_int && nd <= 18) {
+            v->iv = neg ? -(int64_t)m : (int64_t)m;
+            v->is_int = 1;
+            f->i = i;
+            return 0;
+        }
+        if (!is_int && FLT_EVAL_METHOD == 0 && m <= (UINT64_C(1) << 53) && e >= -22 && e <= 22) {
+            double d = (double)m;
+            d = e < 0 ? d / fast_pow10[-e] : d * fast_pow10[e];
+            v->dv = neg ? -d : d;
+            v->is_int = 0;
+            f->i = i;
+            return 0;
+        }
     }
     size_t len = i - start;
     char buf[64];

@@ -78,7 +78,7 @@ static void put_real(sbuf *s)
 {
     char b[64];
     double d = (double)(rnd() % 2000000) / 1000.0 - 500.0;
-    switch (below(8)) {
+    switch (below(10)) {
     case 0: snprintf(b, sizeof b, "%.17g", d); break;
     case 1: snprintf(b, sizeof b, "%.3e", d); break;
     case 2: snprintf(b, sizeof b, "%.1f", d); break;
@@ -86,7 +86,31 @@ static void put_real(sbuf *s)
     case 4: snprintf(b, sizeof b, "%.3E", d); break;
     case 5: snprintf(b, sizeof b, "0.%llu", (unsigned long long)(rnd() % 100000000000ull)); break;
     case 6: snprintf(b, sizeof b, "%.20f", d / 1000); break;
-    default: snprintf(b, sizeof b, "%.6f", d); break;
+    case 7: snprintf(b, sizeof b, "%.6f", d); break;
+    default: { /* the edges of the parser's exact fast path, all below 1e9 (the
+                  bound of the boxes): 15 to 20 digits (SA-1B's scores have 16 or
+                  17), 2^53 and its neighbours as digits, powers of ten to 10^-23,
+                  many zeros, negative zero, the least normal double */
+        static const char *edge[] = {"900719925.4740992", "900719925.4740993",
+                                     "900719925.4740991", "0.9007199254740993",
+                                     "0.9007199254740992", "1e-22", "123456789e-22", "1e-23",
+                                     "-0.0", "-0", "0.000000000000000000000000001",
+                                     "12345678.9012345678", "0.98832815885543823",
+                                     "2.2250738585072014e-308", "0.1e-00022",
+                                     "100000000000000000000000e-23", "5e+8", "-999999999.0"};
+        double r = (double)(rnd() >> 11) / 9007199254740992.0;
+        switch (below(6)) {
+        case 0: snprintf(b, sizeof b, "%.*g", 15 + (int)below(6), r); break;
+        case 1: snprintf(b, sizeof b, "%.*g", 1 + (int)below(20), r * 1e4); break;
+        case 2: snprintf(b, sizeof b, "%.*e", (int)below(20), r * 1e3 - 500); break;
+        case 3: snprintf(b, sizeof b, "%.*f", (int)below(24), r * 2000 - 1000); break;
+        case 4: /* m 10^e, m up to 2^53, below 1e9 */
+            snprintf(b, sizeof b, "%llue%d", (unsigned long long)(rnd() >> (11 + below(40))),
+                     -7 - (int)below(24));
+            break;
+        default: snprintf(b, sizeof b, "%s", edge[below(sizeof edge / sizeof edge[0])]); break;
+        }
+    }
     }
     puts_(s, b);
 }
