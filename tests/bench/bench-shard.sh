@@ -20,7 +20,11 @@
 #            floor / sa1b-shard, the share of sa1b-shard's CPU that the
 #            decode alone would take;
 #   python = images/s of the Python pipeline (one process); "floor/py" is
-#            the multiple of it that the decode floor itself reaches.
+#            the multiple of it that the decode floor itself reaches;
+#   paired = the median over the runs of each run's own ratio (wall and
+#            CPU) to the floor's run beside it: on a shared host whose speed
+#            drifts between runs (by 1.7x within minutes on one VM) it moves
+#            less than the ratio of the two columns' medians.
 # 100 images by default: a run's one-time costs (process start, the first
 # touch of the work ring's buffers, the final fsync) are a few percent of
 # it, as of a real SA-1B tar (~11k images).
@@ -70,15 +74,17 @@ shard_run() { # BIN S OUT TAR
 echo "bench-shard: load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 echo "input: $bench_input"
 [ -z "$real_input" ] || echo "real:  $real_input"
-printf '%-14s %21s %21s %6s   %12s %12s %6s   %8s %9s %8s %3s\n' "size" "sa1b-shard img/s" "floor img/s" \
-    "ratio" "cpu ms/img" "floor ms/img" "ratio" "python" "vs python" "floor/py" "-j"
+printf '%-14s %21s %21s %6s   %12s %12s %6s   %8s %9s %8s %3s   %s\n' "size" "sa1b-shard img/s" "floor img/s" \
+    "ratio" "cpu ms/img" "floor ms/img" "ratio" "python" "vs python" "floor/py" "-j" "paired wall cpu"
+# median over the runs of A_i / B_i, in percent (the files' lines are the runs, in order)
+paired() { paste "$1" "$2" | awk '{ printf "%.4f\n", ($2 > 0 ? 100 * $1 / $2 : 0) }' | median; }
 row() { # LABEL WALL-FILE CPU-FILE: a table row against the floor's runs of this size
     awk -v s="$1" -v ow="$(median <"$2")" -v owr="$(range <"$2")" -v fw="$(median <"$tmp/fw")" \
         -v fwr="$(range <"$tmp/fw")" -v oc="$(median <"$3")" -v fc="$(median <"$tmp/fc")" \
-        -v p="$py" -v t="$T" 'BEGIN {
-        printf "%-14s %7.1f [%11s] %7.1f [%11s] %5.0f%%   %12.2f %12.2f %5.0f%%   %8.2f %8.1fx %7.1fx %3d\n",
+        -v p="$py" -v t="$T" -v pw="$(paired "$2" "$tmp/fw")" -v pc="$(paired "$tmp/fc" "$3")" 'BEGIN {
+        printf "%-14s %7.1f [%11s] %7.1f [%11s] %5.0f%%   %12.2f %12.2f %5.0f%%   %8.2f %8.1fx %7.1fx %3d   %5.0f%% %5.0f%%\n",
             s, ow, owr, fw, fwr, 100 * ow / fw, oc, fc, 100 * fc / oc, p, (p > 0 ? ow / p : 0),
-            (p > 0 ? fw / p : 0), t }'
+            (p > 0 ? fw / p : 0), t, pw, pc }'
 }
 for c in $cases; do
     S=${c%%:*} tar="$tmp/${c#*:}.tar" label=$S
@@ -122,7 +128,8 @@ for c in $cases; do
     row "$label" "$tmp/ow" "$tmp/oc"
 done
 echo "(medians of $RUNS interleaved runs, [the range of the runs]; wall ratio = sa1b-shard / floor,"
-echo " cpu ratio = floor / sa1b-shard; python is one process; load average after:" \
+echo " cpu ratio = floor / sa1b-shard; paired: the median of each run's ratios to the floor's run"
+echo " beside it; python is one process; load average after:" \
     "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown))"
 echo "(targets: >= 15x python, >= 80% of the floor in wall time)"
 if [ -n "$OLD" ]; then
