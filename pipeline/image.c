@@ -319,7 +319,7 @@ static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, u
  * Vertical: 32 destination bytes at a time, each product of a Q8 value
  * and a Q16 weight split into its 16-bit halves (vpmulhuw, vpmullw) and
  * summed in 16-bit lanes with the carries of the low halves, which gives
- * the reference's (a + 2^23) >> 24 exactly (see vfilter_avx2_k); taps whose
+ * the reference's (a + 2^23) >> 24 exactly (see vsum_avx2); taps whose
  * weight is 0 are left out (they add 0).  (Measured on Zen: leaving out the
  * shuffles or half the pmaddwd of the horizontal pass barely changes the
  * time, nor does sharing table loads among 4 rows or a source that fits in
@@ -595,55 +595,38 @@ T512 static void hfilter512(const uint8_t *s0, const uint8_t *s1, const hplan *h
  * exactly: L / 2^16 < 1 never carries H + 128 across a multiple of 256.
  * Twice the values per instruction of a 32-bit multiply, and no widening.
  * A weight of 65536 (a tap alone, every other weight 0) does not fit 16
- * bits: the callers take that row as x itself, H = x (vmul_whole). */
+ * bits: resize_avx2 passes it as two taps of 32768 on the same row. */
 
-/* 16 values: H and L of the taps r[0..c-1] at i (AVX2). */
-#define VH_AVX2(P, I, C, W, HOUT)                                                              \
-    do {                                                                                       \
-        __m256i h_ = _mm256_setzero_si256(), l_ = h_;                                          \
-        for (uint32_t k_ = 0; k_ < (C); k_++) {                                                \
-            __m256i x_ = _mm256_loadu_si256((const __m256i *)((P)[k_] + (I)));                 \
-            __m256i lo_ = _mm256_mullo_epi16(x_, (W)[k_]);                                     \
-            h_ = _mm256_add_epi16(h_, _mm256_mulhi_epu16(x_, (W)[k_]));                        \
-            l_ = _mm256_add_epi16(l_, lo_);                                                    \
-            /* carry: the sum wrapped below the addend (unsigned compare via xor bias) */     \
-            __m256i cy_ = _mm256_cmpgt_epi16(_mm256_xor_si256(lo_, bias),                      \
-                                             _mm256_xor_si256(l_, bias));                      \
-            h_ = _mm256_sub_epi16(h_, cy_);                                                    \
-        }                                                                                      \
-        (HOUT) = _mm256_srli_epi16(_mm256_add_epi16(h_, r128), 8);                             \
-    } while (0)
+/* The result bytes (as 16-bit lanes) of 16 values at i of the taps
+ * r[0..c-1], weights w (AVX2). */
+__attribute__((target("avx2"))) static inline __attribute__((always_inline)) __m256i
+vsum_avx2(const uint16_t *const *r, size_t i, uint32_t c, const __m256i *w)
+{
+    const __m256i bias = _mm256_set1_epi16(INT16_MIN);
+    __m256i h = _mm256_setzero_si256(), l = h;
+    for (uint32_t k = 0; k < c; k++) {
+        __m256i x = _mm256_loadu_si256((const __m256i *)(r[k] + i));
+        __m256i lo = _mm256_mullo_epi16(x, w[k]);
+        h = _mm256_add_epi16(h, _mm256_mulhi_epu16(x, w[k]));
+        l = _mm256_add_epi16(l, lo);
+        /* carry: the sum wrapped below the addend (unsigned compare via xor bias) */
+        h = _mm256_sub_epi16(h, _mm256_cmpgt_epi16(_mm256_xor_si256(lo, bias),
+                                                   _mm256_xor_si256(l, bias)));
+    }
+    return _mm256_srli_epi16(_mm256_add_epi16(h, _mm256_set1_epi16(128)), 8);
+}
 
 /* The first (row / 32) * 32 bytes of destination row d from the ring rows
  * r[0..c-1] with weights wv (Q16, each < 65536).  Inlined with constant c. */
 __attribute__((target("avx2"))) static inline __attribute__((always_inline)) void
 vfilter_avx2_k(const uint16_t *const *r, const uint32_t *wv, uint32_t c, size_t row, uint8_t *d)
 {
-    const __m256i bias = _mm256_set1_epi16(INT16_MIN), r128 = _mm256_set1_epi16(128);
     __m256i w[VMAXT];
     for (uint32_t k = 0; k < c; k++) w[k] = _mm256_set1_epi16((int16_t)(uint16_t)wv[k]);
     for (size_t i = 0; i + 32 <= row; i += 32) {
-        __m256i a, b;
-        VH_AVX2(r, i, c, w, a);
-        VH_AVX2(r, i + 16, c, w, b);
+        __m256i a = vsum_avx2(r, i, c, w), b = vsum_avx2(r, i + 16, c, w);
         __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xd8);
         _mm256_storeu_si256((__m256i *)(d + i), p);
-    }
-}
-#undef VH_AVX2
-
-/* A row that is one source row with weight 65536: (x + 128) >> 8. */
-__attribute__((target("avx2"))) static void vmul_whole(const uint16_t *x, size_t row, uint8_t *d)
-{
-    const __m256i r128 = _mm256_set1_epi16(128);
-    for (size_t i = 0; i + 32 <= row; i += 32) {
-        __m256i a = _mm256_loadu_si256((const __m256i *)(x + i));
-        __m256i b = _mm256_loadu_si256((const __m256i *)(x + i + 16));
-        /* x + 128 <= 65408: no wrap */
-        a = _mm256_srli_epi16(_mm256_add_epi16(a, r128), 8);
-        b = _mm256_srli_epi16(_mm256_add_epi16(b, r128), 8);
-        _mm256_storeu_si256((__m256i *)(d + i),
-                            _mm256_permute4x64_epi64(_mm256_packus_epi16(a, b), 0xd8));
     }
 }
 
@@ -651,10 +634,6 @@ __attribute__((target("avx2"))) static void vfilter_avx2(const uint16_t *const *
                                                          const uint32_t *wv, uint32_t c,
                                                          size_t row, uint8_t *d)
 {
-    if (c == 1 && wv[0] > 65535) {
-        vmul_whole(r[0], row, d);
-        return;
-    }
     switch (c) {
     case 1: vfilter_avx2_k(r, wv, 1, row, d); break;
     case 2: vfilter_avx2_k(r, wv, 2, row, d); break;
@@ -667,55 +646,39 @@ __attribute__((target("avx2"))) static void vfilter_avx2(const uint16_t *const *
 /* AVX-512: 64 destination bytes at a time (the carry a compare into a
  * mask register and a masked add), otherwise vfilter_avx2_k. */
 #define T512 __attribute__((target("avx2,avx512f,avx512bw")))
-#define VH_512(P, I, C, W, HOUT)                                                               \
-    do {                                                                                       \
-        __m512i h_ = _mm512_setzero_si512(), l_ = h_;                                          \
-        for (uint32_t k_ = 0; k_ < (C); k_++) {                                                \
-            __m512i x_ = _mm512_loadu_si512((P)[k_] + (I));                                    \
-            __m512i lo_ = _mm512_mullo_epi16(x_, (W)[k_]);                                     \
-            h_ = _mm512_add_epi16(h_, _mm512_mulhi_epu16(x_, (W)[k_]));                        \
-            l_ = _mm512_add_epi16(l_, lo_);                                                    \
-            h_ = _mm512_mask_add_epi16(h_, _mm512_cmplt_epu16_mask(l_, lo_), h_, one);         \
-        }                                                                                      \
-        (HOUT) = _mm512_srli_epi16(_mm512_add_epi16(h_, r128), 8);                             \
-    } while (0)
+/* vsum_avx2 for 32 values */
+T512 static inline __attribute__((always_inline)) __m512i
+vsum512(const uint16_t *const *r, size_t i, uint32_t c, const __m512i *w)
+{
+    __m512i h = _mm512_setzero_si512(), l = h;
+    for (uint32_t k = 0; k < c; k++) {
+        __m512i x = _mm512_loadu_si512(r[k] + i);
+        __m512i lo = _mm512_mullo_epi16(x, w[k]);
+        h = _mm512_add_epi16(h, _mm512_mulhi_epu16(x, w[k]));
+        l = _mm512_add_epi16(l, lo);
+        h = _mm512_mask_add_epi16(h, _mm512_cmplt_epu16_mask(l, lo), h, _mm512_set1_epi16(1));
+    }
+    return _mm512_srli_epi16(_mm512_add_epi16(h, _mm512_set1_epi16(128)), 8);
+}
+
 T512 static inline __attribute__((always_inline)) void
 vfilter512_k(const uint16_t *const *r, const uint32_t *wv, uint32_t c, size_t row, uint8_t *d)
 {
-    const __m512i one = _mm512_set1_epi16(1), r128 = _mm512_set1_epi16(128);
     const __m512i perm = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
     __m512i w[VMAXT];
     for (uint32_t k = 0; k < c; k++) w[k] = _mm512_set1_epi16((int16_t)(uint16_t)wv[k]);
     for (size_t i = 0; i + 64 <= row; i += 64) {
-        __m512i a, b;
-        VH_512(r, i, c, w, a);
-        VH_512(r, i + 32, c, w, b);
+        __m512i a = vsum512(r, i, c, w), b = vsum512(r, i + 32, c, w);
         /* packus interleaves the 128-bit lanes of a and b: the permute
          * puts a's bytes first */
         __m512i p = _mm512_permutexvar_epi64(perm, _mm512_packus_epi16(a, b));
         _mm512_storeu_si512(d + i, p);
     }
 }
-#undef VH_512
-
-T512 static void vmul_whole512(const uint16_t *x, size_t row, uint8_t *d)
-{
-    const __m512i r128 = _mm512_set1_epi16(128);
-    const __m512i perm = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-    for (size_t i = 0; i + 64 <= row; i += 64) {
-        __m512i a = _mm512_srli_epi16(_mm512_add_epi16(_mm512_loadu_si512(x + i), r128), 8);
-        __m512i b = _mm512_srli_epi16(_mm512_add_epi16(_mm512_loadu_si512(x + i + 32), r128), 8);
-        _mm512_storeu_si512(d + i, _mm512_permutexvar_epi64(perm, _mm512_packus_epi16(a, b)));
-    }
-}
 
 T512 static void vfilter512(const uint16_t *const *r, const uint32_t *wv, uint32_t c, size_t row,
                             uint8_t *d)
 {
-    if (c == 1 && wv[0] > 65535) {
-        vmul_whole512(r[0], row, d);
-        return;
-    }
     switch (c) {
     case 1: vfilter512_k(r, wv, 1, row, d); break;
     case 2: vfilter512_k(r, wv, 2, row, d); break;
@@ -786,6 +749,11 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
                 r[cn] = RING(j0 + k);
                 w[cn++] = wv[k];
             }
+        if (cn == 1 && w[0] > 65535) { /* 65536 alone: two taps of 32768, each fits 16 bits */
+            r[1] = r[0];
+            w[0] = w[1] = 32768;
+            cn = 2;
+        }
         size_t vdone = row / 32 * 32;
         if (wide) {
             vfilter512(r, w, cn, row, d);
