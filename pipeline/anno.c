@@ -473,7 +473,6 @@ static int fast_elem(fast *f, size_t *count)
 
 static inline int fast_isdigit(unsigned char c) { return c >= '0' && c <= '9'; }
 
-/* A number in jansson's grammar, converted as jansson does. */
 /* A digit c of a number: m gathers the first 19 after leading zeros, nd
  * counts them all. */
 static inline void fast_digit(uint64_t *m, int *nd, unsigned char c)
@@ -489,6 +488,7 @@ static const double fast_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  
                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
+/* A number in jansson's grammar, converted as jansson does. */
 static int fast_number(fast *f, fast_num *v)
 {
     fast_ws(f);

@@ -1307,16 +1307,15 @@ int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint
     return resample_nearest(r, rh, rw, out, 1, err);
 }
 
-/* bits (coverage and mask01 NULL): see area_core; the caller zeroed it;
- * rows (with bits) receives the rows set bits may be in, [rows[0],
- * rows[1]).  scratch: NULL, or 4 (rh + 1) zeros the work uses (and leaves
- * zero) instead of its own. */
+/* bits (coverage and mask01 NULL): see area_core; the caller zeroed it.
+ * rows (with bits; the caller set it to 0, 0) receives the rows that set
+ * bits may be in, [rows[0], rows[1]).  scratch: NULL, or 4 (rh + 1) zeros
+ * the work uses (and leaves zero) instead of its own. */
 static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                          uint8_t *mask01, uint8_t *bits, uint32_t bstride, uint64_t *scratch,
                          uint32_t *rows, int trusted, sa1b_error *err)
 {
     int nothing;
-    if (rows) rows[0] = rows[1] = 0;
     SA1B_FORWARD(resample_check(r, rh, rw, &nothing, trusted, err));
     if (nothing || (!coverage && !mask01 && !bits)) return SA1B_OK;
     if (coverage) memset(coverage, 0, (size_t)rh * rw);
@@ -1329,11 +1328,10 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
     uint64_t stack[4 * (STACK_ROWS + 1)], *acc = scratch;
     const int down = rw <= r->w;
     const size_t sets = down ? 4 : 2;
-    if (acc) {
-    } else if (rh <= STACK_ROWS) {
+    if (!acc && rh <= STACK_ROWS) {
         acc = stack;
         memset(stack, 0, sets * ((size_t)rh + 1) * sizeof *stack);
-    } else {
+    } else if (!acc) {
         if ((uint64_t)rh + 1 > SIZE_MAX / (4 * sizeof(uint64_t)))
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: target %ux%u too large", rh,
                                   rw);

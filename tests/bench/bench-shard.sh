@@ -71,6 +71,13 @@ shard_run() { # BIN S OUT TAR
         awk -v t="$(cat "$tmp/time")" '{ split(t, c, " "); printf "%.3f %.3f\n", $1 / $2, (c[1] + c[2]) * 1000 / $1 }'
 }
 
+# shard_run BIN S OUT TAR, its wall and CPU figures added to $tmp/PREFIX{w,c}
+timed() { # BIN S OUT TAR PREFIX
+    shard_run "$1" "$2" "$3" "$4" >"$tmp/one"
+    cut -d' ' -f1 "$tmp/one" >>"$tmp/${5}w"
+    cut -d' ' -f2 "$tmp/one" >>"$tmp/${5}c"
+}
+
 echo "bench-shard: load average before: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
 echo "input: $bench_input"
 [ -z "$real_input" ] || echo "real:  $real_input"
@@ -97,19 +104,9 @@ for c in $cases; do
         # The old build and this one take turns at going first, so that
         # neither always runs right after the Python baseline (one core
         # busy for ten seconds)
-        if [ -n "$OLD" ] && [ $((i % 2)) = 0 ]; then
-            shard_run "$OLD" "$S" "$tmp/old.shard" "$tar" >"$tmp/one"
-            cut -d' ' -f1 "$tmp/one" >>"$tmp/xw"
-            cut -d' ' -f2 "$tmp/one" >>"$tmp/xc"
-        fi
-        shard_run "$top_builddir/shard-tools/sa1b-shard" "$S" "$tmp/o.shard" "$tar" >"$tmp/one"
-        cut -d' ' -f1 "$tmp/one" >>"$tmp/ow"
-        cut -d' ' -f2 "$tmp/one" >>"$tmp/oc"
-        if [ -n "$OLD" ] && [ $((i % 2)) = 1 ]; then
-            shard_run "$OLD" "$S" "$tmp/old.shard" "$tar" >"$tmp/one"
-            cut -d' ' -f1 "$tmp/one" >>"$tmp/xw"
-            cut -d' ' -f2 "$tmp/one" >>"$tmp/xc"
-        fi
+        [ -z "$OLD" ] || [ $((i % 2)) = 1 ] || timed "$OLD" "$S" "$tmp/old.shard" "$tar" x
+        timed "$top_builddir/shard-tools/sa1b-shard" "$S" "$tmp/o.shard" "$tar" o
+        [ -z "$OLD" ] || [ $((i % 2)) = 0 ] || timed "$OLD" "$S" "$tmp/old.shard" "$tar" x
         if [ -n "$OLD" ]; then
             cmp -s "$tmp/old.shard" "$tmp/o.shard" || differ=$((differ + 1))
             rm -f "$tmp/old.shard"
