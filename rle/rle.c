@@ -1027,12 +1027,27 @@ static void area_bits_column(uint64_t *restrict acc, uint64_t *restrict dif, uin
                              uint64_t j)
 {
     uint64_t run = 0, b = imin * bstride + j;
-    for (uint64_t i = imin; i <= imax; i++, b += bstride) {
-        run += dif[i];
-        if (2 * (acc[i] + run) >= hw) bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+    if (bstride % 8 == 0) { /* every row's bit in the same place of its byte */
+        uint8_t *p = bits + (b >> 3);
+        const uint64_t step = bstride >> 3;
+        const unsigned sh = (unsigned)(b & 7);
+        for (uint64_t i = imin; i <= imax; i++, p += step) {
+            run += dif[i];
+            uint64_t S = acc[i] + run;
+            acc[i] = 0;
+            dif[i] = 0;
+            *p |= (uint8_t)((unsigned)(2 * S >= hw) << sh);
+        }
+    } else {
+        for (uint64_t i = imin; i <= imax; i++, b += bstride) {
+            run += dif[i];
+            uint64_t S = acc[i] + run;
+            acc[i] = 0;
+            dif[i] = 0;
+            if (2 * S >= hw) bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+        }
     }
-    memset(acc + imin, 0, (size_t)(imax - imin + 1) * sizeof *acc);
-    memset(dif + imin, 0, (size_t)(imax - imin + 2) * sizeof *dif);
+    dif[imax + 1] = 0;
 }
 
 /* Outputs target column j, rows imin .. imax, from the column's sums
@@ -1228,29 +1243,29 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
     const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
     const uint32_t *cn = r->cnts;
     const size_t n = r->n;
-    area_sums col[2] = {{acc, acc + rh + 1, UINT64_MAX, 0},
-                        {acc + 2 * ((size_t)rh + 1), acc + 3 * ((size_t)rh + 1), UINT64_MAX, 0}};
-    area_sums *c0 = &col[0], *c1 = &col[1]; /* target columns jc and jc + 1 */
+    /* target columns jc and jc + 1: two structs, not an array with
+     * pointers that swap, so that the compiler keeps their fields in
+     * registers */
+    area_sums c0 = {acc, acc + rh + 1, UINT64_MAX, 0};
+    area_sums c1 = {acc + 2 * ((size_t)rh + 1), acc + 3 * ((size_t)rh + 1), UINT64_MAX, 0};
     uint64_t jc = 0;
     /* source column xk overlaps target column ja (scaled: it starts xr
      * into it, xr < w) by oa and ja + 1 by ob (rw <= w: no further) */
     uint64_t xk = 0, ja = 0, xr = 0, oa = rw, ob = 0;
     uint64_t x = 0, y = 0; /* the walk's position x h + y, y < h */
-    for (size_t k = 0; k < n; k++) {
-        uint64_t len = cn[k];
-        if (!(k & 1)) { /* background: move on */
-            y += len;
-            if (y >= h) {
-                if (y - h < h) {
-                    y -= h;
-                    x++;
-                } else {
-                    x += y / h;
-                    y %= h;
-                }
+    for (size_t k = 0; k < n; k += 2) { /* a background run, then a foreground one */
+        y += cn[k]; /* background: move on */
+        if (y >= h) {
+            if (y - h < h) {
+                y -= h;
+                x++;
+            } else {
+                x += y / h;
+                y %= h;
             }
-            continue;
         }
+        if (k + 1 == n) break;
+        uint64_t len = cn[k + 1];
         while (len) { /* foreground: a piece per source column */
             uint64_t yb = len < h - y ? y + len : h;
             if (x != xk) {
@@ -1268,11 +1283,11 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
                 oa = w - xr < rw ? w - xr : rw;
                 ob = rw - oa;
                 if (ja != jc) { /* the walk has passed column jc (and jc + 1 unless ja is it) */
-                    area_flush(c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
+                    area_flush(&c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
                     if (ja != jc + 1) {
-                        area_flush(c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
+                        area_flush(&c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
                     } else { /* jc + 1's sums go on as ja's */
-                        area_sums *t = c0;
+                        area_sums t = c0;
                         c0 = c1;
                         c1 = t;
                     }
@@ -1281,8 +1296,8 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
             }
             uint64_t u0 = y * rh, u1 = yb * rh; /* scaled rows */
             uint64_t ia = rdiv(u0, h, m, fast), ib = rdiv(u1 - 1, h, m, fast);
-            area_add(c0, u0, u1, ia, ib, h, oa);
-            if (ob) area_add(c1, u0, u1, ia, ib, h, ob);
+            area_add(&c0, u0, u1, ia, ib, h, oa);
+            if (ob) area_add(&c1, u0, u1, ia, ib, h, ob);
             len -= yb - y;
             y = yb;
             if (y == h) {
@@ -1291,8 +1306,8 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
             }
         }
     }
-    area_flush(c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
-    area_flush(c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
+    area_flush(&c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
+    area_flush(&c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
 }
 
 int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
