@@ -103,22 +103,13 @@ static void scratch_free(resize_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap) return 1;
-    void *q = realloc(*p, need * elem);
-    if (!q) return 0;
-    *p = q;
-    *cap = need;
-    return 1;
-}
-
-/* grow for a buffer whose old contents need not survive, 64-byte aligned:
- * the SIMD kernels read the plans' records and the ring's rows with
+/* Makes *p hold need elements of elem bytes, 64-byte aligned; what it
+ * held before is not kept (every buffer here is refilled after it grows).
+ * The SIMD kernels read the plans' records and the ring's rows with
  * full-width loads, and one that straddles two cache lines costs two
  * (with realloc's 16-byte alignment the AVX-512 horizontal pass took
- * 17-25% longer on an Emerald Rapids core) */
-static int grow_aligned(void **p, size_t *cap, size_t need, size_t elem)
+ * 17-25% longer on an Emerald Rapids core).  0 on ENOMEM, *p unchanged. */
+static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 1;
     void *q = NULL;
@@ -133,12 +124,7 @@ static int taps_build(axis_taps *t, uint32_t n, uint32_t m, int bits)
 {
     if (t->n == n && t->m == m && t->bits == bits) return 1;   /* same tables as last time */
     t->n = 0;
-    if (m > t->cap_m) {
-        uint32_t *a = realloc(t->start, m * sizeof *a);
-        if (!a) return 0;
-        t->start = a;
-        t->cap_m = m;
-    }
+    if (!grow((void **)&t->start, &t->cap_m, m, sizeof *t->start)) return 0;
     /* T = the largest span: ceil(n / m) + 1 at most, and at most n */
     uint32_t T = 0;
     for (uint32_t i = 0; i < m; i++) {
@@ -295,7 +281,7 @@ static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, u
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const uint32_t ring_rows = s->y.T;
     const size_t row = (size_t)dw * ch;
-    if (!grow_aligned((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
+    if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const size_t src_stride = (size_t)sw * ch;
     uint32_t next = 0;   /* next source row to filter horizontally */
@@ -414,7 +400,7 @@ static int hplan_build(hplan *hp, const axis_taps *tx, uint32_t sw, uint32_t dw,
     if (fits) {
         if (!grow((void **)&hp->off, &hp->off_cap, nblk * nw, sizeof *hp->off) ||
             !grow((void **)&hp->blk, &hp->blk_cap, nblk, sizeof *hp->blk) ||
-            !grow_aligned((void **)&hp->tab, &hp->tab_cap, nblk * P * rec_len, 1))
+            !grow((void **)&hp->tab, &hp->tab_cap, nblk * P * rec_len, 1))
             return 0;
         memset(hp->tab, 0, nblk * P * rec_len);
     }
@@ -721,7 +707,7 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
     const uint32_t c = s->y.T;
     const uint32_t ring_rows = c + 1;   /* one more: rows are filtered two at a time */
     const size_t row = (size_t)dw * ch, done = hp->nblk * (hwide ? 16 : 8);
-    if (!grow_aligned((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
+    if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const size_t src_stride = (size_t)sw * ch;
 #define RING(j) (s->ring + (size_t)((j) % ring_rows) * row)

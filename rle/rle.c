@@ -1019,6 +1019,32 @@ static inline uint64_t rdiv(uint64_t n, uint64_t d, uint64_t m, int fast)
     return fast ? (uint64_t)(((rle_u128)n * m) >> 64) : n / d;
 }
 
+/* The rows imin .. imax of a bits column from its sums (acc, dif), which
+ * it clears: row i's bit is the compare shifted into place (no branch) at
+ * byte o, place sh, both stepped by bstride = 8 step + rem bits.  Inlined
+ * with rem constant 0 (every bit in the same place of its byte) and not. */
+static inline __attribute__((always_inline)) void
+area_bits_rows(uint64_t *restrict acc, uint64_t *restrict dif, uint64_t imin, uint64_t imax,
+               uint64_t hw, uint8_t *restrict bits, uint64_t o, unsigned sh, uint64_t step,
+               unsigned rem)
+{
+    uint64_t run = 0;
+    for (uint64_t i = imin; i <= imax; i++) {
+        run += dif[i];
+        uint64_t S = acc[i] + run;
+        acc[i] = 0;
+        dif[i] = 0;
+        bits[o] |= (uint8_t)((unsigned)(2 * S >= hw) << sh);
+        o += step;
+        sh += rem;
+        if (sh >= 8) {
+            sh -= 8;
+            o++;
+        }
+    }
+    dif[imax + 1] = 0;
+}
+
 /* Target column j of the bits output, rows imin .. imax, from the column's
  * sums (acc, dif, left zero); a function of its own, so that its loop
  * keeps its values in registers. */
@@ -1026,28 +1052,13 @@ static void area_bits_column(uint64_t *restrict acc, uint64_t *restrict dif, uin
                              uint64_t imax, uint64_t hw, uint8_t *restrict bits, uint64_t bstride,
                              uint64_t j)
 {
-    uint64_t run = 0, b = imin * bstride + j;
-    if (bstride % 8 == 0) { /* every row's bit in the same place of its byte */
-        uint8_t *p = bits + (b >> 3);
-        const uint64_t step = bstride >> 3;
-        const unsigned sh = (unsigned)(b & 7);
-        for (uint64_t i = imin; i <= imax; i++, p += step) {
-            run += dif[i];
-            uint64_t S = acc[i] + run;
-            acc[i] = 0;
-            dif[i] = 0;
-            *p |= (uint8_t)((unsigned)(2 * S >= hw) << sh);
-        }
-    } else {
-        for (uint64_t i = imin; i <= imax; i++, b += bstride) {
-            run += dif[i];
-            uint64_t S = acc[i] + run;
-            acc[i] = 0;
-            dif[i] = 0;
-            if (2 * S >= hw) bits[b >> 3] |= (uint8_t)(1u << (b & 7));
-        }
-    }
-    dif[imax + 1] = 0;
+    const uint64_t b = imin * bstride + j; /* bit i bstride + j of row i */
+    const unsigned rem = (unsigned)(bstride & 7);
+    if (rem == 0)
+        area_bits_rows(acc, dif, imin, imax, hw, bits, b >> 3, (unsigned)(b & 7), bstride >> 3, 0);
+    else
+        area_bits_rows(acc, dif, imin, imax, hw, bits, b >> 3, (unsigned)(b & 7), bstride >> 3,
+                       rem);
 }
 
 /* Outputs target column j, rows imin .. imax, from the column's sums
