@@ -39,6 +39,7 @@ int tr_ckpt_save_model(const tr_model *m, const char *path, char *err, size_t er
 {
     tr_st_writer *w = tr_st_writer_new();
     if (!w) return snprintf(err, err_len, "out of memory"), -1;
+    tr_st_writer_meta(w, "format", TR_CKPT_FORMAT_MODEL);
     add_meta_config(w, &m->cfg);
     int64_t pe_shape[2] = {2, m->cfg.C / 2};
     void *own_p, *own_g; /* the host's view of the parameters (a download off the CPU) */
@@ -74,12 +75,28 @@ static int file_config(const tr_st_file *f, tr_config *c, char *err, size_t err_
     return tr_config_check(c, err, err_len);
 }
 
+/* A model checkpoint: format TR_CKPT_FORMAT_MODEL, or no format (written
+ * before the tag) and none of the debug dump's outputs.  A step dump holds
+ * every parameter too, but its weights are not a training run's: refused. */
+static int model_kind(const tr_st_file *f, char *err, size_t err_len)
+{
+    const char *fmt = tr_st_meta(f, "format");
+    if (fmt && !strcmp(fmt, TR_CKPT_FORMAT_MODEL)) return 0;
+    if ((fmt && !strcmp(fmt, TR_CKPT_FORMAT_DUMP)) || (!fmt && tr_st_find(f, "out.logits")))
+        return snprintf(err, err_len, "a --dump-step debug dump, not a model checkpoint"), -1;
+    if (fmt && !strncmp(fmt, "sa1b-train-state-", 17))
+        return snprintf(err, err_len, "a training state file, not a model checkpoint"), -1;
+    if (fmt) return snprintf(err, err_len, "format '%.64s' is not a model checkpoint", fmt), -1;
+    return 0;
+}
+
 int tr_ckpt_read_config(const char *path, tr_config *cfg, char *err, size_t err_len)
 {
     tr_st_file f;
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
     char e2[200];
-    int rc = file_config(&f, cfg, e2, sizeof e2);
+    int rc = model_kind(&f, e2, sizeof e2);
+    if (!rc) rc = file_config(&f, cfg, e2, sizeof e2);
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
     tr_st_close(&f);
     return rc;
@@ -103,7 +120,8 @@ int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len)
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
     char e2[256];
     tr_config c;
-    int rc = file_config(&f, &c, e2, sizeof e2);
+    int rc = model_kind(&f, e2, sizeof e2);
+    if (!rc) rc = file_config(&f, &c, e2, sizeof e2);
     if (!rc && memcmp(&c, &m->cfg, sizeof c) != 0) {
         snprintf(e2, sizeof e2, "model configuration differs from the one asked for");
         rc = -1;
@@ -173,7 +191,7 @@ int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_stat
     tr_st_writer *w = tr_st_writer_new();
     if (!w) return snprintf(err, err_len, "out of memory"), -1;
     char v[128];
-    tr_st_writer_meta(w, "format", "sa1b-train-state-1");
+    tr_st_writer_meta(w, "format", TR_CKPT_FORMAT_STATE);
     snprintf(v, sizeof v, "%ld", s->step);
     tr_st_writer_meta(w, "step", v);
     snprintf(v, sizeof v, "%ld", o->t);
@@ -224,7 +242,7 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
     tr_config c;
     const char *fmt = tr_st_meta(&f, "format"), *rng = tr_st_meta(&f, "rng");
     uint64_t step, t;
-    if (!fmt || strcmp(fmt, "sa1b-train-state-1") != 0)
+    if (!fmt || strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0)
         rc = -1, snprintf(e2, sizeof e2, "not a sa1b-train state file");
     else if (file_config(&f, &c, e2, sizeof e2) < 0)
         rc = -1;
@@ -289,6 +307,7 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
     tr_model_get_iou(m, hiou);
     be->ops->image_normalize(be, tr_f32(dimg), b->image, b->content, B, S);
     float sc[4] = {(float)loss->loss, (float)loss->focal, (float)loss->dice, (float)loss->iou_mse};
+    tr_st_writer_meta(w, "format", TR_CKPT_FORMAT_DUMP);
     add_meta_config(w, c);
     void *own[4]; /* the host's views of the parameters, PE, image and gradients (downloads off the CPU) */
     const float *hp = tr_host_view(be, m->param_mem, m->n_param_floats * sizeof(float), &own[0]);

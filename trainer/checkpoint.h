@@ -1,13 +1,18 @@
 /*
  * checkpoint.h - the files of sa1b-train, all safetensors:
  *  - model-STEP.safetensors: every parameter under its MODEL.md name plus the
- *    buffer prompt.pe_gaussian, F32, __metadata__ S,P,E,L,H,C,h,D;
+ *    buffer prompt.pe_gaussian, F32, __metadata__ S,P,E,L,H,C,h,D and
+ *    format TR_CKPT_FORMAT_MODEL;
  *  - state-STEP.bin: the training state, a safetensors file with the AdamW
  *    moments "adam.m.<name>" / "adam.v.<name>" and __metadata__ step,
  *    adam_t, rng (four hex words), data_epoch, data_consumed, format, and the
  *    run record as run.<key> entries;
- *  - the --dump-step file of MODEL.md's "Debug dump".
- * All are written atomically (temporary file + rename).
+ *  - the --dump-step file of MODEL.md's "Debug dump", format
+ *    TR_CKPT_FORMAT_DUMP.
+ * All are written atomically (temporary file + rename).  The model loader
+ * takes a file of format TR_CKPT_FORMAT_MODEL, or one without a format
+ * (written before the tag) that is not a dump (no out.logits); it refuses a
+ * dump and a state file.
  */
 #ifndef SA1B_TRAINER_CHECKPOINT_H
 #define SA1B_TRAINER_CHECKPOINT_H
@@ -18,6 +23,11 @@
 #include "model.h"
 #include "optim.h"
 #include "tr_rng.h"
+
+/* __metadata__ "format" of each file */
+#define TR_CKPT_FORMAT_MODEL "sa1b-train-model-1"
+#define TR_CKPT_FORMAT_STATE "sa1b-train-state-1"
+#define TR_CKPT_FORMAT_DUMP "sa1b-train-dump-1"
 
 int tr_ckpt_save_model(const tr_model *m, const char *path, char *err, size_t err_len);
 /* Loads parameters into m; the file's config must equal m's.  0 or -1. */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* "<prefix><digits><suffix>" exactly */
@@ -21,7 +22,8 @@ static int numbered(const char *name, const char *prefix, const char *suffix)
     return 1;
 }
 
-/* A file sa1b-train writes for a run, or its temporary (NAME.tmp). */
+/* A file sa1b-train writes for a run, or its temporary (NAME.tmp or
+ * NAME.tmp.PID.N). */
 static int run_file(const char *name)
 {
     char base[256];
@@ -29,6 +31,8 @@ static int run_file(const char *name)
     if (n >= sizeof base) return 0;
     memcpy(base, name, n + 1);
     if (n > 4 && strcmp(base + n - 4, ".tmp") == 0) base[n - 4] = 0;
+    char *t = strstr(base, ".tmp."); /* the writer's temporaries: NAME.tmp.PID.N */
+    if (t && t[5] && strspn(t + 5, "0123456789.") == strlen(t + 5)) *t = 0;
     /* state-STEP.rRANK.bin: a rank's part of the optimizer state (--zero 1) */
     const char *dot = strchr(base, '.');
     char first[256];
@@ -99,6 +103,35 @@ int tr_run_dir_clear(const char *dir, char *err, size_t err_len)
     if (each_run_file(dir, remove_one, failed) >= 0 || errno == ENOENT) return 0;
     snprintf(err, err_len, "cannot remove '%s': %s", *failed ? failed : dir, strerror(errno));
     return -1;
+}
+
+typedef struct same_file {
+    dev_t dev;
+    ino_t ino;
+    char *name;
+    size_t name_len;
+} same_file;
+
+static int is_same(const char *dir, const char *name, void *ctx)
+{
+    same_file *s = ctx;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &st) == 0 && st.st_dev == s->dev && st.st_ino == s->ino) {
+        snprintf(s->name, s->name_len, "%s", name);
+        errno = EEXIST;
+        return -1; /* found: stop */
+    }
+    return 0;
+}
+
+int tr_run_dir_has_file(const char *dir, const char *path, char *name, size_t name_len)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    same_file s = {st.st_dev, st.st_ino, name, name_len};
+    return each_run_file(dir, is_same, &s) < 0 && errno == EEXIST;
 }
 
 static int needs_escape(unsigned char c) { return c < 0x20 || c > 0x7e || c == '%' || c == '"' || c == '\\'; }

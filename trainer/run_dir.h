@@ -3,7 +3,7 @@
  *
  * A folder "holds a run" when it contains any file sa1b-train writes for a
  * run: latest, log.jsonl, model-STEP.safetensors, state-STEP.bin (or one of
- * their temporaries, NAME.tmp).  sa1b-train refuses to start a new run in
+ * their temporaries, NAME.tmp or NAME.tmp.PID.N).  sa1b-train refuses to start a new run in
  * such a folder unless told to resume it or to start afresh (--overwrite,
  * which removes exactly these files and nothing else).
  *
@@ -25,6 +25,10 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
 /* Removes the run's files from dir (the files tr_run_dir_holds_run counts;
  * nothing else).  0, or -1 with err naming the file that could not go. */
 int tr_run_dir_clear(const char *dir, char *err, size_t err_len);
+
+/* 1 when path is (the same device and inode as) one of the run's files in
+ * dir, the files tr_run_dir_clear removes (name: its name in dir); else 0. */
+int tr_run_dir_has_file(const char *dir, const char *path, char *name, size_t name_len);
 
 /* Appends "key=value\n" to the record *rec (malloc'd, *rec NULL to start);
  * value NULL stores an empty value.  0, or -1 when out of memory. */

@@ -10,6 +10,7 @@
  * option), both behind tr_data_source.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -121,7 +122,8 @@ long read_latest(const char *dir)
 }
 
 /* On resume: drop log records of steps after the checkpoint (a run killed
- * between checkpoints logged steps that will now be redone). */
+ * between checkpoints logged steps that will now be redone).  A failure
+ * leaves the log as it was, its temporary removed, and ends the run. */
 static void trim_log(const char *path, long step)
 {
     FILE *in = fopen(path, "r");
@@ -130,19 +132,52 @@ static void trim_log(const char *path, long step)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *out = fopen(tmp, "w");
     if (!out) {
+        int e = errno;
         fclose(in);
-        return;
+        cli_die(CLI_EXIT_FATAL, "cannot trim '%s' to step %ld: cannot create '%s': %s", path, step, tmp, strerror(e));
     }
     char *line = NULL;
     size_t cap = 0;
-    while (getline(&line, &cap, in) > 0) {
+    int bad = 0;
+    while (!bad && getline(&line, &cap, in) > 0) {
         long s = -1;
         if (sscanf(line, "{\"step\": %ld", &s) == 1 && s > step) continue;
-        fputs(line, out);
+        if (fputs(line, out) == EOF) bad = errno ? errno : EIO;
     }
     free(line);
+    if (!bad && ferror(in)) bad = EIO;
     fclose(in);
-    if (fclose(out) == 0) rename(tmp, path);
+    errno = 0;
+    if (fflush(out) != 0 && !bad) bad = errno ? errno : EIO;
+    if (fclose(out) != 0 && !bad) bad = errno ? errno : EIO;
+    if (!bad && rename(tmp, path) != 0) bad = errno;
+    if (bad) {
+        unlink(tmp);
+        cli_die(CLI_EXIT_FATAL, "cannot trim '%s' to step %ld: %s", path, step, strerror(bad));
+    }
+}
+
+/* A record of the log that did not reach its file (a full disk): one line,
+ * no more records (the log would have a gap), and the run ends with exit 3
+ * once training is done.  Returns NULL (the log closed). */
+static FILE *log_failed(FILE *log, const char *path, long step, int *bad)
+{
+    int e = errno ? errno : EIO;
+    if (log) fclose(log);
+    cli_warn("cannot write '%s' at step %ld: %s (no further records; training goes on, exit status 3)", path, step,
+             strerror(e));
+    *bad = 1;
+    return NULL;
+}
+
+/* Tests: SA1B_TEST_LOG_FULL=N sends the log's records from step N on to
+ * /dev/full (a full disk). */
+static void test_log_hook(FILE *log, long step)
+{
+    const char *k = getenv("SA1B_TEST_LOG_FULL");
+    if (!k || atol(k) != step) return;
+    int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) dup2(fd, fileno(log)), close(fd);
 }
 
 /* The state file of step for this rank: state-STEP.bin, or with --zero 1
@@ -286,6 +321,20 @@ static int data_parallel(const options *o)
     return !o->plan && (o->world > 1 || tr_dist_on_device(o->dist));
 }
 
+/* Results on standard output (--eval-only's JSON line, --plan, the loss of
+ * --dump-step) must reach it: a write error is an error. */
+static int check_stdout(int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0;
+    int e = errno;
+    if (bad || ferror(stdout)) {
+        cli_warn("standard output: %s", strerror(bad && e ? e : EIO));
+        return rc ? rc : CLI_EXIT_FATAL;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -307,10 +356,11 @@ int main(int argc, char **argv)
         o.world = o.plan_ranks ? o.plan_ranks : 1; /* the plan of rank 0 of such a job (--zero 1) */
         int rc = plan_main(&o);
         tr_dist_close(dist);
-        return rc;
+        return check_stdout(rc);
     }
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
+    if (!o.eval_only && !o.dump_step && rank == 0) lock_out(&o, 0); /* rank 0 writes the run's files */
     check_thread_room(&o);
     /* under mpirun the CUDA backend takes the device of the local rank and
      * sums over NCCL (with one rank too); the ranks agree on a failure */
@@ -333,7 +383,7 @@ int main(int argc, char **argv)
     tr_dist_close(dist);
     free(o.record);
     for (int i = 0; i < o.n_owned; i++) free(o.owned[i]);
-    return rc;
+    return check_stdout(rc);
 }
 
 /* --dump-step: one forward and backward on the first batch, in the
@@ -516,7 +566,7 @@ int run(const options *op, tr_backend *be)
     }
     double t_last = cli_now(), wait_last = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;
     long since = 0;
-    int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum;
+    int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum, log_bad = 0;
     int dp = data_parallel(&o), stop_all = 0; /* data parallel: the stop the ranks agreed on */
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
@@ -589,13 +639,17 @@ int run(const options *op, tr_backend *be)
             if (dp) /* the share of the step spent summing over the ranks (waits for the slowest included) */
                 snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"ranks\": %d, \"sync_pct\": %.1f",
                          o.world, dt > 0 ? 100 * sync_s / dt : 0.0);
+            errno = 0;
             if (log) fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
                     "\"miou\": %.4f, \"lr\": %.6g, \"grad_norm\": %.6g, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
                     "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
                     ", \"mem_sys_allocs\": %" PRIu64 ", \"step_s\": %.4f%s}\n",
                     st.step, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, gnorm, ips, dw, ms.total,
                     ms.total_peak, ms.reserved, ms.n_sys_allocs, since ? dt / since : 0.0, extra);
-            if (log) fflush(log);
+            if (log) {
+                test_log_hook(log, st.step);
+                if (fflush(log) != 0 || ferror(log)) log = log_failed(log, logpath, st.step, &log_bad);
+            }
             if (!o.quiet)
                 fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
                         "%.2f img/s  data %.0f%%  %s\n",
@@ -605,7 +659,8 @@ int run(const options *op, tr_backend *be)
         if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) save_checkpoint(&o, &m, &opt, &st, &src);
         if (o.empty_cache_every && st.step % o.empty_cache_every == 0) tr_mem_empty_cache(&be->mem);
     }
-    if (log) fclose(log);
+    if (log && fclose(log) != 0) log_failed(NULL, logpath, st.step, &log_bad);
+    if (log_bad && rc_exit == 0) rc_exit = CLI_EXIT_FATAL; /* the checkpoints are written; the log is not whole */
     src.close(src.ctx);
     if (o.memory_report) {
         tr_mem_stats ms;

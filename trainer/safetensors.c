@@ -171,30 +171,59 @@ int tr_st_writer_write(tr_st_writer *w, const char *path, char *err, size_t err_
         snprintf(err, err_len, "out of memory");
         return -1;
     }
-    size_t plen = strlen(path) + 16;
+    uint8_t len8[8];
+    uint64_t hl = b.n;
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)(hl >> (8 * i));
+    /* an existing output that is not a regular file (a FIFO, a device such
+     * as /dev/null) is written in place: a rename would replace it */
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) {
+            free(b.s);
+            return snprintf(err, err_len, "cannot write '%s': %s", path, strerror(EISDIR)), -1;
+        }
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) {
+            snprintf(err, err_len, "cannot open '%s': %s", path, strerror(errno));
+            free(b.s);
+            return -1;
+        }
+        int rc = write_all(fd, len8, 8) || write_all(fd, b.s, b.n);
+        for (int i = 0; i < w->n && !rc; i++) rc = write_all(fd, w->t[i].data, w->t[i].n_bytes);
+        int e = errno;
+        if (close(fd) != 0 && !rc) rc = -1, e = errno;
+        if (rc) snprintf(err, err_len, "cannot write '%s': %s", path, strerror(e));
+        free(b.s);
+        return rc ? -1 : 0;
+    }
+    /* a temporary of a name no other file has (O_EXCL: never one that is
+     * there, such as a user's PATH.tmp), renamed into place */
+    size_t plen = strlen(path) + 48;
     char *tmp = malloc(plen);
     if (!tmp) {
         free(b.s);
         snprintf(err, err_len, "out of memory");
         return -1;
     }
-    snprintf(tmp, plen, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = -1;
+    for (unsigned k = 0; fd < 0 && k < 1000; k++) {
+        snprintf(tmp, plen, "%s.tmp.%ld.%u", path, (long)getpid(), k);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
     if (fd < 0) {
         snprintf(err, err_len, "cannot create '%s': %s", tmp, strerror(errno));
         free(b.s), free(tmp);
         return -1;
     }
-    uint8_t len8[8];
-    uint64_t hl = b.n;
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)(hl >> (8 * i));
     int rc = write_all(fd, len8, 8) || write_all(fd, b.s, b.n);
     for (int i = 0; i < w->n && !rc; i++) rc = write_all(fd, w->t[i].data, w->t[i].n_bytes);
     if (!rc) rc = fsync(fd);
-    if (close(fd) != 0) rc = -1;
-    if (!rc) rc = rename(tmp, path);
+    int e = errno;
+    if (close(fd) != 0 && !rc) rc = -1, e = errno;
+    if (!rc && rename(tmp, path) != 0) rc = -1, e = errno;
     if (rc) {
-        snprintf(err, err_len, "cannot write '%s': %s", path, strerror(errno));
+        snprintf(err, err_len, "cannot write '%s': %s", path, strerror(e));
         unlink(tmp);
     }
     free(b.s), free(tmp);
@@ -433,4 +462,33 @@ const char *tr_st_meta(const tr_st_file *f, const char *key)
     for (int i = 0; i < f->n_meta; i++)
         if (strcmp(f->meta_key[i], key) == 0) return f->meta_val[i];
     return NULL;
+}
+
+int tr_st_peek_meta(const char *path, const char *key, char *val, size_t val_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    uint8_t len8[8];
+    uint64_t hl = 0;
+    char *h = NULL;
+    size_t got = 0;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= 8 && pread(fd, len8, 8, 0) == 8) {
+        for (int i = 0; i < 8; i++) hl |= (uint64_t)len8[i] << (8 * i);
+        if (hl <= TR_ST_MAX_HEADER && hl <= (uint64_t)st.st_size - 8) h = malloc(hl ? hl : 1);
+    }
+    while (h && got < hl) {
+        ssize_t k = pread(fd, h + got, hl - got, (off_t)(8 + got));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) break;
+        got += (size_t)k;
+    }
+    close(fd);
+    json_t *root = h && got == hl ? json_loadb(h, hl, 0, NULL) : NULL;
+    free(h);
+    json_t *v = json_object_get(json_object_get(root, "__metadata__"), key);
+    int found = json_is_string(v);
+    if (found) snprintf(val, val_len, "%s", json_string_value(v));
+    json_decref(root);
+    return found;
 }

@@ -7,7 +7,9 @@
  *  ..., "__metadata__": {"key": "value", ...}}, then the data block; offsets
  * are relative to the data block.  The writer pads the header with spaces to
  * a multiple of 8 and writes tensors in the order added, each 8-byte aligned,
- * into a temporary file renamed into place (never a half-written file).
+ * into a temporary file renamed into place (never a half-written file); an
+ * existing path that is not a regular file (a FIFO, a character device) is
+ * opened and written in place instead, never replaced.
  *
  * The reader treats its input as untrusted: every length, offset, shape and
  * dtype is validated (no overflow, no out-of-bounds, no overlapping tensors,
@@ -34,7 +36,9 @@ int tr_st_writer_add(tr_st_writer *w, const char *name, tr_st_dtype dtype, int n
                      const void *data);
 /* Adds a __metadata__ entry (same character rules). 0 or -1. */
 int tr_st_writer_meta(tr_st_writer *w, const char *key, const char *value);
-/* Writes path atomically (path.tmp, fsync, rename).  0 or -1 with err. */
+/* Writes path atomically: a new temporary path.tmp.PID.N (O_EXCL: no file
+ * that exists is touched), fsync, rename; an existing path that is not a
+ * regular file is written in place.  0 or -1 with err (write errors too). */
 int tr_st_writer_write(tr_st_writer *w, const char *path, char *err, size_t err_len);
 void tr_st_writer_free(tr_st_writer *w);
 
@@ -64,6 +68,10 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
 int tr_st_load(tr_st_file *f, const char *path, char *err, size_t err_len);
 const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name);
 const char *tr_st_meta(const tr_st_file *f, const char *key);
+/* The __metadata__ value of key in the file at path, read from its header
+ * alone (the data block is not read): 1 and val, or 0 when path is not a
+ * readable regular safetensors file or has no such key. */
+int tr_st_peek_meta(const char *path, const char *key, char *val, size_t val_len);
 /* Frees what the file holds; f may be zeroed or already closed. */
 void tr_st_close(tr_st_file *f);
 

@@ -71,6 +71,7 @@ typedef struct options {
     double collective_timeout;  /* --collective-timeout seconds */
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
+    int out_locked;             /* lock_out ran: --out is this process's (or could not be locked) */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
     char *record;               /* the run record saved in every state file (run_dir.h) */
     char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
@@ -81,8 +82,14 @@ typedef struct options {
 void parse_options(int argc, char **argv, options *o);
 /* Refuses --out when it holds a run that this one does not continue. */
 void check_out(const options *o);
-/* Creates --out, or with --overwrite empties it of the earlier run's files. */
-void prepare_out(const options *o);
+/* Creates --out and locks it (lock_out), then with --overwrite empties it of
+ * the earlier run's files. */
+void prepare_out(options *o);
+/* Takes the exclusive flock(2) lock of the --out folder for the rest of the
+ * process (the training run of rank 0); another process holding it: one
+ * line and exit 2.  A folder not there yet is left to prepare_out (created:
+ * 1, it must be there). */
+void lock_out(options *o, int created);
 /* The run record of o, saved in every state file. */
 void make_record(options *o);
 /* --resume: the run's settings restored from its record. */

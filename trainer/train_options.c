@@ -4,6 +4,7 @@
  * --overwrite) and the run record that --resume restores.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -12,9 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "safetensors.h"
 #include "train.h"
 
 static void usage(void)
@@ -42,7 +46,8 @@ static void usage(void)
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
-           "  --overwrite            start afresh in an --out DIR that holds a run (removes its files)\n"
+           "  --overwrite            start afresh in an --out DIR that holds a run (removes its files);\n"
+           "                         with --dump-step: replace an earlier dump FILE\n"
            "  --collective-timeout S under mpirun: end the job when a rank does not join a sum within S\n"
            "                         seconds (a rank died or hangs; default 300)\n"
            "  --zero N               under mpirun: 1 splits the optimizer state over the ranks, the\n"
@@ -311,14 +316,36 @@ static int same_dir(const char *a, const char *b)
     return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+/* --dump-step FILE: an existing regular FILE is replaced only with
+ * --overwrite and only when it is an earlier step dump (never a shard, a
+ * checkpoint or any other input); a FIFO or a device is written in place. */
+static void check_dump_out(const options *o)
+{
+    struct stat st;
+    char fmt[64];
+    if (stat(o->dump_step, &st) != 0 || !S_ISREG(st.st_mode)) return;
+    if (!o->overwrite)
+        cli_die(CLI_EXIT_USAGE, "--dump-step: '%s' exists: give another file, or --overwrite to replace an earlier dump",
+                o->dump_step);
+    if (!tr_st_peek_meta(o->dump_step, "format", fmt, sizeof fmt) || strcmp(fmt, TR_CKPT_FORMAT_DUMP) != 0)
+        cli_die(CLI_EXIT_USAGE, "--dump-step: '%s' exists and is not a step dump: not replaced, even with --overwrite",
+                o->dump_step);
+}
+
 /* Before anything is touched: a training run never starts over a run in
  * --out unless it resumes that run or --overwrite says to start afresh. */
 void check_out(const options *o)
 {
     if (o->overwrite && o->resume) cli_usage_error("--overwrite starts a run afresh: not with --resume");
-    if (o->overwrite && (o->plan || o->dump_step || o->eval_only))
-        cli_usage_error("--overwrite applies to a training run: not with --plan, --dump-step or --eval-only");
-    if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
+    if (o->overwrite && (o->plan || o->eval_only))
+        cli_usage_error("--overwrite applies to a training run or --dump-step: not with --plan or --eval-only");
+    if (o->dump_step && !o->plan && !o->eval_only) check_dump_out(o);
+    if (o->plan || o->dump_step || o->eval_only || !o->out) return;
+    char name[256];
+    if (o->overwrite && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
+        cli_die(CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which --overwrite removes: copy it out of the "
+                "folder first", o->init, name, o->out);
+    if (o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
     struct stat st;
     char parent[4096];
@@ -334,11 +361,54 @@ void check_out(const options *o)
                 "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
 }
 
+/* The process holding the flock(2) lock of the file st names, from
+ * /proc/locks (Linux); 0 when unknown. */
+static long lock_holder(const struct stat *st)
+{
+    FILE *f = fopen("/proc/locks", "r");
+    if (!f) return 0;
+    char line[256];
+    long pid = 0;
+    while (!pid && fgets(line, sizeof line, f)) {
+        long p;
+        unsigned maj, min;
+        unsigned long ino;
+        if (sscanf(line, "%*d: FLOCK %*s WRITE %ld %x:%x:%lu", &p, &maj, &min, &ino) == 4 && ino == st->st_ino &&
+            maj == major(st->st_dev) && min == minor(st->st_dev))
+            pid = p;
+    }
+    fclose(f);
+    return pid;
+}
+
+void lock_out(options *o, int created)
+{
+    if (o->out_locked || !o->out) return;
+    int fd = open(o->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT && !created) return; /* prepare_out creates it, then locks it */
+        cli_die(CLI_EXIT_FATAL, "cannot open output folder '%s': %s", o->out, strerror(errno));
+    }
+    o->out_locked = 1;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return; /* held until the process ends (fd left open) */
+    if (errno == EWOULDBLOCK) {
+        struct stat st;
+        long pid = fstat(fd, &st) == 0 ? lock_holder(&st) : 0;
+        char who[64] = "";
+        if (pid) snprintf(who, sizeof who, " (process %ld)", pid);
+        cli_die(CLI_EXIT_USAGE, "output folder '%s' is in use by another sa1b-train run%s: wait for it to end", o->out,
+                who);
+    }
+    cli_warn("cannot lock output folder '%s': %s (a second run in it would not be refused)", o->out, strerror(errno));
+    close(fd);
+}
+
 /* Creates --out, or with --overwrite empties it of the earlier run's files. */
-void prepare_out(const options *o)
+void prepare_out(options *o)
 {
     char err[4400];
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
+    lock_out(o, 1); /* (before anything in it is removed or written) */
     if (o->overwrite && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
 }
 
