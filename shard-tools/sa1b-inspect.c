@@ -317,7 +317,7 @@ static int inspect(const char *file, const options *o)
         cli_warn("'%s': %s", file, err.msg);
         return CLI_EXIT_PARTIAL;
     }
-    if (fflush(stdout) != 0 || ferror(stdout)) cli_die(CLI_EXIT_FATAL, "write error on stdout");
+    cli_stdout_check();
     return CLI_EXIT_OK;
 }
 
@@ -421,8 +421,9 @@ static int manifest(char **files, int n)
         return err.code == SA1B_ENOMEM ? CLI_EXIT_FATAL : CLI_EXIT_USAGE;
     }
     sa1b_manifest_free(m);
-    if (fputs(text, stdout) < 0 || putchar('\n') == EOF || fflush(stdout) != 0)
-        cli_die(CLI_EXIT_FATAL, "write error on stdout");
+    fputs(text, stdout);
+    putchar('\n');
+    cli_stdout_check();
     free(text);
     return CLI_EXIT_OK;
 }
@@ -462,5 +463,6 @@ int main(int argc, char **argv)
         if (o.summary && i + 1 < argc) putchar('\n');
         if (r > status) status = r;
     }
+    cli_stdout_check();
     return status;
 }
