@@ -34,6 +34,18 @@ void cli_init(const char *argv0)
 
 const char *cli_prog(void) { return prog_name; }
 
+/* The temporary output of cli_temp_set, removed by the signal handler and
+ * by cli_die and cli_usage_error, so that no exit leaves it behind. */
+static char temp_path[4096];
+static volatile sig_atomic_t temp_active;
+
+static _Noreturn void exit_clean(int status)
+{
+    if (temp_active) unlink(temp_path);
+    temp_active = 0;
+    exit(status);
+}
+
 static void vwarn(const char *fmt, va_list ap)
 {
     int saved = errno;
@@ -59,7 +71,7 @@ void cli_die(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vwarn(fmt, ap);
     va_end(ap);
-    exit(status);
+    exit_clean(status);
 }
 
 void cli_usage_error(const char *fmt, ...)
@@ -69,7 +81,7 @@ void cli_usage_error(const char *fmt, ...)
     vwarn(fmt, ap);
     va_end(ap);
     fprintf(stderr, "Try '%s --help' for more information.\n", prog_name);
-    exit(CLI_EXIT_USAGE);
+    exit_clean(CLI_EXIT_USAGE);
 }
 
 void cli_version(void) { printf("%s (sa1b) %s\n", prog_name, PACKAGE_VERSION); }
@@ -270,6 +282,22 @@ void cli_out_fail(cli_out *o, const char *why)
     cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->path, why);
 }
 
+void cli_out_discard(cli_out *o)
+{
+    if (!o->path) {
+        fflush(stdout);
+        return;
+    }
+    fclose(o->f);
+    o->f = NULL;
+    if (o->tmp) {
+        unlink(o->tmp);
+        cli_temp_set(NULL);
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+}
+
 void cli_out_commit(cli_out *o)
 {
     if (!o->path) {
@@ -307,9 +335,6 @@ void cli_on_termination(void (*handler)(int))
     sigaction(SIGHUP, &sa, NULL);
 }
 
-/* The temporary output of cli_temp_set, removed by the signal handler. */
-static char temp_path[4096];
-static volatile sig_atomic_t temp_active;
 
 static void temp_on_signal(int sig)
 {
