@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,10 @@
 #endif
 
 static const char *prog_name = "sa1b";
+/* Why flushing standard output before a message failed (0: it did not):
+ * glibc drops what it could not write, so cli_stdout_check would no longer
+ * see the reason. */
+static int stdout_errno;
 
 void cli_init(const char *argv0)
 {
@@ -29,9 +34,24 @@ void cli_init(const char *argv0)
 
 const char *cli_prog(void) { return prog_name; }
 
+/* The temporary output of cli_temp_set, removed by the signal handler and
+ * by cli_die and cli_usage_error, so that no exit leaves it behind. */
+static char temp_path[4096];
+static volatile sig_atomic_t temp_active;
+
+static _Noreturn void exit_clean(int status)
+{
+    if (temp_active) unlink(temp_path);
+    temp_active = 0;
+    exit(status);
+}
+
 static void vwarn(const char *fmt, va_list ap)
 {
-    fflush(stdout);
+    int saved = errno;
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_errno) stdout_errno = errno;
+    errno = saved;
     fprintf(stderr, "%s: ", prog_name);
     vfprintf(stderr, fmt, ap);
     fputc('\n', stderr);
@@ -51,7 +71,7 @@ void cli_die(int status, const char *fmt, ...)
     va_start(ap, fmt);
     vwarn(fmt, ap);
     va_end(ap);
-    exit(status);
+    exit_clean(status);
 }
 
 void cli_usage_error(const char *fmt, ...)
@@ -61,7 +81,7 @@ void cli_usage_error(const char *fmt, ...)
     vwarn(fmt, ap);
     va_end(ap);
     fprintf(stderr, "Try '%s --help' for more information.\n", prog_name);
-    exit(CLI_EXIT_USAGE);
+    exit_clean(CLI_EXIT_USAGE);
 }
 
 void cli_version(void) { printf("%s (sa1b) %s\n", prog_name, PACKAGE_VERSION); }
@@ -187,6 +207,114 @@ int cli_parse_size(const char *s, uint64_t *bytes)
     return 0;
 }
 
+/* The reason a write to f failed, flushing it first: 0 when none did, -1
+ * when the reason is lost (after a failed write glibc drops the buffer, and
+ * a later fflush succeeds with only the error flag set). */
+static int stream_error(FILE *f)
+{
+    errno = 0;
+    if (fflush(f) != 0) return errno ? errno : -1;
+    return ferror(f) ? -1 : 0;
+}
+
+static const char *reason(int e) { return e > 0 ? strerror(e) : "write error"; }
+
+void cli_stdout_check(void)
+{
+    int e = stream_error(stdout);
+    if (e < 0 && stdout_errno) e = stdout_errno;
+    if (e) cli_die(CLI_EXIT_FATAL, "standard output: %s", reason(e));
+}
+
+void cli_out_open(cli_out *o, const char *path)
+{
+    o->f = NULL;
+    o->path = NULL;
+    o->tmp = NULL;
+    if (!path || strcmp(path, "-") == 0) {
+        o->f = stdout;
+        return;
+    }
+    o->path = path;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(EISDIR));
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* a device or a FIFO: write in place; a rename over it would
+         * replace it (as root, /dev/null itself) with a regular file */
+        int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", path, strerror(errno));
+        if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+            if (!(o->f = fdopen(fd, "wb"))) {
+                int e = errno;
+                close(fd);
+                cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", path, strerror(e));
+            }
+            return;
+        }
+        close(fd); /* replaced by a regular file meanwhile: by a rename, below */
+    }
+    size_t n = strlen(path) + 16;
+    o->tmp = malloc(n);
+    if (!o->tmp) cli_die(CLI_EXIT_FATAL, "out of memory");
+    snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    cli_temp_set(o->tmp);
+    mode_t mask = umask(0); /* mkstemp makes 0600; an output file is for sharing */
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "wb"))) {
+        int e = errno;
+        close(fd);
+        unlink(o->tmp);
+        cli_temp_set(NULL);
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(e));
+    }
+}
+
+void cli_out_fail(cli_out *o, const char *why)
+{
+    if (!o->path) cli_die(CLI_EXIT_FATAL, "standard output: %s", why);
+    if (o->tmp) {
+        unlink(o->tmp);
+        cli_temp_set(NULL);
+    }
+    cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->path, why);
+}
+
+void cli_out_discard(cli_out *o)
+{
+    if (!o->path) {
+        fflush(stdout);
+        return;
+    }
+    fclose(o->f);
+    o->f = NULL;
+    if (o->tmp) {
+        unlink(o->tmp);
+        cli_temp_set(NULL);
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+}
+
+void cli_out_commit(cli_out *o)
+{
+    if (!o->path) {
+        cli_stdout_check();
+        return;
+    }
+    int e = stream_error(o->f);
+    if (!e && o->tmp && fsync(fileno(o->f)) != 0) e = errno;
+    if (fclose(o->f) != 0 && !e) e = errno;
+    o->f = NULL;
+    if (!e && o->tmp && rename(o->tmp, o->path) != 0) e = errno;
+    if (e) cli_out_fail(o, reason(e));
+    if (o->tmp) cli_temp_set(NULL);
+    free(o->tmp);
+    o->tmp = NULL;
+}
+
 const char *cli_shard_path(const char *arg)
 {
     struct stat st;
@@ -207,9 +335,6 @@ void cli_on_termination(void (*handler)(int))
     sigaction(SIGHUP, &sa, NULL);
 }
 
-/* The temporary output of cli_temp_set, removed by the signal handler. */
-static char temp_path[4096];
-static volatile sig_atomic_t temp_active;
 
 static void temp_on_signal(int sig)
 {

@@ -20,9 +20,10 @@ const char *cli_prog(void);
 
 /* "prog: <message>\n" on stderr. */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* cli_warn then exit(status). */
+/* cli_warn then exit(status), removing the temporary file of cli_temp_set. */
 _Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* "prog: <message>\nTry 'prog --help' for more information.\n", exit 2. */
+/* "prog: <message>\nTry 'prog --help' for more information.\n", exit 2
+ * (removing the temporary file of cli_temp_set). */
 _Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "prog (sa1b) VERSION" on stdout. */
 void cli_version(void);
@@ -59,10 +60,47 @@ void cli_on_termination(void (*handler)(int));
 
 /* Registers the temporary file an output is written to (one at a time), so
  * that SIGINT, SIGTERM or SIGHUP removes it before the program dies of the
- * signal; NULL once it has been renamed into place or removed.  The first
+ * signal, and cli_die or cli_usage_error before it exits; NULL once it has been renamed into place or removed.  The first
  * call installs the handlers.  Tests: SA1B_TEST_KILL=temp:N raises SIGTERM
  * right after the N-th registration. */
 void cli_temp_set(const char *path);
+
+/* Checks standard output at the end of a program: flushes it and, when a
+ * write to it failed (now or earlier: ferror), prints "prog: standard
+ * output: REASON" and exits with CLI_EXIT_FATAL.  Every program that prints
+ * results calls it before it returns from main. */
+void cli_stdout_check(void);
+
+/* An output file named on the command line, written so that nothing is
+ * lost or half-written:
+ *  - NULL or "-": standard output (checked as cli_stdout_check does);
+ *  - an existing file that is not a regular file (a character device such
+ *    as /dev/null, a FIFO): written in place, opened O_WRONLY, never
+ *    replaced by a regular file;
+ *  - otherwise a temporary "PATH.tmp-XXXXXX" in the same directory
+ *    (registered with cli_temp_set), synced, made 0666 less the umask and
+ *    renamed over PATH by cli_out_commit. */
+typedef struct cli_out {
+    FILE *f;          /* where to write */
+    const char *path; /* as named; NULL for standard output */
+    char *tmp;        /* the temporary file, NULL when written in place */
+} cli_out;
+
+/* Opens o for path; on failure prints "prog: cannot create 'PATH': REASON"
+ * and exits with CLI_EXIT_FATAL. */
+void cli_out_open(cli_out *o, const char *path);
+/* Flushes and closes o (renaming the temporary file into place); on a write
+ * error, now or earlier, removes the temporary file, prints "prog: cannot
+ * write 'PATH': REASON" (or "prog: standard output: REASON") and exits with
+ * CLI_EXIT_FATAL. */
+void cli_out_commit(cli_out *o);
+/* Closes o without committing it: the temporary file is removed and PATH
+ * left as it was (what went to a device or FIFO or standard output stays
+ * written).  Prints nothing. */
+void cli_out_discard(cli_out *o);
+/* Removes the temporary file (the output is left as it was), prints "prog:
+ * cannot write 'PATH': why" and exits with CLI_EXIT_FATAL. */
+_Noreturn void cli_out_fail(cli_out *o, const char *why);
 
 /* The path to open for a shard named on the command line: "-" is standard
  * input when it is a regular file (redirected from one); otherwise (a pipe)

@@ -5,6 +5,7 @@
  */
 #include "pngio.h"
 
+#include <errno.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 typedef struct pngio_err {
     char *buf;
     size_t len;
+    int sys;      /* errno when libpng gave up (a failed write's reason) */
 } pngio_err;
 
 static void set_err(char *buf, size_t len, const char *msg)
@@ -23,7 +25,10 @@ static void set_err(char *buf, size_t len, const char *msg)
 static void on_error(png_structp png, png_const_charp msg)
 {
     pngio_err *e = png_get_error_ptr(png);
-    if (e) set_err(e->buf, e->len, msg);
+    if (e) {
+        e->sys = errno;
+        set_err(e->buf, e->len, msg);
+    }
     png_longjmp(png, 1);
 }
 
@@ -41,7 +46,7 @@ int pngio_write(FILE *f, const uint8_t *pix, uint32_t w, uint32_t h, int channel
         set_err(errbuf, errlen, "invalid image parameters");
         return -1;
     }
-    pngio_err e = {errbuf, errlen};
+    pngio_err e = {errbuf, errlen, 0};
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &e, on_error, on_warning);
     if (!png) {
         set_err(errbuf, errlen, "out of memory");
@@ -50,6 +55,8 @@ int pngio_write(FILE *f, const uint8_t *pix, uint32_t w, uint32_t h, int channel
     png_infop info = png_create_info_struct(png);
     if (!info || setjmp(png_jmpbuf(png))) {
         if (!info) set_err(errbuf, errlen, "out of memory");
+        /* a write that failed: the system's reason, not libpng's "Write Error" */
+        else if (ferror(f) && e.sys) set_err(errbuf, errlen, strerror(e.sys));
         png_destroy_write_struct(&png, &info);
         return -1;
     }
@@ -61,8 +68,9 @@ int pngio_write(FILE *f, const uint8_t *pix, uint32_t w, uint32_t h, int channel
     for (uint32_t y = 0; y < h; y++) png_write_row(png, (png_const_bytep)(pix + (size_t)y * stride));
     png_write_end(png, NULL);
     png_destroy_write_struct(&png, &info);
+    errno = 0;
     if (fflush(f) != 0 || ferror(f)) {
-        set_err(errbuf, errlen, "write error");
+        set_err(errbuf, errlen, errno ? strerror(errno) : "write error");
         return -1;
     }
     return 0;
@@ -81,7 +89,7 @@ int pngio_read(FILE *f, pngio_image *img, int channels, uint64_t max_pixels, cha
         set_err(errbuf, errlen, "not a PNG file");
         return -1;
     }
-    pngio_err e = {errbuf, errlen};
+    pngio_err e = {errbuf, errlen, 0};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &e, on_error, on_warning);
     if (!png) {
         set_err(errbuf, errlen, "out of memory");

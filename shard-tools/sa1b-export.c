@@ -161,62 +161,26 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
     return SA1B_OK;
 }
 
-/* Writes w x h RGB to o->output through a temporary file and a rename. */
+/* Writes w x h RGB to o->output: a device or a FIFO in place, a file
+ * through a temporary file and a rename (cli_out). */
 static void write_output(const options *o, sa1b_imgctx *ctx, const uint8_t *rgb, uint32_t w,
                          uint32_t h)
 {
-    size_t n = strlen(o->output) + 16;
-    char *tmp = malloc(n);
-    if (!tmp) cli_die(CLI_EXIT_FATAL, "out of memory");
-    snprintf(tmp, n, "%s.tmp-XXXXXX", o->output);
-    int fd = mkstemp(tmp);
-    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->output, strerror(errno));
-    cli_temp_set(tmp);
-    FILE *f = fdopen(fd, "wb");
-    if (!f) {
-        unlink(tmp);
-        cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", o->output, strerror(errno));
-    }
+    cli_out out;
+    cli_out_open(&out, o->output);
     char why[256] = "";
-    int bad = 0;
     if (o->jpeg) {
         uint8_t *jpg = NULL;
         size_t len = 0;
         sa1b_error err;
-        if (sa1b_jpeg_encode(ctx, rgb, w, h, o->quality, SA1B_JPEG_OPTIMIZED, &jpg, &len, &err)) {
-            snprintf(why, sizeof why, "%s", err.msg);
-            bad = 1;
-        } else if (fwrite(jpg, 1, len, f) != len) {
-            snprintf(why, sizeof why, "%s", strerror(errno));
-            bad = 1;
-        }
+        if (sa1b_jpeg_encode(ctx, rgb, w, h, o->quality, SA1B_JPEG_OPTIMIZED, &jpg, &len, &err))
+            cli_out_fail(&out, err.msg);
+        if (fwrite(jpg, 1, len, out.f) != len) cli_out_fail(&out, strerror(errno));
         free(jpg);
-    } else if (pngio_write(f, rgb, w, h, 3, why, sizeof why) != 0) {
-        bad = 1;
+    } else if (pngio_write(out.f, rgb, w, h, 3, why, sizeof why) != 0) {
+        cli_out_fail(&out, why);
     }
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        if (!bad) snprintf(why, sizeof why, "%s", strerror(errno));
-        bad = 1;
-    }
-    if (fclose(f) != 0 && !bad) {
-        snprintf(why, sizeof why, "%s", strerror(errno));
-        bad = 1;
-    }
-    /* mkstemp makes 0600; an image is for sharing */
-    mode_t mask = umask(0);
-    umask(mask);
-    if (!bad && chmod(tmp, 0666 & ~mask) != 0) {
-        snprintf(why, sizeof why, "%s", strerror(errno));
-        bad = 1;
-    }
-    if (!bad && rename(tmp, o->output) != 0) {
-        snprintf(why, sizeof why, "%s", strerror(errno));
-        bad = 1;
-    }
-    if (bad) unlink(tmp);
-    cli_temp_set(NULL);
-    if (bad) cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->output, why);
-    free(tmp);
+    cli_out_commit(&out);
 }
 
 static int has_suffix(const char *s, const char *suf)

@@ -18,12 +18,40 @@
 
 typedef struct options {
     int masks, rle, summary, manifest;
+    const char *output;
 } options;
+
+/* Where the results go: standard output, or -o's file (out_file). */
+static FILE *out;
+static cli_out out_file;
+
+/* Standard output is checked after each file; -o's file at the end. */
+static void out_check(void)
+{
+    if (out == stdout) cli_stdout_check();
+}
+
+/* Ends the run: -o's file replaces its old contents only when every file
+ * was read (status 0), else it is left as it was. */
+static int finish(int status)
+{
+    if (!out_file.path) {
+        cli_stdout_check();
+        return status;
+    }
+    if (status == CLI_EXIT_OK) {
+        cli_out_commit(&out_file);
+        return status;
+    }
+    if (out_file.tmp) cli_warn("'%s' left as it was: not every file was read", out_file.path);
+    cli_out_discard(&out_file);
+    return status;
+}
 
 static void usage(void)
 {
     printf("Usage: %s [OPTIONS] FILE...\n"
-           "       %s --manifest FILE... > manifest.json\n"
+           "       %s --manifest -o manifest.json FILE...\n"
            "Print the contents of sa1b shards as JSON lines: first the header and\n"
            "provenance (\"type\": \"shard\"), then one line per image (\"type\": \"image\").\n"
            "\n"
@@ -35,6 +63,8 @@ static void usage(void)
            "      --manifest   print one JSON manifest of all the files instead (sizes,\n"
            "                   CRC32C, counts, provenance; sa1b-shard(5)), or nothing\n"
            "                   when one of them is not a valid shard\n"
+           "  -o, --output FILE  write to FILE instead of standard output; FILE is replaced\n"
+           "                   only when every file was read (exit 0), else left as it was\n"
            "  -h, --help       show this help and exit\n"
            "  -V, --version    show the version and exit\n"
            "\n"
@@ -56,9 +86,9 @@ static json_t *jfloats(const float *v, int n)
 static int emit(json_t *o)
 {
     /* 9 significant digits: every float32 survives the round trip */
-    int rc = json_dumpf(o, stdout, JSON_REAL_PRECISION(9));
+    int rc = json_dumpf(o, out, JSON_REAL_PRECISION(9));
     json_decref(o);
-    putchar('\n');
+    fputc('\n', out);
     return rc;
 }
 
@@ -167,7 +197,7 @@ static int add_rle(json_t *o, const sa1b_shard *s, const sa1b_shard_mask_view *m
 
 /* ---- --summary -------------------------------------------------------- */
 
-static void human_bytes(double b, char *out, size_t cap)
+static void human_bytes(double b, char *buf, size_t cap)
 {
     const char *u[] = {"B", "KB", "MB", "GB", "TB"};
     int i = 0;
@@ -175,7 +205,7 @@ static void human_bytes(double b, char *out, size_t cap)
         b /= 1000;
         i++;
     }
-    snprintf(out, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+    snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
 }
 
 /* Looks for a key anywhere in the provenance object tree. */
@@ -213,51 +243,51 @@ static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
     }
     char h1[32], h2[32], h3[32], h4[32];
     double n = in->n_images ? (double)in->n_images : 1;
-    printf("%-16s %s\n", "file", file);
+    fprintf(out, "%-16s %s\n", "file", file);
     if (in->mask_format == SA1B_SHARD_RLE_SOURCE)
-        printf("%-16s %s %ux%u, masks at the source size as runs (%.1f bytes each on average)\n",
+        fprintf(out, "%-16s %s %ux%u, masks at the source size as runs (%.1f bytes each on average)\n",
                "format", format_name(in->image_format), in->image_size, in->image_size,
                in->n_masks ? (double)mask_bytes / (double)in->n_masks : 0.0);
     else if (in->mask_format == SA1B_SHARD_RLE)
-        printf("%-16s %s %ux%u, masks %ux%u as runs (%.1f bytes each on average)\n", "format",
+        fprintf(out, "%-16s %s %ux%u, masks %ux%u as runs (%.1f bytes each on average)\n", "format",
                format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
                in->mask_size, in->n_masks ? (double)mask_bytes / (double)in->n_masks : 0.0);
     else
-        printf("%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
+        fprintf(out, "%-16s %s %ux%u, masks %ux%u (%u bytes each, %u with padding)\n", "format",
                format_name(in->image_format), in->image_size, in->image_size, in->mask_size,
                in->mask_size, in->mask_bytes, in->mask_stride);
     human_bytes((double)in->file_size, h1, sizeof h1);
-    printf("%-16s %s (%llu bytes)\n", "size", h1, (unsigned long long)in->file_size);
-    printf("%-16s %llu\n", "images", (unsigned long long)in->n_images);
+    fprintf(out, "%-16s %s (%llu bytes)\n", "size", h1, (unsigned long long)in->file_size);
+    fprintf(out, "%-16s %llu\n", "images", (unsigned long long)in->n_images);
     if (in->n_images)
-        printf("%-16s %llu (%.1f per image, min %u, max %u)\n", "masks",
+        fprintf(out, "%-16s %llu (%.1f per image, min %u, max %u)\n", "masks",
                (unsigned long long)in->n_masks, (double)in->n_masks / n, mn, mx);
     else
-        printf("%-16s %llu\n", "masks", (unsigned long long)in->n_masks);
+        fprintf(out, "%-16s %llu\n", "masks", (unsigned long long)in->n_masks);
     human_bytes((double)in->file_size / n, h1, sizeof h1);
     human_bytes((double)img_bytes / n, h2, sizeof h2);
     human_bytes((double)mask_bytes / n, h3, sizeof h3);
     human_bytes((double)(in->file_size - img_bytes - mask_bytes) / n, h4, sizeof h4);
-    printf("%-16s %s (image %s, masks %s, other %s)\n", "bytes per image", h1, h2, h3, h4);
+    fprintf(out, "%-16s %s (image %s, masks %s, other %s)\n", "bytes per image", h1, h2, h3, h4);
     json_t *prov = json_loadb(in->provenance, in->provenance_len, 0, NULL);
     json_t *st = find_key(prov, "strategy"), *mm = find_key(prov, "max_masks");
-    printf("%-16s %s", "strategy", json_is_string(st) ? json_string_value(st) : "unknown");
-    if (json_is_integer(mm)) printf(" (max_masks %lld)", (long long)json_integer_value(mm));
-    putchar('\n');
+    fprintf(out, "%-16s %s", "strategy", json_is_string(st) ? json_string_value(st) : "unknown");
+    if (json_is_integer(mm)) fprintf(out, " (max_masks %lld)", (long long)json_integer_value(mm));
+    fputc('\n', out);
     json_t *src = json_object_get(prov, "input"), *ib = json_object_get(prov, "input_bytes");
     json_t *clean = json_object_get(prov, "input_clean_end"), *after = json_object_get(prov, "input_ends_after");
     if (json_is_string(src)) { /* the input; its identity in an input's last part */
-        printf("%-16s %s", "input", json_string_value(src));
+        fprintf(out, "%-16s %s", "input", json_string_value(src));
         if (json_is_integer(ib))
-            printf(": %lld bytes, crc32c %s, %s%s%s", (long long)json_integer_value(ib),
+            fprintf(out, ": %lld bytes, crc32c %s, %s%s%s", (long long)json_integer_value(ib),
                    json_is_string(json_object_get(prov, "input_crc32c")) ? json_string_value(json_object_get(prov, "input_crc32c")) : "?",
                    json_is_false(clean) ? "ended early, after " : "read to its end",
                    json_is_false(clean) && json_is_string(after) ? json_string_value(after) : "",
                    json_is_false(clean) ? " (the images after it are missing)" : "");
-        putchar('\n');
+        fputc('\n', out);
     }
     json_decref(prov);
-    printf("masks per image histogram:\n");
+    fprintf(out, "masks per image histogram:\n");
     uint64_t top = 1;
     for (int b = 0; b < NBIN; b++)
         if (hist[b] > top) top = hist[b];
@@ -269,9 +299,9 @@ static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
         else snprintf(range, sizeof range, "%u-%u", 1u << (b - 1), (1u << b) - 1);
         if (!hist[b]) continue;
         int bar = (int)((hist[b] * 40 + top - 1) / top);
-        printf("  %-10s %8llu  ", range, (unsigned long long)hist[b]);
-        for (int k = 0; k < bar; k++) putchar('#');
-        putchar('\n');
+        fprintf(out, "  %-10s %8llu  ", range, (unsigned long long)hist[b]);
+        for (int k = 0; k < bar; k++) fputc('#', out);
+        fputc('\n', out);
     }
     return SA1B_OK;
 }
@@ -317,7 +347,7 @@ static int inspect(const char *file, const options *o)
         cli_warn("'%s': %s", file, err.msg);
         return CLI_EXIT_PARTIAL;
     }
-    if (fflush(stdout) != 0 || ferror(stdout)) cli_die(CLI_EXIT_FATAL, "write error on stdout");
+    out_check();
     return CLI_EXIT_OK;
 }
 
@@ -421,8 +451,9 @@ static int manifest(char **files, int n)
         return err.code == SA1B_ENOMEM ? CLI_EXIT_FATAL : CLI_EXIT_USAGE;
     }
     sa1b_manifest_free(m);
-    if (fputs(text, stdout) < 0 || putchar('\n') == EOF || fflush(stdout) != 0)
-        cli_die(CLI_EXIT_FATAL, "write error on stdout");
+    fputs(text, out);
+    fputc('\n', out);
+    out_check();
     free(text);
     return CLI_EXIT_OK;
 }
@@ -433,19 +464,21 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"masks", no_argument, NULL, 'm'},   {"rle", no_argument, NULL, 'r'},
         {"summary", no_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
-        {"manifest", no_argument, NULL, 'M'},
+        {"manifest", no_argument, NULL, 'M'}, {"output", required_argument, NULL, 'o'},
         {"version", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0}};
     options o = {0};
     int c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "mrshV", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":mrshVo:", longopts, NULL)) != -1) {
         switch (c) {
         case 'm': o.masks = 1; break;
         case 'r': o.rle = o.masks = 1; break;
         case 's': o.summary = 1; break;
         case 'M': o.manifest = 1; break;
+        case 'o': o.output = optarg; break;
         case 'h': usage(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
+        case ':': cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         case '?':
             if (optopt) cli_usage_error("unknown option '-%c'", optopt);
             cli_usage_error("unknown option '%s'", argv[optind - 1]);
@@ -455,12 +488,17 @@ int main(int argc, char **argv)
     if (optind >= argc) cli_usage_error("no shard file given");
     if (o.summary && o.masks) cli_usage_error("--summary cannot be combined with --masks or --rle");
     if (o.manifest && (o.summary || o.masks)) cli_usage_error("--manifest cannot be combined with --summary, --masks or --rle");
-    if (o.manifest) return manifest(argv + optind, argc - optind);
+    out = stdout;
+    if (o.output) {
+        cli_out_open(&out_file, o.output);
+        out = out_file.f;
+    }
+    if (o.manifest) return finish(manifest(argv + optind, argc - optind));
     int status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         int r = inspect(argv[i], &o);
-        if (o.summary && i + 1 < argc) putchar('\n');
+        if (o.summary && i + 1 < argc) fputc('\n', out);
         if (r > status) status = r;
     }
-    return status;
+    return finish(status);
 }

@@ -233,7 +233,6 @@ int main(int argc, char **argv)
     sa1b_loader_stats_get(L, &st);
     double dt = cli_now() - t0;
     sa1b_loader_close(L);
-    if (fflush(stdout) != 0) cli_die(CLI_EXIT_FATAL, "stdout: write error");
     if (!quiet) {
         FILE *out = print_ids ? stderr : stdout;
         fprintf(out,
@@ -244,5 +243,6 @@ int main(int argc, char **argv)
                 dt > 0 ? (double)delivered_bytes / dt / 1e6 : 0.0,
                 dt > 0 ? 100.0 * st.consumer_wait_s / dt : 0.0, st.threads, st.depth, damaged);
     }
+    cli_stdout_check();
     return status;
 }

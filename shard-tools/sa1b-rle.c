@@ -146,58 +146,6 @@ static void only(const options *o, const char *cmd, const char *allowed)
     }
 }
 
-/* ---- output files: temp + rename -------------------------------------------- */
-
-typedef struct outfile {
-    FILE *f;
-    const char *path; /* NULL: stdout */
-    char *tmp;
-} outfile;
-
-static void out_open(outfile *o, const char *path)
-{
-    o->path = path;
-    o->tmp = NULL;
-    if (!path || strcmp(path, "-") == 0) {
-        o->path = NULL;
-        o->f = stdout;
-        return;
-    }
-    size_t n = strlen(path) + 16;
-    o->tmp = malloc(n);
-    if (!o->tmp) cli_die(CLI_EXIT_FATAL, "out of memory");
-    snprintf(o->tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(o->tmp);
-    mode_t mask = umask(0); /* mkstemp makes 0600; an output file is for sharing */
-    umask(mask);
-    if (fd >= 0) {
-        cli_temp_set(o->tmp);
-        (void)fchmod(fd, 0666 & ~mask);
-    }
-    if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
-        if (fd >= 0) unlink(o->tmp);
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
-    }
-}
-
-static void out_close(outfile *o)
-{
-    int bad = fflush(o->f) != 0 || ferror(o->f);
-    if (!o->path) {
-        if (bad) cli_die(CLI_EXIT_FATAL, "write error on standard output: %s", strerror(errno));
-        return;
-    }
-    if (fclose(o->f) != 0) bad = 1;
-    if (bad || rename(o->tmp, o->path) != 0) {
-        int e = errno;
-        unlink(o->tmp);
-        cli_temp_set(NULL);
-        cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->path, strerror(e));
-    }
-    cli_temp_set(NULL);
-    free(o->tmp);
-}
-
 /* ---- masks from arguments ---------------------------------------------------- */
 
 /* Sets r from a JSON value {"size":[h,w],"counts":STR or [runs]}; 0 or an
@@ -345,8 +293,7 @@ static void info_mask(info_ctx *c, json_t *holder, json_t *seg, const char *name
     sa1b_error err;
     sa1b_error_clear(&err);
     if (mask_from_json(seg, &c->r, &err)) {
-        fflush(stdout);
-        fprintf(stderr, "%s: %s:%zu: mask %zu: %s\n", cli_prog(), name, line, k, err.msg);
+        cli_warn("%s:%zu: mask %zu: %s", name, line, k, err.msg);
         c->bad++;
         return;
     }
@@ -453,12 +400,11 @@ static void info_input(info_ctx *c, const char *path)
         json_error_t je;
         json_t *v = json_loadb(buf + pos, len - pos, JSON_DISABLE_EOF_CHECK, &je);
         if (!v || !json_is_object(v)) {
-            fflush(stdout);
             if (v)
-                fprintf(stderr, "%s: %s:%zu: not a JSON object\n", cli_prog(), name, line);
+                cli_warn("%s:%zu: not a JSON object", name, line);
             else
-                fprintf(stderr, "%s: %s:%zu: invalid JSON: %s\n", cli_prog(), name,
-                        line + (je.line > 0 ? (size_t)je.line - 1 : 0), je.text);
+                cli_warn("%s:%zu: invalid JSON: %s", name,
+                         line + (je.line > 0 ? (size_t)je.line - 1 : 0), je.text);
             c->bad++;
             json_decref(v);
             /* resynchronise at the next line */
@@ -485,27 +431,24 @@ static int cmd_info(int argc, char **argv)
     if (optind >= argc) info_input(&c, "-");
     for (int i = optind; i < argc; i++) info_input(&c, argv[i]);
     sa1b_rle_free(&c.r);
-    if (fflush(stdout) != 0) cli_die(CLI_EXIT_FATAL, "write error on standard output");
+    cli_stdout_check();
     return c.bad ? EXIT_BADMASK : 0;
 }
 
 /* ---- images ------------------------------------------------------------------ */
 
 /* Writes h x w bytes of grey (already 0..255 or 0/1 for raw). */
-static void write_image(outfile *o, int format, const uint8_t *pix, uint32_t h, uint32_t w)
+static void write_image(cli_out *o, int format, const uint8_t *pix, uint32_t h, uint32_t w)
 {
     size_t n = (size_t)h * w;
-    /* short writes leave the stream in error: out_close reports them */
+    /* a failed header write leaves the stream in error: cli_out_commit reports it */
     if (format == FMT_PGM) fprintf(o->f, "P5\n%u %u\n255\n", w, h);
     if (format != FMT_PNG) {
-        size_t wrote = fwrite(pix, 1, n, o->f);
-        (void)wrote;
+        if (fwrite(pix, 1, n, o->f) != n) cli_out_fail(o, strerror(errno));
         return;
     }
     char msg[256];
-    if (pngio_write(o->f, pix, w, h, 1, msg, sizeof msg))
-        cli_die(CLI_EXIT_FATAL, "cannot write PNG to '%s': %s", o->path ? o->path : "(stdout)",
-                msg);
+    if (pngio_write(o->f, pix, w, h, 1, msg, sizeof msg)) cli_out_fail(o, msg);
 }
 
 static int cmd_decode(int argc, char **argv)
@@ -553,10 +496,10 @@ static int cmd_decode(int argc, char **argv)
     if (rc) cli_die(CLI_EXIT_FATAL, "resize: %s", err.msg);
     if (is01 && o.format != FMT_RAW)
         for (size_t i = 0; i < (size_t)oh * ow; i++) pix[i] = pix[i] ? 255 : 0;
-    outfile out;
-    out_open(&out, o.output);
+    cli_out out;
+    cli_out_open(&out, o.output);
     write_image(&out, o.format, pix, oh, ow);
-    out_close(&out);
+    cli_out_commit(&out);
     free(pix);
     sa1b_rle_free(&r);
     return 0;
@@ -675,7 +618,7 @@ static int cmd_encode(int argc, char **argv)
         free(s);
     }
     sa1b_rle_free(&r);
-    if (fflush(stdout) != 0) cli_die(CLI_EXIT_FATAL, "write error on standard output");
+    cli_stdout_check();
     return 0;
 }
 
@@ -695,7 +638,7 @@ static int cmd_iou(int argc, char **argv)
     putchar('\n');
     sa1b_rle_free(&a);
     sa1b_rle_free(&b);
-    if (fflush(stdout) != 0) cli_die(CLI_EXIT_FATAL, "write error on standard output");
+    cli_stdout_check();
     return 0;
 }
 
@@ -722,7 +665,7 @@ static int cmd_merge(int argc, char **argv)
     free(m);
     free(in);
     sa1b_rle_free(&out);
-    if (fflush(stdout) != 0) cli_die(CLI_EXIT_FATAL, "write error on standard output");
+    cli_stdout_check();
     return 0;
 }
 

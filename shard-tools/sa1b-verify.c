@@ -378,7 +378,7 @@ int main(int argc, char **argv)
     }
     if (o.manifest) {
         int st = check_manifest(argv + optind, argc - optind, &o);
-        fflush(stdout);
+        cli_stdout_check();
         return st;
     }
     if (optind >= argc) cli_usage_error("no shard file given");
@@ -387,6 +387,6 @@ int main(int argc, char **argv)
         int r = verify(argv[i], &o);
         if (status_rank(r) > status_rank(status)) status = r;
     }
-    fflush(stdout);
+    cli_stdout_check();
     return status;
 }

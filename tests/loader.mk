@@ -13,7 +13,8 @@ tests_test_loader_content_SOURCES = tests/test-loader-content.c
 tests_test_loader_content_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_loader_content_LDADD = $(SA1B_LIBS)
 
-LOADBENCH_TESTS = tests/t1600-loadbench-cli.sh tests/t1601-loadbench-order.sh
+LOADBENCH_TESTS = tests/t1600-loadbench-cli.sh tests/t1601-loadbench-order.sh \
+	tests/t1602-loadbench-stdout.sh
 TESTS += $(LOADBENCH_TESTS)
 EXTRA_DIST += $(LOADBENCH_TESTS)
 

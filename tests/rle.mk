@@ -18,7 +18,8 @@ tests_test_rle_prop_SOURCES = tests/test-rle-prop.c
 tests_test_rle_prop_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_rle_prop_LDADD = $(SA1B_LIBS)
 
-RLE_TOOL_TESTS = tests/t1000-sa1b-rle-cli.sh tests/t1001-sa1b-rle-info.sh tests/t1002-sa1b-rle-codec.sh
+RLE_TOOL_TESTS = tests/t1000-sa1b-rle-cli.sh tests/t1001-sa1b-rle-info.sh tests/t1002-sa1b-rle-codec.sh \
+	tests/t1003-sa1b-rle-output.sh
 TESTS += $(RLE_TOOL_TESTS)
 EXTRA_DIST += $(RLE_TOOL_TESTS)
 

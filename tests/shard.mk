@@ -9,9 +9,11 @@ tests_test_shard_gen_SOURCES = tests/test-shard-gen.c
 tests_test_shard_gen_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(JANSSON_CFLAGS) $(TURBOJPEG_CFLAGS) $(PNG_CFLAGS)
 tests_test_shard_gen_LDADD = $(SA1B_LIBS)
 TESTS += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
-	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh
+	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh \
+	tests/t1312-shard-stdout.sh tests/t1313-inspect-output.sh tests/t1341-export-output.sh
 EXTRA_DIST += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
-	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh tests/shard-numpy-check.py
+	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh tests/shard-numpy-check.py \
+	tests/t1312-shard-stdout.sh tests/t1313-inspect-output.sh tests/t1341-export-output.sh
 
 # fuzz target on the shard reader; its corpus is replayed by make check
 check_PROGRAMS += tests/fuzz/replay-shard

@@ -1,0 +1,72 @@
+#!/bin/sh
+# t1003-sa1b-rle-output.sh - sa1b-rle's outputs: -o naming a device or a
+# FIFO writes into it in place (the node stays; a rename over it would
+# replace it with a regular file, as root even /dev/null), a regular file is
+# replaced whole with no temporary left, and a write error (a full device,
+# a full standard output) is one line with exit 3.
+. "$top_srcdir/tests/test-lib.sh"
+cd "$TMP" || exit 99
+
+# a mask of 3x4 and its raw bytes
+printf '\000\001\000\000\000\001\001\000\000\000\001\000' > want.raw
+
+# a FIFO: written through, still a FIFO afterwards
+mkfifo fifo || exit 99
+cat fifo > got.raw &
+reader=$!
+run_ok "-o FIFO exits 0" sa1b-rle decode -s 3x4 -c 32201 -o fifo
+[ -p fifo ]
+st=$?
+ok $st "the FIFO is still a FIFO"
+# (replaced by a file, the FIFO would never see a writer: stop its reader)
+if [ $st -eq 0 ]; then wait $reader; else kill $reader 2>/dev/null; wait $reader; fi
+cmp -s got.raw want.raw
+ok $? "the FIFO's reader got the mask"
+
+# device nodes made here (never the system's), where mknod is permitted
+if mknod null c 1 3 2>/dev/null && mknod full c 1 7 2>/dev/null; then
+    run_ok "-o a null device exits 0" sa1b-rle decode -s 3x4 -c 32201 --png -o null
+    [ -c null ]
+    ok $? "the null device is still a character device"
+    run_status 3 "-o a full device: exit 3" sa1b-rle decode -s 3x4 -c 32201 -o full
+    is "$(wc -l < .err | tr -d ' ')" 1 "... one line"
+    grep_ok "^sa1b-rle: cannot write 'full': No space left on device$" .err "... naming it and why"
+    [ -c full ]
+    ok $? "the full device is still a character device"
+    c=$(head -c 120000 /dev/zero | sa1b-rle encode -s 300x400)
+    for f in raw pgm png; do
+        run_status 3 "a large --$f on a full device: exit 3" \
+            sa1b-rle decode -s 300x400 -c "$c" --$f -o full
+        grep_ok "^sa1b-rle: cannot write 'full': No space left on device$" .err "... and why"
+    done
+    is "$(ls -A | grep -c tmp)" 0 "no temporary file next to the devices"
+else
+    skip 13 "mknod is not permitted"
+fi
+
+# a regular file: replaced whole, no temporary left
+echo old > out.raw
+run_ok "-o an existing file" sa1b-rle decode -s 3x4 -c 32201 -o out.raw
+cmp -s out.raw want.raw
+ok $? "the file holds the mask"
+[ -f out.raw ] && [ ! -L out.raw ]
+ok $? "and is a regular file"
+is "$(ls -A | grep -c 'out\.raw\.tmp')" 0 "no temporary file left"
+
+# standard output that cannot be written: every command says so, exit 3
+# (only ever redirected by the shell: -o /dev/full through an old sa1b-rle
+# would have replaced the system's device)
+if [ -w /dev/full ]; then
+    for args in "decode -s 3x4 -c 32201" "decode -s 3x4 -c 32201 -o -" "encode -s 3x4 want.raw" \
+                "iou 3x4:32201 3x4:327" "merge --union 3x4:32201 3x4:327" "info want.json"; do
+        echo '{"size":[3,4],"counts":"32201"}' > want.json
+        # shellcheck disable=SC2086
+        sa1b-rle $args > /dev/full 2> full.err
+        is "$?" 3 "$args > /dev/full: exit 3"
+        grep_ok "^sa1b-rle: standard output: No space left on device$" full.err "... and why"
+    done
+else
+    skip 12 "/dev/full missing"
+fi
+
+done_testing

@@ -1,0 +1,41 @@
+#!/bin/sh
+# t1313-inspect-output.sh - sa1b-inspect -o FILE: the results go to FILE
+# through a temporary file renamed only when every file was read, so that
+# an invalid shard leaves the old manifest intact (a shell redirection would
+# have emptied it before the check) and nothing temporary behind.
+. "$top_srcdir/tests/test-lib.sh"
+GEN="$BUILD/tests/test-shard-gen"
+cd "$TMP" || exit 99
+
+"$GEN" gen good.shard -n 4 -s 32 -r 8 -m 5 --seed 9 || exit 99
+echo junk > bad.shard
+sa1b-inspect --manifest good.shard > want.json || exit 99
+sa1b-inspect good.shard > want.jsonl || exit 99
+
+run_ok "--manifest -o" sa1b-inspect --manifest -o m.json good.shard
+cmp -s m.json want.json
+ok $? "the file holds the manifest"
+is "$(wc -c < .out | tr -d ' ')" 0 "nothing on standard output"
+cp m.json before.json
+
+run_status 1 "--manifest -o with an invalid shard: exit 1" \
+    sa1b-inspect --manifest -o m.json good.shard bad.shard
+cmp -s m.json before.json
+ok $? "the old manifest is left as it was"
+grep_ok "^sa1b-inspect: 'm.json' left as it was" .err "... and the message says so"
+run_status 2 "--manifest -o with standard input: usage error" sa1b-inspect --manifest -o m.json -
+cmp -s m.json before.json
+ok $? "the old manifest is left as it was"
+
+run_ok "-o with JSON lines" sa1b-inspect -o x.jsonl good.shard
+cmp -s x.jsonl want.jsonl
+ok $? "the file holds what standard output would"
+cp x.jsonl x0.jsonl
+run_status 1 "-o with an invalid shard: exit 1" sa1b-inspect -o x.jsonl bad.shard good.shard
+cmp -s x.jsonl x0.jsonl
+ok $? "the old file is left as it was"
+run_status 2 "-o without a value: usage error" sa1b-inspect good.shard -o
+
+is "$(ls -A | grep -c tmp)" 0 "no temporary file left"
+
+done_testing
