@@ -321,20 +321,6 @@ static int data_parallel(const options *o)
     return !o->plan && (o->world > 1 || tr_dist_on_device(o->dist));
 }
 
-/* Results on standard output (--eval-only's JSON line, --plan, the loss of
- * --dump-step) must reach it: a write error is an error. */
-static int check_stdout(int rc)
-{
-    errno = 0;
-    int bad = fflush(stdout) != 0;
-    int e = errno;
-    if (bad || ferror(stdout)) {
-        cli_warn("standard output: %s", strerror(bad && e ? e : EIO));
-        return rc ? rc : CLI_EXIT_FATAL;
-    }
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
@@ -356,7 +342,8 @@ int main(int argc, char **argv)
         o.world = o.plan_ranks ? o.plan_ranks : 1; /* the plan of rank 0 of such a job (--zero 1) */
         int rc = plan_main(&o);
         tr_dist_close(dist);
-        return check_stdout(rc);
+        cli_stdout_check(); /* --plan's table must reach it */
+        return rc;
     }
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
@@ -383,7 +370,8 @@ int main(int argc, char **argv)
     tr_dist_close(dist);
     free(o.record);
     for (int i = 0; i < o.n_owned; i++) free(o.owned[i]);
-    return check_stdout(rc);
+    cli_stdout_check(); /* --eval-only's JSON line, the loss of --dump-step */
+    return rc;
 }
 
 /* --dump-step: one forward and backward on the first batch, in the
