@@ -8,10 +8,12 @@
  * the messages are byte-identical for any -j.  The ring bounds memory: at
  * most 2 * threads + 2 samples are in flight whatever the tar size.
  *
- * Outputs are finished under "<name>.partial" and renamed to their final
- * names only when the whole input is done, the last part first, so that a
- * killed run never leaves a set of shards that looks complete
- * (--skip-existing checks part 0 last).
+ * Outputs are finished under "<name>.partial.XXXXXX" (a name of this run
+ * alone) and renamed to their final names only when the whole input is
+ * done: the old part 0 (the mark of a complete set) and every other part
+ * of the output's name left from earlier runs go first, then the new parts
+ * are renamed last part first, so that a killed run never leaves a set of
+ * shards that looks complete (--skip-existing checks part 0 last).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,7 +66,8 @@ static void usage(void)
            "      --skip-existing       leave an input alone when its complete output\n"
            "                            exists with the same provenance\n"
            "      --force               replace an existing output that is not a shard\n"
-           "                            of sa1b-shard\n"
+           "                            of sa1b-shard, or a complete one with the shard\n"
+           "                            of an input that ends early\n"
            "Images and masks:\n"
            "      --image-size S        letterbox images to S x S (default 1024)\n"
            "      --mask-size R         masks at R x R (default S/4); source: each\n"
@@ -381,8 +385,10 @@ static int part_matches(const options *o, const char *stem, uint64_t part, const
 }
 
 /* True when every part of the input exists and matches (part_matches).
- * Parts are renamed last-first, so part 0 present means the set is
- * complete; the parts are 0.. up to the first missing index.  why: the
+ * A commit removes the old part 0 and the old parts past the new ones
+ * before it renames the new parts, last first (commit), so part 0 present
+ * means the set of one run is complete; the parts are 0.. up to the first
+ * missing index.  why: the
  * reason when an existing output is not taken ("" when none exists). */
 static int outputs_complete(const options *o, int single_file, const char *stem, const char *input, char *why,
                             size_t why_len)
@@ -412,20 +418,164 @@ static int outputs_complete(const options *o, int single_file, const char *stem,
 
 /* ---- outputs that must not be written ---------------------------------- */
 
-/* True when path is a shard that sa1b-shard wrote (its provenance says so). */
-static int is_our_shard(const char *path)
+/* The provenance of path when it is a shard that sa1b-shard wrote (its
+ * provenance says so), else NULL. */
+static json_t *our_provenance(const char *path)
 {
     sa1b_shard *sh = NULL;
-    int ours = 0;
+    json_t *p = NULL;
     if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
         const sa1b_shard_info *in = sa1b_shard_get_info(sh);
-        json_t *p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+        p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
         const char *tool = json_string_value(json_object_get(p, "tool"));
-        ours = tool && strcmp(tool, "sa1b-shard") == 0;
-        json_decref(p);
+        if (!tool || strcmp(tool, "sa1b-shard") != 0) {
+            json_decref(p);
+            p = NULL;
+        }
     }
     sa1b_shard_close(sh);
-    return ours;
+    return p;
+}
+
+/* True when path is a shard that sa1b-shard wrote. */
+static int is_our_shard(const char *path)
+{
+    json_t *p = our_provenance(path);
+    json_decref(p);
+    return p != NULL;
+}
+
+/* ---- the output set of an input --------------------------------------- */
+
+/* An input's outputs have one of two forms: "<base>.shard" alone (without
+ * --max-images) or parts "<base>-NNNNN.shard" (with it), in one folder:
+ * OUT's folder and OUT's name less ".shard" (one .shard output), or OUT
+ * and the input's stem.  prefix: the folder with its slash ("" for the
+ * current folder), as part_path spells it. */
+typedef struct out_set {
+    char *prefix, *dir, *base;
+    const char *stem;          /* the input's name its shards record; NULL: any (one .shard output) */
+} out_set;
+
+static void out_set_free(out_set *s)
+{
+    free(s->prefix);
+    free(s->dir);
+    free(s->base);
+}
+
+static int out_set_init(out_set *s, const options *o, int single_file, const char *stem)
+{
+    memset(s, 0, sizeof *s);
+    int n;
+    if (single_file) {
+        const char *slash = strrchr(o->out, '/');
+        size_t lp = slash ? (size_t)(slash - o->out) + 1 : 0;
+        n = asprintf(&s->prefix, "%.*s", (int)lp, o->out);
+        if (n >= 0) n = asprintf(&s->dir, "%.*s", lp > 1 ? (int)lp - 1 : 1, lp ? o->out : ".");
+        if (n >= 0) n = asprintf(&s->base, "%.*s", (int)(strlen(o->out) - lp - 6), o->out + lp);
+        /* one .shard output: a new input may take the place of another */
+        s->stem = NULL;
+    } else {
+        n = asprintf(&s->prefix, "%s/", o->out);
+        if (n >= 0) n = asprintf(&s->dir, "%s", o->out);
+        if (n >= 0) n = asprintf(&s->base, "%s", stem);
+        s->stem = stem;
+    }
+    if (n < 0) {
+        out_set_free(s);
+        return -1;
+    }
+    return 0;
+}
+
+/* Path of part k of the form (numbered: a part of --max-images). */
+static char *out_set_path(const out_set *s, int numbered, uint64_t k)
+{
+    char *p = NULL;
+    int n = numbered ? asprintf(&p, "%s%s-%05llu.shard", s->prefix, s->base, (unsigned long long)k)
+                     : asprintf(&p, "%s%s.shard", s->prefix, s->base);
+    return n < 0 ? NULL : p;
+}
+
+/* A file name of the set: "<base>.shard" (*numbered 0) or
+ * "<base>-NNNNN.shard" with five digits or more (*numbered 1, *k the
+ * number).  1 or 0. */
+static int out_set_name(const out_set *s, const char *name, int *numbered, uint64_t *k)
+{
+    size_t lb = strlen(s->base), ln = strlen(name);
+    if (ln < lb + 6 || strncmp(name, s->base, lb) != 0 || strcmp(name + ln - 6, ".shard") != 0) return 0;
+    const char *p = name + lb, *end = name + ln - 6;
+    if (p == end) {
+        *numbered = 0;
+        *k = 0;
+        return 1;
+    }
+    if (*p++ != '-' || end - p < 5 || end - p > 19) return 0;
+    uint64_t v = 0;
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9') return 0;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    *numbered = 1;
+    *k = v;
+    return 1;
+}
+
+/* True when prov (a shard of sa1b-shard) was written as part k of this
+ * set's form: its part number is k, it was split (numbered) or not, and in
+ * a folder output its input is this input.  Only such files are removed as
+ * left over from an earlier run: never a file of another input whose name
+ * only looks like a part ("a-00001.tar" gives "a-00001.shard"). */
+static int out_set_member(const out_set *s, const json_t *prov, int numbered, uint64_t k)
+{
+    const json_t *part = json_object_get(prov, "part");
+    const json_t *mi = json_object_get(json_object_get(prov, "options"), "max_images");
+    const char *input = json_string_value(json_object_get(prov, "input"));
+    if (!json_is_integer(part) || json_integer_value(part) < 0 || (uint64_t)json_integer_value(part) != k)
+        return 0;
+    int split = json_is_integer(mi) && json_integer_value(mi) > 0;
+    if (split != numbered) return 0;
+    return !s->stem || (input && strcmp(input, s->stem) == 0);
+}
+
+/* True when the set of the form holds a complete output: part 0 and the
+ * parts after it up to the first missing one are shards of sa1b-shard (of
+ * this set: member, when strict) and the last of them was made from an
+ * input that ended cleanly.  *part0: part 0's path (the caller frees). */
+static int out_set_complete(const out_set *s, int numbered, int strict, char **part0)
+{
+    int complete = 0;
+    *part0 = NULL;
+    for (uint64_t k = 0;; k++) {
+        char *path = out_set_path(s, numbered, k);
+        if (!path || access(path, F_OK) != 0) {
+            free(path);
+            break;
+        }
+        json_t *prov = our_provenance(path);
+        int ok = prov && (!strict || out_set_member(s, prov, numbered, k));
+        complete = ok && !json_is_false(json_object_get(prov, "input_clean_end"));
+        json_decref(prov);
+        if (k == 0) *part0 = path;
+        else free(path);
+        if (!ok || !numbered) break;
+    }
+    if (!complete) {
+        free(*part0);
+        *part0 = NULL;
+    }
+    return complete;
+}
+
+/* Fsyncs a folder (the renames and removals in it last). */
+static void sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
 }
 
 /* Before anything is opened for writing: no output may be an input (the
@@ -483,8 +633,10 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
 
 /* ---- temporaries ------------------------------------------------------- */
 
-/* The temporaries of this run ("<out>.partial.tmp-XXXXXX" while a part is
- * written, "<out>.partial" until its input is done), removed by the
+/* The temporaries of this run ("<out>.partial.XXXXXX.tmp-XXXXXX" while a
+ * part is written, "<out>.partial.XXXXXX" until its input is done: names
+ * of this run alone, so that two runs writing one output never take each
+ * other's parts), removed by the
  * SIGINT/SIGTERM handler.  A temporary is locked (fcntl) while its writer
  * lives, so one that no process holds is stale: the next run writing the
  * same output removes it. */
@@ -558,8 +710,10 @@ static void init_signals(void)
  * this input (part0: the file name of its part 0). */
 static int own_temp_name(const options *o, const char *part0, const char *name)
 {
+    /* "<part>.partial" and "<part>.partial.tmp-XXXXXX" of earlier versions,
+     * "<part>.partial.XXXXXX" and "<part>.partial.XXXXXX.tmp-XXXXXX" now */
     const char *p = strstr(name, ".partial");
-    if (!p || (p[8] && strncmp(p + 8, ".tmp-", 5) != 0)) return 0;
+    if (!p || (p[8] && p[8] != '.')) return 0;
     size_t n = (size_t)(p - name), l0 = strlen(part0);
     if (!o->max_images) return n == l0 && strncmp(name, part0, n) == 0;
     size_t stem = l0 - strlen("00000.shard"), d = stem; /* <stem>-NNNNN.shard, NNNNN any length >= 5 */
@@ -739,19 +893,15 @@ typedef struct job {
     char **finals;             /* final paths of finished parts */
     size_t n_finals;
     struct part_temps {
+        char *partial;         /* "<final>.partial.XXXXXX": the finished part, until renamed */
         int slot_tmp, slot_partial; /* the part's temporaries' slots in temps[] */
-        int lock_fd;           /* a finished part's ".partial", locked until it is renamed */
+        int lock_fd;           /* the partial, locked until it is renamed (before the part is
+                                  finished: the empty file that reserves its name) */
     } *pt;                     /* [n_finals] */
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
 } job;
-
-static char *partial_name(const char *final)
-{
-    char *p = NULL;
-    return asprintf(&p, "%s.partial", final) < 0 ? NULL : p;
-}
 
 /* Room for one more part in finals and its companions.  0 or -1. */
 static int grow_parts(job *j)
@@ -764,7 +914,7 @@ static int grow_parts(job *j)
     return f && t ? 0 : -1;
 }
 
-/* A finished part's ".partial" (and its temp slot) once it is renamed or removed. */
+/* A finished part's partial (and its temp slot) once it is renamed or removed. */
 static void release_part(job *j, size_t i)
 {
     struct part_temps *t = &j->pt[i];
@@ -774,24 +924,59 @@ static void release_part(job *j, size_t i)
     t->slot_tmp = t->slot_partial = t->lock_fd = -1;
 }
 
+/* Removes part i's partial (the set will not be committed) and releases it. */
+static void drop_part(job *j, size_t i)
+{
+    if (j->pt[i].partial) unlink(j->pt[i].partial);
+    release_part(j, i);
+}
+
+/* A fresh "<final>.partial.XXXXXX" of this run alone (an empty file, locked,
+ * that the writer's finished file replaces), so that two runs writing the
+ * same output never finish into one name.  The name, or NULL (errno). */
+static char *reserve_partial(const char *final, int *lock_fd)
+{
+    char *p = NULL;
+    *lock_fd = -1;
+    if (asprintf(&p, "%s.partial.XXXXXX", final) < 0) return NULL;
+    int fd = mkostemp(p, O_CLOEXEC);
+    if (fd < 0) {
+        free(p);
+        return NULL;
+    }
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    (void)fcntl(fd, F_SETLK, &lk); /* not stale while this run lives */
+    *lock_fd = fd;
+    return p;
+}
+
 static int open_part(job *j)
 {
     sa1b_error e;
     char *final = part_path(j->o, j->single_file, j->stem, j->part);
-    char *tmp = final ? partial_name(final) : NULL;
     char *prov = provenance(j->o, j->stem, j->part);
-    int rc = -1;
+    char *tmp = NULL;
+    int rc = -1, lock_fd = -1, pslot = -1;
+    if (final && prov && !(tmp = reserve_partial(final, &lock_fd))) {
+        cli_warn("cannot create '%s.partial.XXXXXX': %s", final, strerror(errno));
+        free(final);
+        free(prov);
+        return -1;
+    }
+    if (tmp) pslot = temp_add(tmp);
     if (final && tmp && prov) {
         sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov,
                                j->o->prep.mask_format};
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
             if (grow_parts(j) == 0) {
                 struct part_temps *t = &j->pt[j->n_finals];
-                t->slot_partial = temp_add(tmp);
+                t->partial = tmp;
+                t->slot_partial = pslot;
                 t->slot_tmp = temp_add(sa1b_shard_writer_temp_path(j->w));
-                t->lock_fd = -1;
+                t->lock_fd = lock_fd;
                 j->finals[j->n_finals++] = final;
                 final = NULL;
+                tmp = NULL;
                 rc = 0;
             } else {
                 sa1b_shard_writer_abort(j->w);
@@ -803,6 +988,11 @@ static int open_part(job *j)
         }
     } else {
         cli_warn("out of memory");
+    }
+    if (tmp) { /* not taken: the reserved name goes */
+        unlink(tmp);
+        temp_drop(pslot);
+        if (lock_fd >= 0) close(lock_fd);
     }
     free(final);
     free(tmp);
@@ -824,13 +1014,12 @@ static int close_part(job *j)
         return -1;
     }
     struct part_temps *t = &j->pt[i];
-    temp_drop(t->slot_tmp); /* renamed to ".partial" */
+    temp_drop(t->slot_tmp); /* renamed to its partial */
     t->slot_tmp = -1;
-    char *p = partial_name(j->finals[i]); /* locked until renamed into place: not stale */
-    t->lock_fd = p ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    if (t->lock_fd >= 0) close(t->lock_fd); /* the reserved name's empty file, replaced */
+    t->lock_fd = open(t->partial, O_RDONLY | O_CLOEXEC); /* locked until renamed into place: not stale */
     struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
     if (t->lock_fd >= 0) (void)fcntl(t->lock_fd, F_SETLK, &lk);
-    free(p);
     j->t->shards++;
     test_hook(1);
     return 0;
@@ -966,6 +1155,124 @@ static void report_cut(job *j)
         cli_warn("%s: input ends early, before its first sample: no image read", label);
 }
 
+/* Removes a file of the old output set, saying so; 0, or -1 (reported). */
+static int remove_old(const job *j, const char *path, int say)
+{
+    if (unlink(path) != 0 && errno != ENOENT) {
+        cli_warn("cannot remove '%s' (left from an earlier run of this output): %s", path, strerror(errno));
+        return -1;
+    }
+    if (say && !j->o->quiet) cli_warn("removed '%s', left from an earlier run of this output", path);
+    return 0;
+}
+
+/* Removes what is left of the output set of an earlier run, before the new
+ * parts are renamed into place: first part 0 of this form and of the other
+ * one (the marks of a complete set), then every part of this form past the
+ * new ones and every file of the other form, each only when it is a shard
+ * of sa1b-shard written as that part of this output (out_set_member).  So
+ * at every instant either the old set is complete, or the new one, or
+ * part 0 is absent (a set --skip-existing redoes), and afterwards the set
+ * is exactly what this run wrote.  0, or -1 (reported). */
+static int remove_old_set(const job *j, const out_set *s)
+{
+    int numbered = j->o->max_images != 0;
+    char *other0 = out_set_path(s, !numbered, 0);
+    if (!other0) {
+        cli_warn("out of memory");
+        return -1;
+    }
+    /* this form's part 0 is replaced anyway (a file not ours only with --force) */
+    int rc = remove_old(j, j->finals[0], 0);
+    json_t *prov = rc ? NULL : our_provenance(other0);
+    if (prov && out_set_member(s, prov, !numbered, 0)) rc = remove_old(j, other0, 1);
+    json_decref(prov);
+    free(other0);
+    DIR *d = rc ? NULL : opendir(s->dir);
+    if (!rc && !d) {
+        cli_warn("cannot read folder '%s': %s", s->dir, strerror(errno));
+        rc = -1;
+    }
+    struct dirent *e;
+    while (!rc && (e = readdir(d)) != NULL) {
+        int num;
+        uint64_t k;
+        if (!out_set_name(s, e->d_name, &num, &k)) continue;
+        if (num == numbered && (!numbered || k < j->n_finals)) continue; /* replaced by a new part */
+        char *path = NULL;
+        if (asprintf(&path, "%s%s", s->prefix, e->d_name) < 0) {
+            cli_warn("out of memory");
+            rc = -1;
+            break;
+        }
+        prov = our_provenance(path);
+        if (prov && out_set_member(s, prov, num, k)) rc = remove_old(j, path, 1);
+        json_decref(prov);
+        free(path);
+    }
+    if (d) closedir(d);
+    sync_dir(s->dir);
+    return rc;
+}
+
+/* Puts the finished parts of the input in place, or keeps a complete
+ * output that a shard of a truncated input (cut) would replace.  Holds a
+ * lock on the output folder meanwhile, so that two runs writing one output
+ * commit one after the other, each its whole set.  0, or -1 (reported). */
+static int commit(job *j, int cut)
+{
+    const options *o = j->o;
+    out_set s;
+    if (out_set_init(&s, o, j->single_file, j->stem) != 0) {
+        cli_warn("out of memory");
+        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+        return -1;
+    }
+    int lock = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock >= 0)
+        while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {
+        }
+    int numbered = o->max_images != 0, rc = 0;
+    char *kept = NULL;
+    if (cut && !o->force &&
+        (out_set_complete(&s, numbered, 0, &kept) || out_set_complete(&s, !numbered, 1, &kept))) {
+        /* the complete output may be the only intact copy of that data */
+        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+        j->t->shards -= j->n_finals;
+        report_cut(j);
+        if (strcmp(j->input, "-") == 0)
+            cli_warn("'%s': complete output kept, not replaced by the shard of standard input, which was "
+                     "truncated (--force replaces it)", kept);
+        else
+            cli_warn("'%s': complete output kept, not replaced by the shard of '%s', which was truncated "
+                     "(--force replaces it)", kept, j->input);
+        free(kept);
+        goto out;
+    }
+    if (remove_old_set(j, &s) != 0) {
+        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+        rc = -1;
+        goto out;
+    }
+    /* last part first, so that part 0 present means complete */
+    for (size_t i = j->n_finals; i-- > 0;) {
+        if (rename(j->pt[i].partial, j->finals[i]) != 0) {
+            cli_warn("cannot rename '%s' to '%s': %s", j->pt[i].partial, j->finals[i], strerror(errno));
+            for (size_t k = 0; k <= i; k++) drop_part(j, k); /* the set is incomplete */
+            rc = -1;
+            goto out;
+        }
+        release_part(j, i);
+        test_hook(2);
+    }
+    sync_dir(s.dir);
+    if (cut) report_cut(j);
+out:
+    if (lock >= 0) close(lock);
+    out_set_free(&s);
+    return rc;
+}
+
 /* Returns 0 when the input was processed (possibly with skipped samples),
  * -1 on a fatal error for this input. */
 static int run_input(job *j)
@@ -1045,39 +1352,18 @@ static int run_input(job *j)
     if (j->failed) {
         sa1b_shard_writer_abort(j->w);
         j->w = NULL;
-        for (size_t i = 0; i < j->n_finals; i++) {
-            char *p = partial_name(j->finals[i]);
-            if (p) unlink(p);
-            free(p);
-            release_part(j, i);
-        }
+        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
         return -1;
     }
-    /* commit: last part first, so that part 0 present means complete */
-    for (size_t i = j->n_finals; i-- > 0;) {
-        char *p = partial_name(j->finals[i]);
-        if (!p || rename(p, j->finals[i]) != 0) {
-            cli_warn("cannot rename '%s' to '%s': %s", p ? p : "?", j->finals[i], strerror(errno));
-            for (size_t k = 0; k <= i; k++) { /* the parts not renamed go: the set is incomplete */
-                char *q = partial_name(j->finals[k]);
-                if (q) unlink(q);
-                free(q);
-                release_part(j, k);
-            }
-            free(p);
-            return -1;
-        }
-        free(p);
-        release_part(j, i);
-        test_hook(2);
-    }
-    if (have_id && !id.clean_end) report_cut(j);
-    return 0;
+    return commit(j, have_id && !id.clean_end);
 }
 
 static void free_job_parts(job *j)
 {
-    for (size_t i = 0; i < j->n_finals; i++) free(j->finals[i]);
+    for (size_t i = 0; i < j->n_finals; i++) {
+        free(j->finals[i]);
+        free(j->pt[i].partial);
+    }
     free(j->finals);
     free(j->pt);
     j->finals = NULL;
@@ -1202,5 +1488,10 @@ int main(int argc, char **argv)
                (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
                (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
                (unsigned long long)t.inputs_cut, (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) { /* a summary that was not written is an I/O error */
+        cli_warn("standard output: %s", errno ? strerror(errno) : "write error");
+        status = CLI_EXIT_FATAL;
+    }
     return status;
 }

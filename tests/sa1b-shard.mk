@@ -17,3 +17,9 @@ BENCH_SH_DEPS += tests/bench/bench-jpeg-floor shard-tools/sa1b-shard shard-tools
 EXTRA_DIST += tests/bench/bench-shard.sh tests/bench/bench-shard-ab.sh tests/bench/shard_baseline.py
 TESTS += tests/t1560-contrib.sh
 EXTRA_DIST += tests/t1560-contrib.sh contrib/sa1b-parallel.sh contrib/sa1b-slurm.sbatch contrib/sa1b-stream.sh
+TESTS += tests/t1544-shard-summary-stdout.sh
+EXTRA_DIST += tests/t1544-shard-summary-stdout.sh
+TESTS += tests/t1541-shard-stale-parts.sh tests/t1542-shard-commit-killed.sh \
+	tests/t1543-shard-cut-keeps.sh tests/t1545-shard-concurrent.sh
+EXTRA_DIST += tests/t1541-shard-stale-parts.sh tests/t1542-shard-commit-killed.sh \
+	tests/t1543-shard-cut-keeps.sh tests/t1545-shard-concurrent.sh

@@ -1,0 +1,51 @@
+#!/bin/sh
+# t1543: a rerun on a truncated input never replaces a complete output (it
+# may be the only intact copy): the output is kept, one line names it and
+# says the input was truncated, exit 1; --force replaces it; with no
+# complete output the shard of the samples before the cut is written as
+# before.
+. "$top_srcdir/tests/test-lib.sh"
+command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
+mkdir "$TMP/cut"
+sa1b-synth --quiet -n 12 -W 160 -H 120 -m 4 -o "$TMP/full.tar" || exit 99
+size=$(stat -c %s "$TMP/full.tar")
+cp "$TMP/full.tar" "$TMP/cut/k.tar"
+opts="-j 2 --image-size 32"
+sa1b-shard -q $opts -o "$TMP/out" "$TMP/cut/k.tar" || exit 99
+run_ok "a complete shard" sa1b-verify -q "$TMP/out/k.shard"
+cp "$TMP/out/k.shard" "$TMP/k.shard.orig"
+head -c $((size / 2)) "$TMP/full.tar" >"$TMP/cut/k.tar"   # the tar cut short
+run_status 1 "--skip-existing on the cut tar: exit 1" sa1b-shard --skip-existing $opts -o "$TMP/out" "$TMP/cut/k.tar"
+grep_ok "^sa1b-shard: '$TMP/cut/k.tar': input ends early, after sample sa_[0-9]+" "$TMP/.err" "says the input ended early"
+grep_ok "^sa1b-shard: '$TMP/out/k.shard': complete output kept, not replaced by the shard of '$TMP/cut/k.tar', which was truncated \(--force replaces it\)$" \
+    "$TMP/.err" "one line says the complete output is kept, and why"
+cmp -s "$TMP/k.shard.orig" "$TMP/out/k.shard"
+ok $? "the complete shard is untouched"
+is "$(ls "$TMP/out" | tr '\n' ' ')" "k.shard " "and nothing else is left"
+run_status 1 "without --skip-existing: the same" sa1b-shard -q $opts -o "$TMP/out" "$TMP/cut/k.tar"
+cmp -s "$TMP/k.shard.orig" "$TMP/out/k.shard"
+ok $? "the complete shard is untouched"
+head -c $((size / 2)) "$TMP/full.tar" | sa1b-shard $opts --name k -o "$TMP/out" - >"$TMP/.out" 2>"$TMP/.err"
+is "$?" "1" "the cut tar on standard input: exit 1"
+grep_ok "^sa1b-shard: '$TMP/out/k.shard': complete output kept, not replaced by the shard of standard input, which was truncated" \
+    "$TMP/.err" "says so"
+cmp -s "$TMP/k.shard.orig" "$TMP/out/k.shard"
+ok $? "the complete shard is untouched"
+# split outputs: a complete set of parts is kept the same way
+sa1b-shard -q $opts --max-images 4 -o "$TMP/parts" "$TMP/full.tar" || exit 99
+ls -i "$TMP/parts" >"$TMP/ino1"
+head -c $((size / 2)) "$TMP/full.tar" >"$TMP/full-cut.tar" && cp "$TMP/full-cut.tar" "$TMP/cut/full.tar"
+run_status 1 "a complete set of parts, the input cut" sa1b-shard -q $opts --max-images 4 -o "$TMP/parts" "$TMP/cut/full.tar"
+ls -i "$TMP/parts" >"$TMP/ino2"
+cmp -s "$TMP/ino1" "$TMP/ino2"
+ok $? "the set is kept as it was"
+run_ok "which verifies" sa1b-verify -q "$TMP/parts"/*.shard
+# --force replaces it
+run_status 1 "--force" sa1b-shard -q --force $opts -o "$TMP/out" "$TMP/cut/k.tar"
+run_status 4 "replaces the complete shard with the incomplete one" sa1b-verify -q "$TMP/out/k.shard"
+# no complete output: the samples before the cut are written, as before
+run_status 1 "the cut tar again, its incomplete shard in place" sa1b-shard -q $opts -o "$TMP/out" "$TMP/cut/k.tar"
+run_status 4 "gives the incomplete shard" sa1b-verify -q "$TMP/out/k.shard"
+run_status 1 "a cut tar, no output yet" sa1b-shard -q $opts -o "$TMP/new" "$TMP/cut/k.tar"
+run_status 4 "gives the incomplete shard" sa1b-verify -q "$TMP/new/k.shard"
+done_testing
