@@ -1488,10 +1488,6 @@ int main(int argc, char **argv)
                (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
                (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
                (unsigned long long)t.inputs_cut, (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
-    errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout)) { /* a summary that was not written is an I/O error */
-        cli_warn("standard output: %s", errno ? strerror(errno) : "write error");
-        status = CLI_EXIT_FATAL;
-    }
+    cli_stdout_check(); /* a summary that was not written is an I/O error: exit 3 */
     return status;
 }
