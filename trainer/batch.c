@@ -240,6 +240,7 @@ int tr_synthetic_source_open_rank(tr_data_source *src, tr_mem *mem, int B, int M
     src->wait_seconds = synth_wait;
     src->position = synth_position;
     src->seek = synth_seek;
+    src->identity = NULL; /* the same batches for a seed: nothing to compare */
     src->close = synth_close;
     return 0;
 }

@@ -35,6 +35,10 @@ typedef struct tr_data_source {
     double (*wait_seconds)(void *ctx);
     void (*position)(void *ctx, uint64_t *epoch, uint64_t *consumed);
     int (*seek)(void *ctx, uint64_t epoch, uint64_t consumed);
+    /* What the data is, as a line that changes when it does (the shards'
+     * names, sizes and images); NULL where the source has nothing to
+     * compare (synthetic batches).  Resume refuses to go on over other data. */
+    void (*identity)(void *ctx, char *buf, size_t len);
     void (*close)(void *ctx);
 } tr_data_source;
 

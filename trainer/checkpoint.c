@@ -203,6 +203,7 @@ int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_stat
     tr_st_writer_meta(w, "data_epoch", v);
     snprintf(v, sizeof v, "%" PRIu64, s->data_consumed);
     tr_st_writer_meta(w, "data_consumed", v);
+    if (s->data_id[0]) tr_st_writer_meta(w, "data_id", s->data_id);
     if (s->loss_scale > 0) {
         snprintf(v, sizeof v, "%.17g", s->loss_scale);
         tr_st_writer_meta(w, "loss_scale", v);
@@ -263,6 +264,9 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
         }
         s->step = (long)step;
         o->t = (long)t;
+        const char *id = tr_st_meta(&f, "data_id"); /* absent: a state written before it, or synthetic data */
+        if (id && strlen(id) >= sizeof s->data_id) rc = -1, snprintf(e2, sizeof e2, "bad data_id");
+        snprintf(s->data_id, sizeof s->data_id, "%s", id && !rc ? id : "");
         const char *ls = tr_st_meta(&f, "loss_scale");
         uint64_t good = 0;
         if (ls) {

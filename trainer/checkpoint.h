@@ -5,7 +5,7 @@
  *    format TR_CKPT_FORMAT_MODEL;
  *  - state-STEP.bin: the training state, a safetensors file with the AdamW
  *    moments "adam.m.<name>" / "adam.v.<name>" and __metadata__ step,
- *    adam_t, rng (four hex words), data_epoch, data_consumed, format, and the
+ *    adam_t, rng (four hex words), data_epoch, data_consumed, data_id (shards), format, and the
  *    run record as run.<key> entries;
  *  - the --dump-step file of MODEL.md's "Debug dump", format
  *    TR_CKPT_FORMAT_DUMP.
@@ -42,6 +42,8 @@ typedef struct tr_train_state {
     double loss_scale;       /* fp16 dynamic loss scale (metadata "loss_scale"; 0: none saved) */
     long scale_good;         /* clean steps since the scale last changed ("scale_good") */
     const char *run;         /* saved only: the run record (run_dir.h), one "run.<key>" metadata entry a line */
+    char data_id[128];       /* the training data's identity (tr_data_source.identity; metadata
+                                "data_id"); "" when none (synthetic, or a state written before it) */
 } tr_train_state;
 
 int tr_ckpt_save_state(const tr_model *m, const tr_optim *o, const tr_train_state *s, const char *path, char *err,

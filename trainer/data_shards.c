@@ -3,9 +3,11 @@
  */
 #include "data_shards.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sa1b_loader.h"
 
@@ -131,6 +133,31 @@ static int sh_seek(void *ctx, uint64_t epoch, uint64_t consumed)
     return reopen(ctx, epoch, consumed, err, sizeof err);
 }
 
+/* "N shards, M images, digest D": D a 64-bit FNV-1a over each shard's file
+ * name (without its folder) and size in bytes, in the loader's order, so
+ * that a shard added, removed, renamed or rewritten to another size
+ * changes it. */
+static void sh_identity(void *ctx, char *buf, size_t len)
+{
+    shard_ctx *s = ctx;
+    size_t n = 0;
+    uint64_t images = 0, h = 0xcbf29ce484222325ull;
+    sa1b_loader_info(s->L, &images, NULL, NULL, NULL, &n, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = sa1b_loader_shard_path(s->L, i), *slash = p ? strrchr(p, '/') : NULL;
+        struct stat st;
+        char size[32];
+        snprintf(size, sizeof size, "%lld", p && stat(p, &st) == 0 ? (long long)st.st_size : -1LL);
+        const char *parts[2] = {slash ? slash + 1 : p ? p : "", size};
+        for (int k = 0; k < 2; k++)
+            for (const unsigned char *c = (const unsigned char *)parts[k];; c++) {
+                h = (h ^ *c) * 0x100000001b3ull; /* the terminating 0 too: "ab","c" != "a","bc" */
+                if (!*c) break;
+            }
+    }
+    snprintf(buf, len, "%zu shards, %" PRIu64 " images, digest %016" PRIx64, n, images, h);
+}
+
 static void sh_close(void *ctx)
 {
     shard_ctx *s = ctx;
@@ -157,6 +184,7 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
     src->wait_seconds = sh_wait;
     src->position = sh_position;
     src->seek = sh_seek;
+    src->identity = sh_identity;
     src->close = sh_close;
     return 0;
 }

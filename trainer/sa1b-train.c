@@ -212,6 +212,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     int parts = o->zero && o->world > 1; /* each rank writes its part of the optimizer state */
     if (o->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
     if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
+    if (src->identity) src->identity(src->ctx, st->data_id, sizeof st->data_id);
     if (o->rank == 0) {
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
         if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -532,6 +533,14 @@ int run(const options *op, tr_backend *be)
         state_path(&o, o.resume, step, path, sizeof path);
         if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (st.loss_scale > 0 && prec == TR_PREC_FP16) lscale = (float)st.loss_scale, scale_good = st.scale_good;
+        char now[sizeof st.data_id];
+        if (st.data_id[0] && src.identity) {
+            src.identity(src.ctx, now, sizeof now);
+            if (strcmp(now, st.data_id) != 0)
+                cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was saved "
+                        "(then %s; now %s): restore them, or start a new run from its weights with --init "
+                        "'%s/model-%ld.safetensors'", o.data, step, st.data_id, now, o.resume, step);
+        }
         if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
             cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
     }
