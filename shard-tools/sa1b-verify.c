@@ -236,9 +236,25 @@ static int status_rank(int st)
 /* ---- --manifest ------------------------------------------------------- */
 
 typedef struct given {
-    char *arg, *real; /* as named, and its realpath */
+    char *arg, *real; /* as named, and its place (real_place) */
     int listed;
 } given;
+
+/* The folder's realpath joined with the file's own name: the place a name
+ * stands for, with the last link not followed, so that a symbolic link
+ * beside a listed shard is not taken for it.  malloc'd; NULL (errno) when
+ * the folder cannot be resolved. */
+static char *real_place(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    char *rdir = dir ? realpath(dir, NULL) : NULL, *out = NULL;
+    const char *base = slash ? slash + 1 : path;
+    if (rdir && asprintf(&out, "%s/%s", strcmp(rdir, "/") ? rdir : "", base) < 0) out = NULL;
+    free(dir);
+    free(rdir);
+    return out;
+}
 
 static int given_cmp(const void *a, const void *b)
 {
@@ -246,7 +262,7 @@ static int given_cmp(const void *a, const void *b)
 }
 
 /* The files to compare with the manifest: each DIR's *.shard files and each
- * FILE, by realpath, sorted by it. */
+ * FILE, by real_place, sorted by it. */
 static given *collect(char **args, int n, size_t *n_out)
 {
     given *g = NULL;
@@ -268,7 +284,7 @@ static given *collect(char **args, int n, size_t *n_out)
             if (ng == cap && !(g = realloc(g, (cap = cap ? 2 * cap : 16) * sizeof *g)))
                 cli_die(CLI_EXIT_FATAL, "out of memory");
             g[ng].arg = strdup(names[k]);
-            g[ng].real = realpath(names[k], NULL);
+            g[ng].real = access(names[k], F_OK) == 0 ? real_place(names[k]) : NULL;
             g[ng].listed = 0;
             if (!g[ng].arg) cli_die(CLI_EXIT_FATAL, "out of memory");
             if (!g[ng].real) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", names[k], strerror(errno));
@@ -323,10 +339,16 @@ static int check_manifest(char **args, int n, const options *o)
     int status = CLI_EXIT_OK;
     for (size_t i = 0; i < m->n_shards; i++) {
         const sa1b_manifest_shard *r = &m->shards[i];
-        char *real = realpath(r->path, NULL);
+        char *real = real_place(r->path);
         given key = {.real = real}, *hit = real && ng ? bsearch(&key, g, ng, sizeof *g, given_cmp) : NULL;
         free(real);
-        if (hit) hit->listed = 1;
+        /* a file named twice (a folder given twice) is one file: all listed */
+        if (hit) {
+            size_t lo = (size_t)(hit - g), hi = lo;
+            while (lo > 0 && !given_cmp(&g[lo - 1], hit)) lo--;
+            while (hi + 1 < ng && !given_cmp(&g[hi + 1], hit)) hi++;
+            for (size_t k = lo; k <= hi; k++) g[k].listed = 1;
+        }
         int st = check_row(r, o);
         if (status_rank(st) > status_rank(status)) status = st;
     }

@@ -47,6 +47,12 @@ run_status 1 "a shard that is not listed: exit 1" sa1b-verify --manifest manifes
 grep_ok "^sa1b-verify: 'out/extra.shard': not in the manifest 'manifest.json'$" "$TMP/.err" "one line names it"
 grep_ok "^out/extra.shard: not in the manifest$" "$TMP/.out" "and its result line says so"
 rm out/extra.shard
+ln -s a.shard out/link.shard
+run_status 1 "a symbolic link to a listed shard is not that shard: exit 1" sa1b-verify -q --manifest manifest.json out
+grep_ok "^sa1b-verify: 'out/link.shard': not in the manifest 'manifest.json'$" "$TMP/.err" "one line names the link"
+is "$(wc -l <"$TMP/.err" | tr -d ' ')" "1" "and only it"
+rm out/link.shard
+run_ok "the folder named twice is one data set" sa1b-verify -q --manifest manifest.json out ./out/
 mv out/b.shard b.keep
 run_status 1 "a listed shard missing: exit 1" sa1b-verify --manifest manifest.json
 grep_ok "^sa1b-verify: 'out/b.shard': listed in 'manifest.json' as 'out/b.shard': cannot open: No such file or directory$" \

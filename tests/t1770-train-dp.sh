@@ -85,6 +85,9 @@ cmp -s "$TMP/g/model-4.safetensors" "$TMP/r/model-4.safetensors" && cmp -s "$TMP
 ok $? "the resumed run ends bit-identical to the one in one go"
 run_status 2 "resume with one process refused" sa1b-train --resume "$TMP/r" --steps 6 --threads 1 -q
 grep_ok "trained by 2 processes and this job has 1" "$TMP/.err" "the message names both"
+mpirun --oversubscribe --bind-to none -np 3 sa1b-train --resume "$TMP/r" --steps 6 --threads 1 -q >/dev/null 2>"$TMP/r3.err"
+is "$?:$(grep -c 'was trained by 2 processes and this job has 3' "$TMP/r3.err")" "2:1" \
+    "resume with three processes refused, in one line for the job (rank 0's)"
 
 # --zero 1: each rank keeps its part of the optimizer state, receives the
 # sum of its part of the gradients and gathers the others' weights: the

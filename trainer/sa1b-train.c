@@ -27,8 +27,8 @@
 #include "train.h"
 
 static volatile sig_atomic_t stop_requested;
-/* The first SIGINT/SIGTERM stops after the step (a checkpoint is written);
- * a second ends the process at once. */
+/* The first SIGINT/SIGTERM/SIGHUP stops after the step (a checkpoint is
+ * written); a second ends the process at once. */
 static void on_signal(int sig)
 {
     if (stop_requested) {
@@ -36,6 +36,27 @@ static void on_signal(int sig)
         raise(sig);
     }
     stop_requested = 1;
+}
+
+/* SIGBUS: a mapped shard was truncated (or its disk failed) while the
+ * loader read it.  Any thread may take the fault and nothing can be saved
+ * from here: one line naming where the last checkpoint is, and exit 3. */
+static const char *volatile bus_out = NULL;
+
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    static const char a[] = ": a training shard was truncated or could not be read while it was read (SIGBUS); "
+                            "the steps after the last checkpoint are lost: --resume ",
+                      b[] = " continues from it once the shards are whole\n",
+                      c[] = ": a shard was truncated or could not be read while it was read (SIGBUS)\n";
+    const char *p = cli_prog(), *out = bus_out;
+    if (write(2, p, strlen(p)) < 0 ||
+        (out ? write(2, a, sizeof a - 1) < 0 || write(2, out, strlen(out)) < 0 || write(2, b, sizeof b - 1) < 0
+             : write(2, c, sizeof c - 1) < 0)) {
+        /* nothing more can be done */
+    }
+    _exit(CLI_EXIT_FATAL);
 }
 
 /* Tests: SA1B_TEST_KILL=step:N raises SIGTERM after step N, save:N in the
@@ -336,7 +357,7 @@ int main(int argc, char **argv)
         cli_usage_error("--plan, --eval-only and --dump-step run in one process, not under mpirun with %d", world);
     check_out(&o);
     o.world = world; /* (restore_run compares the run's) */
-    if (o.resume) restore_run(&o, argc, argv);
+    if (o.resume) restore_run(&o, argc, argv, rank == 0);
     o.dist = dist, o.rank = rank, o.world = world;
     if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) {
@@ -551,6 +572,9 @@ int run(const options *op, tr_backend *be)
     if (!log && !o.plan && o.rank == 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal); /* a closed terminal: stop with a checkpoint, as SIGTERM */
+    bus_out = o.plan || o.rank ? NULL : o.out;
+    signal(SIGBUS, on_sigbus);
     if (!o.quiet) {
         tr_mem_stats ms;
         char line[160];
@@ -569,7 +593,7 @@ int run(const options *op, tr_backend *be)
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
             save_checkpoint(&o, &m, &opt, &st, &src);
-            cli_warn("interrupted: checkpoint of step %ld written", st.step);
+            if (o.rank == 0) cli_warn("interrupted: checkpoint of step %ld written", st.step); /* one line per job */
             rc_exit = 130;
             break;
         }

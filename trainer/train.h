@@ -93,7 +93,7 @@ void lock_out(options *o, int created);
 /* The run record of o, saved in every state file. */
 void make_record(options *o);
 /* --resume: the run's settings restored from its record. */
-void restore_run(options *o, int argc, char **argv);
+void restore_run(options *o, int argc, char **argv, int report);
 
 /* train_eval.c: evaluation on src (every batch when whole, else
  * --eval-batches), overlays for --export; prints the JSON line. */

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,12 +508,26 @@ static void push_arg(options *o, const char *flag, const char *value)
     }
 }
 
+/* A --resume refused for what the run's record says: every rank of a job
+ * reads the same record and stops alike, and rank 0 alone (report) says
+ * why, so that the job prints one line. */
+_Noreturn __attribute__((format(printf, 2, 3))) static void refuse(int report, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (report) cli_die(CLI_EXIT_USAGE, "%s", msg);
+    exit(CLI_EXIT_USAGE);
+}
+
 /* --resume DIR: the options are parsed again from the command line plus,
  * for every setting of the run's record that it does not give, "--flag
  * value" (so that a record is checked like a command line); a given one that
  * contradicts the run is refused.  A state written before records existed
  * resumes with the options as given. */
-void restore_run(options *o, int argc, char **argv)
+void restore_run(options *o, int argc, char **argv, int report)
 {
     char path[4200], err[512], *rec = NULL, v[4200], mine[4200], flag[40];
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, read_latest(o->resume));
@@ -520,7 +535,7 @@ void restore_run(options *o, int argc, char **argv)
     if (!rec) return;
     int world = tr_run_rec_get(rec, "world", v, sizeof v) ? atoi(v) : 1;
     if (world != o->world)
-        cli_die(CLI_EXIT_USAGE, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "
+        refuse(report, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "
                 "the same number (mpirun -np %d; --batch is per process)", o->resume, world, world == 1 ? "" : "es",
                 o->world, world);
     options r = *o; /* the options parsed with the record's settings added */
@@ -531,11 +546,11 @@ void restore_run(options *o, int argc, char **argv)
         if (!tr_run_rec_get(rec, f->key, v, sizeof v)) continue; /* an older record: the option as given */
         field_flag(f, flag, sizeof flag);
         if (f->opt == O_DATA && *v && o->given[O_SYNTH])
-            cli_die(CLI_EXIT_USAGE, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
+            refuse(report, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
                     "leave --synthetic-batch out to continue it", o->synthetic_seed, o->resume, v);
         field_text(o, f, mine, sizeof mine);
         if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0)
-            cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
+            refuse(report, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
                     flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
         if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
         if (f->opt == O_CKPT_DEC) {
@@ -548,7 +563,7 @@ void restore_run(options *o, int argc, char **argv)
         char mine_s[32];
         snprintf(mine_s, sizeof mine_s, "%" PRIu64, o->synthetic_seed);
         if (o->given[O_DATA] || (o->given[O_SYNTH] && strcmp(mine_s, v) != 0))
-            cli_die(CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
+            refuse(report, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
                     "to continue it", o->given[O_DATA] ? "--data" : "--synthetic-batch", o->given[O_DATA] ? o->data : mine_s,
                     o->resume, v, o->given[O_DATA] ? "--data" : "--synthetic-batch");
         if (!o->given[O_SYNTH]) push_arg(&r, "--synthetic-batch", v);
