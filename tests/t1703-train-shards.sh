@@ -1,7 +1,8 @@
 #!/bin/sh
 # t1703: sa1b-train on real shards: sa1b-synth -> sa1b-shard -> train with
-# the loader, evaluate on validation shards, resume bit for bit; shards of
-# source-size masks train as the packed shard at the model's R.
+# the loader, evaluate on validation shards (a bad --val fails first), resume
+# bit for bit; shards of source-size masks train as the packed shard at the
+# model's R.
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null || skip_all "sa1b-synth or sa1b-shard not built"
 run_ok "synthesise" sa1b-synth -n 12 -W 240 -H 160 -m 10 -s 1 -o "$TMP/train.tar" --quiet
@@ -55,4 +56,17 @@ sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/s/log.jsonl" >"$TMP/s.loss"
 sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/p/log.jsonl" >"$TMP/p.loss"
 cmp -s "$TMP/p.loss" "$TMP/s.loss" && [ "$(wc -l <"$TMP/s.loss")" -eq 4 ]
 ok $? "the losses of the 4 steps equal those on the packed shard"
+
+# a --val that cannot be read stops the run before its first step
+run_status 3 "a --val matching nothing: exit 3" sa1b-train $common --steps 4 --data "$TMP/train.shard" \
+    --val "$TMP/nothere/*.shard" --out "$TMP/nv"
+grep_ok "^sa1b-train: --val: .*no shard matches" "$TMP/.err" "one line says so"
+test ! -e "$TMP/nv"
+ok $? "before anything is written"
+sa1b-shard -q --image-size 32 --mask-size 8 -o "$TMP/v32.shard" "$TMP/val.tar" || exit 99
+run_status 3 "--val shards of another S: exit 3" sa1b-train $common --steps 4 --data "$TMP/train.shard" \
+    --val "$TMP/v32.shard" --out "$TMP/nv"
+grep_ok "^sa1b-train: --val: .*S=32 R=8, the model needs S=64 R=16" "$TMP/.err" "one line says why"
+test ! -e "$TMP/nv"
+ok $? "before anything is written"
 done_testing

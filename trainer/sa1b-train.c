@@ -524,6 +524,11 @@ int run(const options *op, tr_backend *be)
     }
 
     /* training */
+    if (o.val && !o.plan && o.rank == 0) { /* a --val that cannot be read fails now, not after the training */
+        tr_data_source vs = {0};
+        open_source(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0);
+        vs.close(vs.ctx);
+    }
     if (!o.plan && o.rank == 0) prepare_out(&o); /* rank 0 writes the run's files */
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
