@@ -32,16 +32,22 @@ grep_ok '"miou": [0-9.]+, "masks": [0-9]+, "histogram": \[' "$TMP/.out" "eval pr
 printf 'not a checkpoint' >"$TMP/bad.safetensors"
 run_status 3 "--eval-only on a malformed file" sa1b-train $common --eval-only "$TMP/bad.safetensors"
 grep_ok "bad.safetensors" "$TMP/.err" "the error names the file"
-# SIGINT: a checkpoint of the last complete step, exit 130
-sa1b-train $common --steps 100000 --log-every 1 --ckpt-every 100000 --out "$TMP/s" >"$TMP/s.out" 2>"$TMP/s.err" &
-pid=$!
-i=0
-while [ $i -lt 600 ] && ! [ -s "$TMP/s/log.jsonl" ]; do sleep 0.1; i=$((i + 1)); done
-kill -INT $pid
-wait $pid
-is "$?" "130" "SIGINT ends the run with status 130"
-step=$(cat "$TMP/s/latest" 2>/dev/null)
-test -n "$step" && test -s "$TMP/s/model-$step.safetensors" && test -s "$TMP/s/state-$step.bin"
-ok $? "SIGINT wrote a complete checkpoint (step ${step:-none})"
-grep_ok "interrupted" "$TMP/s.err" "and says so"
+# SIGINT, and SIGHUP (a closed terminal): a checkpoint of the last complete
+# step, exit 130, no temporary left, and --resume continues
+for sig in INT HUP; do
+    d="$TMP/s$sig"
+    sa1b-train $common --steps 100000 --log-every 1 --ckpt-every 100000 --out "$d" >"$d.out" 2>"$d.err" &
+    pid=$!
+    i=0
+    while [ $i -lt 600 ] && ! [ -s "$d/log.jsonl" ]; do sleep 0.1; i=$((i + 1)); done
+    kill -$sig $pid
+    wait $pid
+    is "$?" "130" "SIG$sig ends the run with status 130"
+    step=$(cat "$d/latest" 2>/dev/null)
+    test -n "$step" && test -s "$d/model-$step.safetensors" && test -s "$d/state-$step.bin"
+    ok $? "SIG$sig wrote a complete checkpoint (step ${step:-none})"
+    grep_ok "interrupted" "$d.err" "and says so"
+    is "$(ls "$d" | grep -c tmp)" "0" "SIG$sig: no temporary left"
+    run_ok "SIG$sig: --resume continues" sa1b-train --resume "$d" --steps $((${step:-0} + 1)) -q
+done
 done_testing
