@@ -7,6 +7,9 @@
 #   LIST  a file with one tar path a line ("-": standard input), e.g.
 #         ls /data/sa1b/*.tar > tars.txt
 #   DIR   the folder of the shards (created); each tar gives DIR/NAME.shard
+#         (NAME: the tar's file name without .tar, .tar.gz, .tgz, ...), so
+#         two tars of one NAME in different folders would write one shard:
+#         such a LIST is refused (exit 2) before anything starts
 #
 # Options:
 #   -o DIR           output folder (required)
@@ -32,7 +35,8 @@
 # Exit status: 0 every tar sharded cleanly; otherwise the worst status of
 # its sa1b-shard runs (1 samples skipped or a tar cut short, 3 a tar that
 # could not be sharded, or a run that could not start or was killed), with
-# one line per failing tar; 2 usage error.
+# one line per failing tar; 2 usage error, or two lines of LIST with one
+# NAME (one line names both).
 set -u
 prog=${0##*/}
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" | sed '/^set -u$/d'; }
@@ -64,6 +68,42 @@ case $jobs in *[!0-9]*|0) die "-J wants a positive number, not '$jobs'" ;; esac
 command -v parallel >/dev/null || { echo "$prog: GNU parallel not found (Debian: apt install parallel)" >&2; exit 3; }
 if [ "$list" != - ] && [ ! -r "$list" ]; then
     echo "$prog: cannot read '$list'" >&2; exit 3
+fi
+if [ "$list" = - ]; then   # read once: checked, then given to parallel
+    stdin_list=$(mktemp "${TMPDIR:-/tmp}/sa1b-parallel.XXXXXX") || exit 3
+    cat >"$stdin_list" || { rm -f "$stdin_list"; exit 3; }
+    trap 'rm -f "$stdin_list"' EXIT
+    list=$stdin_list listname="standard input"
+else
+    listname="'$list'"
+fi
+# Two tars of one output name (sa1b-shard's: the file name without folder
+# and .tar, .tar.gz, .tar.zst, .tar.xz, .tgz) would each write NAME.shard,
+# in two runs that do not see each other: the last one wins, the other tar's
+# samples are lost.  One sa1b-shard run refuses that (exit 2); so does this
+# script, for the whole LIST, before anything runs.
+dup=$(awk '
+function stem(p,    n, i, e, ext) {
+    n = p; sub(/.*\//, "", n)
+    split(".tar.gz .tar.zst .tar.xz .tgz .tar", ext, " ")
+    for (i = 1; i <= 5; i++) {
+        e = ext[i]
+        if (length(n) > length(e) && substr(n, length(n) - length(e) + 1) == e)
+            return substr(n, 1, length(n) - length(e))
+    }
+    return n
+}
+$0 != "" {
+    s = stem($0)
+    if (s in line) {
+        printf "lines %d and %d, \047%s\047 and \047%s\047, would both write \047%s.shard\047", line[s], NR, path[s], $0, s
+        exit
+    }
+    line[s] = NR; path[s] = $0
+}' "$list") || exit 3
+if [ -n "$dup" ]; then
+    echo "$prog: $listname: $dup (shard them into different folders)" >&2
+    exit 2
 fi
 mkdir -p "$out" || exit 3
 [ -n "$jobs" ] || jobs="$((100 / threads))%"   # of each host's cores

@@ -20,7 +20,8 @@
 #                  error
 #   --retries N    curl's --retry (default 3)
 #   -h, --help     show this help and exit
-# Options after "--" go to sa1b-shard (e.g. --image-size 256).
+# Options after "--" go to sa1b-shard (e.g. --image-size 256).  Needs curl,
+# sha256sum, jq, and sa1b-shard, sa1b-verify and sa1b-inspect on PATH.
 #
 # Checksums: SA-1B's link file carries none (only file names and URLs), and
 # Meta publishes none, so a first download can only be checked for being
@@ -32,15 +33,30 @@
 # status), ends early, or has the wrong SHA-256 leaves no shard: its shards
 # are removed, with one line saying why.
 #
-# A tar whose shard exists and passes sa1b-verify is skipped, so the same
-# command, run again, streams only what is missing.  Several at once, with
-# GNU parallel:
+# DIR/NAME.tar.sha256 is written last, once every check passed: it marks
+# the tar as done (a run killed before it leaves no mark).  A tar is skipped
+# when its mark is there (with --sums, holding FILE's SHA-256) and its
+# complete shard (sa1b-verify) carries the provenance this run's options
+# would write, compared as sa1b-shard --skip-existing compares it (the
+# input's name, the part and the options; the tar's size is not asked for:
+# the SHA-256 stands for its bytes); anything else is streamed again, its
+# mark removed first, with one line saying why.  So the same command, run
+# again, streams only what is missing, unfinished or made with other
+# options.  Several at once, with GNU parallel:
 #   tail -n +2 links.txt | cut -f1 |
 #       parallel -j4 contrib/sa1b-stream.sh -t 2 -o shards/ links.txt {}
 #
+# LINKS with two lines of one NAME, or a NAME given twice, is refused (exit
+# 2) before anything is streamed: two runs would write one shard.
+#
+# For the test suite: SA1B_STREAM_TEST_KILL=shard makes the script kill
+# itself (SIGTERM) right after sa1b-shard put a tar's shard in place, before
+# the checks and the mark, as a run killed there would stop.
+#
 # Exit status: 0 every tar sharded cleanly; 1 some samples skipped; 3 a
 # download failed, ended early or had the wrong checksum, or a tar could
-# not be sharded; 2 usage error or a NAME not in LINKS.
+# not be sharded; 2 usage error (sa1b-shard's options included), a NAME not
+# in LINKS, or two of one NAME.
 set -u -o pipefail
 prog=${0##*/}
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" | sed '/^set -u -o pipefail$/d'; }
@@ -67,7 +83,7 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("${1%.tar}.tar"); shift; done
 [ -n "$out" ] || die "missing -o DIR"
 case $threads in *[!0-9]*) die "-t wants a number, not '$threads'" ;; esac
 case $retries in ''|*[!0-9]*) die "--retries wants a number, not '$retries'" ;; esac
-for tool in curl sha256sum sa1b-shard sa1b-verify; do
+for tool in curl sha256sum sa1b-shard sa1b-verify sa1b-inspect jq; do
     command -v "$tool" >/dev/null || { echo "$prog: $tool not found" >&2; exit 3; }
 done
 [ -r "$links" ] || { echo "$prog: cannot read '$links'" >&2; exit 3; }
@@ -81,31 +97,90 @@ url_of() { awk -F'\t' -v n="$1" 'NR > 1 { sub(/\r$/, "") } NR > 1 && $1 == n { p
 if [ ${#names[@]} -eq 0 ]; then
     mapfile -t names < <(awk -F'\t' 'NR > 1 && $1 != "" { print $1 }' "$links")
 fi
-for n in "${names[@]}"; do
+dup=$(awk -F'\t' 'NR > 1 { sub(/\r$/, "") }
+    NR > 1 && $1 != "" { s = $1; sub(/\.tar$/, "", s)
+        if (s in line) { printf "lines %d and %d (\047%s\047, \047%s\047)", line[s], NR, name[s], $1; exit }
+        line[s] = NR; name[s] = $1 }' "$links")
+[ -z "$dup" ] || die "'$links': $dup would both write one shard"
+for i in "${!names[@]}"; do
+    n=${names[$i]}
     [ -n "$(url_of "$n")" ] || die "'$links' has no line for '$n'"
+    for ((k = 0; k < i; k++)); do
+        [ "${names[$k]}" != "$n" ] || die "'$n' is given twice"
+    done
 done
 mkdir -p "$out" || exit 3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sa1b-stream.XXXXXX") || exit 3
 trap 'rm -rf "$tmp"' EXIT
+
+# The provenance sa1b-shard writes with these options, from a run over an
+# empty tar (also refuses bad options before anything is streamed)
+head -c 1024 /dev/zero >"$tmp/empty.tar" || exit 3
+sa1b-shard -q -j 1 "$@" --name probe -o "$tmp/probe/" - <"$tmp/empty.tar" >/dev/null
+rc=$?
+if [ $rc -ne 0 ]; then
+    echo "$prog: sa1b-shard refuses the options after -- (exit $rc)" >&2
+    [ $rc -eq 2 ] && exit 2
+    exit 3
+fi
+probe=$(compgen -G "$tmp/probe/probe*.shard" | head -n 1)
+want_prov=$(sa1b-inspect "$probe" | jq -c 'select(.type == "shard") | .provenance | {tool, options}') || want_prov=""
+[ -n "$want_prov" ] || { echo "$prog: cannot read the provenance of '$probe'" >&2; exit 3; }
+max_images=$(jq -r '.options.max_images' <<<"$want_prov")
 
 # the shards of one stem (one file, or the parts of --max-images)
 shards_of() { compgen -G "$out/$1.shard" || true; compgen -G "$out/$1-[0-9][0-9][0-9][0-9][0-9].shard" || true; }
 drop() { # stem why...: removes what the failed download left
     local stem=$1; shift
     mapfile -t old < <(shards_of "$stem")
-    rm -f "${old[@]}" "$out/$stem.tar.sha256"
+    rm -f "${old[@]}" "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp"
     echo "$prog: '$stem.tar': $*: no shard kept" >&2
+}
+
+# done_already NAME STEM WANT: 0 when the tar is done (see the header), else 1
+# with the reason in $why ("" when nothing of it is there)
+done_already() {
+    local name=$1 stem=$2 want=$3 mark="$out/$2.tar.sha256" line k f parts=()
+    why=""
+    if [ "$max_images" = 0 ]; then
+        [ -e "$out/$stem.shard" ] && parts=("$out/$stem.shard")
+    else
+        for ((k = 0; ; k++)); do
+            f=$(printf '%s/%s-%05d.shard' "$out" "$stem" "$k")
+            [ -e "$f" ] || break
+            parts+=("$f")
+        done
+    fi
+    if [ ! -e "$mark" ]; then
+        [ ${#parts[@]} -gt 0 ] && why="its shard has no '$mark' (the run that made it did not finish)"
+        return 1
+    fi
+    line=$(cat "$mark" 2>/dev/null)
+    if ! [[ $line =~ ^[0-9a-f]{64}\ \ (.*)$ ]] || [ "${BASH_REMATCH[1]}" != "$name" ]; then
+        why="'$mark' is not its checksum line"; return 1
+    fi
+    if [ -n "$want" ] && [ "${line%% *}" != "$want" ]; then
+        why="'$mark' says SHA-256 ${line%% *}, but '$sums' says $want"; return 1
+    fi
+    if [ ${#parts[@]} -eq 0 ]; then
+        if [ -n "$(shards_of "$stem")" ]; then why="its shard was made with other options"; else why="its shard is missing"; fi
+        return 1
+    fi
+    if ! sa1b-verify -q "${parts[@]}" >/dev/null 2>&1; then why="its shard is not complete"; return 1; fi
+    for k in "${!parts[@]}"; do
+        sa1b-inspect "${parts[$k]}" 2>/dev/null |
+            jq -n -e --argjson w "$want_prov" --arg s "$stem" --argjson k "$k" '[inputs | select(.type == "shard")] |
+                length == 1 and (.[0].provenance | .tool == $w.tool and .options == $w.options and .input == $s and .part == $k)' \
+                >/dev/null ||
+            { why="its shard was made with other options"; return 1; }
+    done
+    return 0
 }
 
 status=0
 worse() { [ "$1" -gt "$status" ] && status=$1; return 0; }
 for name in "${names[@]}"; do
     stem=${name%.tar}
-    mapfile -t have < <(shards_of "$stem")
-    if [ ${#have[@]} -gt 0 ] && sa1b-verify -q "${have[@]}" >/dev/null 2>&1; then
-        echo "$prog: '$name': complete shard exists, skipped" >&2
-        continue
-    fi
     want=""
     if [ -n "$sums" ]; then
         want=$(awk -v n="$name" '$2 == n || $2 == "*" n { print $1; exit }' "$sums")
@@ -113,6 +188,14 @@ for name in "${names[@]}"; do
             echo "$prog: '$sums' has no checksum for '$name'" >&2; worse 3; continue
         fi
     fi
+    if done_already "$name" "$stem" "$want"; then
+        echo "$prog: '$name': complete shard exists, skipped" >&2
+        continue
+    fi
+    [ -z "$why" ] || echo "$prog: '$name': $why: streaming it again" >&2
+    # the mark goes first: from here until it is written again, a kill
+    # leaves the tar looking unfinished
+    rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp" || { worse 3; continue; }
     rm -f "$tmp/fifo" "$tmp/sum"
     mkfifo "$tmp/fifo" || exit 3
     sha256sum <"$tmp/fifo" >"$tmp/sum" &
@@ -121,6 +204,7 @@ for name in "${names[@]}"; do
         tee "$tmp/fifo" |
         sa1b-shard -q ${threads:+-j "$threads"} --name "$stem" "$@" -o "$out/" -
     rcs=("${PIPESTATUS[@]}")
+    [ "${SA1B_STREAM_TEST_KILL:-}" = shard ] && kill -TERM $$
     wait "$sumpid"
     got=$(cut -d' ' -f1 "$tmp/sum" 2>/dev/null)
     mapfile -t new < <(shards_of "$stem")
@@ -136,8 +220,12 @@ for name in "${names[@]}"; do
         drop "$stem" "tee exit ${rcs[1]}"; worse 3
     elif [ ${#new[@]} -eq 0 ] || ! sa1b-verify -q "${new[@]}" >/dev/null 2>&1; then
         drop "$stem" "the download ended early"; worse 3
+    elif ! printf '%s  %s\n' "$got" "$name" >"$out/$stem.tar.sha256.tmp" ||
+        ! mv -f "$out/$stem.tar.sha256.tmp" "$out/$stem.tar.sha256"; then
+        rm -f "$out/$stem.tar.sha256.tmp"
+        echo "$prog: '$name': cannot write '$out/$stem.tar.sha256': its shard is kept but not marked done" >&2
+        worse 3
     else
-        printf '%s  %s\n' "$got" "$name" >"$out/$stem.tar.sha256"
         worse "${rcs[2]}"
     fi
 done

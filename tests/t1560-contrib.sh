@@ -88,7 +88,7 @@ grep_ok "^sa1b-slurm.sbatch: task 3: '$TMP/tars.txt' has no line 4 \(3 lines\)$"
 is "$?" "2" "outside an array job: exit 2"
 
 # streaming from SA-1B's link file (file:// URLs stand for the CDN's)
-if command -v curl >/dev/null; then
+if command -v curl >/dev/null && command -v jq >/dev/null; then
     printf 'file_name\tcdn_link\r\n' >"$TMP/links.txt"   # as fetched: CRLF line ends
     for n in 0 1 2; do printf 'sa_00000%d.tar\tfile://%s/sa_00000%d.tar\r\n' $n "$TMP" $n >>"$TMP/links.txt"; done
     printf 'sa_000007.tar\tfile://%s/cut/half.tar\n' "$TMP" >>"$TMP/links.txt"
@@ -130,6 +130,6 @@ if command -v curl >/dev/null; then
     run_status 3 "not a link file: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/tars.txt"
     grep_ok "^sa1b-stream.sh: '$TMP/tars.txt': not an SA-1B link file" "$TMP/.err" "one line says so"
 else
-    skip 20 "curl missing"
+    skip 19 "curl or jq missing"
 fi
 done_testing

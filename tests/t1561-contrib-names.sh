@@ -1,0 +1,138 @@
+#!/bin/sh
+# t1561: the contrib/ recipes never let two tars write one shard, and
+# sa1b-stream.sh redoes what is not done: a LIST with two tars of one output
+# name (in different folders, or .tar against .tgz) is refused, exit 2,
+# before anything is written, by sa1b-parallel.sh (file and standard input)
+# and by every task of sa1b-slurm.sbatch (and its --check); a link file with
+# one name twice or a NAME given twice by sa1b-stream.sh.  A stream rerun
+# with other sa1b-shard options shards the tar again (the same options
+# skip it); a run killed after sa1b-shard put the shard in place but before
+# the checksum mark (SA1B_STREAM_TEST_KILL=shard) is streamed again on
+# rerun, and with --sums a wrong checksum then leaves nothing; a mark that
+# disagrees with --sums is not taken for done.
+. "$top_srcdir/tests/test-lib.sh"
+command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
+C="$SRC/contrib"
+cd "$TMP" || exit 99
+mkdir d1 d2 || exit 99
+sa1b-synth --quiet -n 3 -W 160 -H 120 -m 5 -s 1 -o "$TMP/d1/sa.tar" || exit 99
+sa1b-synth --quiet -n 3 -W 160 -H 120 -m 5 -s 2 --first-id 10 -o "$TMP/d2/sa.tar" || exit 99
+cp "$TMP/d2/sa.tar" "$TMP/d2/sa.tgz" || exit 99   # only the name counts
+printf '%s\n' "$TMP/d1/sa.tar" "$TMP/d2/sa.tar" >"$TMP/dup.txt"
+printf '%s\n' "$TMP/d2/sa.tar" "$TMP/d1/sa.tgz" >"$TMP/dup2.txt"
+nothing_in() { # DIR DESC: DIR holds no shard (or does not exist)
+    test -z "$(find "$1" -name '*.shard' 2>/dev/null)"
+    ok $? "$2"
+}
+
+# GNU parallel
+if command -v parallel >/dev/null; then
+    run_status 2 "sa1b-parallel.sh: two tars named sa.tar in LIST: exit 2" \
+        "$C/sa1b-parallel.sh" -t 1 -J 2 -o "$TMP/par" "$TMP/dup.txt" -- --image-size 32
+    grep_ok "^sa1b-parallel.sh: '$TMP/dup.txt': lines 1 and 2, '$TMP/d1/sa.tar' and '$TMP/d2/sa.tar', would both write 'sa.shard'" \
+        "$TMP/.err" "one line names both"
+    is "$(wc -l <"$TMP/.err")" "1" "and only that line"
+    nothing_in "$TMP/par" "nothing is written"
+    # shellcheck disable=SC2016
+    run_status 2 "sa.tar and sa.tgz, LIST on standard input: exit 2" \
+        sh -c '"$1" -t 1 -J 2 -o "$2" - -- --image-size 32 <"$3"' sh "$C/sa1b-parallel.sh" "$TMP/par" "$TMP/dup2.txt"
+    grep_ok "^sa1b-parallel.sh: standard input: lines 1 and 2, '$TMP/d2/sa.tar' and '$TMP/d1/sa.tgz', would both write 'sa.shard'" \
+        "$TMP/.err" "one line names both"
+    nothing_in "$TMP/par" "nothing is written"
+else
+    skip 7 "GNU parallel missing (Debian: parallel)"
+fi
+
+# Slurm: every task refuses the list, none writes
+r=0
+for k in 0 1; do
+    SLURM_ARRAY_TASK_ID=$k "$C/sa1b-slurm.sbatch" "$TMP/dup.txt" "$TMP/slurm" --image-size 32 >/dev/null 2>"$TMP/err$k"
+    [ $? -eq 2 ] || r=1
+done
+ok $r "sa1b-slurm.sbatch: tasks 0 and 1 over a list with two sa.tar: exit 2"
+grep_ok "^sa1b-slurm.sbatch: '$TMP/dup.txt': lines 1 and 2, '$TMP/d1/sa.tar' and '$TMP/d2/sa.tar', would both write 'sa.shard'" \
+    "$TMP/err0" "one line names both"
+nothing_in "$TMP/slurm" "nothing is written"
+run_status 2 "--check LIST says the same before submitting: exit 2" "$C/sa1b-slurm.sbatch" --check "$TMP/dup2.txt"
+grep_ok "^sa1b-slurm.sbatch: '$TMP/dup2.txt': lines 1 and 2, '$TMP/d2/sa.tar' and '$TMP/d1/sa.tgz'" "$TMP/.err" "in one line"
+printf '%s\n' "$TMP/d1/sa.tar" "$TMP/d2/sa.tgz" "$TMP/d2/other.tar" >"$TMP/dup3.txt"
+run_status 2 "and catches a duplicate further down" "$C/sa1b-slurm.sbatch" --check "$TMP/dup3.txt"
+printf '%s\n' "$TMP/d1/sa.tar" "$TMP/d2/other.tar" >"$TMP/good.txt"
+run_ok "--check over a good list: exit 0" "$C/sa1b-slurm.sbatch" --check "$TMP/good.txt"
+grep_ok "submit with sbatch --array=0-1$" "$TMP/.out" "and gives the --array range"
+
+# streaming from a link file (file:// URLs)
+if command -v curl >/dev/null && command -v jq >/dev/null; then
+    cp "$TMP/d1/sa.tar" "$TMP/sa_000002.tar" || exit 99
+    printf 'file_name\tcdn_link\r\n' >"$TMP/links.txt"
+    printf 'sa_000002.tar\tfile://%s/sa_000002.tar\r\n' "$TMP" >>"$TMP/links.txt"
+    cp "$TMP/links.txt" "$TMP/dup-links.txt"
+    printf 'sa_000002.tar\tfile://%s/d2/sa.tar\r\n' "$TMP" >>"$TMP/dup-links.txt"
+    run_status 2 "sa1b-stream.sh: a link file with sa_000002.tar twice: exit 2" \
+        "$C/sa1b-stream.sh" -o "$TMP/sd" "$TMP/dup-links.txt" -- --image-size 32
+    grep_ok "^sa1b-stream.sh: '$TMP/dup-links.txt': lines 2 and 3 \('sa_000002.tar', 'sa_000002.tar'\) would both write one shard$" \
+        "$TMP/.err" "one line names both"
+    nothing_in "$TMP/sd" "nothing is written"
+    run_status 2 "a NAME given twice: exit 2" "$C/sa1b-stream.sh" -o "$TMP/sd" "$TMP/links.txt" sa_000002 sa_000002.tar
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar' is given twice$" "$TMP/.err" "one line says so"
+    nothing_in "$TMP/sd" "nothing is written"
+
+    # a rerun with other options shards the tar again
+    for s in 32 48; do
+        sa1b-shard -q --image-size $s -o "$TMP/seq$s/" "$TMP/sa_000002.tar" || exit 99
+    done
+    run_ok "a stream with --image-size 48" "$C/sa1b-stream.sh" -o "$TMP/so" "$TMP/links.txt" sa_000002 -- --image-size 48
+    run_ok "the same command with --image-size 32" "$C/sa1b-stream.sh" -o "$TMP/so" "$TMP/links.txt" sa_000002 -- --image-size 32
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': its shard was made with other options: streaming it again$" "$TMP/.err" \
+        "streams it again, saying why"
+    cmp -s "$TMP/seq32/sa_000002.shard" "$TMP/so/sa_000002.shard"
+    ok $? "its shard is now the one of --image-size 32"
+    run_ok "once more with --image-size 32" "$C/sa1b-stream.sh" -o "$TMP/so" "$TMP/links.txt" sa_000002 -- --image-size 32
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': complete shard exists, skipped$" "$TMP/.err" "is skipped"
+    run_status 2 "options sa1b-shard refuses: exit 2 before anything is streamed" \
+        "$C/sa1b-stream.sh" -o "$TMP/so" "$TMP/links.txt" sa_000002 -- --image-size 7
+    cmp -s "$TMP/seq32/sa_000002.shard" "$TMP/so/sa_000002.shard"
+    ok $? "and the shard is left as it was"
+
+    # killed after sa1b-shard renamed its output, before the checksum mark
+    SA1B_STREAM_TEST_KILL=shard "$C/sa1b-stream.sh" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48 \
+        >/dev/null 2>&1
+    is "$?" "143" "a run killed (SIGTERM) after its shard was put in place"
+    test -e "$TMP/sk/sa_000002.shard" && test ! -e "$TMP/sk/sa_000002.tar.sha256"
+    ok $? "leaves the shard without its checksum mark"
+    run_ok "the same command again: exit 0" "$C/sa1b-stream.sh" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': its shard has no '$TMP/sk/sa_000002.tar.sha256' \(the run that made it did not finish\): streaming it again$" \
+        "$TMP/.err" "streams it again, saying why"
+    (cd "$TMP" && sha256sum sa_000002.tar) >"$TMP/want.sha256"
+    cmp -s "$TMP/want.sha256" "$TMP/sk/sa_000002.tar.sha256" && cmp -s "$TMP/seq48/sa_000002.shard" "$TMP/sk/sa_000002.shard"
+    ok $? "now with its mark, and the shard of a clean run"
+
+    # with --sums: a killed run never checked the SHA-256; the rerun does
+    sed 's/^0/1/; t; s/^./0/' "$TMP/want.sha256" >"$TMP/bad.sums"   # one hex digit changed
+    SA1B_STREAM_TEST_KILL=shard "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/sb" "$TMP/links.txt" sa_000002 \
+        -- --image-size 48 >/dev/null 2>&1
+    test -e "$TMP/sb/sa_000002.shard"
+    ok $? "--sums, a wrong checksum, killed before the check: the shard is there"
+    run_status 3 "the same command again: exit 3" \
+        "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/sb" "$TMP/links.txt" sa_000002 -- --image-size 48
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': SHA-256 [0-9a-f]{64}, but '$TMP/bad.sums' says [0-9a-f]{64}: no shard kept$" \
+        "$TMP/.err" "the checksum is checked this time"
+    test -z "$(find "$TMP/sb" -name 'sa_000002*')"
+    ok $? "and nothing of it is kept"
+
+    # a done tar whose mark disagrees with --sums is not done
+    run_status 3 "--sums disagreeing with the mark of a done tar: exit 3" \
+        "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': '$TMP/sk/sa_000002.tar.sha256' says SHA-256 [0-9a-f]{64}, but '$TMP/bad.sums' says [0-9a-f]{64}: streaming it again$" \
+        "$TMP/.err" "it is streamed again, saying why"
+    test -z "$(find "$TMP/sk" -name 'sa_000002*')"
+    ok $? "and, its checksum wrong, nothing of it is kept"
+    run_ok "--sums with the right checksum: exit 0" \
+        "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
+    run_ok "and a rerun" \
+        "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': complete shard exists, skipped$" "$TMP/.err" "skips it"
+else
+    skip 31 "curl or jq missing"
+fi
+done_testing
