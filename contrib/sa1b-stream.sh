@@ -30,8 +30,11 @@
 # the shard's provenance.  The script writes the SHA-256 of the bytes it
 # streamed to DIR/NAME.tar.sha256; with --sums, a later download (or one
 # from a mirror) is checked against it.  A download that fails (curl's
-# status), ends early, or has the wrong SHA-256 leaves no shard: its shards
-# are removed, with one line saying why.
+# status), ends early, or has the wrong SHA-256 leaves no shard of its own:
+# the shards it wrote are removed, with one line saying why.  A complete
+# shard that was there before and that sa1b-shard kept (it never replaces
+# one with the shard of a cut input) stays, unmarked: the next run streams
+# it again.
 #
 # DIR/NAME.tar.sha256 is written last, once every check passed: it marks
 # the tar as done (a run killed before it leaves no mark).  A tar is skipped
@@ -130,11 +133,20 @@ max_images=$(jq -r '.options.max_images' <<<"$want_prov")
 
 # the shards of one stem (one file, or the parts of --max-images)
 shards_of() { compgen -G "$out/$1.shard" || true; compgen -G "$out/$1-[0-9][0-9][0-9][0-9][0-9].shard" || true; }
-drop() { # stem why...: removes what the failed download left
-    local stem=$1; shift
-    mapfile -t old < <(shards_of "$stem")
-    rm -f "${old[@]}" "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp"
-    echo "$prog: '$stem.tar': $*: no shard kept" >&2
+# a shard file as "device:inode:mtime:size path", to tell this run's from one there before
+sig_of() { local f; for f in "$@"; do stat -c '%d:%i:%Y:%s %n' -- "$f" 2>/dev/null || true; done; }
+drop() { # stem why...: removes what the failed download left (a shard there before it stays: sa1b-shard
+    local stem=$1 f kept=0; shift  # keeps a complete one over a cut input; no marker: a rerun redoes it)
+    mapfile -t now < <(shards_of "$stem")
+    for f in "${now[@]}"; do
+        if printf '%s\n' "${before[@]}" | grep -Fqx -- "$(sig_of "$f")"; then kept=1; else rm -f -- "$f"; fi
+    done
+    rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp"
+    if [ $kept = 1 ]; then
+        echo "$prog: '$stem.tar': $*: the shard there before is kept, not marked done" >&2
+    else
+        echo "$prog: '$stem.tar': $*: no shard kept" >&2
+    fi
 }
 
 # done_already NAME STEM WANT: 0 when the tar is done (see the header), else 1
@@ -196,14 +208,17 @@ for name in "${names[@]}"; do
     # the mark goes first: from here until it is written again, a kill
     # leaves the tar looking unfinished
     rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp" || { worse 3; continue; }
+    mapfile -t had < <(shards_of "$stem")
+    mapfile -t before < <(sig_of "${had[@]}")
     rm -f "$tmp/fifo" "$tmp/sum"
     mkfifo "$tmp/fifo" || exit 3
     sha256sum <"$tmp/fifo" >"$tmp/sum" &
     sumpid=$!
     curl --fail --silent --show-error --location --retry "$retries" "$(url_of "$name")" |
         tee "$tmp/fifo" |
-        sa1b-shard -q ${threads:+-j "$threads"} --name "$stem" "$@" -o "$out/" -
+        sa1b-shard -q --json-summary ${threads:+-j "$threads"} --name "$stem" "$@" -o "$out/" - >"$tmp/summary"
     rcs=("${PIPESTATUS[@]}")
+    cut=$(jq -r '.inputs_cut_short' "$tmp/summary" 2>/dev/null) || cut=""
     [ "${SA1B_STREAM_TEST_KILL:-}" = shard ] && kill -TERM $$
     wait "$sumpid"
     got=$(cut -d' ' -f1 "$tmp/sum" 2>/dev/null)
@@ -218,7 +233,7 @@ for name in "${names[@]}"; do
         drop "$stem" "SHA-256 $got, but '$sums' says $want"; worse 3
     elif [ "${rcs[1]}" -ne 0 ]; then
         drop "$stem" "tee exit ${rcs[1]}"; worse 3
-    elif [ ${#new[@]} -eq 0 ] || ! sa1b-verify -q "${new[@]}" >/dev/null 2>&1; then
+    elif [ "$cut" != 0 ] || [ ${#new[@]} -eq 0 ] || ! sa1b-verify -q "${new[@]}" >/dev/null 2>&1; then
         drop "$stem" "the download ended early"; worse 3
     elif ! printf '%s  %s\n' "$got" "$name" >"$out/$stem.tar.sha256.tmp" ||
         ! mv -f "$out/$stem.tar.sha256.tmp" "$out/$stem.tar.sha256"; then

@@ -123,6 +123,18 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     grep_ok "^sa1b-stream.sh: 'sa_000007.tar': the download ended early: no shard kept$" "$TMP/.err" "one line says so"
     test -z "$(find "$TMP/stream" -name 'sa_000007*')"
     ok $? "nothing of it is kept"
+    # a complete shard there before (made by sa1b-shard, no checksum mark) outlives a cut download
+    # shellcheck disable=SC2086
+    sa1b-shard -q --name sa_000007 $opts -o "$TMP/stream/" - <"$TMP/sa_000001.tar" &&
+        cp "$TMP/stream/sa_000007.shard" "$TMP/s7.keep"
+    ok $? "a complete shard of that name, made by sa1b-shard"
+    # shellcheck disable=SC2086
+    run_status 3 "the cut download again: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000007 -- $opts
+    grep_ok "^sa1b-stream.sh: 'sa_000007.tar': the download ended early: the shard there before is kept, not marked done$" \
+        "$TMP/.err" "one line says so"
+    cmp -s "$TMP/s7.keep" "$TMP/stream/sa_000007.shard" && test ! -e "$TMP/stream/sa_000007.tar.sha256"
+    ok $? "the shard is the one there before, unmarked (a rerun streams it again)"
+    rm "$TMP/stream/sa_000007.shard"
     run_status 3 "a failed download: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000008
     grep_ok "^sa1b-stream.sh: 'sa_000008.tar': download failed \(curl exit [0-9]+\): no shard kept$" "$TMP/.err" "one line says so"
     run_status 2 "a name not in the link file: exit 2" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/links.txt" sa_000099
@@ -130,6 +142,6 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     run_status 3 "not a link file: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/tars.txt"
     grep_ok "^sa1b-stream.sh: '$TMP/tars.txt': not an SA-1B link file" "$TMP/.err" "one line says so"
 else
-    skip 19 "curl or jq missing"
+    skip 23 "curl or jq missing"
 fi
 done_testing
