@@ -38,9 +38,20 @@
  * Truncation.  libarchive takes a tar that stops at a 512-byte block
  * boundary (no end-of-archive blocks) for a complete one; this reader still
  * reports every pending member whose partner never came, one per call,
- * before SA1B_EOF.  A tar cut inside a member gives one SA1B_ETRUNC for that
- * member (its partner, if pending, is dropped with it: one bad sample, one
- * report), then the remaining pending members as unpaired, then SA1B_EOF.
+ * before SA1B_EOF, and tells the cut by its identity (clean_end 0, below).
+ * A tar cut inside a member gives one SA1B_ETRUNC for that member (its
+ * partner, if pending, is dropped with it: one bad sample, one report),
+ * then the remaining pending members as unpaired, then SA1B_EOF.  A
+ * compressed tar is read alike: its uncompressed stream is read to the very
+ * end, past the end-of-archive blocks, so a stream cut short or without its
+ * trailer (gzip's) is found out; cut between members, it gives no report of
+ * its own, only clean_end 0.  libarchive's filters drop the block of
+ * output being decoded when the stream ends inside it (64 KiB for gzip, more
+ * for others), so the members there are reported truncated; one that ends
+ * before its first block could be decoded gives SA1B_EOF at once, with
+ * clean_end 0: nothing of it can be read.  Members after the
+ * end-of-archive blocks (tars concatenated) are read too; anything else
+ * there is reported as a damaged header.
  *
  * A sa1b_tar is not thread-safe; use one per thread or serialise calls.
  */
@@ -118,16 +129,23 @@ uint64_t sa1b_tar_bytes_read(const sa1b_tar *t);
  * stream is read to its end for it, so a path and the same bytes on a pipe
  * give the same identity; compressed bytes for a compressed tar), and
  * whether the archive ended cleanly: clean_end is 0 when a member or a
- * header was cut short (SA1B_ETRUNC was reported) or when a plain tar ends
- * without its end-of-archive blocks (cut at a 512-byte boundary, which
- * libarchive takes for a complete archive); a compressed tar cut short is
- * caught by its compression format.
+ * header was cut short (SA1B_ETRUNC was reported), when the tar ends
+ * without an end-of-archive block (cut at a 512-byte boundary, which
+ * libarchive takes for a complete archive), plain or compressed alike (the
+ * uncompressed stream ends right after a member's padded data), when a
+ * compressed stream ends early or without its trailer, when reading could
+ * not go on after a damaged stretch, and when the archive has no member at
+ * all (no_member 1: only zero blocks, an empty archive or a file of zeros,
+ * as a preallocated download that never got its data; an empty file is
+ * SA1B_EFORMAT "empty input" instead).  A single end-of-archive block where
+ * two belong is a clean end (nothing is missing).
  * SA1B_OK, or SA1B_EINVAL before the end (or when the rest of a stream
  * could not be read). */
 typedef struct sa1b_tar_identity {
     uint64_t bytes;
     uint32_t crc32c;
     int clean_end;
+    int no_member;   /* 1: no member at all (then clean_end is 0) */
 } sa1b_tar_identity;
 int sa1b_tar_get_identity(const sa1b_tar *t, sa1b_tar_identity *id);
 /* The name given at open: the path, "-" for stdin, or display_name ("" when

@@ -71,8 +71,10 @@ struct sa1b_tar {
     uint32_t id_crc;        /* CRC32C of the input's first id_bytes bytes */
     int id_state;           /* 0 reading, 1 whole input in id_crc, -1 the rest could not be read */
     int truncated;          /* a member or header was cut short, or the end-of-archive blocks are missing */
-    uint8_t tail[512];      /* a stream: the 512 bytes before rbuf's */
-    size_t rbuf_len;        /* bytes in rbuf */
+    int no_member;          /* the archive ended before any member (only zero blocks) */
+    int unread;             /* the current member's data is not consumed yet */
+    char unread_base[262];  /* its basename (for a report if skipping it fails) */
+    la_int64_t mark;        /* uncompressed bytes consumed before the last header read */
 };
 
 #define BLOCK_SIZE (128 * 1024)
@@ -102,12 +104,22 @@ static int tar_new(sa1b_tar **out, const char *name, sa1b_error *err)
     archive_read_support_filter_all(t->a);
     archive_read_support_format_tar(t->a);
     archive_read_support_format_empty(t->a);   /* to tell "empty input" apart */
+    /* read on past the end-of-archive blocks to the end of the (uncompressed)
+     * input: so a compressed stream is decoded to its very end, where a
+     * stream cut short or missing its trailer is found out, and a later
+     * member (tars concatenated) is not silently left out */
+    if (archive_read_set_format_option(t->a, "tar", "read_concatenated_archives", "1") != ARCHIVE_OK) {
+        sa1b_tar_free(t);
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "tar: cannot set up libarchive");
+    }
     *out = t;
     return SA1B_OK;
 }
 
 static int set_fatal(sa1b_tar *t, int code, sa1b_error *err, const char *msg);
 static int is_io_errno(int e);
+static int says_cut(const char *m);
+static int stream_failed(sa1b_tar *t, const char *base, sa1b_error *err);
 
 /* libarchive recognises the format while opening; a format failure is kept
  * for the first sa1b_tar_next() so that callers handle it in one place. */
@@ -115,10 +127,17 @@ static int open_failed(sa1b_tar **out, sa1b_tar *t, sa1b_error *err)
 {
     const char *m = archive_error_string(t->a);
     int e = archive_errno(t->a);
-    if (!is_io_errno(e)) {
-        set_fatal(t, SA1B_EFORMAT, NULL,
-                  m && strstr(m, "runcated") ? "truncated input: not a tar archive"
-                                             : "not a tar archive");
+    if (!is_io_errno(e) || says_cut(m)) {
+        if (says_cut(m)) {
+            /* a compressed stream that ends before its first block of
+             * output could be decoded (libarchive reads that far ahead to
+             * recognise the format): an input cut short, nothing of it
+             * readable; reported like any cut input, not as "not a tar" */
+            t->at_end = 1;
+            t->truncated = 1;
+        } else {
+            set_fatal(t, SA1B_EFORMAT, NULL, "not a tar archive");
+        }
         *out = t;
         return SA1B_OK;
     }
@@ -135,14 +154,6 @@ static la_ssize_t fd_read(struct archive *a, void *ctx, const void **buf)
 {
     sa1b_tar *t = ctx;
     ssize_t n;
-    /* keep the 512 bytes before the next buffer (end_marker_seen looks there) */
-    if (t->rbuf_len >= sizeof t->tail) {
-        memcpy(t->tail, t->rbuf + t->rbuf_len - sizeof t->tail, sizeof t->tail);
-    } else if (t->rbuf_len) {
-        memmove(t->tail, t->tail + t->rbuf_len, sizeof t->tail - t->rbuf_len);
-        memcpy(t->tail + sizeof t->tail - t->rbuf_len, t->rbuf, t->rbuf_len);
-    }
-    t->rbuf_len = 0;
     do n = read(t->read_fd, t->rbuf, BLOCK_SIZE);
     while (n < 0 && errno == EINTR);
     if (n < 0) {
@@ -151,37 +162,8 @@ static la_ssize_t fd_read(struct archive *a, void *ctx, const void **buf)
     }
     t->id_crc = sa1b_crc32c(t->id_crc, t->rbuf, (size_t)n);
     t->id_bytes += (uint64_t)n;
-    t->rbuf_len = (size_t)n;
     *buf = t->rbuf;
     return n;
-}
-
-/* At the end of a plain (uncompressed) tar: 1 when the 512 bytes before
- * the read position are zeros, the end-of-archive block that libarchive has
- * just consumed; 0 when they are a member's last block (libarchive takes a
- * tar cut at a block boundary for a complete one).  A compressed tar's own
- * format detects a cut, and where the bytes cannot be seen, 1. */
-static int end_marker_seen(const sa1b_tar *t)
-{
-    if (archive_filter_count(t->a) != 1 || archive_filter_code(t->a, 0) != ARCHIVE_FILTER_NONE) return 1;
-    la_int64_t at = archive_filter_bytes(t->a, 0);
-    if (at < 512) return 1;
-    uint8_t blk[512];
-    uint64_t from = (uint64_t)at - 512;
-    if (t->in) {
-        if ((uint64_t)at > t->in_len) return 1;
-        memcpy(blk, t->in + from, 512);
-    } else {
-        uint64_t start = t->id_bytes - t->rbuf_len; /* rbuf holds [start, id_bytes), tail the 512 before */
-        if ((uint64_t)at > t->id_bytes || from < (start >= 512 ? start - 512 : 0)) return 1;
-        for (uint64_t i = 0; i < 512; i++) {
-            uint64_t q = from + i;
-            blk[i] = q >= start ? t->rbuf[q - start] : t->tail[512 - (start - q)];
-        }
-    }
-    for (int i = 0; i < 512; i++)
-        if (blk[i]) return 0;
-    return 1;
 }
 
 static int open_stream(sa1b_tar *t, int fd)
@@ -364,22 +346,34 @@ static int is_io_errno(int e)
     return e > 0 && e != EILSEQ && e != EINVAL;
 }
 
-/* archive_read_data error for member base; r < 0. */
+/* libarchive's message names a cut: its tar reader ("Truncated tar
+ * archive"), its reading ("Truncated input file") and its filters ("truncated
+ * gzip input", "Truncated zstd input", ...) say so, liblzma says "No progress
+ * is possible"; a filter that stops without a message (gzip's missing
+ * trailer) is taken for a cut too. */
+static int says_cut(const char *m)
+{
+    return !m || !*m || strstr(m, "runcated") != NULL || strstr(m, "No progress is possible") != NULL;
+}
+
+/* archive_read_data error for member base; r < 0.  A fatal one ends the
+ * archive: the rest of the input is not read, so it did not end cleanly. */
 static int data_error(sa1b_tar *t, const char *base, la_ssize_t r, sa1b_error *err)
 {
     const char *m = archive_error_string(t->a);
-    if (!m) m = "unknown error";
     if (r == ARCHIVE_FATAL) {
         t->at_end = 1;
-        if (is_io_errno(archive_errno(t->a)) && !strstr(m, "runcated")) {
+        t->unread = 0;
+        if (is_io_errno(archive_errno(t->a)) && !says_cut(m)) {
             char buf[SA1B_ERROR_MSG_MAX];
             snprintf(buf, sizeof buf, "%s: read error: %s", base, m);
             return set_fatal(t, SA1B_EIO, err, buf);
         }
-        if (strstr(m, "runcated"))
-            return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "%s: member truncated", base);
+        t->truncated = 1;
+        if (says_cut(m)) return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "%s: member truncated", base);
     }
-    return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: cannot read member: %s", base, m);
+    return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s: cannot read member: %s", base,
+                          m ? m : "unknown error");
 }
 
 /* A member (not sparse) of an input in memory, read by blocks: when it
@@ -570,6 +564,35 @@ int sa1b_tar_get_identity(const sa1b_tar *t, sa1b_tar_identity *id)
     id->bytes = t->id_bytes;
     id->crc32c = t->id_crc;
     id->clean_end = !t->truncated;
+    id->no_member = t->no_member;
+    return SA1B_OK;
+}
+
+/* libarchive failed looking for the next header, or skipping the data of
+ * the member before it (base: its name, else NULL).  Reading cannot go on:
+ * returns the problem to report, or SA1B_OK when there is none to report
+ * but the cut (then the caller goes on to the end of the archive). */
+static int stream_failed(sa1b_tar *t, const char *base, sa1b_error *err)
+{
+    const char *m = archive_error_string(t->a);
+    char buf[SA1B_ERROR_MSG_MAX];
+    t->at_end = 1;
+    if (is_io_errno(archive_errno(t->a)) && !says_cut(m)) {
+        snprintf(buf, sizeof buf, "read error: %s", m);
+        return set_fatal(t, SA1B_EIO, err, buf);
+    }
+    if (!t->started && !says_cut(m)) {
+        snprintf(buf, sizeof buf, "not a tar archive (%s)", m);
+        return set_fatal(t, SA1B_EFORMAT, err, strstr(m, "Unrecognized") ? "not a tar archive" : buf);
+    }
+    t->truncated = 1; /* the rest of the input is not read */
+    if (!says_cut(m)) return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "damaged tar archive: %s", m);
+    if (base) return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "%s: member truncated", base);
+    if (strstr(m ? m : "", "Truncated tar archive"))
+        return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "tar truncated inside a header");
+    /* a compressed stream cut (or missing its trailer) between members: no
+     * member is concerned; the caller's report of the cut (clean_end 0)
+     * says it all: SA1B_OK, reading goes on to the end */
     return SA1B_OK;
 }
 
@@ -600,13 +623,36 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             return sa1b_error_set(err, SA1B_EOF, pos(t), "end of archive");
         }
 
+        /* the last member's data (when not read) is skipped here rather than
+         * inside archive_read_next_header, so that mark is where its padded
+         * data ends: past it, only a header or an end-of-archive block */
+        if (t->unread) {
+            t->unread = 0;
+            if (archive_read_data_skip(t->a) != ARCHIVE_OK) {
+                int rc = stream_failed(t, t->unread_base, err);
+                if (rc != SA1B_OK) return rc;
+                continue;
+            }
+        }
+        t->mark = archive_filter_bytes(t->a, 0); /* index 0: the uncompressed side */
         struct archive_entry *e;
         int r = archive_read_next_header(t->a, &e);
         if (r == ARCHIVE_EOF) {
             t->at_end = 1;
             if (!t->started && archive_format(t->a) == ARCHIVE_FORMAT_EMPTY)
                 return set_fatal(t, SA1B_EFORMAT, err, "empty input: not a tar archive");
-            if (t->started && !end_marker_seen(t)) t->truncated = 1; /* cut at a block boundary */
+            if (!t->started) {
+                /* only zero blocks: an empty archive, or a file of zeros (a
+                 * download that never got its data): not silently "done" */
+                t->no_member = 1;
+                t->truncated = 1;
+            } else if (archive_filter_bytes(t->a, 0) == t->mark) {
+                /* the end came where a header or an end-of-archive block
+                 * should be, and not one zero block was there: the input
+                 * was cut at a block boundary (libarchive takes that for a
+                 * complete archive), compressed or not */
+                t->truncated = 1;
+            }
             continue;
         }
         if (r == ARCHIVE_RETRY) {
@@ -616,25 +662,18 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "damaged tar header near byte %lld",
                                   (long long)pos(t));
         }
-        if (r < ARCHIVE_WARN) {   /* FAILED or FATAL */
-            const char *m = archive_error_string(t->a);
-            if (!m) m = "unknown error";
-            char buf[SA1B_ERROR_MSG_MAX];
-            t->at_end = 1;
-            if (is_io_errno(archive_errno(t->a)) && !strstr(m, "runcated")) {
-                snprintf(buf, sizeof buf, "read error: %s", m);
-                return set_fatal(t, SA1B_EIO, err, buf);
-            }
-            if (!t->started) {
-                snprintf(buf, sizeof buf, "not a tar archive (%s)", m);
-                return set_fatal(t, SA1B_EFORMAT, err, strstr(m, "Unrecognized") ? "not a tar archive" : buf);
-            }
-            if (strstr(m, "runcated"))
-                return sa1b_error_set(err, SA1B_ETRUNC, pos(t), "tar truncated inside a header");
-            return sa1b_error_set(err, SA1B_EFORMAT, pos(t), "damaged tar archive: %s", m);
+        if (r < ARCHIVE_WARN) { /* FAILED or FATAL */
+            int rc = stream_failed(t, NULL, err);
+            if (rc != SA1B_OK) return rc;
+            continue;
         }
         t->started = 1;
         t->in_damage = 0;
+        t->unread = 1;
+        {
+            const char *p = archive_entry_pathname(e), *b = p ? strrchr(p, '/') : NULL;
+            snprintf(t->unread_base, sizeof t->unread_base, "%.255s", b ? b + 1 : p ? p : "");
+        }
 
         char stem[256], base[262];
         int kind = 0;
@@ -656,6 +695,7 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             drop_partner(t, stem, kind);
             return rc;
         }
+        t->unread = 0; /* read to its end, padding included */
         drop_behind(t);
 
         size_t pi = find_pending(t, stem, !kind);

@@ -901,7 +901,16 @@ typedef struct job {
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
+    int no_member;             /* the input had no member at all (only zero blocks) */
 } job;
+
+/* The input as messages name it: 'path', or standard input. */
+static const char *input_label(const job *j, char *buf, size_t n)
+{
+    if (strcmp(j->input, "-") == 0) snprintf(buf, n, "standard input");
+    else snprintf(buf, n, "'%s'", j->input);
+    return buf;
+}
 
 /* Room for one more part in finals and its companions.  0 or -1. */
 static int grow_parts(job *j)
@@ -1041,10 +1050,8 @@ static void consume(struct job *j, slot *s)
     if (s->kind == 1 || s->rc != SA1B_OK) {
         j->t->skipped++;
         cli_progress_end(j->bar);
-        if (strcmp(j->input, "-") == 0)
-            cli_warn("standard input: %s", s->err.msg);
-        else
-            cli_warn("'%s': %s", j->input, s->err.msg);
+        char label[4200];
+        cli_warn("%s: %s", input_label(j, label, sizeof label), s->err.msg);
         if (o->strict) set_failed(j);
         return;
     }
@@ -1140,15 +1147,17 @@ static void on_sigbus(int sig)
     _exit(CLI_EXIT_FATAL);
 }
 
-/* An input that ended early: one line saying how much of it was read. */
+/* An input that ended early: one line saying how much of it was read.  An
+ * input without any member counts as one too: it is no silent success. */
 static void report_cut(job *j)
 {
     j->t->inputs_cut++;
     cli_progress_end(j->bar);
     char label[4200];
-    if (strcmp(j->input, "-") == 0) snprintf(label, sizeof label, "standard input");
-    else snprintf(label, sizeof label, "'%s'", j->input);
-    if (j->pairs)
+    input_label(j, label, sizeof label);
+    if (j->no_member)
+        cli_warn("%s: no member: an empty archive or a file of zeros", label);
+    else if (j->pairs)
         cli_warn("%s: input ends early, after sample %s: %llu images read, the rest lost", label, j->last_name,
                  (unsigned long long)j->pairs);
     else
@@ -1240,12 +1249,9 @@ static int commit(job *j, int cut)
         for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
         j->t->shards -= j->n_finals;
         report_cut(j);
-        if (strcmp(j->input, "-") == 0)
-            cli_warn("'%s': complete output kept, not replaced by the shard of standard input, which was "
-                     "truncated (--force replaces it)", kept);
-        else
-            cli_warn("'%s': complete output kept, not replaced by the shard of '%s', which was truncated "
-                     "(--force replaces it)", kept, j->input);
+        char label[4200];
+        cli_warn("'%s': complete output kept, not replaced by the shard of %s, which was truncated "
+                 "(--force replaces it)", kept, input_label(j, label, sizeof label));
         free(kept);
         goto out;
     }
@@ -1281,8 +1287,10 @@ static int run_input(job *j)
     sa1b_error e;
     sa1b_tar *tar = NULL;
     bus_input = j->input;
+    char label[4200];
+    input_label(j, label, sizeof label);
     if (sa1b_tar_open(&tar, j->input, &e) != SA1B_OK) {
-        cli_warn("'%s': %s", j->input, e.msg);
+        cli_warn("%s: %s", label, e.msg);
         return -1;
     }
     struct stat st;
@@ -1300,7 +1308,7 @@ static int run_input(job *j)
             if (sa1b_tar_fatal(tar)) {
                 wait_written(r);
                 cli_progress_end(j->bar);
-                cli_warn("'%s': %s", j->input, e.msg);
+                cli_warn("%s: %s", label, e.msg);
                 fatal = 1;
                 break;
             }
@@ -1318,7 +1326,7 @@ static int run_input(job *j)
                 s->json_len = smp.json_len;
             } else if (copy_bytes(&s->jpg, &s->jpg_cap, &s->jpg_len, smp.jpg, smp.jpg_len) ||
                        copy_bytes(&s->json, &s->json_cap, &s->json_len, smp.json, smp.json_len)) {
-                cli_warn("'%s': out of memory", j->input);
+                cli_warn("%s: out of memory", label);
                 fatal = 1;
                 break;
             } else {
@@ -1332,13 +1340,15 @@ static int run_input(job *j)
     j->t->bytes_in += sa1b_tar_bytes_read(tar);
     sa1b_tar_identity id;
     int have_id = !fatal && sa1b_tar_get_identity(tar, &id) == SA1B_OK;
+    if (have_id) j->no_member = id.no_member;
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
     if (!j->failed && have_id && !id.clean_end && j->o->strict) { /* --strict: a cut input is a bad one */
         report_cut(j);
         j->failed = 1;
     }
-    /* a tar without pairs (only end-of-archive blocks) gives an empty shard */
+    /* a tar without pairs gives an empty shard (one without any member, only
+     * zero blocks, is reported as cut: see report_cut) */
     if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
     if (!j->failed && have_id && j->w) { /* the last part records the input */
         char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name);

@@ -25,3 +25,5 @@ TESTS += tests/t1541-shard-stale-parts.sh tests/t1542-shard-commit-killed.sh \
 	tests/t1543-shard-cut-keeps.sh tests/t1545-shard-concurrent.sh
 EXTRA_DIST += tests/t1541-shard-stale-parts.sh tests/t1542-shard-commit-killed.sh \
 	tests/t1543-shard-cut-keeps.sh tests/t1545-shard-concurrent.sh
+TESTS += tests/t1546-shard-cut-compressed.sh tests/t1547-shard-no-member.sh tests/t1548-shard-stdin-names.sh
+EXTRA_DIST += tests/t1546-shard-cut-compressed.sh tests/t1547-shard-no-member.sh tests/t1548-shard-stdin-names.sh

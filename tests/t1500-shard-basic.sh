@@ -59,8 +59,11 @@ sa1b-shard --image-size 64 --max-images 2 --skip-existing -o "$TMP/split" "$TMP/
 ok $? "a missing part 0 makes the split input incomplete: redone"
 
 tar -cf "$TMP/none.tar" --files-from /dev/null
-run_ok "a tar with no members gives an empty shard" sa1b-shard -q -o "$TMP/none.shard" "$TMP/none.tar"
-run_ok "which verifies" sa1b-verify "$TMP/none.shard"
+# an archive without any member (GNU tar's empty archive: zero blocks only,
+# like a preallocated download that never got its data) is no silent
+# success: reported and counted like an input cut short (t1547)
+run_status 1 "a tar with no members gives an empty shard, exit 1" sa1b-shard -q -o "$TMP/none.shard" "$TMP/none.tar"
+run_status 4 "which sa1b-verify calls incomplete" sa1b-verify "$TMP/none.shard"
 
 run_ok "jpeg payloads" sa1b-shard -q --image-size 128 --image-format jpeg --quality 80 -o "$TMP/j.shard" "$TMP/a.tar"
 run_ok "verify the jpeg shard" sa1b-verify "$TMP/j.shard"

@@ -194,6 +194,119 @@ static void test_mapped(void)
     free(tar);
 }
 
+/* Compresses len bytes with a libarchive filter (ARCHIVE_FILTER_*) through
+ * its raw writer.  Returns malloc'ed bytes, or NULL. */
+static uint8_t *compress_bytes(const uint8_t *in, size_t len, int filter, size_t *out_len)
+{
+    size_t cap = len + (1 << 16), used = 0;
+    uint8_t *buf = malloc(cap);
+    struct archive *a = archive_write_new();
+    archive_write_set_format_raw(a);
+    if (archive_write_add_filter(a, filter) != ARCHIVE_OK) {
+        archive_write_free(a);
+        free(buf);
+        return NULL;
+    }
+    archive_write_set_bytes_per_block(a, 512);
+    archive_write_set_bytes_in_last_block(a, 1);
+    archive_write_open_memory(a, buf, cap, &used);
+    struct archive_entry *e = archive_entry_new();
+    archive_entry_set_pathname(e, "x");
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_size(e, (la_int64_t)len);
+    archive_write_header(a, e);
+    archive_write_data(a, in, len);
+    archive_entry_free(e);
+    archive_write_close(a);
+    archive_write_free(a);
+    *out_len = used;
+    return buf;
+}
+
+/* Reads the len bytes at buf to the end; returns what sa1b_tar_next said
+ * last (SA1B_EOF, or a fatal code) and the identity's clean_end and
+ * no_member (-1 when it has none). */
+static int read_end(const uint8_t *buf, size_t len, int *clean_end, int *no_member)
+{
+    sa1b_tar *t = NULL;
+    sa1b_error err;
+    sa1b_tar_sample s;
+    *clean_end = *no_member = -1;
+    if (sa1b_tar_open_memory(&t, buf, len, "end", &err) != SA1B_OK) return -100;
+    int rc;
+    for (int guard = 0; guard < 1000; guard++) {
+        rc = sa1b_tar_next(t, &s, &err);
+        if (rc == SA1B_EOF || sa1b_tar_fatal(t)) break;
+    }
+    sa1b_tar_identity id;
+    if (sa1b_tar_get_identity(t, &id) == SA1B_OK) {
+        *clean_end = id.clean_end;
+        *no_member = id.no_member;
+    }
+    sa1b_tar_free(t);
+    return rc;
+}
+
+/* The end of the archive, plain and compressed alike: where the tar (its
+ * content) stops matters, not the compression. */
+static void test_ends(void)
+{
+    mem_file f[] = {{"sa_1.jpg", 1000, 0}, {"sa_1.json", 600, 0}, {"sa_2.jpg", 1500, 0},
+                    {"sa_2.json", 900, 0}};
+    size_t len, ends[4];
+    uint8_t *tar = build_tar(f, 4, 0, &len, ends);
+    uint8_t zeros[10240] = {0};
+    struct {
+        const char *what;
+        const uint8_t *buf;
+        size_t len;
+        int clean, no_member;
+    } c[] = {
+        {"complete", tar, len, 1, 0},
+        {"one end-of-archive block of two", tar, len - 512, 1, 0},
+        {"cut after a complete pair, no end block", tar, ends[1], 0, 0},
+        {"cut inside a pair, no end block", tar, ends[2], 0, 0},
+        {"10240 zero bytes (GNU tar's empty archive)", zeros, sizeof zeros, 0, 1},
+        {"a single zero block", zeros, 512, 0, 1},
+    };
+    static const struct {
+        int code;
+        const char *name;
+    } filters[] = {{ARCHIVE_FILTER_NONE, "plain"}, {ARCHIVE_FILTER_GZIP, "gzip"},
+                   {ARCHIVE_FILTER_XZ, "xz"}, {ARCHIVE_FILTER_BZIP2, "bzip2"},
+                   {ARCHIVE_FILTER_ZSTD, "zstd"}};
+    for (size_t k = 0; k < sizeof filters / sizeof filters[0]; k++) {
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+            size_t zlen = c[i].len;
+            uint8_t *z = filters[k].code == ARCHIVE_FILTER_NONE
+                             ? NULL
+                             : compress_bytes(c[i].buf, c[i].len, filters[k].code, &zlen);
+            if (filters[k].code != ARCHIVE_FILTER_NONE && !z) {
+                tap_skip(1, "libarchive cannot write this filter here");
+                continue;
+            }
+            int clean, nm;
+            int rc = read_end(z ? z : c[i].buf, zlen, &clean, &nm);
+            tap_ok(rc == SA1B_EOF && clean == c[i].clean && nm == c[i].no_member,
+                   "%s, %s: clean_end %d, no_member %d (got rc %d, %d, %d)", filters[k].name,
+                   c[i].what, c[i].clean, c[i].no_member, rc, clean, nm);
+            free(z);
+        }
+    }
+    /* a gzip stream cut short: the trailer missing (the tar whole), or more */
+    size_t zlen;
+    uint8_t *z = compress_bytes(tar, len, ARCHIVE_FILTER_GZIP, &zlen);
+    for (size_t cut = 1; z && cut <= 40; cut += 13) {
+        int clean, nm;
+        int rc = read_end(z, zlen - cut, &clean, &nm);
+        tap_ok(rc == SA1B_EOF && clean == 0,
+               "gzip stream less its last %zu bytes: not a clean end (got rc %d, clean_end %d)", cut, rc,
+               clean);
+    }
+    free(z);
+    free(tar);
+}
+
 int main(void)
 {
     tap_plan(0);
@@ -422,5 +535,6 @@ int main(void)
     sa1b_tar_free(NULL);
     tap_ok(1, "sa1b_tar_free(NULL) is a no-op");
     test_mapped();
+    test_ends();
     return tap_done();
 }
