@@ -50,4 +50,25 @@ for sig in INT HUP; do
     is "$(ls "$d" | grep -c tmp)" "0" "SIG$sig: no temporary left"
     run_ok "SIG$sig: --resume continues" sa1b-train --resume "$d" --steps $((${step:-0} + 1)) -q
 done
+# under nohup, SIGHUP stays ignored: the run goes on (until SIGTERM)
+if command -v nohup >/dev/null; then
+    d="$TMP/snohup"
+    nohup sa1b-train $common --steps 100000 --log-every 1 --ckpt-every 100000 --out "$d" >"$d.out" 2>"$d.err" &
+    pid=$!
+    i=0
+    while [ $i -lt 600 ] && ! [ -s "$d/log.jsonl" ]; do sleep 0.1; i=$((i + 1)); done
+    kill -HUP $pid
+    n=$(wc -l <"$d/log.jsonl")
+    i=0   # (a bound: a run that died of the signal ends the wait at once)
+    while [ $i -lt 600 ] && [ "$(wc -l <"$d/log.jsonl")" -lt $((n + 3)) ] && kill -0 $pid 2>/dev/null; do
+        sleep 0.1; i=$((i + 1))
+    done
+    kill -0 $pid 2>/dev/null && [ "$(wc -l <"$d/log.jsonl")" -ge $((n + 3)) ]
+    ok $? "nohup: SIGHUP leaves the run going"
+    kill -TERM $pid
+    wait $pid
+    is "$?" "130" "nohup: SIGTERM still stops it with a checkpoint"
+else
+    skip 2 "no nohup"
+fi
 done_testing

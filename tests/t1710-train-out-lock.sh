@@ -31,9 +31,29 @@ run_ok "once it has ended, --resume goes on" sa1b-train --resume "$TMP/a" -q --s
 is "$(cat "$TMP/a/latest")" "$((step + 2))" "to its new last step"
 
 if command -v flock >/dev/null 2>&1; then
-    run_status 2 "a folder locked by another process is refused" flock "$TMP/a" sa1b-train --resume "$TMP/a" -q --steps $((step + 4))
+    run_status 2 "a folder locked by another process is refused" \
+        flock "$TMP/a/.sa1b-train.lock" sa1b-train --resume "$TMP/a" -q --steps $((step + 4))
     is "$(cat "$TMP/a/latest")" "$((step + 2))" "and nothing in it changes"
+    # the lock is a file of its own: a tool that locks the folder (sa1b-shard's commit) is not held up
+    if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null; then
+        sa1b-synth -n 2 -W 120 -H 80 -m 3 -o "$TMP/s.tar" --quiet
+        flock "$TMP/a/.sa1b-train.lock" timeout 60 sa1b-shard -q --image-size 32 -o "$TMP/a/s.shard" "$TMP/s.tar"
+        ok $? "sa1b-shard writes into a folder whose training run holds its lock"
+    else
+        skip 1 "sa1b-synth or sa1b-shard not built"
+    fi
 else
-    skip 2 "no flock(1)"
+    skip 3 "no flock(1)"
 fi
+
+# temporaries a killed run left (its own, and a NAME.tmp of older versions)
+# go when the next run takes the lock; a file that only looks like one stays
+: >"$TMP/a/model-2.safetensors.tmp.99999.0"
+: >"$TMP/a/state-2.bin.tmp"
+: >"$TMP/a/log.jsonl.tmp.notes"
+run_ok "--resume once more" sa1b-train --resume "$TMP/a" -q --steps $((step + 3))
+test ! -e "$TMP/a/model-2.safetensors.tmp.99999.0" && test ! -e "$TMP/a/state-2.bin.tmp"
+ok $? "removes the temporaries a killed run left"
+test -e "$TMP/a/log.jsonl.tmp.notes"
+ok $? "not a file that only looks like one"
 done_testing

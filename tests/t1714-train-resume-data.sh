@@ -46,6 +46,17 @@ cp "$TMP/t9.shard" "$TMP/d/t3.shard"
 refused "a shard replaced by another"
 cp "$TMP/t3.keep" "$TMP/d/t3.shard"
 
+# another shard of the same name and the same size (other images)
+mkdir -p "$TMP/other" && sa1b-synth -n 4 -W 240 -H 160 -m 6 -s 77 --first-id 300 -o "$TMP/other/t3.tar" --quiet
+sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/other/t3.shard" "$TMP/other/t3.tar"
+if [ "$(stat -c %s "$TMP/other/t3.shard")" = "$(stat -c %s "$TMP/d/t3.shard")" ]; then
+    cp "$TMP/other/t3.shard" "$TMP/d/t3.shard"
+    refused "a shard of the same name and size, from other images"
+    cp "$TMP/t3.keep" "$TMP/d/t3.shard"
+else
+    skip 5 "the two shards differ in size"
+fi
+
 # the same shards again (copied back: the same names and sizes)
 run_ok "over the same shards, --resume goes on" sa1b-train --resume "$TMP/a" -q
 is "$(cat "$TMP/a/latest")" "6" "to the run's last step"

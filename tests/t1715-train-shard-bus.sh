@@ -37,4 +37,18 @@ grep_ok "^sa1b-train: a training shard was truncated or could not be read while 
 is "$(wc -l <"$TMP/t.err" | tr -d ' ')" "1" "in one line"
 test -s "$TMP/t/model-$(cat "$TMP/t/latest").safetensors"
 ok $? "the last checkpoint is there"
+
+# before any checkpoint: the line does not send the user to --resume
+sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/b.shard" "$TMP/b.tar" --force
+ok $? "the shard again"
+sa1b-train $common --data "$TMP/b.shard" --steps 1000000 --log-every 1 --ckpt-every 1000000 --out "$TMP/n" \
+    2>"$TMP/n.err" &
+pid=$!
+wait_for "$TMP/n/log.jsonl" $pid
+ok $? "a run with no checkpoint yet"
+truncate -s 4096 "$TMP/b.shard"
+end_of $pid
+is "$st" "3" "the shard truncated under it: exit 3"
+grep_ok "\(SIGBUS\); no checkpoint was written: start the run again \(--overwrite\) once the shards are whole$" \
+    "$TMP/n.err" "one line says that nothing can be resumed"
 done_testing

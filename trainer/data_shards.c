@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "sa1b_loader.h"
+#include "sa1b_shard.h"
 
 static void *mem_alloc_cb(size_t size, void *ctx) { return tr_mem_alloc(ctx, TR_MEM_DATA, size); }
 static void mem_free_cb(void *ptr, size_t size, void *ctx)
@@ -28,7 +29,41 @@ typedef struct shard_ctx {
     uint64_t epoch, consumed; /* position after the last delivered batch */
     uint64_t n_images;
     double wait_before;       /* consumer wait of loaders closed by seek */
+    char identity[128];       /* what the shards are (data_identity) */
 } shard_ctx;
+
+/* "N shards, M images, digest D": D a 64-bit FNV-1a over each shard's file
+ * name (without its folder), size in bytes and provenance (its input's
+ * name, size and CRC32C, the options and the part), in the loader's order,
+ * so that a shard added, removed, renamed, or replaced by another (even of
+ * the same name and size) changes it. */
+static void data_identity(const sa1b_loader *L, char *buf, size_t len)
+{
+    size_t n = 0;
+    uint64_t images = 0, h = 0xcbf29ce484222325ull;
+    sa1b_loader_info(L, &images, NULL, NULL, NULL, &n, NULL, NULL);
+    for (size_t i = 0; i < n; i++) {
+        const char *p = sa1b_loader_shard_path(L, i), *slash = p ? strrchr(p, '/') : NULL;
+        struct stat st;
+        char size[32];
+        snprintf(size, sizeof size, "%lld", p && stat(p, &st) == 0 ? (long long)st.st_size : -1LL);
+        sa1b_shard *sh = NULL;
+        const char *prov = "";
+        size_t prov_len = 0;
+        if (p && sa1b_shard_open(&sh, p, NULL) == SA1B_OK) {
+            const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+            prov = in->provenance ? in->provenance : "", prov_len = in->provenance ? in->provenance_len : 0;
+        }
+        const char *parts[3] = {slash ? slash + 1 : p ? p : "", size, prov};
+        size_t lens[3] = {strlen(parts[0]), strlen(size), prov_len};
+        for (int k = 0; k < 3; k++) {
+            for (size_t c = 0; c < lens[k]; c++) h = (h ^ (uint8_t)parts[k][c]) * 0x100000001b3ull;
+            h = (h ^ 0xff) * 0x100000001b3ull; /* a separator: "ab","c" != "a","bc" */
+        }
+        sa1b_shard_close(sh);
+    }
+    snprintf(buf, len, "%zu shards, %" PRIu64 " images, digest %016" PRIx64, n, images, h);
+}
 
 static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, size_t err_len)
 {
@@ -79,6 +114,7 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
                         "--image-size %u, a multiple of --patch, or shard with sa1b-shard --image-size %d "
                         "--mask-size %d)", s->glob, S, R, s->opt.S, s->opt.R, S, s->opt.S, s->opt.R), -1;
     s->epoch = epoch, s->consumed = consumed;
+    data_identity(s->L, s->identity, sizeof s->identity);
     return 0;
 }
 
@@ -133,29 +169,10 @@ static int sh_seek(void *ctx, uint64_t epoch, uint64_t consumed)
     return reopen(ctx, epoch, consumed, err, sizeof err);
 }
 
-/* "N shards, M images, digest D": D a 64-bit FNV-1a over each shard's file
- * name (without its folder) and size in bytes, in the loader's order, so
- * that a shard added, removed, renamed or rewritten to another size
- * changes it. */
 static void sh_identity(void *ctx, char *buf, size_t len)
 {
     shard_ctx *s = ctx;
-    size_t n = 0;
-    uint64_t images = 0, h = 0xcbf29ce484222325ull;
-    sa1b_loader_info(s->L, &images, NULL, NULL, NULL, &n, NULL, NULL);
-    for (size_t i = 0; i < n; i++) {
-        const char *p = sa1b_loader_shard_path(s->L, i), *slash = p ? strrchr(p, '/') : NULL;
-        struct stat st;
-        char size[32];
-        snprintf(size, sizeof size, "%lld", p && stat(p, &st) == 0 ? (long long)st.st_size : -1LL);
-        const char *parts[2] = {slash ? slash + 1 : p ? p : "", size};
-        for (int k = 0; k < 2; k++)
-            for (const unsigned char *c = (const unsigned char *)parts[k];; c++) {
-                h = (h ^ *c) * 0x100000001b3ull; /* the terminating 0 too: "ab","c" != "a","bc" */
-                if (!*c) break;
-            }
-    }
-    snprintf(buf, len, "%zu shards, %" PRIu64 " images, digest %016" PRIx64, n, images, h);
+    snprintf(buf, len, "%s", s->identity);
 }
 
 static void sh_close(void *ctx)

@@ -22,17 +22,28 @@ static int numbered(const char *name, const char *prefix, const char *suffix)
     return 1;
 }
 
-/* A file sa1b-train writes for a run, or its temporary (NAME.tmp or
- * NAME.tmp.PID.N). */
+/* The length of NAME in a temporary NAME.tmp or NAME.tmp.PID.N (PID and N
+ * decimal), 0 when name is no temporary. */
+static size_t temp_base(const char *name)
+{
+    size_t n = strlen(name);
+    if (n > 4 && strcmp(name + n - 4, ".tmp") == 0) return n - 4;
+    const char *t = strstr(name, ".tmp.");
+    if (!t) return 0;
+    const char *p = t + 5, *q = p + strspn(p, "0123456789");
+    if (q == p || *q != '.' || !q[1] || q[1 + strspn(q + 1, "0123456789")]) return 0;
+    return (size_t)(t - name);
+}
+
+/* A file sa1b-train writes for a run, or its temporary (temp_base). */
 static int run_file(const char *name)
 {
     char base[256];
     size_t n = strlen(name);
     if (n >= sizeof base) return 0;
     memcpy(base, name, n + 1);
-    if (n > 4 && strcmp(base + n - 4, ".tmp") == 0) base[n - 4] = 0;
-    char *t = strstr(base, ".tmp."); /* the writer's temporaries: NAME.tmp.PID.N */
-    if (t && t[5] && strspn(t + 5, "0123456789.") == strlen(t + 5)) *t = 0;
+    size_t tb = temp_base(base);
+    if (tb) base[tb] = 0;
     /* state-STEP.rRANK.bin: a rank's part of the optimizer state (--zero 1) */
     const char *dot = strchr(base, '.');
     char first[256];
@@ -97,13 +108,23 @@ static int remove_one(const char *dir, const char *name, void *ctx)
     return -1;
 }
 
-int tr_run_dir_clear(const char *dir, char *err, size_t err_len)
+static int remove_temp(const char *dir, const char *name, void *ctx)
+{
+    return temp_base(name) ? remove_one(dir, name, ctx) : 0;
+}
+
+/* Removes the run files of dir that fn takes (remove_one: all). */
+static int remove_each(const char *dir, int (*fn)(const char *, const char *, void *), char *err, size_t err_len)
 {
     char failed[4200] = "";
-    if (each_run_file(dir, remove_one, failed) >= 0 || errno == ENOENT) return 0;
+    if (each_run_file(dir, fn, failed) >= 0 || errno == ENOENT) return 0;
     snprintf(err, err_len, "cannot remove '%s': %s", *failed ? failed : dir, strerror(errno));
     return -1;
 }
+
+int tr_run_dir_remove_temps(const char *dir, char *err, size_t err_len) { return remove_each(dir, remove_temp, err, err_len); }
+
+int tr_run_dir_clear(const char *dir, char *err, size_t err_len) { return remove_each(dir, remove_one, err, err_len); }
 
 typedef struct same_file {
     dev_t dev;

@@ -5,7 +5,9 @@
  * run: latest, log.jsonl, model-STEP.safetensors, state-STEP.bin (or one of
  * their temporaries, NAME.tmp or NAME.tmp.PID.N).  sa1b-train refuses to start a new run in
  * such a folder unless told to resume it or to start afresh (--overwrite,
- * which removes exactly these files and nothing else).
+ * which removes exactly these files and nothing else).  The run that writes
+ * in a folder holds the flock(2) lock of its file TR_RUN_LOCK (not a run
+ * file: it stays).
  *
  * The run record: the settings that shape the model, the data and the
  * schedule, as text lines "key=value\n" (values percent-encoded, so that
@@ -22,9 +24,16 @@
  * it cannot be read (what: the reason). */
 int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
 
+#define TR_RUN_LOCK ".sa1b-train.lock"
+
 /* Removes the run's files from dir (the files tr_run_dir_holds_run counts;
  * nothing else).  0, or -1 with err naming the file that could not go. */
 int tr_run_dir_clear(const char *dir, char *err, size_t err_len);
+
+/* Removes the temporaries of run files (NAME.tmp, NAME.tmp.PID.N) from
+ * dir: those a killed run left, to be called by the run that holds the
+ * folder's lock.  0, or -1 with err naming the file that could not go. */
+int tr_run_dir_remove_temps(const char *dir, char *err, size_t err_len);
 
 /* 1 when path is (the same device and inode as) one of the run's files in
  * dir, the files tr_run_dir_clear removes (name: its name in dir); else 0. */

@@ -42,20 +42,24 @@ static void on_signal(int sig)
  * loader read it.  Any thread may take the fault and nothing can be saved
  * from here: one line naming where the last checkpoint is, and exit 3. */
 static const char *volatile bus_out = NULL;
+static volatile sig_atomic_t bus_checkpoint; /* a checkpoint of this run is in bus_out (latest names it) */
 
 static void on_sigbus(int sig)
 {
     (void)sig;
-    static const char a[] = ": a training shard was truncated or could not be read while it was read (SIGBUS); "
-                            "the steps after the last checkpoint are lost: --resume ",
-                      b[] = " continues from it once the shards are whole\n",
-                      c[] = ": a shard was truncated or could not be read while it was read (SIGBUS)\n";
+    static const char a[] = ": a training shard was truncated or could not be read while it was read (SIGBUS); ",
+                      b[] = "the steps after the last checkpoint are lost: --resume ",
+                      c[] = " continues from it once the shards are whole\n",
+                      d[] = "no checkpoint was written: start the run again (--overwrite) once the shards are whole\n",
+                      e[] = ": a shard was truncated or could not be read while it was read (SIGBUS)\n";
     const char *p = cli_prog(), *out = bus_out;
-    if (write(2, p, strlen(p)) < 0 ||
-        (out ? write(2, a, sizeof a - 1) < 0 || write(2, out, strlen(out)) < 0 || write(2, b, sizeof b - 1) < 0
-             : write(2, c, sizeof c - 1) < 0)) {
-        /* nothing more can be done */
-    }
+    int bad = write(2, p, strlen(p)) < 0;
+    if (!out) bad = bad || write(2, e, sizeof e - 1) < 0;
+    else if (bus_checkpoint)
+        bad = bad || write(2, a, sizeof a - 1) < 0 || write(2, b, sizeof b - 1) < 0 ||
+              write(2, out, strlen(out)) < 0 || write(2, c, sizeof c - 1) < 0;
+    else bad = bad || write(2, a, sizeof a - 1) < 0 || write(2, d, sizeof d - 1) < 0;
+    (void)bad; /* nothing more can be done */
     _exit(CLI_EXIT_FATAL);
 }
 
@@ -246,6 +250,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
     if (o->rank == 0 && write_latest(o->out, st->step) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
+    bus_checkpoint = 1;
 }
 
 /* --zero 1: rank r keeps the optimizer state of the parameters in floats
@@ -577,8 +582,11 @@ int run(const options *op, tr_backend *be)
     if (!log && !o.plan && o.rank == 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    signal(SIGHUP, on_signal); /* a closed terminal: stop with a checkpoint, as SIGTERM */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) /* (nohup: left ignored) */
+        signal(SIGHUP, on_signal); /* a closed terminal: stop with a checkpoint, as SIGTERM */
     bus_out = o.plan || o.rank ? NULL : o.out;
+    bus_checkpoint = o.resume != NULL; /* the checkpoint resumed from */
     signal(SIGBUS, on_sigbus);
     if (!o.quiet) {
         tr_mem_stats ms;

@@ -72,6 +72,7 @@ typedef struct options {
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
     int out_locked;             /* lock_out ran: --out is this process's (or could not be locked) */
+    int out_lock_held;          /* and holds the lock (TR_RUN_LOCK) */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
     char *record;               /* the run record saved in every state file (run_dir.h) */
     char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
@@ -85,8 +86,8 @@ void check_out(const options *o);
 /* Creates --out and locks it (lock_out), then with --overwrite empties it of
  * the earlier run's files. */
 void prepare_out(options *o);
-/* Takes the exclusive flock(2) lock of the --out folder for the rest of the
- * process (the training run of rank 0); another process holding it: one
+/* Takes the exclusive flock(2) lock of the --out folder (on its file
+ * TR_RUN_LOCK, which it creates) for the rest of the process (the training run of rank 0); another process holding it: one
  * line and exit 2.  A folder not there yet is left to prepare_out (created:
  * 1, it must be there). */
 void lock_out(options *o, int created);

@@ -385,15 +385,20 @@ static long lock_holder(const struct stat *st)
 void lock_out(options *o, int created)
 {
     if (o->out_locked || !o->out) return;
-    int fd = open(o->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT && !created) return; /* prepare_out creates it, then locks it */
-        cli_die(CLI_EXIT_FATAL, "cannot open output folder '%s': %s", o->out, strerror(errno));
-    }
+    struct stat st;
+    if (stat(o->out, &st) != 0 && errno == ENOENT && !created) return; /* prepare_out creates it, then locks it */
+    /* a file of its own, not the folder: other tools (sa1b-shard's commit)
+     * lock folders they write into, and must not wait on a training run */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", o->out, TR_RUN_LOCK);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the output folder): %s", path, strerror(errno));
     o->out_locked = 1;
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return; /* held until the process ends (fd left open) */
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* held until the process ends (fd left open) */
+        o->out_lock_held = 1;
+        return;
+    }
     if (errno == EWOULDBLOCK) {
-        struct stat st;
         long pid = fstat(fd, &st) == 0 ? lock_holder(&st) : 0;
         char who[64] = "";
         if (pid) snprintf(who, sizeof who, " (process %ld)", pid);
@@ -411,6 +416,8 @@ void prepare_out(options *o)
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
     lock_out(o, 1); /* (before anything in it is removed or written) */
     if (o->overwrite && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
+    /* with the lock, no other run writes here: a temporary is a killed run's */
+    if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) cli_warn("%s", err);
 }
 
 /* ---- the run record (issue 19) ------------------------------------------- */
