@@ -36,6 +36,15 @@ cmp -s x.jsonl x0.jsonl
 ok $? "the old file is left as it was"
 run_status 2 "-o without a value: usage error" sa1b-inspect good.shard -o
 
+# -o never replaces an input or a shard (a forgotten name: -o takes the first shard)
+cp good.shard g2.shard && cp good.shard keep.shard
+run_status 2 "--manifest -o with the output name forgotten: refused" sa1b-inspect --manifest -o good.shard g2.shard
+grep_ok "^sa1b-inspect: -o 'good.shard' is a shard: not replaced; give another file$" "$TMP/.err" "one line says why"
+run_status 2 "-o naming an input: refused" sa1b-inspect -o g2.shard g2.shard
+grep_ok "^sa1b-inspect: -o 'g2.shard' is the input 'g2.shard': give another file$" "$TMP/.err" "one line says why"
+cmp -s good.shard keep.shard && cmp -s g2.shard keep.shard
+ok $? "both shards are left as they were"
+
 is "$(ls -A | grep -c tmp)" 0 "no temporary file left"
 
 done_testing
