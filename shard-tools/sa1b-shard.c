@@ -49,6 +49,8 @@ typedef struct options {
     int force;                 /* --force: replace existing outputs that are not shards of this tool */
     sa1b_prep_opts prep;
     int mask_size_set;
+    char *dir;                 /* the folder the outputs go to (OUT, or OUT's folder), no trailing slash */
+    char *prefix;              /* a folder OUT with one slash after it: the start of its files' paths */
 } options;
 
 static void usage(void)
@@ -272,9 +274,9 @@ static char *part_path(const options *o, int single_file, const char *stem, uint
         if (!o->max_images) return strdup(o->out);
         n = asprintf(&p, "%.*s-%05llu.shard", (int)(strlen(o->out) - 6), o->out, (unsigned long long)part);
     } else if (o->max_images) {
-        n = asprintf(&p, "%s/%s-%05llu.shard", o->out, stem, (unsigned long long)part);
+        n = asprintf(&p, "%s%s-%05llu.shard", o->prefix, stem, (unsigned long long)part);
     } else {
-        n = asprintf(&p, "%s/%s.shard", o->out, stem);
+        n = asprintf(&p, "%s%s.shard", o->prefix, stem);
     }
     return n < 0 ? NULL : p;
 }
@@ -454,7 +456,7 @@ static int is_our_shard(const char *path)
  * current folder), as part_path spells it. */
 typedef struct out_set {
     char *prefix, *dir, *base;
-    const char *stem;          /* the input's name its shards record; NULL: any (one .shard output) */
+    const char *stem;          /* the input's name its shards record */
 } out_set;
 
 static void out_set_free(out_set *s)
@@ -474,14 +476,15 @@ static int out_set_init(out_set *s, const options *o, int single_file, const cha
         n = asprintf(&s->prefix, "%.*s", (int)lp, o->out);
         if (n >= 0) n = asprintf(&s->dir, "%.*s", lp > 1 ? (int)lp - 1 : 1, lp ? o->out : ".");
         if (n >= 0) n = asprintf(&s->base, "%.*s", (int)(strlen(o->out) - lp - 6), o->out + lp);
-        /* one .shard output: a new input may take the place of another */
-        s->stem = NULL;
     } else {
-        n = asprintf(&s->prefix, "%s/", o->out);
-        if (n >= 0) n = asprintf(&s->dir, "%s", o->out);
+        n = asprintf(&s->prefix, "%s", o->prefix);
+        if (n >= 0) n = asprintf(&s->dir, "%s", o->dir);
         if (n >= 0) n = asprintf(&s->base, "%s", stem);
-        s->stem = stem;
     }
+    /* only this input's files are the set's: with one .shard output too, the
+     * other form or parts past the new ones of another input (which wrote
+     * OUT's name earlier) are that input's shards, never removed */
+    s->stem = stem;
     if (n < 0) {
         out_set_free(s);
         return -1;
@@ -523,10 +526,11 @@ static int out_set_name(const out_set *s, const char *name, int *numbered, uint6
 }
 
 /* True when prov (a shard of sa1b-shard) was written as part k of this
- * set's form: its part number is k, it was split (numbered) or not, and in
- * a folder output its input is this input.  Only such files are removed as
- * left over from an earlier run: never a file of another input whose name
- * only looks like a part ("a-00001.tar" gives "a-00001.shard"). */
+ * set's form: its part number is k, it was split (numbered) or not, and its
+ * input is this input (the name its provenance records).  Only such files
+ * are removed as left over from an earlier run: never a file of another
+ * input, whose name only looks like a part ("a-00001.tar" gives
+ * "a-00001.shard") or which wrote OUT's name earlier (one .shard output). */
 static int out_set_member(const out_set *s, const json_t *prov, int numbered, uint64_t k)
 {
     const json_t *part = json_object_get(prov, "part");
@@ -536,17 +540,19 @@ static int out_set_member(const out_set *s, const json_t *prov, int numbered, ui
         return 0;
     int split = json_is_integer(mi) && json_integer_value(mi) > 0;
     if (split != numbered) return 0;
-    return !s->stem || (input && strcmp(input, s->stem) == 0);
+    return input && strcmp(input, s->stem) == 0;
 }
 
 /* True when the set of the form holds a complete output: part 0 and the
  * parts after it up to the first missing one are shards of sa1b-shard (of
  * this set: member, when strict) and the last of them was made from an
- * input that ended cleanly.  *part0: part 0's path (the caller frees). */
-static int out_set_complete(const out_set *s, int numbered, int strict, char **part0)
+ * input that ended cleanly.  *part0: part 0's path, *input: the input its
+ * provenance names (NULL when it names none; the caller frees both). */
+static int out_set_complete(const out_set *s, int numbered, int strict, char **part0, char **input)
 {
     int complete = 0;
     *part0 = NULL;
+    *input = NULL;
     for (uint64_t k = 0;; k++) {
         char *path = out_set_path(s, numbered, k);
         if (!path || access(path, F_OK) != 0) {
@@ -556,6 +562,8 @@ static int out_set_complete(const out_set *s, int numbered, int strict, char **p
         json_t *prov = our_provenance(path);
         int ok = prov && (!strict || out_set_member(s, prov, numbered, k));
         complete = ok && !json_is_false(json_object_get(prov, "input_clean_end"));
+        const char *in = json_string_value(json_object_get(prov, "input"));
+        if (k == 0 && in) *input = strdup(in);
         json_decref(prov);
         if (k == 0) *part0 = path;
         else free(path);
@@ -563,7 +571,8 @@ static int out_set_complete(const out_set *s, int numbered, int strict, char **p
     }
     if (!complete) {
         free(*part0);
-        *part0 = NULL;
+        free(*input);
+        *part0 = *input = NULL;
     }
     return complete;
 }
@@ -576,6 +585,26 @@ static void sync_dir(const char *dir)
         (void)fsync(fd);
         close(fd);
     }
+}
+
+/* Sets o->dir and o->prefix: OUT without its trailing slashes and with one
+ * ("out/" gives 'out/a.shard', never 'out//a.shard'), or OUT's folder for a
+ * single .shard output.  0 or -1 (out of memory). */
+static int out_folder(options *o, int single_file)
+{
+    size_t n = strlen(o->out);
+    if (single_file) {
+        const char *slash = strrchr(o->out, '/');
+        n = slash ? (slash == o->out ? 1 : (size_t)(slash - o->out)) : 0;
+        o->dir = n ? strndup(o->out, n) : strdup(".");
+        o->prefix = strdup("");
+    } else {
+        while (n > 1 && o->out[n - 1] == '/') n--;
+        o->dir = strndup(o->out, n);
+        if (o->dir && asprintf(&o->prefix, "%s%s", o->dir, strcmp(o->dir, "/") == 0 ? "" : "/") < 0)
+            o->prefix = NULL;
+    }
+    return o->dir && o->prefix ? 0 : -1;
 }
 
 /* Before anything is opened for writing: no output may be an input (the
@@ -699,44 +728,136 @@ static void test_hook(int what)
         raise(SIGTERM);
 }
 
+/* Tests: SA1B_TEST_PAUSE=WHAT:N:FIFO stops the run at the N-th WHAT,
+ * counted over the whole run: finish (a part's writer has renamed it to its
+ * partial name, before the run locks that again) or commit (an input's
+ * parts are finished, before its commit takes the folder's lock).  The run
+ * writes its pid into FIFO, then waits until FIFO.go is opened and closed. */
+static struct {
+    char what[16];
+    unsigned long long n, count;
+    char path[4096];
+} pause_hook;
+
+static void test_pause(const char *what)
+{
+    if (!pause_hook.n || strcmp(pause_hook.what, what) != 0 || ++pause_hook.count != pause_hook.n) return;
+    FILE *f = fopen(pause_hook.path, "w");
+    if (f) {
+        fprintf(f, "%ld\n", (long)getpid());
+        fclose(f);
+    }
+    char go[4200];
+    snprintf(go, sizeof go, "%s.go", pause_hook.path);
+    int fd = open(go, O_RDONLY | O_CLOEXEC);
+    char b[64];
+    while (fd >= 0 && read(fd, b, sizeof b) > 0) {
+    }
+    if (fd >= 0) close(fd);
+}
+
 static void init_signals(void)
 {
     cli_on_termination(on_terminate);
     const char *k = getenv("SA1B_TEST_KILL");
     if (k && sscanf(k, "%15[a-z]:%llu", kill_hook.what, &kill_hook.n) != 2) kill_hook.n = 0;
+    k = getenv("SA1B_TEST_PAUSE");
+    if (k && sscanf(k, "%15[a-z]:%llu:%4095s", pause_hook.what, &pause_hook.n, pause_hook.path) != 3)
+        pause_hook.n = 0;
 }
 
-/* name is "<part>.partial" or "<part>.partial.tmp-XXXXXX" for a part of
- * this input (part0: the file name of its part 0). */
+/* The lock that orders the sa1b-shard runs writing into one folder: flock()
+ * on the folder, shared (how LOCK_SH) while a run creates a temporary and
+ * locks it (open_part) or finishes one and locks it again (close_part),
+ * exclusive (LOCK_EX) while it removes stale temporaries or commits.  So a
+ * run never takes another's temporary for stale in the moment it is not
+ * locked, and two commits never interleave.  When another run holds it, one
+ * line says so (once a run) before the wait.  The descriptor to close, or
+ * -1 where the folder cannot be opened or locked (the lock is advice). */
+static int lock_folder(const options *o, int how)
+{
+    static atomic_int said;
+    int fd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (flock(fd, how | LOCK_NB) == 0) return fd;
+    if (errno == EWOULDBLOCK) {
+        if (!atomic_exchange(&said, 1))
+            cli_warn("waiting for another sa1b-shard run committing into '%s'", o->dir);
+        int rc;
+        while ((rc = flock(fd, how)) != 0 && errno == EINTR) {
+        }
+        if (rc == 0) return fd;
+    }
+    close(fd);
+    return -1;
+}
+
+static void unlock_folder(int fd)
+{
+    if (fd >= 0) close(fd);
+}
+
+/* 1 when p starts with 6 characters of mkstemp's alphabet [A-Za-z0-9]. */
+static int x6(const char *p)
+{
+    for (int i = 0; i < 6; i++)
+        if (!((p[i] >= 'A' && p[i] <= 'Z') || (p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9')))
+            return 0;
+    return 1;
+}
+
+/* 1 when p (what follows a part's file name) is exactly the suffix of one
+ * of its temporaries: ".partial" and ".partial.tmp-XXXXXX" of earlier
+ * versions, ".partial.XXXXXX" (reserve_partial) and
+ * ".partial.XXXXXX.tmp-XXXXXX" (the shard writer's temporary of it) now,
+ * and the writer's ".rows-XXXXXX" after a ".tmp-XXXXXX" (unlinked at once
+ * where the file system has no O_TMPFILE).  Nothing else: a user's
+ * "a.shard.partial.notes" is no temporary. */
+static int temp_suffix(const char *p)
+{
+    if (strncmp(p, ".partial", 8) != 0) return 0;
+    p += 8;
+    if (p[0] == '.' && x6(p + 1) && (p[7] == '\0' || p[7] == '.')) p += 7;
+    if (strncmp(p, ".tmp-", 5) == 0 && x6(p + 5)) {
+        p += 11;
+        if (strncmp(p, ".rows-", 6) == 0 && x6(p + 6)) p += 12;
+    }
+    return *p == '\0';
+}
+
+/* name is a temporary (temp_suffix) of a part of this input (part0: the
+ * file name of its part 0). */
 static int own_temp_name(const options *o, const char *part0, const char *name)
 {
-    /* "<part>.partial" and "<part>.partial.tmp-XXXXXX" of earlier versions,
-     * "<part>.partial.XXXXXX" and "<part>.partial.XXXXXX.tmp-XXXXXX" now */
-    const char *p = strstr(name, ".partial");
-    if (!p || (p[8] && p[8] != '.')) return 0;
-    size_t n = (size_t)(p - name), l0 = strlen(part0);
-    if (!o->max_images) return n == l0 && strncmp(name, part0, n) == 0;
+    size_t l0 = strlen(part0);
+    if (!o->max_images) return strncmp(name, part0, l0) == 0 && temp_suffix(name + l0);
     size_t stem = l0 - strlen("00000.shard"), d = stem; /* <stem>-NNNNN.shard, NNNNN any length >= 5 */
-    if (n < l0 || strncmp(name, part0, stem) != 0) return 0;
-    while (d < n && name[d] >= '0' && name[d] <= '9') d++;
-    return d - stem >= 5 && n - d == 6 && strncmp(name + d, ".shard", 6) == 0;
+    if (strncmp(name, part0, stem) != 0) return 0;
+    while (name[d] >= '0' && name[d] <= '9') d++;
+    return d - stem >= 5 && strncmp(name + d, ".shard", 6) == 0 && temp_suffix(name + d + 6);
 }
 
 /* Removes the stale temporaries of this input's outputs (nobody holds
- * them) and says so; a temporary another process holds is left alone. */
+ * them) and says so; a temporary another process holds is left alone.
+ * Under the folder's lock (lock_folder): another run's temporary is never
+ * caught between its creation, or its writer's rename, and its lock. */
 static void remove_stale_temps(const options *o, int single_file, const char *stem)
 {
     char *part0 = part_path(o, single_file, stem, 0);
     if (!part0) return;
     char *slash = strrchr(part0, '/');
     const char *dir = slash ? (slash == part0 ? "/" : part0) : ".", *base = slash ? slash + 1 : part0;
-    if (slash) *slash = 0;
+    size_t lp = slash ? (size_t)(slash - part0) + 1 : 0; /* the prefix of paths, its slash included */
+    char prefix[4200];
+    snprintf(prefix, sizeof prefix, "%.*s", (int)lp, part0);
+    if (slash && slash != part0) *slash = 0;
+    int lock = lock_folder(o, LOCK_EX);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         if (!own_temp_name(o, base, e->d_name)) continue;
         char path[8200];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        snprintf(path, sizeof path, "%s%s", prefix, e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         int held = fd >= 0 && fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
@@ -745,6 +866,7 @@ static void remove_stale_temps(const options *o, int single_file, const char *st
             cli_warn("removed '%s', a temporary of an earlier run that ended before finishing it", path);
     }
     if (d) closedir(d);
+    unlock_folder(lock);
     free(part0);
 }
 
@@ -966,8 +1088,12 @@ static int open_part(job *j)
     char *prov = provenance(j->o, j->stem, j->part);
     char *tmp = NULL;
     int rc = -1, lock_fd = -1, pslot = -1;
+    /* the partial and the writer's temporary are created and locked under
+     * the folder's shared lock: no stale sweep sees them unlocked */
+    int folder = lock_folder(j->o, LOCK_SH);
     if (final && prov && !(tmp = reserve_partial(final, &lock_fd))) {
         cli_warn("cannot create '%s.partial.XXXXXX': %s", final, strerror(errno));
+        unlock_folder(folder);
         free(final);
         free(prov);
         return -1;
@@ -1003,6 +1129,7 @@ static int open_part(job *j)
         temp_drop(pslot);
         if (lock_fd >= 0) close(lock_fd);
     }
+    unlock_folder(folder);
     free(final);
     free(tmp);
     free(prov);
@@ -1018,10 +1145,17 @@ static int close_part(job *j)
     j->w = NULL;
     j->part++;
     size_t i = j->n_finals - 1;
+    /* the writer renames its temporary to the partial name and closes it,
+     * which drops its lock, until the partial is locked again below: under
+     * the folder's shared lock, so that no other run's stale sweep (under
+     * the exclusive one) removes it in between */
+    int folder = lock_folder(j->o, LOCK_SH);
     if (sa1b_shard_writer_finish(w, &e) != SA1B_OK) {
+        unlock_folder(folder);
         cli_warn("'%s': %s", j->finals[i], e.msg);
         return -1;
     }
+    test_pause("finish");
     struct part_temps *t = &j->pt[i];
     temp_drop(t->slot_tmp); /* renamed to its partial */
     t->slot_tmp = -1;
@@ -1029,7 +1163,7 @@ static int close_part(job *j)
     t->lock_fd = open(t->partial, O_RDONLY | O_CLOEXEC); /* locked until renamed into place: not stale */
     struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
     if (t->lock_fd >= 0) (void)fcntl(t->lock_fd, F_SETLK, &lk);
-    j->t->shards++;
+    unlock_folder(folder);
     test_hook(1);
     return 0;
 }
@@ -1164,117 +1298,201 @@ static void report_cut(job *j)
         cli_warn("%s: input ends early, before its first sample: no image read", label);
 }
 
-/* Removes a file of the old output set, saying so; 0, or -1 (reported). */
-static int remove_old(const job *j, const char *path, int say)
+/* Drops every finished part of the input (its set is not put in place). */
+static void drop_parts(job *j)
 {
-    if (unlink(path) != 0 && errno != ENOENT) {
-        cli_warn("cannot remove '%s' (left from an earlier run of this output): %s", path, strerror(errno));
-        return -1;
+    for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+}
+
+/* Before the old set is touched: every finished part is still there, as
+ * the file this run finished and holds (not removed or replaced by another
+ * process).  0, or -1 (reported). */
+static int check_parts(const job *j, const char *label)
+{
+    for (size_t i = 0; i < j->n_finals; i++) {
+        const struct part_temps *t = &j->pt[i];
+        struct stat a, b;
+        int err = stat(t->partial, &a) != 0 ? errno : 0;
+        if (!err && t->lock_fd >= 0 && fstat(t->lock_fd, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
+            err = ESTALE;
+        if (err) {
+            cli_warn("'%s', a finished part of %s: %s: nothing of it put in place, the earlier output left as "
+                     "it was", t->partial, label, err == ESTALE ? "replaced by another file" : strerror(err));
+            return -1;
+        }
     }
-    if (say && !j->o->quiet) cli_warn("removed '%s', left from an earlier run of this output", path);
     return 0;
 }
 
-/* Removes what is left of the output set of an earlier run, before the new
- * parts are renamed into place: first part 0 of this form and of the other
- * one (the marks of a complete set), then every part of this form past the
- * new ones and every file of the other form, each only when it is a shard
- * of sa1b-shard written as that part of this output (out_set_member).  So
- * at every instant either the old set is complete, or the new one, or
- * part 0 is absent (a set --skip-existing redoes), and afterwards the set
- * is exactly what this run wrote.  0, or -1 (reported). */
-static int remove_old_set(const job *j, const out_set *s)
+/* What a commit removes besides this form's part 0, listed before anything
+ * is removed (so that a folder that cannot be read, or memory that runs
+ * out, leaves the old set as it was): the other form's part 0 first
+ * (other0 set), then every part of this form past the new ones and every
+ * other part of the other form, each only when it is a shard of
+ * sa1b-shard written as that part of this input's output (out_set_member). */
+typedef struct old_files {
+    char **paths;
+    size_t n;
+    int other0;
+} old_files;
+
+static void old_files_free(old_files *f)
 {
-    int numbered = j->o->max_images != 0;
-    char *other0 = out_set_path(s, !numbered, 0);
-    if (!other0) {
-        cli_warn("out of memory");
+    for (size_t i = 0; i < f->n; i++) free(f->paths[i]);
+    free(f->paths);
+    memset(f, 0, sizeof *f);
+}
+
+/* 0, or -1 (reported, nothing listed). */
+static int list_old_set(const job *j, const out_set *s, old_files *f)
+{
+    int numbered = j->o->max_images != 0, rc = 0;
+    memset(f, 0, sizeof *f);
+    DIR *d = opendir(s->dir);
+    if (!d) {
+        cli_warn("cannot read folder '%s': %s: nothing put in place, the earlier output left as it was", s->dir,
+                 strerror(errno));
         return -1;
     }
-    /* this form's part 0 is replaced anyway (a file not ours only with --force) */
-    int rc = remove_old(j, j->finals[0], 0);
-    json_t *prov = rc ? NULL : our_provenance(other0);
-    if (prov && out_set_member(s, prov, !numbered, 0)) rc = remove_old(j, other0, 1);
-    json_decref(prov);
-    free(other0);
-    DIR *d = rc ? NULL : opendir(s->dir);
-    if (!rc && !d) {
-        cli_warn("cannot read folder '%s': %s", s->dir, strerror(errno));
-        rc = -1;
-    }
     struct dirent *e;
-    while (!rc && (e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL) {
         int num;
         uint64_t k;
         if (!out_set_name(s, e->d_name, &num, &k)) continue;
         if (num == numbered && (!numbered || k < j->n_finals)) continue; /* replaced by a new part */
         char *path = NULL;
         if (asprintf(&path, "%s%s", s->prefix, e->d_name) < 0) {
-            cli_warn("out of memory");
             rc = -1;
             break;
         }
-        prov = our_provenance(path);
-        if (prov && out_set_member(s, prov, num, k)) rc = remove_old(j, path, 1);
+        json_t *prov = our_provenance(path);
+        int member = prov && out_set_member(s, prov, num, k);
         json_decref(prov);
-        free(path);
+        char **p = member ? realloc(f->paths, (f->n + 1) * sizeof *p) : NULL;
+        if (!p) {
+            free(path);
+            if (!member) continue;
+            rc = -1;
+            break;
+        }
+        f->paths = p;
+        p[f->n++] = path;
+        if (num != numbered && k == 0 && !f->other0) { /* the other form's part 0 goes first */
+            p[f->n - 1] = p[0];
+            p[0] = path;
+            f->other0 = 1;
+        }
     }
-    if (d) closedir(d);
-    sync_dir(s->dir);
+    closedir(d);
+    if (rc) {
+        cli_warn("out of memory: nothing put in place, the earlier output left as it was");
+        old_files_free(f);
+    }
     return rc;
 }
 
 /* Puts the finished parts of the input in place, or keeps a complete
- * output that a shard of a truncated input (cut) would replace.  Holds a
- * lock on the output folder meanwhile, so that two runs writing one output
- * commit one after the other, each its whole set.  0, or -1 (reported). */
+ * output that a shard of a truncated input (cut) would replace.  Holds the
+ * folder's lock meanwhile (lock_folder), so that two runs writing one
+ * output commit one after the other, each its whole set.
+ *
+ * Everything that can be checked is checked before the old set is touched
+ * (the new parts are there, the folder can be read, what goes is listed);
+ * a failure there keeps the old set as it was and drops the new one.  Then
+ * the old part 0 of this form goes first (the mark of a complete set; it
+ * cannot be removed: nothing is touched, as above), then the other form's
+ * part 0 and the stale parts; from there on the new parts are never dropped:
+ * a file that cannot be removed is reported and the new set still renamed
+ * into place, last part first.  A rename that fails is reported and leaves
+ * the parts not in place under their partial names.  Only parts renamed
+ * into place count as shards written.  0, or -1 (reported: exit 3). */
 static int commit(job *j, int cut)
 {
     const options *o = j->o;
+    char label[4200];
+    input_label(j, label, sizeof label);
+    test_pause("commit");
     out_set s;
     if (out_set_init(&s, o, j->single_file, j->stem) != 0) {
         cli_warn("out of memory");
-        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+        drop_parts(j);
         return -1;
     }
-    int lock = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (lock >= 0)
-        while (flock(lock, LOCK_EX) != 0 && errno == EINTR) {
-        }
-    int numbered = o->max_images != 0, rc = 0;
-    char *kept = NULL;
-    if (cut && !o->force &&
-        (out_set_complete(&s, numbered, 0, &kept) || out_set_complete(&s, !numbered, 1, &kept))) {
+    int lock = lock_folder(o, LOCK_EX);
+    int numbered = o->max_images != 0, rc = 0, kept_numbered = numbered, have = 0;
+    char *kept = NULL, *kept_input = NULL;
+    if (cut && !o->force) {
+        have = out_set_complete(&s, numbered, 0, &kept, &kept_input);
+        if (!have && (have = out_set_complete(&s, !numbered, 1, &kept, &kept_input))) kept_numbered = !numbered;
+    }
+    if (have) {
         /* the complete output may be the only intact copy of that data */
-        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
-        j->t->shards -= j->n_finals;
+        drop_parts(j);
         report_cut(j);
-        char label[4200];
-        cli_warn("'%s': complete output kept, not replaced by the shard of %s, which was truncated "
-                 "(--force replaces it)", kept, input_label(j, label, sizeof label));
+        if (kept_input && strcmp(kept_input, j->stem) != 0)
+            cli_warn("'%s' (%s of '%s') kept, not replaced by the shard of %s, which was truncated (--force "
+                     "replaces it)", kept, kept_numbered ? "part 0 of a complete set" : "a complete shard",
+                     kept_input, label);
+        else
+            cli_warn("'%s': complete output kept, not replaced by the shard of %s, which was truncated "
+                     "(--force replaces it)", kept, label);
         free(kept);
+        free(kept_input);
         goto out;
     }
-    if (remove_old_set(j, &s) != 0) {
-        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+    old_files old;
+    if (check_parts(j, label) != 0 || list_old_set(j, &s, &old) != 0) {
+        drop_parts(j);
         rc = -1;
         goto out;
     }
+    /* this form's part 0 is replaced anyway (a file not ours only with --force) */
+    int removed0 = unlink(j->finals[0]) == 0;
+    if (!removed0 && errno != ENOENT) {
+        cli_warn("cannot remove '%s' (left from an earlier run of this output): %s: nothing of %s put in place, "
+                 "the earlier output left as it was", j->finals[0], strerror(errno), label);
+        drop_parts(j);
+        old_files_free(&old);
+        rc = -1;
+        goto out;
+    }
+    for (size_t i = 0; i < old.n; i++) {
+        int is0 = i == 0 && old.other0;
+        if (unlink(old.paths[i]) == 0) {
+            removed0 |= is0;
+            if (!o->quiet) cli_warn("removed '%s', left from an earlier run of this output", old.paths[i]);
+        } else if (errno != ENOENT && is0 && !removed0) { /* nothing touched yet */
+            cli_warn("cannot remove '%s' (left from an earlier run of this output): %s: nothing of %s put in "
+                     "place, the earlier output left as it was", old.paths[i], strerror(errno), label);
+            drop_parts(j);
+            old_files_free(&old);
+            rc = -1;
+            goto out;
+        } else if (errno != ENOENT) { /* the new set goes in place all the same */
+            cli_warn("cannot remove '%s' (left from an earlier run of this output): %s", old.paths[i],
+                     strerror(errno));
+            rc = -1;
+        }
+    }
+    old_files_free(&old);
+    sync_dir(s.dir);
     /* last part first, so that part 0 present means complete */
     for (size_t i = j->n_finals; i-- > 0;) {
         if (rename(j->pt[i].partial, j->finals[i]) != 0) {
-            cli_warn("cannot rename '%s' to '%s': %s", j->pt[i].partial, j->finals[i], strerror(errno));
-            for (size_t k = 0; k <= i; k++) drop_part(j, k); /* the set is incomplete */
+            cli_warn("cannot rename '%s' to '%s': %s (the parts of %s not in place are left under their "
+                     "partial names)", j->pt[i].partial, j->finals[i], strerror(errno), label);
+            for (size_t k = 0; k <= i; k++) release_part(j, k); /* kept: they may be the only copy now */
             rc = -1;
-            goto out;
+            break;
         }
         release_part(j, i);
+        j->t->shards++;
         test_hook(2);
     }
     sync_dir(s.dir);
     if (cut) report_cut(j);
 out:
-    if (lock >= 0) close(lock);
+    unlock_folder(lock);
     out_set_free(&s);
     return rc;
 }
@@ -1394,6 +1612,7 @@ int main(int argc, char **argv)
     parse_options(argc, argv, &o);
     int n_inputs = argc - optind;
     int single_file = n_inputs == 1 && ends_with(o.out, ".shard");
+    if (out_folder(&o, single_file) != 0) cli_die(CLI_EXIT_FATAL, "out of memory");
     check_outputs(&o, single_file, argc, argv);
     if (!single_file) {
         struct stat st;
@@ -1481,6 +1700,8 @@ int main(int argc, char **argv)
     free(r.pool);
     free(r.slots);
     free(ws);
+    free(o.dir);
+    free(o.prefix);
 
     double dt = cli_now() - t0;
     if (!o.quiet)

@@ -27,3 +27,7 @@ EXTRA_DIST += tests/t1541-shard-stale-parts.sh tests/t1542-shard-commit-killed.s
 	tests/t1543-shard-cut-keeps.sh tests/t1545-shard-concurrent.sh
 TESTS += tests/t1546-shard-cut-compressed.sh tests/t1547-shard-no-member.sh tests/t1548-shard-stdin-names.sh
 EXTRA_DIST += tests/t1546-shard-cut-compressed.sh tests/t1547-shard-no-member.sh tests/t1548-shard-stdin-names.sh
+TESTS += tests/t1549-shard-other-input.sh tests/t1551-shard-temp-names.sh tests/t1552-shard-commit-fails.sh \
+	tests/t1553-shard-sweep-race.sh
+EXTRA_DIST += tests/t1549-shard-other-input.sh tests/t1551-shard-temp-names.sh tests/t1552-shard-commit-fails.sh \
+	tests/t1553-shard-sweep-race.sh

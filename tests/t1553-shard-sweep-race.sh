@@ -1,0 +1,42 @@
+#!/bin/sh
+# t1553: a run's sweep of stale temporaries never takes another run's
+# finished part for stale.  The shard writer renames a finished part to its
+# partial name and closes it, which drops its lock, before sa1b-shard locks
+# the partial again; run A is paused in that moment (SA1B_TEST_PAUSE=finish)
+# and run B, writing the same output, starts.  Now both take the output
+# folder's lock (A shared around the finish, B exclusive for its sweep), so
+# B waits, saying so in one line, and A's part survives: both exit 0 and
+# the output is a complete shard.  Before: B removed A's partial ("removed
+# '...a.shard.partial.XXXXXX', a temporary of an earlier run") and A failed
+# with "cannot rename ...: No such file or directory".
+. "$top_srcdir/tests/test-lib.sh"
+command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
+command -v timeout >/dev/null || skip_all "no timeout"
+mkfifo "$TMP/p" "$TMP/p.go" || skip_all "no mkfifo"
+sa1b-synth --quiet -n 4 -W 120 -H 80 -m 4 -o "$TMP/a.tar" || exit 99
+opts="-j 1 --image-size 32"
+ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
+mkdir "$TMP/o"
+SA1B_TEST_PAUSE="finish:1:$TMP/p" sa1b-shard $opts -o "$TMP/o" "$TMP/a.tar" 2>"$TMP/err-a" & a=$!
+timeout 120 cat "$TMP/p" >/dev/null
+ok $? "run A stops after its writer finished the shard"
+sa1b-shard $opts -o "$TMP/o" "$TMP/a.tar" 2>"$TMP/err-b" & b=$!
+# until B waits for the folder's lock (or, without the lock, has ended)
+i=0
+while [ $i -lt 1200 ] && kill -0 $b 2>/dev/null && ! grep -q "waiting for another" "$TMP/err-b"; do
+    sleep 0.1; i=$((i + 1))
+done
+grep_ok "^sa1b-shard: waiting for another sa1b-shard run committing into '$TMP/o'$" "$TMP/err-b" \
+    "run B waits for the folder's lock, saying so"
+timeout 120 sh -c ': >"$1"' _ "$TMP/p.go"
+wait $a
+is "$?" "0" "run A: exit 0"
+wait $b
+is "$?" "0" "run B: exit 0"
+grep -q "a temporary of an earlier run" "$TMP/err-b"
+ok $((!$?)) "B removed no temporary of A"
+is "$(ls -a "$TMP/o" | grep -v '^\.' | tr '\n' ' ')" "a.shard " "a complete shard, nothing else"
+is "$(ids "$TMP/o/a.shard")" "1 2 3 4 " "with the images"
+[ -s "$TMP/err-a" ] && sed 's/^/# A: /' "$TMP/err-a"
+kill $a $b 2>/dev/null
+done_testing
