@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -771,8 +772,8 @@ static void init_signals(void)
  * locks it (open_part) or finishes one and locks it again (close_part),
  * exclusive (LOCK_EX) while it removes stale temporaries or commits.  So a
  * run never takes another's temporary for stale in the moment it is not
- * locked, and two commits never interleave.  When another run holds it, one
- * line says so (once a run) before the wait.  The descriptor to close, or
+ * locked, and two commits never interleave.  When another run holds it for
+ * more than 2 s, one line says so (once a run) before the wait goes on.  The descriptor to close, or
  * -1 where the folder cannot be opened or locked (the lock is advice). */
 static int lock_folder(const options *o, int how)
 {
@@ -780,6 +781,12 @@ static int lock_folder(const options *o, int how)
     int fd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -1;
     if (flock(fd, how | LOCK_NB) == 0) return fd;
+    /* runs into one folder (GNU parallel) meet here for a few
+     * milliseconds: only a wait of more than 2 s is said */
+    for (int i = 0; i < 400 && errno == EWOULDBLOCK; i++) {
+        nanosleep(&(struct timespec){0, 5000000}, NULL);
+        if (flock(fd, how | LOCK_NB) == 0) return fd;
+    }
     if (errno == EWOULDBLOCK) {
         if (!atomic_exchange(&said, 1))
             cli_warn("waiting for another sa1b-shard run committing into '%s'", o->dir);
