@@ -9,7 +9,6 @@ sa1b-synth --quiet -n 20 -W 120 -H 80 -m 4 -s 1 -o "$TMP/old.tar" || exit 99
 # new content of another size under the same name
 sa1b-synth --quiet -n 20 -W 120 -H 80 -m 6 -s 9 --first-id 1000 -o "$TMP/new.tar" || exit 99
 opts="-j 2 --image-size 32 --max-images 5"
-ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
 old_ids=$(seq 1 20 | tr '\n' ' ')
 new_ids=$(seq 1000 1019 | tr '\n' ' ')
 for k in 1 2 3 4; do
@@ -20,7 +19,7 @@ for k in 1 2 3 4; do
     SA1B_TEST_KILL=commit:$k sa1b-shard -q $opts -o "$TMP/mx" "$TMP/y.tar" 2>/dev/null
     is "$?" "143" "commit:$k: SIGTERM during the commit"
     if [ -e "$TMP/mx/y-00000.shard" ]; then
-        got="part 0 present: $(ids "$TMP"/mx/y-*.shard)"
+        got="part 0 present: $(shard_ids "$TMP"/mx/y-*.shard)"
     else
         got="part 0 absent"
     fi
@@ -36,7 +35,7 @@ for k in 1 2 3 4; do
         is "$rc" "0" "commit:$k: --skip-existing"
         grep_ok "complete output exists, skipped" "$TMP/err" "commit:$k: takes it as complete"
     fi
-    is "$(ids "$TMP"/mx/y-*.shard)" "$new_ids" "commit:$k: then the set holds the new images, each once"
+    is "$(shard_ids "$TMP"/mx/y-*.shard)" "$new_ids" "commit:$k: then the set holds the new images, each once"
 done
 # killed before anything is renamed (after the last part finished): the old
 # set stays whole and is still taken as it was
@@ -45,6 +44,6 @@ sa1b-shard -q $opts -o "$TMP/mx" "$TMP/y.tar" || exit 99
 cp "$TMP/new.tar" "$TMP/y.tar"
 SA1B_TEST_KILL=part:4 sa1b-shard -q $opts -o "$TMP/mx" "$TMP/y.tar" 2>/dev/null
 is "$?" "143" "killed before the commit"
-is "$(ids "$TMP"/mx/y-*.shard)" "$old_ids" "the old set is whole"
+is "$(shard_ids "$TMP"/mx/y-*.shard)" "$old_ids" "the old set is whole"
 is "$(ls "$TMP/mx" | grep -c partial)" "0" "no temporary left"
 done_testing

@@ -10,7 +10,6 @@ command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 mkfifo "$TMP/fa" "$TMP/fb" "$TMP/ga" "$TMP/gb" || skip_all "no mkfifo"
 sa1b-synth --quiet -n 3 -W 120 -H 80 -m 4 -s 1 -o "$TMP/a.tar" || exit 99
 sa1b-synth --quiet -n 3 -W 120 -H 80 -m 4 -s 2 --first-id 100 -o "$TMP/b.tar" || exit 99
-ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
 # the end of the second sample (its two members): part 0 is finished when it is written
 end2() {
     /usr/bin/python3 -c 'import sys, tarfile
@@ -41,11 +40,11 @@ ok $? "run B too"
 : >"$TMP/ga"
 wait $a
 is "$?" "0" "run A ends: exit 0"
-is "$(ids "$TMP"/out/k-*.shard)" "1 2 3 " "its set holds its own images"
+is "$(shard_ids "$TMP"/out/k-*.shard)" "1 2 3 " "its set holds its own images"
 : >"$TMP/gb"
 wait $b
 is "$?" "0" "run B ends: exit 0"
-is "$(ids "$TMP"/out/k-*.shard)" "100 101 102 " "its set holds its own images"
+is "$(shard_ids "$TMP"/out/k-*.shard)" "100 101 102 " "its set holds its own images"
 is "$(ls "$TMP/out" | tr '\n' ' ')" "k-00000.shard k-00001.shard k-00002.shard " "and nothing else is left"
 [ -s "$TMP/err-b" ] && sed 's/^/# B: /' "$TMP/err-b"
 kill $fa $fb $a $b 2>/dev/null

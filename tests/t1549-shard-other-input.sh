@@ -12,16 +12,14 @@ command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 sa1b-synth --quiet -n 6 -W 120 -H 80 -m 4 -o "$TMP/x.tar" || exit 99
 sa1b-synth --quiet -n 3 -W 120 -H 80 -m 4 -s 5 --first-id 100 -o "$TMP/a.tar" || exit 99
 opts="-j 2 --image-size 32"
-ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
-files() { ls "$1" | tr '\n' ' '; }
 
 # x.tar's parts in t2, then a.tar into t2/x.shard
 sa1b-shard -q $opts --max-images 2 -o "$TMP/t2" "$TMP/x.tar" "$TMP/a.tar" || exit 99
 run_ok "another input into OUT x.shard beside x.tar's parts" sa1b-shard $opts -o "$TMP/t2/x.shard" "$TMP/a.tar"
 is "$(files "$TMP/t2")" "a-00000.shard a-00001.shard x-00000.shard x-00001.shard x-00002.shard x.shard " \
     "x.tar's three parts are still there"
-is "$(ids "$TMP"/t2/x-0000*.shard)" "1 2 3 4 5 6 " "with x.tar's images"
-is "$(ids "$TMP/t2/x.shard")" "100 101 102 " "x.shard holds a.tar's"
+is "$(shard_ids "$TMP"/t2/x-0000*.shard)" "1 2 3 4 5 6 " "with x.tar's images"
+is "$(shard_ids "$TMP/t2/x.shard")" "100 101 102 " "x.shard holds a.tar's"
 grep -q "removed" "$TMP/.err"
 ok $((!$?)) "no line says something was removed"
 
@@ -29,7 +27,7 @@ ok $((!$?)) "no line says something was removed"
 sa1b-shard -q $opts -o "$TMP/t3" "$TMP/x.tar" "$TMP/a.tar" || exit 99
 run_ok "another input split into OUT x.shard's parts" sa1b-shard $opts --max-images 2 -o "$TMP/t3/x.shard" "$TMP/a.tar"
 is "$(files "$TMP/t3")" "a.shard x-00000.shard x-00001.shard x.shard " "x.tar's x.shard is still there"
-is "$(ids "$TMP/t3/x.shard")" "1 2 3 4 5 6 " "with x.tar's images"
+is "$(shard_ids "$TMP/t3/x.shard")" "1 2 3 4 5 6 " "with x.tar's images"
 grep -q "removed" "$TMP/.err"
 ok $((!$?)) "no line says something was removed"
 
@@ -59,9 +57,9 @@ run_status 1 "the same over a complete set of x.tar's parts" \
     sa1b-shard -q $opts --max-images 2 -o "$TMP/k/p.shard" "$TMP/cut/cut.tar"
 grep_ok "^sa1b-shard: '$TMP/k/p-00000.shard' \(part 0 of a complete set of 'x'\) kept, not replaced by the shard of '$TMP/cut/cut.tar', which was truncated \(--force replaces it\)$" \
     "$TMP/.err" "one line says whose set is kept"
-is "$(ids "$TMP"/k/p-*.shard)" "1 2 3 4 5 6 " "which is intact"
+is "$(shard_ids "$TMP"/k/p-*.shard)" "1 2 3 4 5 6 " "which is intact"
 run_status 1 "--force replaces it" sa1b-shard -q $opts -o "$TMP/k/o.shard" --force "$TMP/cut/cut.tar"
 cmp -s "$TMP/o.shard.orig" "$TMP/k/o.shard"
 is "$?" "1" "with the cut input's shard"
-is "$(ids "$TMP/k/o.shard")" "100 " "(its sample before the cut)"
+is "$(shard_ids "$TMP/k/o.shard")" "100 " "(its sample before the cut)"
 done_testing

@@ -17,7 +17,6 @@ mkfifo "$TMP/p" "$TMP/p.go" || skip_all "no mkfifo"
 sa1b-synth --quiet -n 6 -W 120 -H 80 -m 4 -o "$TMP/a.tar" || exit 99
 mkdir "$TMP/b" && sa1b-synth --quiet -n 6 -W 120 -H 80 -m 4 -s 3 --first-id 100 -o "$TMP/b/a.tar" || exit 99
 opts="-j 2 --image-size 32"
-ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
 
 sa1b-shard -q $opts --max-images 2 -o "$TMP/o" "$TMP/a.tar" || exit 99
 SA1B_TEST_PAUSE="commit:1:$TMP/p" sa1b-shard $opts --max-images 3 -o "$TMP/o" "$TMP/b/a.tar" 2>"$TMP/err" & r=$!
@@ -30,7 +29,7 @@ is "$?" "3" "a finished part removed meanwhile: exit 3"
 grep_ok "^sa1b-shard: '$TMP/o/a-00001\.shard\.partial\.[A-Za-z0-9]{6}', a finished part of '$TMP/b/a\.tar': No such file or directory: nothing of it put in place, the earlier output left as it was$" \
     "$TMP/err" "one line says so"
 is "$(ls "$TMP/o" | tr '\n' ' ')" "a-00000.shard a-00001.shard a-00002.shard " "the old set is whole"
-is "$(ids "$TMP"/o/*.shard)" "1 2 3 4 5 6 " "with its images"
+is "$(shard_ids "$TMP"/o/*.shard)" "1 2 3 4 5 6 " "with its images"
 grep_ok " 0 shards written," "$TMP/err" "the summary counts no shard written"
 
 # a stale part that cannot be removed: the new set goes in place all the same
@@ -47,7 +46,7 @@ run_status 3 "a stale part another user owns: exit 3" \
 grep_ok "^sa1b-shard: cannot remove '$TMP/s/a-00002\.shard' \(left from an earlier run of this output\): Operation not permitted$" \
     "$TMP/.err" "one line names it"
 is "$(ls "$TMP/s" | tr '\n' ' ')" "a-00000.shard a-00001.shard a-00002.shard " "the new parts are in place"
-is "$(ids "$TMP"/s/a-0000[01].shard)" "100 101 102 103 104 105 " "with the new images"
+is "$(shard_ids "$TMP"/s/a-0000[01].shard)" "100 101 102 103 104 105 " "with the new images"
 grep_ok " 2 shards written," "$TMP/.err" "the summary counts the two"
 is "$(ls -a "$TMP/s" | grep -c partial)" "0" "no partial is left"
 done_testing

@@ -15,7 +15,6 @@ command -v timeout >/dev/null || skip_all "no timeout"
 mkfifo "$TMP/p" "$TMP/p.go" || skip_all "no mkfifo"
 sa1b-synth --quiet -n 4 -W 120 -H 80 -m 4 -o "$TMP/a.tar" || exit 99
 opts="-j 1 --image-size 32"
-ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
 mkdir "$TMP/o"
 SA1B_TEST_PAUSE="finish:1:$TMP/p" sa1b-shard $opts -o "$TMP/o" "$TMP/a.tar" 2>"$TMP/err-a" & a=$!
 timeout 120 cat "$TMP/p" >/dev/null
@@ -36,7 +35,7 @@ is "$?" "0" "run B: exit 0"
 grep -q "a temporary of an earlier run" "$TMP/err-b"
 ok $((!$?)) "B removed no temporary of A"
 is "$(ls -a "$TMP/o" | grep -v '^\.' | tr '\n' ' ')" "a.shard " "a complete shard, nothing else"
-is "$(ids "$TMP/o/a.shard")" "1 2 3 4 " "with the images"
+is "$(shard_ids "$TMP/o/a.shard")" "1 2 3 4 " "with the images"
 [ -s "$TMP/err-a" ] && sed 's/^/# A: /' "$TMP/err-a"
 kill $a $b 2>/dev/null
 done_testing

@@ -21,34 +21,28 @@ end_of() {
     if kill -0 "$1" 2>/dev/null; then kill -9 "$1"; wait "$1"; st=999; else wait "$1"; st=$?; fi
 }
 
-sa1b-synth -n 8 -W 240 -H 160 -m 6 -s 4 -o "$TMP/b.tar" --quiet &&
-    sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/b.shard" "$TMP/b.tar"
-ok $? "a shard"
-sa1b-train $common --data "$TMP/b.shard" --steps 1000000 --log-every 1 --ckpt-every 2 --out "$TMP/t" \
-    2>"$TMP/t.err" &
-pid=$!
-wait_for "$TMP/t/latest" $pid
-ok $? "a run on it has written a checkpoint"
-truncate -s 4096 "$TMP/b.shard"
-end_of $pid
-is "$st" "3" "the shard truncated under it: exit 3"
+sa1b-synth -n 8 -W 240 -H 160 -m 6 -s 4 -o "$TMP/b.tar" --quiet || exit 99
+# truncated OUT CKPT-EVERY WAIT-FOR LABEL: a run on a fresh shard, which is
+# truncated once the run's file WAIT-FOR is there; st: the run's status
+truncated() {
+    sa1b-shard -q --image-size 64 --mask-size 16 --force -o "$TMP/b.shard" "$TMP/b.tar" || exit 99
+    sa1b-train $common --data "$TMP/b.shard" --steps 1000000 --log-every 1 --ckpt-every "$2" --out "$1" \
+        2>"$1.err" &
+    pid=$!
+    wait_for "$1/$3" $pid
+    ok $? "$4"
+    truncate -s 4096 "$TMP/b.shard"
+    end_of $pid
+    is "$st" "3" "$4: the shard truncated under it: exit 3"
+    is "$(wc -l <"$1.err" | tr -d ' ')" "1" "$4: one line"
+}
+truncated "$TMP/t" 2 latest "a run with a checkpoint"
 grep_ok "^sa1b-train: a training shard was truncated or could not be read while it was read \(SIGBUS\); the steps after the last checkpoint are lost: --resume $TMP/t continues from it once the shards are whole$" \
-    "$TMP/t.err" "one line says so and names the folder"
-is "$(wc -l <"$TMP/t.err" | tr -d ' ')" "1" "in one line"
+    "$TMP/t.err" "the line says so and names the folder"
 test -s "$TMP/t/model-$(cat "$TMP/t/latest").safetensors"
 ok $? "the last checkpoint is there"
-
 # before any checkpoint: the line does not send the user to --resume
-sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/b.shard" "$TMP/b.tar" --force
-ok $? "the shard again"
-sa1b-train $common --data "$TMP/b.shard" --steps 1000000 --log-every 1 --ckpt-every 1000000 --out "$TMP/n" \
-    2>"$TMP/n.err" &
-pid=$!
-wait_for "$TMP/n/log.jsonl" $pid
-ok $? "a run with no checkpoint yet"
-truncate -s 4096 "$TMP/b.shard"
-end_of $pid
-is "$st" "3" "the shard truncated under it: exit 3"
+truncated "$TMP/n" 1000000 log.jsonl "a run with no checkpoint yet"
 grep_ok "\(SIGBUS\); no checkpoint was written: start the run again \(--overwrite\) once the shards are whole$" \
-    "$TMP/n.err" "one line says that nothing can be resumed"
+    "$TMP/n.err" "the line says that nothing can be resumed"
 done_testing

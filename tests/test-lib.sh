@@ -92,6 +92,11 @@ skip() {
 
 skip_all() { echo "1..0 # SKIP $1"; exit 77; }
 
+# shard_ids SHARD...: the image ids the shards hold, sorted, on one line
+shard_ids() { sa1b-loadbench -q --print-ids -b 1 -m 4 "$@" | awk '{print $3}' | sort -n | tr '\n' ' '; }
+# files DIR: its file names on one line
+files() { ls "$1" | tr '\n' ' '; }
+
 done_testing() {
     [ -n "$test_planned" ] || echo "1..$test_n"
     [ "$test_failed" -eq 0 ]
