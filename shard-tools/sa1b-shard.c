@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -248,6 +248,15 @@ static int ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* The length of a part number as part_path writes it ("%05llu": five
+ * digits, more only without a leading zero) at p, or 0. */
+static size_t part_digits(const char *p)
+{
+    size_t d = 0;
+    while (p[d] >= '0' && p[d] <= '9') d++;
+    return d == 5 || (d > 5 && d <= 20 && p[0] != '0') ? d : 0;
+}
+
 /* The stem of an input: basename without .tar / .tar.gz / .tgz. */
 static char *input_stem(const options *o, const char *input)
 {
@@ -317,7 +326,22 @@ static json_t *provenance_json(const options *o, const char *stem, uint64_t part
     json_object_set_new(root, "input", json_string(stem));
     json_object_set_new(root, "part", json_integer((json_int_t)part));
     json_object_set_new(root, "options", opt);
+    /* a part of a split input says whether it is the last one: false here,
+     * true in the last part's final provenance; so a set whose highest part
+     * says false lacks parts (prov_last) */
+    if (o->max_images) json_object_set_new(root, "last_part", json_false());
     return root;
+}
+
+/* Whether a part's provenance marks the input's last part: 1 yes
+ * ("last_part" true, or without that key the input's end recorded, as the
+ * last part of shards made before the key had it), 0 no ("last_part"
+ * false), -1 unknown (a part made before either was recorded). */
+static int prov_last(const json_t *prov)
+{
+    const json_t *l = json_object_get(prov, "last_part");
+    if (json_is_boolean(l)) return json_is_true(l);
+    return json_object_get(prov, "input_clean_end") ? 1 : -1;
 }
 
 static char *provenance(const options *o, const char *stem, uint64_t part)
@@ -341,6 +365,7 @@ static char *final_provenance(const options *o, const char *stem, uint64_t part,
     json_object_set_new(root, "input_bytes", json_integer((json_int_t)id->bytes));
     json_object_set_new(root, "input_crc32c", json_string(crc));
     json_object_set_new(root, "input_clean_end", json_boolean(id->clean_end));
+    if (o->max_images) json_object_set_new(root, "last_part", json_true());
     if (!id->clean_end) json_object_set_new(root, "input_ends_after", json_string(ends_after));
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);
@@ -368,6 +393,11 @@ static int part_matches(const options *o, const char *stem, uint64_t part, const
     same = have != NULL;
     for (size_t k = 0; k < 4 && same; k++) same = json_equal(json_object_get(want, keys[k]), json_object_get(have, keys[k]));
     if (have && !same) snprintf(why, why_len, "its shard was made with other options");
+    if (same && last && o->max_images && prov_last(have) == 0) {
+        snprintf(why, why_len, "its set of shards lacks its last part (part %llu is not the last)",
+                 (unsigned long long)part);
+        same = 0;
+    }
     json_t *bytes = json_object_get(have, "input_bytes"), *clean = json_object_get(have, "input_clean_end");
     if (same && last && json_is_false(clean)) {
         const char *after = json_string_value(json_object_get(have, "input_ends_after"));
@@ -440,14 +470,6 @@ static json_t *our_provenance(const char *path)
     return p;
 }
 
-/* True when path is a shard that sa1b-shard wrote. */
-static int is_our_shard(const char *path)
-{
-    json_t *p = our_provenance(path);
-    json_decref(p);
-    return p != NULL;
-}
-
 /* ---- the output set of an input --------------------------------------- */
 
 /* An input's outputs have one of two forms: "<base>.shard" alone (without
@@ -503,8 +525,8 @@ static char *out_set_path(const out_set *s, int numbered, uint64_t k)
 }
 
 /* A file name of the set: "<base>.shard" (*numbered 0) or
- * "<base>-NNNNN.shard" with five digits or more (*numbered 1, *k the
- * number).  1 or 0. */
+ * "<base>-NNNNN.shard" as part_path writes it (part_digits; *numbered 1, *k
+ * the number).  1 or 0. */
 static int out_set_name(const out_set *s, const char *name, int *numbered, uint64_t *k)
 {
     size_t lb = strlen(s->base), ln = strlen(name);
@@ -515,7 +537,7 @@ static int out_set_name(const out_set *s, const char *name, int *numbered, uint6
         *k = 0;
         return 1;
     }
-    if (*p++ != '-' || end - p < 5 || end - p > 19) return 0;
+    if (*p++ != '-' || !part_digits(p) || part_digits(p) != (size_t)(end - p)) return 0;
     uint64_t v = 0;
     for (; p < end; p++) {
         if (*p < '0' || *p > '9') return 0;
@@ -562,7 +584,10 @@ static int out_set_complete(const out_set *s, int numbered, int strict, char **p
         }
         json_t *prov = our_provenance(path);
         int ok = prov && (!strict || out_set_member(s, prov, numbered, k));
-        complete = ok && !json_is_false(json_object_get(prov, "input_clean_end"));
+        /* the highest part present must be the last (prov_last; unknown: a
+         * set made before parts said so is taken as complete) */
+        complete = ok && !json_is_false(json_object_get(prov, "input_clean_end")) &&
+                   (!numbered || prov_last(prov) != 0);
         const char *in = json_string_value(json_object_get(prov, "input"));
         if (k == 0 && in) *input = strdup(in);
         json_decref(prov);
@@ -650,10 +675,18 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
                     cli_usage_error("output '%s' is the input '%s'%s", path, argv[k],
                                     strcmp(argv[k], "-") == 0 ? " (standard input)" : "");
             }
-            if (!o->force && S_ISREG(out_st.st_mode) && !is_our_shard(path))
-                cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
             if (!S_ISREG(out_st.st_mode))
                 cli_usage_error("output '%s' exists and is not a regular file", path);
+            json_t *prov = our_provenance(path);
+            if (!o->force && !prov)
+                cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
+            /* another input's shard: never replaced, --force or not, but at OUT itself (the file the
+             * user named: one .shard output without --max-images) */
+            const char *in = json_string_value(json_object_get(prov, "input"));
+            if (prov && !(in && strcmp(in, stem) == 0) && !(single_file && !o->max_images))
+                cli_usage_error("output '%s' is a shard of input '%s', not of '%s': two inputs would write the same "
+                                "output (shard them into different folders)", path, in ? in : "?", argv[i]);
+            json_decref(prov);
             free(path);
             if (!o->max_images) break;
         }
@@ -663,48 +696,63 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
 
 /* ---- temporaries ------------------------------------------------------- */
 
-/* The temporaries of this run ("<out>.partial.XXXXXX.tmp-XXXXXX" while a
- * part is written, "<out>.partial.XXXXXX" until its input is done: names
- * of this run alone, so that two runs writing one output never take each
- * other's parts), removed by the
- * SIGINT/SIGTERM handler.  A temporary is locked (fcntl) while its writer
- * lives, so one that no process holds is stale: the next run writing the
- * same output removes it. */
-enum { MAX_TEMPS = 512 };
-static struct {
+/* The temporaries of this run ("<out>.partial.TTTTTT.tmp-XXXXXX" while a
+ * part is written, "<out>.partial.TTTTTT" until its input is done, TTTTTT
+ * the run's token: names of this run alone, so that two runs writing one
+ * output never take each other's parts), removed by the SIGINT/SIGTERM
+ * handler.  A list that only grows (a node is reused once dropped), so that
+ * no temporary is ever left out of it however many parts an input has, and
+ * the handler walks it without locking or allocating. */
+typedef struct temp_node {
+    struct temp_node *next;
     volatile sig_atomic_t used;
-    char path[4096];
-} temps[MAX_TEMPS];
+    char *path;
+    size_t cap;
+} temp_node;
+static temp_node *_Atomic temps;
 static pthread_mutex_t temps_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int temp_add(const char *path)
+/* The node, or NULL: out of memory (the caller fails the part: no
+ * temporary is ever left unregistered). */
+static temp_node *temp_add(const char *path)
 {
-    int k = -1;
-    if (!path || strlen(path) >= sizeof temps[0].path) return -1;
+    if (!path) return NULL;
+    size_t n = strlen(path) + 1;
     pthread_mutex_lock(&temps_mu);
-    for (int i = 0; i < MAX_TEMPS && k < 0; i++)
-        if (!temps[i].used) k = i;
-    if (k >= 0) {
-        memcpy(temps[k].path, path, strlen(path) + 1);
+    temp_node *t = NULL;
+    for (temp_node *p = atomic_load(&temps); p && !t; p = p->next)
+        if (!p->used && p->cap >= n) t = p;
+    if (!t && (t = calloc(1, sizeof *t)) != NULL) {
+        if ((t->path = malloc(n)) != NULL) {
+            t->cap = n;
+            t->next = atomic_load(&temps);
+            atomic_store(&temps, t); /* published whole: the handler sees it unused */
+        } else {
+            free(t);
+            t = NULL;
+        }
+    }
+    if (t) {
+        memcpy(t->path, path, n);
         atomic_signal_fence(memory_order_seq_cst);
-        temps[k].used = 1;
+        t->used = 1;
     }
     pthread_mutex_unlock(&temps_mu);
-    return k;
+    return t;
 }
 
-static void temp_drop(int k)
+static void temp_drop(temp_node *t)
 {
-    if (k < 0) return;
+    if (!t) return;
     pthread_mutex_lock(&temps_mu);
-    temps[k].used = 0;
+    t->used = 0;
     pthread_mutex_unlock(&temps_mu);
 }
 
 static void remove_temps(void)
 {
-    for (int i = 0; i < MAX_TEMPS; i++)
-        if (temps[i].used) unlink(temps[i].path);
+    for (temp_node *p = atomic_load(&temps); p; p = p->next)
+        if (p->used) unlink(p->path);
 }
 
 static void on_terminate(int sig)
@@ -767,41 +815,121 @@ static void init_signals(void)
         pause_hook.n = 0;
 }
 
-/* The lock that orders the sa1b-shard runs writing into one folder: flock()
- * on the folder, shared (how LOCK_SH) while a run creates a temporary and
- * locks it (open_part) or finishes one and locks it again (close_part),
- * exclusive (LOCK_EX) while it removes stale temporaries or commits.  So a
- * run never takes another's temporary for stale in the moment it is not
- * locked, and two commits never interleave.  When another run holds it for
- * more than 2 s, one line says so (once a run) before the wait goes on.  The descriptor to close, or
- * -1 where the folder cannot be opened or locked (the lock is advice). */
-static int lock_folder(const options *o, int how)
+/* The run's lock file, ".sa1b-shard.lock" in the output folder (created
+ * when missing, never removed): a regular file, as fcntl() locks need, so
+ * that the locks hold on NFS too, where flock() on a folder fails (Linux
+ * emulates flock there with fcntl locks on a file open for writing).  One
+ * descriptor for the whole run (closing any descriptor of the file would
+ * drop every fcntl lock the process holds on it), two kinds of lock:
+ *  - byte 0, exclusive while a run removes stale temporaries or commits
+ *    (lock_folder), so that two commits never interleave;
+ *  - byte 1 + the run's token (six characters of [A-Za-z0-9] read as a
+ *    base-62 number), exclusive for the whole run: the token is the run's
+ *    alone while it lives, every temporary of the run carries it in its
+ *    name (".partial.TTTTTT"), and a temporary whose token nobody holds is
+ *    stale.  So a run holds one descriptor however many parts it finishes. */
+static struct {
+    int fd;                    /* -1: no lock file */
+    int token_locked;          /* the token's byte is ours */
+    char token[7];
+    atomic_int warned;
+} run_lock = {.fd = -1};
+
+static const char b62[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+static off_t token_offset(const char *t)
 {
-    static atomic_int said;
-    int fd = open(o->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    if (flock(fd, how | LOCK_NB) == 0) return fd;
+    off_t v = 0;
+    for (int i = 0; i < 6; i++) v = v * 62 + (off_t)(strchr(b62, t[i]) - b62);
+    return 1 + v;
+}
+
+static void lock_warn(const options *o, cli_progress *bar, const char *what)
+{
+    if (atomic_exchange(&run_lock.warned, 1)) return;
+    if (bar) cli_progress_end(bar);
+    cli_warn("cannot lock '%s/.sa1b-shard.lock' (%s): %s: going on without the lock (runs writing into '%s' at "
+             "once may take each other's temporaries for stale or commit at once)", o->dir, what,
+             strerror(errno), o->dir);
+}
+
+/* Opens the lock file and takes a token of this run's own.  A failure is
+ * said once; the run goes on (no temporary is then taken for stale). */
+static void open_run_lock(const options *o)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/.sa1b-shard.lock", o->dir) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+    run_lock.fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    free(path);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32);
+    int err = 0;
+    for (int tries = 0; tries < 1000; tries++) {
+        for (int i = 0; i < 6; i++) { /* xorshift64* */
+            x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+            run_lock.token[i] = b62[(x * 0x2545F4914F6CDD1Dull >> 33) % 62];
+        }
+        if (run_lock.fd < 0) break;
+        struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = token_offset(run_lock.token), .l_len = 1};
+        if (fcntl(run_lock.fd, F_SETLK, &lk) == 0) {
+            run_lock.token_locked = 1;
+            return;
+        }
+        if (errno != EAGAIN && errno != EACCES) break; /* another live run's token: draw again */
+    }
+    err = errno;
+    errno = err;
+    lock_warn(o, NULL, run_lock.fd < 0 ? "open" : "fcntl");
+}
+
+/* 1 when a temporary with this token may belong to a live run: ours,
+ * another's held token, or unknown (no working lock). */
+static int token_live(const char *token)
+{
+    if (!run_lock.token_locked) return 1;
+    if (strncmp(token, run_lock.token, 6) == 0) return 1;
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = token_offset(token), .l_len = 1};
+    return fcntl(run_lock.fd, F_GETLK, &lk) != 0 || lk.l_type != F_UNLCK;
+}
+
+/* The folder's exclusive lock (byte 0 of the lock file) while a run removes
+ * stale temporaries or commits: two commits never interleave.  When another
+ * run holds it for more than 2 s, one line says so (once a run) before the
+ * wait goes on.  0, or -1 where it cannot be taken (said once; the lock is
+ * advice).  Main thread only. */
+static int lock_folder(const options *o, cli_progress *bar)
+{
+    static int said;
+    if (run_lock.fd < 0) return -1;
+    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    if (fcntl(run_lock.fd, F_SETLK, &lk) == 0) return 0;
     /* runs into one folder (GNU parallel) meet here for a few
      * milliseconds: only a wait of more than 2 s is said */
-    for (int i = 0; i < 400 && errno == EWOULDBLOCK; i++) {
+    for (int i = 0; i < 400 && (errno == EAGAIN || errno == EACCES); i++) {
         nanosleep(&(struct timespec){0, 5000000}, NULL);
-        if (flock(fd, how | LOCK_NB) == 0) return fd;
+        if (fcntl(run_lock.fd, F_SETLK, &lk) == 0) return 0;
     }
-    if (errno == EWOULDBLOCK) {
-        if (!atomic_exchange(&said, 1))
+    if (errno == EAGAIN || errno == EACCES) {
+        if (!said) {
+            said = 1;
+            if (bar) cli_progress_end(bar);
             cli_warn("waiting for another sa1b-shard run committing into '%s'", o->dir);
-        int rc;
-        while ((rc = flock(fd, how)) != 0 && errno == EINTR) {
         }
-        if (rc == 0) return fd;
+        int rc;
+        while ((rc = fcntl(run_lock.fd, F_SETLKW, &lk)) != 0 && errno == EINTR) {
+        }
+        if (rc == 0) return 0;
     }
-    close(fd);
+    lock_warn(o, bar, "fcntl");
     return -1;
 }
 
-static void unlock_folder(int fd)
+static void unlock_folder(int locked)
 {
-    if (fd >= 0) close(fd);
+    if (locked != 0) return;
+    struct flock lk = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+    (void)fcntl(run_lock.fd, F_SETLK, &lk);
 }
 
 /* 1 when p starts with 6 characters of mkstemp's alphabet [A-Za-z0-9]. */
@@ -815,16 +943,20 @@ static int x6(const char *p)
 
 /* 1 when p (what follows a part's file name) is exactly the suffix of one
  * of its temporaries: ".partial" and ".partial.tmp-XXXXXX" of earlier
- * versions, ".partial.XXXXXX" (reserve_partial) and
- * ".partial.XXXXXX.tmp-XXXXXX" (the shard writer's temporary of it) now,
+ * versions, ".partial.TTTTTT" (reserve_partial) and
+ * ".partial.TTTTTT.tmp-XXXXXX" (the shard writer's temporary of it) now,
  * and the writer's ".rows-XXXXXX" after a ".tmp-XXXXXX" (unlinked at once
  * where the file system has no O_TMPFILE).  Nothing else: a user's
- * "a.shard.partial.notes" is no temporary. */
-static int temp_suffix(const char *p)
+ * "a.shard.partial.notes" is no temporary.  *token: the TTTTTT, or NULL. */
+static int temp_suffix(const char *p, const char **token)
 {
+    *token = NULL;
     if (strncmp(p, ".partial", 8) != 0) return 0;
     p += 8;
-    if (p[0] == '.' && x6(p + 1) && (p[7] == '\0' || p[7] == '.')) p += 7;
+    if (p[0] == '.' && x6(p + 1) && (p[7] == '\0' || p[7] == '.')) {
+        *token = p + 1;
+        p += 7;
+    }
     if (strncmp(p, ".tmp-", 5) == 0 && x6(p + 5)) {
         p += 11;
         if (strncmp(p, ".rows-", 6) == 0 && x6(p + 6)) p += 12;
@@ -834,21 +966,48 @@ static int temp_suffix(const char *p)
 
 /* name is a temporary (temp_suffix) of a part of this input (part0: the
  * file name of its part 0). */
-static int own_temp_name(const options *o, const char *part0, const char *name)
+static int own_temp_name(const options *o, const char *part0, const char *name, const char **token)
 {
     size_t l0 = strlen(part0);
-    if (!o->max_images) return strncmp(name, part0, l0) == 0 && temp_suffix(name + l0);
-    size_t stem = l0 - strlen("00000.shard"), d = stem; /* <stem>-NNNNN.shard, NNNNN any length >= 5 */
-    if (strncmp(name, part0, stem) != 0) return 0;
-    while (name[d] >= '0' && name[d] <= '9') d++;
-    return d - stem >= 5 && strncmp(name + d, ".shard", 6) == 0 && temp_suffix(name + d + 6);
+    *token = NULL;
+    if (!o->max_images) return strncmp(name, part0, l0) == 0 && temp_suffix(name + l0, token);
+    size_t stem = l0 - strlen("00000.shard"), d; /* <stem>-NNNNN.shard */
+    if (strncmp(name, part0, stem) != 0 || !(d = part_digits(name + stem))) return 0;
+    return strncmp(name + stem + d, ".shard", 6) == 0 && temp_suffix(name + stem + d + 6, token);
 }
 
-/* Removes the stale temporaries of this input's outputs (nobody holds
- * them) and says so; a temporary another process holds is left alone.
- * Under the folder's lock (lock_folder): another run's temporary is never
- * caught between its creation, or its writer's rename, and its lock. */
-static void remove_stale_temps(const options *o, int single_file, const char *stem)
+/* What a file named like a temporary holds: 0 what this tool's temporaries
+ * hold at some stage (nothing yet: the reserved name, or the writer's rows
+ * file; the writer's zeroed header and what follows it; a finished shard
+ * whose header is not written, which starts with zeros too), 1 a complete
+ * shard (the magic at both ends: a finished part that a commit could not
+ * rename, maybe the only copy of its data), -1 anything else (a user's
+ * file that merely has a temporary's name). */
+static int temp_content(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+    if (st.st_size == 0) return 0;
+    uint8_t b[SA1B_SHARD_HEADER_SIZE];
+    ssize_t n = pread(fd, b, sizeof b, 0);
+    if (n <= 0) return -1;
+    if (n >= 8 && memcmp(b, SA1B_SHARD_MAGIC, 8) == 0) {
+        char m[8];
+        return st.st_size >= 72 && pread(fd, m, 8, st.st_size - 64) == 8 && memcmp(m, SA1B_SHARD_MAGIC, 8) == 0
+                   ? 1 : 0;
+    }
+    for (ssize_t i = 0; i < n; i++)
+        if (b[i]) return -1;
+    return 0;
+}
+
+/* Removes the stale temporaries of this input's outputs (their token is
+ * held by no live run, nor is the file itself locked as earlier versions
+ * did) and says so, even with -q; a temporary of a live run is left alone,
+ * and so is a file that only has a temporary's name (temp_content): a
+ * complete shard is named in one line and kept.  Under the folder's lock
+ * (lock_folder). */
+static void remove_stale_temps(const options *o, int single_file, const char *stem, cli_progress *bar)
 {
     char *part0 = part_path(o, single_file, stem, 0);
     if (!part0) return;
@@ -858,19 +1017,30 @@ static void remove_stale_temps(const options *o, int single_file, const char *st
     char prefix[4200];
     snprintf(prefix, sizeof prefix, "%.*s", (int)lp, part0);
     if (slash && slash != part0) *slash = 0;
-    int lock = lock_folder(o, LOCK_EX);
+    int lock = lock_folder(o, bar);
     DIR *d = opendir(dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
-        if (!own_temp_name(o, base, e->d_name)) continue;
+        const char *token;
+        if (!own_temp_name(o, base, e->d_name, &token)) continue;
+        if (token && token_live(token)) continue;
+        if (!token && !run_lock.token_locked) continue; /* liveness unknown */
         char path[8200];
         snprintf(path, sizeof path, "%s%s", prefix, e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        if (fd < 0) continue;
         struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        int held = fd >= 0 && fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK;
-        if (fd >= 0) close(fd);
-        if (fd >= 0 && !held && unlink(path) == 0 && !o->quiet)
+        int held = fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK; /* an earlier version's live run */
+        int what = held ? -1 : temp_content(fd);
+        close(fd);
+        if (what == 1) {
+            cli_progress_end(bar);
+            cli_warn("'%s' is a complete shard that an earlier run left under a temporary name (it may be the only "
+                     "copy of its data): left alone", path);
+        } else if (what == 0 && unlink(path) == 0) {
+            cli_progress_end(bar);
             cli_warn("removed '%s', a temporary of an earlier run that ended before finishing it", path);
+        }
     }
     if (d) closedir(d);
     unlock_folder(lock);
@@ -1022,11 +1192,12 @@ typedef struct job {
     char **finals;             /* final paths of finished parts */
     size_t n_finals;
     struct part_temps {
-        char *partial;         /* "<final>.partial.XXXXXX": the finished part, until renamed */
-        int slot_tmp, slot_partial; /* the part's temporaries' slots in temps[] */
-        int lock_fd;           /* the partial, locked until it is renamed (before the part is
-                                  finished: the empty file that reserves its name) */
+        char *partial;         /* "<final>.partial.TTTTTT": the finished part, until renamed */
+        temp_node *slot_tmp, *slot_partial; /* the part's temporaries in temps */
+        dev_t dev;             /* the finished partial's file (0, 0 before it is finished) */
+        ino_t ino;
     } *pt;                     /* [n_finals] */
+    uint64_t images, masks_kept, masks_dropped; /* this input's part of the totals */
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
@@ -1058,8 +1229,7 @@ static void release_part(job *j, size_t i)
     struct part_temps *t = &j->pt[i];
     temp_drop(t->slot_tmp);
     temp_drop(t->slot_partial);
-    if (t->lock_fd >= 0) close(t->lock_fd);
-    t->slot_tmp = t->slot_partial = t->lock_fd = -1;
+    t->slot_tmp = t->slot_partial = NULL;
 }
 
 /* Removes part i's partial (the set will not be committed) and releases it. */
@@ -1069,22 +1239,22 @@ static void drop_part(job *j, size_t i)
     release_part(j, i);
 }
 
-/* A fresh "<final>.partial.XXXXXX" of this run alone (an empty file, locked,
- * that the writer's finished file replaces), so that two runs writing the
- * same output never finish into one name.  The name, or NULL (errno). */
-static char *reserve_partial(const char *final, int *lock_fd)
+/* "<final>.partial.TTTTTT", TTTTTT the run's token (open_run_lock): a name
+ * of this run alone, reserved by an empty file that the writer's finished
+ * file replaces, so that two runs writing the same output never finish into
+ * one name.  The name, or NULL (errno). */
+static char *reserve_partial(const char *final)
 {
     char *p = NULL;
-    *lock_fd = -1;
-    if (asprintf(&p, "%s.partial.XXXXXX", final) < 0) return NULL;
-    int fd = mkostemp(p, O_CLOEXEC);
+    if (asprintf(&p, "%s.partial.%s", final, run_lock.token) < 0) return NULL;
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd < 0) {
+        int err = errno;
         free(p);
+        errno = err;
         return NULL;
     }
-    struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-    (void)fcntl(fd, F_SETLK, &lk); /* not stale while this run lives */
-    *lock_fd = fd;
+    close(fd);
     return p;
 }
 
@@ -1094,49 +1264,53 @@ static int open_part(job *j)
     char *final = part_path(j->o, j->single_file, j->stem, j->part);
     char *prov = provenance(j->o, j->stem, j->part);
     char *tmp = NULL;
-    int rc = -1, lock_fd = -1, pslot = -1;
-    /* the partial and the writer's temporary are created and locked under
-     * the folder's shared lock: no stale sweep sees them unlocked */
-    int folder = lock_folder(j->o, LOCK_SH);
-    if (final && prov && !(tmp = reserve_partial(final, &lock_fd))) {
-        cli_warn("cannot create '%s.partial.XXXXXX': %s", final, strerror(errno));
-        unlock_folder(folder);
+    int rc = -1;
+    temp_node *pslot = NULL;
+    /* no lock needed: a temporary whose name carries a live run's token is
+     * never taken for stale (remove_stale_temps) */
+    if (final && prov && !(tmp = reserve_partial(final))) {
+        cli_progress_end(j->bar);
+        cli_warn("cannot create '%s.partial.%s': %s", final, run_lock.token, strerror(errno));
         free(final);
         free(prov);
         return -1;
     }
-    if (tmp) pslot = temp_add(tmp);
-    if (final && tmp && prov) {
+    if (tmp && !(pslot = temp_add(tmp))) {
+        cli_progress_end(j->bar);
+        cli_warn("out of memory");
+    } else if (final && tmp && prov) {
         sa1b_shard_params p = {j->o->prep.image_size, j->o->prep.mask_size, j->o->prep.image_format, prov,
                                j->o->prep.mask_format};
+        temp_node *wslot = NULL;
         if (sa1b_shard_writer_open(&j->w, tmp, &p, &e) == SA1B_OK) {
-            if (grow_parts(j) == 0) {
+            if (grow_parts(j) == 0 && (wslot = temp_add(sa1b_shard_writer_temp_path(j->w))) != NULL) {
                 struct part_temps *t = &j->pt[j->n_finals];
                 t->partial = tmp;
                 t->slot_partial = pslot;
-                t->slot_tmp = temp_add(sa1b_shard_writer_temp_path(j->w));
-                t->lock_fd = lock_fd;
+                t->slot_tmp = wslot;
+                t->dev = 0;
+                t->ino = 0;
                 j->finals[j->n_finals++] = final;
                 final = NULL;
                 tmp = NULL;
+                pslot = NULL;
                 rc = 0;
             } else {
                 sa1b_shard_writer_abort(j->w);
                 j->w = NULL;
+                cli_progress_end(j->bar);
                 cli_warn("out of memory");
             }
         } else {
+            cli_progress_end(j->bar);
             cli_warn("'%s': %s", tmp, e.msg);
         }
     } else {
+        cli_progress_end(j->bar);
         cli_warn("out of memory");
     }
-    if (tmp) { /* not taken: the reserved name goes */
-        unlink(tmp);
-        temp_drop(pslot);
-        if (lock_fd >= 0) close(lock_fd);
-    }
-    unlock_folder(folder);
+    if (tmp) unlink(tmp); /* not taken: the reserved name goes */
+    temp_drop(pslot);
     free(final);
     free(tmp);
     free(prov);
@@ -1152,25 +1326,20 @@ static int close_part(job *j)
     j->w = NULL;
     j->part++;
     size_t i = j->n_finals - 1;
-    /* the writer renames its temporary to the partial name and closes it,
-     * which drops its lock, until the partial is locked again below: under
-     * the folder's shared lock, so that no other run's stale sweep (under
-     * the exclusive one) removes it in between */
-    int folder = lock_folder(j->o, LOCK_SH);
     if (sa1b_shard_writer_finish(w, &e) != SA1B_OK) {
-        unlock_folder(folder);
+        cli_progress_end(j->bar);
         cli_warn("'%s': %s", j->finals[i], e.msg);
         return -1;
     }
     test_pause("finish");
     struct part_temps *t = &j->pt[i];
     temp_drop(t->slot_tmp); /* renamed to its partial */
-    t->slot_tmp = -1;
-    if (t->lock_fd >= 0) close(t->lock_fd); /* the reserved name's empty file, replaced */
-    t->lock_fd = open(t->partial, O_RDONLY | O_CLOEXEC); /* locked until renamed into place: not stale */
-    struct flock lk = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
-    if (t->lock_fd >= 0) (void)fcntl(t->lock_fd, F_SETLK, &lk);
-    unlock_folder(folder);
+    t->slot_tmp = NULL;
+    struct stat st; /* the file this run finished, for the commit's check (check_parts) */
+    if (stat(t->partial, &st) == 0) {
+        t->dev = st.st_dev;
+        t->ino = st.st_ino;
+    }
     test_hook(1);
     return 0;
 }
@@ -1214,9 +1383,12 @@ static void consume(struct job *j, slot *s)
         return;
     }
     j->t->images++;
+    j->images++;
     test_hook(0);
     j->t->masks_kept += s->out->masks_kept;
     j->t->masks_dropped += s->out->masks_in - s->out->masks_kept;
+    j->masks_kept += s->out->masks_kept;
+    j->masks_dropped += s->out->masks_in - s->out->masks_kept;
     j->images_in_part++;
 }
 
@@ -1318,10 +1490,9 @@ static int check_parts(const job *j, const char *label)
 {
     for (size_t i = 0; i < j->n_finals; i++) {
         const struct part_temps *t = &j->pt[i];
-        struct stat a, b;
+        struct stat a;
         int err = stat(t->partial, &a) != 0 ? errno : 0;
-        if (!err && t->lock_fd >= 0 && fstat(t->lock_fd, &b) == 0 && (a.st_dev != b.st_dev || a.st_ino != b.st_ino))
-            err = ESTALE;
+        if (!err && (t->dev || t->ino) && (a.st_dev != t->dev || a.st_ino != t->ino)) err = ESTALE;
         if (err) {
             cli_warn("'%s', a finished part of %s: %s: nothing of it put in place, the earlier output left as "
                      "it was", t->partial, label, err == ESTALE ? "replaced by another file" : strerror(err));
@@ -1398,6 +1569,66 @@ static int list_old_set(const job *j, const out_set *s, old_files *f)
     return rc;
 }
 
+/* At commit, under the folder's lock, before anything is removed: every
+ * file at a new part's final name (part 0 included: check_outputs looked
+ * at start-up, maybe hours ago, and only up to the first missing part) is
+ * this input's own shard (its provenance names this input), or any shard
+ * of sa1b-shard at OUT itself (one .shard output without --max-images: the
+ * file the user named), or, with --force, a file that is not a shard of
+ * sa1b-shard.  Another input's shard at a name derived from OUT (a folder's
+ * <name>.shard, a part: a-00001.tar gives a-00001.shard, part 1 of a.tar's
+ * set) is never replaced, --force or not: the commit is refused, the old
+ * set left as it was.  0, or -1 (one line said why). */
+static int check_finals(const job *j, const char *label)
+{
+    const options *o = j->o;
+    for (size_t i = 0; i < j->n_finals; i++) {
+        struct stat st;
+        if (lstat(j->finals[i], &st) != 0) {
+            if (errno == ENOENT) continue;
+            cli_warn("cannot check '%s': %s: nothing of %s put in place, the earlier output left as it was",
+                     j->finals[i], strerror(errno), label);
+            return -1;
+        }
+        if (!S_ISREG(st.st_mode)) {
+            cli_warn("'%s' exists and is not a regular file: nothing of %s put in place, the earlier output left "
+                     "as it was", j->finals[i], label);
+            return -1;
+        }
+        json_t *prov = our_provenance(j->finals[i]);
+        const char *in = json_string_value(json_object_get(prov, "input"));
+        int ok = prov ? in && strcmp(in, j->stem) == 0 : o->force;
+        if (!ok && prov && j->single_file && !o->max_images) ok = 1;
+        if (!ok && prov) {
+            const json_t *part = json_object_get(prov, "part");
+            const json_t *mi = json_object_get(json_object_get(prov, "options"), "max_images");
+            char what[64] = "the shard";
+            if (json_is_integer(mi) && json_integer_value(mi) > 0 && json_is_integer(part))
+                snprintf(what, sizeof what, "part %lld", (long long)json_integer_value(part));
+            cli_warn("'%s' is %s of input '%s': not replaced by the shard of %s (two inputs would write the same "
+                     "output: shard them into different folders): nothing of it put in place, the earlier output "
+                     "left as it was", j->finals[i], what, in ? in : "?", label);
+        } else if (!ok) {
+            cli_warn("'%s' exists and is not a shard of sa1b-shard: not replaced by the shard of %s (give --force "
+                     "to replace it): nothing of it put in place, the earlier output left as it was",
+                     j->finals[i], label);
+        }
+        json_decref(prov);
+        if (!ok) return -1;
+    }
+    return 0;
+}
+
+/* The images of an input whose shards were not put in place are not
+ * counted as written. */
+static void uncount(job *j)
+{
+    j->t->images -= j->images;
+    j->t->masks_kept -= j->masks_kept;
+    j->t->masks_dropped -= j->masks_dropped;
+    j->images = j->masks_kept = j->masks_dropped = 0;
+}
+
 /* Puts the finished parts of the input in place, or keeps a complete
  * output that a shard of a truncated input (cut) would replace.  Holds the
  * folder's lock meanwhile (lock_folder), so that two runs writing one
@@ -1419,13 +1650,14 @@ static int commit(job *j, int cut)
     char label[4200];
     input_label(j, label, sizeof label);
     test_pause("commit");
+    cli_progress_end(j->bar); /* each message on a line of its own */
     out_set s;
     if (out_set_init(&s, o, j->single_file, j->stem) != 0) {
         cli_warn("out of memory");
         drop_parts(j);
         return -1;
     }
-    int lock = lock_folder(o, LOCK_EX);
+    int lock = lock_folder(o, j->bar);
     int numbered = o->max_images != 0, rc = 0, kept_numbered = numbered, have = 0;
     char *kept = NULL, *kept_input = NULL;
     if (cut && !o->force) {
@@ -1435,6 +1667,7 @@ static int commit(job *j, int cut)
     if (have) {
         /* the complete output may be the only intact copy of that data */
         drop_parts(j);
+        uncount(j);
         report_cut(j);
         if (kept_input && strcmp(kept_input, j->stem) != 0)
             cli_warn("'%s' (%s of '%s') kept, not replaced by the shard of %s, which was truncated (--force "
@@ -1448,12 +1681,14 @@ static int commit(job *j, int cut)
         goto out;
     }
     old_files old;
-    if (check_parts(j, label) != 0 || list_old_set(j, &s, &old) != 0) {
+    int refused = 0;
+    if (check_parts(j, label) != 0 || (refused = check_finals(j, label) != 0) || list_old_set(j, &s, &old) != 0) {
         drop_parts(j);
+        if (refused) uncount(j);
         rc = -1;
         goto out;
     }
-    /* this form's part 0 is replaced anyway (a file not ours only with --force) */
+    /* this form's part 0 is replaced anyway (check_finals allowed it) */
     int removed0 = unlink(j->finals[0]) == 0;
     if (!removed0 && errno != ENOENT) {
         cli_warn("cannot remove '%s' (left from an earlier run of this output): %s: nothing of %s put in place, "
@@ -1467,7 +1702,7 @@ static int commit(job *j, int cut)
         int is0 = i == 0 && old.other0;
         if (unlink(old.paths[i]) == 0) {
             removed0 |= is0;
-            if (!o->quiet) cli_warn("removed '%s', left from an earlier run of this output", old.paths[i]);
+            cli_warn("removed '%s', left from an earlier run of this output", old.paths[i]);
         } else if (errno != ENOENT && is0 && !removed0) { /* nothing touched yet */
             cli_warn("cannot remove '%s' (left from an earlier run of this output): %s: nothing of %s put in "
                      "place, the earlier output left as it was", old.paths[i], strerror(errno), label);
@@ -1615,6 +1850,13 @@ int main(int argc, char **argv)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGBUS, &sa, NULL);
     init_signals();
+    /* as many descriptors as the system allows (a run holds few, but the
+     * libraries under it may want more) */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
     options o;
     parse_options(argc, argv, &o);
     int n_inputs = argc - optind;
@@ -1630,6 +1872,7 @@ int main(int argc, char **argv)
                             "name ending in .shard; otherwise a directory)", o.out);
         }
     }
+    open_run_lock(&o);
 
     ring r;
     memset(&r, 0, sizeof r);
@@ -1661,7 +1904,7 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
         char *stem = input_stem(&o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
-        remove_stale_temps(&o, single_file, stem);
+        remove_stale_temps(&o, single_file, stem, &bar);
         char why[200];
         if (o.skip_existing && strcmp(argv[i], "-") != 0) {
             if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {

@@ -31,3 +31,7 @@ TESTS += tests/t1549-shard-other-input.sh tests/t1551-shard-temp-names.sh tests/
 	tests/t1553-shard-sweep-race.sh
 EXTRA_DIST += tests/t1549-shard-other-input.sh tests/t1551-shard-temp-names.sh tests/t1552-shard-commit-fails.sh \
 	tests/t1553-shard-sweep-race.sh
+TESTS += tests/t1554-shard-other-part.sh tests/t1555-shard-sweep-content.sh tests/t1556-shard-last-part.sh \
+	tests/t1557-shard-many-parts.sh tests/t1558-shard-messages.sh tests/t1559-shard-lock-file.sh
+EXTRA_DIST += tests/t1554-shard-other-part.sh tests/t1555-shard-sweep-content.sh tests/t1556-shard-last-part.sh \
+	tests/t1557-shard-many-parts.sh tests/t1558-shard-messages.sh tests/t1559-shard-lock-file.sh

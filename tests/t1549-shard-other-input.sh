@@ -4,6 +4,8 @@
 # input that share OUT's name (name-NNNNN.shard of input "name", written
 # into the same folder by a folder run); and a complete shard of another
 # input is kept from a cut input's shard with a line that says whose it is.
+# Another input's parts at the parts' names of a split one .shard output are
+# refused at start-up (exit 2), as two inputs writing one output.
 # Before: "-o t/x.shard a.tar" removed x.tar's parts x-0000N.shard (and,
 # with --max-images, x.tar's x.shard), exit 0; the kept line said
 # "complete output kept" as if it were the cut input's own.
@@ -53,10 +55,11 @@ cmp -s "$TMP/o.shard.orig" "$TMP/k/o.shard"
 ok $? "untouched"
 grep_ok " 0 shards written" "$TMP/.err" "the summary counts no shard"
 sa1b-shard -q $opts --max-images 2 -o "$TMP/k/p.shard" "$TMP/x.tar" || exit 99
-run_status 1 "the same over a complete set of x.tar's parts" \
+# parts are names derived from OUT: another input's are never replaced, refused at start-up
+run_status 2 "the same over a complete set of x.tar's parts: refused, exit 2" \
     sa1b-shard -q $opts --max-images 2 -o "$TMP/k/p.shard" "$TMP/cut/cut.tar"
-grep_ok "^sa1b-shard: '$TMP/k/p-00000.shard' \(part 0 of a complete set of 'x'\) kept, not replaced by the shard of '$TMP/cut/cut.tar', which was truncated \(--force replaces it\)$" \
-    "$TMP/.err" "one line says whose set is kept"
+grep_ok "^sa1b-shard: output '$TMP/k/p-00000.shard' is a shard of input 'x', not of '$TMP/cut/cut.tar': two inputs would write the same output \(shard them into different folders\)$" \
+    "$TMP/.err" "one line says whose set it is"
 is "$(shard_ids "$TMP"/k/p-*.shard)" "1 2 3 4 5 6 " "which is intact"
 run_status 1 "--force replaces it" sa1b-shard -q $opts -o "$TMP/k/o.shard" --force "$TMP/cut/cut.tar"
 cmp -s "$TMP/o.shard.orig" "$TMP/k/o.shard"
