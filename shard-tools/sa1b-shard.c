@@ -683,10 +683,13 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
             /* another input's shard: never replaced, --force or not, but at OUT itself (the file the
              * user named: one .shard output without --max-images) */
             const char *in = json_string_value(json_object_get(prov, "input"));
-            if (prov && !(in && strcmp(in, stem) == 0) && !(single_file && !o->max_images))
+            char whose[256];
+            snprintf(whose, sizeof whose, "%s", in ? in : "?");
+            int other = prov && !(in && strcmp(in, stem) == 0) && !(single_file && !o->max_images);
+            json_decref(prov); /* (before a usage error's exit: nothing left for LeakSanitizer) */
+            if (other)
                 cli_usage_error("output '%s' is a shard of input '%s', not of '%s': two inputs would write the same "
-                                "output (shard them into different folders)", path, in ? in : "?", argv[i]);
-            json_decref(prov);
+                                "output (shard them into different folders)", path, whose, argv[i]);
             free(path);
             if (!o->max_images) break;
         }
