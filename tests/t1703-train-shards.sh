@@ -69,4 +69,12 @@ run_status 3 "--val shards of another S: exit 3" sa1b-train $common --steps 4 --
 grep_ok "^sa1b-train: --val: .*S=32 R=8, the model needs S=64 R=16" "$TMP/.err" "one line says why"
 test ! -e "$TMP/nv"
 ok $? "before anything is written"
+
+# a shard of a tar that ended early is said, then trained on as it is
+head -c $(($(wc -c <"$TMP/train.tar") / 2)) "$TMP/train.tar" >"$TMP/cut.tar"
+sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/cut.shard" "$TMP/cut.tar" 2>/dev/null
+is "$?" "1" "a shard of a cut tar (sa1b-shard: exit 1)"
+run_ok "training on it" sa1b-train $common --steps 2 --data "$TMP/cut.shard" --out "$TMP/cut"
+grep_ok "^sa1b-train: --data: 1 shard is incomplete, made from a tar that ended early \('$TMP/cut.shard'\): using the images it holds$" \
+    "$TMP/.err" "one line says it is incomplete"
 done_testing

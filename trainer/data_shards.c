@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jansson.h>
+
 #include "sa1b_loader.h"
 #include "sa1b_shard.h"
 
@@ -30,6 +32,8 @@ typedef struct shard_ctx {
     uint64_t n_images;
     double wait_before;       /* consumer wait of loaders closed by seek */
     char identity[128];       /* what the shards are (data_identity) */
+    size_t n_incomplete;      /* shards whose input ended early (provenance input_clean_end false) */
+    char first_incomplete[4096];
 } shard_ctx;
 
 /* "N shards, M images, digest D": D a 64-bit FNV-1a over each shard's file
@@ -37,8 +41,10 @@ typedef struct shard_ctx {
  * name, size and CRC32C, the options and the part), in the loader's order,
  * so that a shard added, removed, renamed, or replaced by another (even of
  * the same name and size) changes it. */
-static void data_identity(const sa1b_loader *L, char *buf, size_t len)
+static void data_identity(shard_ctx *s, char *buf, size_t len)
 {
+    const sa1b_loader *L = s->L;
+    s->n_incomplete = 0;
     size_t n = 0;
     uint64_t images = 0, h = 0xcbf29ce484222325ull;
     sa1b_loader_info(L, &images, NULL, NULL, NULL, &n, NULL, NULL);
@@ -53,6 +59,10 @@ static void data_identity(const sa1b_loader *L, char *buf, size_t len)
         if (p && sa1b_shard_open(&sh, p, NULL) == SA1B_OK) {
             const sa1b_shard_info *in = sa1b_shard_get_info(sh);
             prov = in->provenance ? in->provenance : "", prov_len = in->provenance ? in->provenance_len : 0;
+            json_t *j = json_loadb(prov, prov_len, 0, NULL);
+            if (json_is_false(json_object_get(j, "input_clean_end")) && !s->n_incomplete++)
+                snprintf(s->first_incomplete, sizeof s->first_incomplete, "%s", p);
+            json_decref(j);
         }
         const char *parts[3] = {slash ? slash + 1 : p ? p : "", size, prov};
         size_t lens[3] = {strlen(parts[0]), strlen(size), prov_len};
@@ -114,7 +124,7 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
                         "--image-size %u, a multiple of --patch, or shard with sa1b-shard --image-size %d "
                         "--mask-size %d)", s->glob, S, R, s->opt.S, s->opt.R, S, s->opt.S, s->opt.R), -1;
     s->epoch = epoch, s->consumed = consumed;
-    data_identity(s->L, s->identity, sizeof s->identity);
+    data_identity(s, s->identity, sizeof s->identity);
     return 0;
 }
 
@@ -204,4 +214,11 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
     src->identity = sh_identity;
     src->close = sh_close;
     return 0;
+}
+
+size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first)
+{
+    const shard_ctx *s = src->ctx;
+    *first = s->n_incomplete ? s->first_incomplete : NULL;
+    return s->n_incomplete;
 }

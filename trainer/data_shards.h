@@ -30,4 +30,10 @@ typedef struct tr_shard_options {
 /* 0, or -1 with err (unreadable shards, S/R not the model's, ...). */
 int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char *err, size_t err_len);
 
+/* Of a source tr_shard_source_open opened: how many of its shards are
+ * incomplete (made from an input that ended early: their provenance's
+ * input_clean_end is false), and the path of the first (*first, NULL when
+ * none). */
+size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first);
+
 #endif

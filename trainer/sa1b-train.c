@@ -106,6 +106,12 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
                                .stored_point = o->eval_only != NULL, .threads = o->loader_threads, .mem = mem,
                                .rank = train ? o->rank : 0, .world = train ? o->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
+        const char *first;
+        size_t cut = tr_shard_source_incomplete(src, &first);
+        if (cut && o->rank == 0) /* a cut download is never a silent success: said, then used as it is */
+            cli_warn("%s: %zu shard%s incomplete, made from a tar that ended early ('%s'%s): using the images %s",
+                     what, cut, cut == 1 ? " is" : "s are", first, cut > 1 ? " and others" : "",
+                     cut == 1 ? "it holds" : "they hold");
         return;
     }
     if (o->synthetic) {
