@@ -266,20 +266,14 @@ void cli_out_open(cli_out *o, const char *path)
     if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "wb"))) {
         int e = errno;
         close(fd);
-        unlink(o->tmp);
-        cli_temp_set(NULL);
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(e));
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(e)); /* (removes o->tmp) */
     }
 }
 
 void cli_out_fail(cli_out *o, const char *why)
 {
     if (!o->path) cli_die(CLI_EXIT_FATAL, "standard output: %s", why);
-    if (o->tmp) {
-        unlink(o->tmp);
-        cli_temp_set(NULL);
-    }
-    cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->path, why);
+    cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", o->path, why); /* (cli_die removes the temporary) */
 }
 
 void cli_out_discard(cli_out *o)

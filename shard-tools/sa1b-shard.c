@@ -537,15 +537,26 @@ static int out_set_name(const out_set *s, const char *name, int *numbered, uint6
         *k = 0;
         return 1;
     }
-    if (*p++ != '-' || !part_digits(p) || part_digits(p) != (size_t)(end - p)) return 0;
+    if (*p++ != '-') return 0;
+    size_t d = part_digits(p);
+    if (!d || d != (size_t)(end - p)) return 0;
     uint64_t v = 0;
-    for (; p < end; p++) {
-        if (*p < '0' || *p > '9') return 0;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
+    for (; p < end; p++) v = v * 10 + (uint64_t)(*p - '0'); /* (digits: part_digits) */
     *numbered = 1;
     *k = v;
     return 1;
+}
+
+/* Whether an existing file whose provenance is prov (NULL: not a shard of
+ * sa1b-shard) may be replaced by a part of input stem: this input's shard;
+ * at OUT itself (the file the user named: one .shard output without
+ * --max-images) any shard; a file that is no shard only with --force;
+ * never another input's shard at a name derived from OUT. */
+static int may_replace(const options *o, int single_file, const char *stem, const json_t *prov)
+{
+    if (!prov) return o->force;
+    const char *in = json_string_value(json_object_get(prov, "input"));
+    return (in && strcmp(in, stem) == 0) || (single_file && !o->max_images);
 }
 
 /* True when prov (a shard of sa1b-shard) was written as part k of this
@@ -680,12 +691,10 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
             json_t *prov = our_provenance(path);
             if (!o->force && !prov)
                 cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
-            /* another input's shard: never replaced, --force or not, but at OUT itself (the file the
-             * user named: one .shard output without --max-images) */
             const char *in = json_string_value(json_object_get(prov, "input"));
             char whose[256];
             snprintf(whose, sizeof whose, "%s", in ? in : "?");
-            int other = prov && !(in && strcmp(in, stem) == 0) && !(single_file && !o->max_images);
+            int other = prov && !may_replace(o, single_file, stem, prov); /* another input's shard */
             json_decref(prov); /* (before a usage error's exit: nothing left for LeakSanitizer) */
             if (other)
                 cli_usage_error("output '%s' is a shard of input '%s', not of '%s': two inputs would write the same "
@@ -867,7 +876,6 @@ static void open_run_lock(const options *o)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32);
-    int err = 0;
     for (int tries = 0; tries < 1000; tries++) {
         for (int i = 0; i < 6; i++) { /* xorshift64* */
             x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
@@ -881,8 +889,6 @@ static void open_run_lock(const options *o)
         }
         if (errno != EAGAIN && errno != EACCES) break; /* another live run's token: draw again */
     }
-    err = errno;
-    errno = err;
     lock_warn(o, NULL, run_lock.fd < 0 ? "open" : "fcntl");
 }
 
@@ -1600,8 +1606,7 @@ static int check_finals(const job *j, const char *label)
         }
         json_t *prov = our_provenance(j->finals[i]);
         const char *in = json_string_value(json_object_get(prov, "input"));
-        int ok = prov ? in && strcmp(in, j->stem) == 0 : o->force;
-        if (!ok && prov && j->single_file && !o->max_images) ok = 1;
+        int ok = may_replace(o, j->single_file, j->stem, prov);
         if (!ok && prov) {
             const json_t *part = json_object_get(prov, "part");
             const json_t *mi = json_object_get(json_object_get(prov, "options"), "max_images");

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -50,14 +49,13 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
     sa1b_loader_info(L, &images, NULL, NULL, NULL, &n, NULL, NULL);
     for (size_t i = 0; i < n; i++) {
         const char *p = sa1b_loader_shard_path(L, i), *slash = p ? strrchr(p, '/') : NULL;
-        struct stat st;
-        char size[32];
-        snprintf(size, sizeof size, "%lld", p && stat(p, &st) == 0 ? (long long)st.st_size : -1LL);
+        char size[32] = "-1";
         sa1b_shard *sh = NULL;
         const char *prov = "";
         size_t prov_len = 0;
         if (p && sa1b_shard_open(&sh, p, NULL) == SA1B_OK) {
             const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+            snprintf(size, sizeof size, "%" PRIu64, (uint64_t)in->file_size);
             prov = in->provenance ? in->provenance : "", prov_len = in->provenance ? in->provenance_len : 0;
             json_t *j = json_loadb(prov, prov_len, 0, NULL);
             if (json_is_false(json_object_get(j, "input_clean_end")) && !s->n_incomplete++)
@@ -124,7 +122,6 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
                         "--image-size %u, a multiple of --patch, or shard with sa1b-shard --image-size %d "
                         "--mask-size %d)", s->glob, S, R, s->opt.S, s->opt.R, S, s->opt.S, s->opt.R), -1;
     s->epoch = epoch, s->consumed = consumed;
-    data_identity(s, s->identity, sizeof s->identity);
     return 0;
 }
 
@@ -205,6 +202,7 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
         free(s);
         return -1;
     }
+    data_identity(s, s->identity, sizeof s->identity); /* once: a seek reopens the same shards */
     src->ctx = s;
     src->next = sh_next;
     src->release = sh_release;

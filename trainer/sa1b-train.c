@@ -88,6 +88,18 @@ int src_workers(const options *o)
 
 /* Opens a data source: shards matching glob through the loader, else the
  * synthetic batches; points K and epochs as given (eval: K 1, one epoch). */
+/* After the first open_source of shards (glob) as what: a cut download is
+ * never a silent success, so incomplete shards are said (once a run, by
+ * rank 0), then used as they are. */
+static void warn_incomplete(const options *o, const tr_data_source *src, const char *what, const char *glob)
+{
+    const char *first;
+    size_t cut = glob && !o->plan && o->rank == 0 ? tr_shard_source_incomplete(src, &first) : 0;
+    if (cut)
+        cli_warn("%s: %zu shard%s incomplete, made from a tar that ended early ('%s'%s): using the images %s", what,
+                 cut, cut == 1 ? " is" : "s are", first, cut > 1 ? " and others" : "", cut == 1 ? "it holds" : "they hold");
+}
+
 static void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
                         const char *what, const char *glob, int K, uint64_t max_epochs, double flip)
 {
@@ -106,12 +118,6 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
                                .stored_point = o->eval_only != NULL, .threads = o->loader_threads, .mem = mem,
                                .rank = train ? o->rank : 0, .world = train ? o->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
-        const char *first;
-        size_t cut = tr_shard_source_incomplete(src, &first);
-        if (cut && o->rank == 0) /* a cut download is never a silent success: said, then used as it is */
-            cli_warn("%s: %zu shard%s incomplete, made from a tar that ended early ('%s'%s): using the images %s",
-                     what, cut, cut == 1 ? " is" : "s are", first, cut > 1 ? " and others" : "",
-                     cut == 1 ? "it holds" : "they hold");
         return;
     }
     if (o->synthetic) {
@@ -521,12 +527,14 @@ int run(const options *op, tr_backend *be)
     if (o.eval_only) {
         if (tr_ckpt_load_model(&m, o.eval_only, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         open_source(&o, &cfg, &src, be->host_mem, "--val", o.val, o.points, 1, 0.0);
+        warn_incomplete(&o, &src, "--val", o.val);
         evaluate(&o, &m, &src, o.val != NULL);
         src.close(src.ctx);
         tr_model_free(&m);
         return 0;
     }
     open_source(&o, &cfg, &src, be->host_mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip);
+    warn_incomplete(&o, &src, "--data", o.data);
 
     if (o.dump_step) {
         dump_step(&o, &m, &src, prec);
@@ -538,6 +546,7 @@ int run(const options *op, tr_backend *be)
     if (o.val && !o.plan && o.rank == 0) { /* a --val that cannot be read fails now, not after the training */
         tr_data_source vs = {0};
         open_source(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0);
+        warn_incomplete(&o, &vs, "--val", o.val);
         vs.close(vs.ctx);
     }
     if (!o.plan && o.rank == 0) prepare_out(&o); /* rank 0 writes the run's files */
