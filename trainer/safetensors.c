@@ -146,6 +146,38 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* The descriptor tr_st_writer_write writes path through: an existing path
+ * that is not a regular file (a FIFO, a device such as /dev/null) opened in
+ * place, as a rename would replace it (*tmp NULL); otherwise a temporary of
+ * a name no other file has (O_EXCL: never one that is there, such as a
+ * user's PATH.tmp), *tmp its malloc'd name, renamed into place after.  -1
+ * with err. */
+static int open_output(const char *path, char **tmp, char *err, size_t err_len)
+{
+    struct stat st;
+    *tmp = NULL;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode)) return snprintf(err, err_len, "cannot write '%s': %s", path, strerror(EISDIR)), -1;
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0) snprintf(err, err_len, "cannot open '%s': %s", path, strerror(errno));
+        return fd;
+    }
+    size_t plen = strlen(path) + 48;
+    if (!(*tmp = malloc(plen))) return snprintf(err, err_len, "out of memory"), -1;
+    int fd = -1;
+    for (unsigned k = 0; fd < 0 && k < 1000; k++) {
+        snprintf(*tmp, plen, "%s.tmp.%ld.%u", path, (long)getpid(), k);
+        fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    if (fd < 0) {
+        snprintf(err, err_len, "cannot create '%s': %s", *tmp, strerror(errno));
+        free(*tmp);
+        *tmp = NULL;
+    }
+    return fd;
+}
+
 int tr_st_writer_write(tr_st_writer *w, const char *path, char *err, size_t err_len)
 {
     sbuf b = {0};
@@ -174,57 +206,21 @@ int tr_st_writer_write(tr_st_writer *w, const char *path, char *err, size_t err_
     uint8_t len8[8];
     uint64_t hl = b.n;
     for (int i = 0; i < 8; i++) len8[i] = (uint8_t)(hl >> (8 * i));
-    /* an existing output that is not a regular file (a FIFO, a device such
-     * as /dev/null) is written in place: a rename would replace it */
-    struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) {
-            free(b.s);
-            return snprintf(err, err_len, "cannot write '%s': %s", path, strerror(EISDIR)), -1;
-        }
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0) {
-            snprintf(err, err_len, "cannot open '%s': %s", path, strerror(errno));
-            free(b.s);
-            return -1;
-        }
-        int rc = write_all(fd, len8, 8) || write_all(fd, b.s, b.n);
-        for (int i = 0; i < w->n && !rc; i++) rc = write_all(fd, w->t[i].data, w->t[i].n_bytes);
-        int e = errno;
-        if (close(fd) != 0 && !rc) rc = -1, e = errno;
-        if (rc) snprintf(err, err_len, "cannot write '%s': %s", path, strerror(e));
-        free(b.s);
-        return rc ? -1 : 0;
-    }
-    /* a temporary of a name no other file has (O_EXCL: never one that is
-     * there, such as a user's PATH.tmp), renamed into place */
-    size_t plen = strlen(path) + 48;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        free(b.s);
-        snprintf(err, err_len, "out of memory");
-        return -1;
-    }
-    int fd = -1;
-    for (unsigned k = 0; fd < 0 && k < 1000; k++) {
-        snprintf(tmp, plen, "%s.tmp.%ld.%u", path, (long)getpid(), k);
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != EEXIST) break;
-    }
+    char *tmp = NULL;
+    int fd = open_output(path, &tmp, err, err_len);
     if (fd < 0) {
-        snprintf(err, err_len, "cannot create '%s': %s", tmp, strerror(errno));
-        free(b.s), free(tmp);
+        free(b.s);
         return -1;
     }
     int rc = write_all(fd, len8, 8) || write_all(fd, b.s, b.n);
     for (int i = 0; i < w->n && !rc; i++) rc = write_all(fd, w->t[i].data, w->t[i].n_bytes);
-    if (!rc) rc = fsync(fd);
+    if (!rc && tmp) rc = fsync(fd); /* (a device written in place may not sync) */
     int e = errno;
     if (close(fd) != 0 && !rc) rc = -1, e = errno;
-    if (!rc && rename(tmp, path) != 0) rc = -1, e = errno;
+    if (!rc && tmp && rename(tmp, path) != 0) rc = -1, e = errno;
     if (rc) {
         snprintf(err, err_len, "cannot write '%s': %s", path, strerror(e));
-        unlink(tmp);
+        if (tmp) unlink(tmp);
     }
     free(b.s), free(tmp);
     return rc ? -1 : 0;
