@@ -271,9 +271,61 @@ static void row_crc_rows(row_crc *c, const uint8_t *dst, size_t stride, uint32_t
     c->from = done;
 }
 
+/* Where a resize reads its source rows, which it asks for in increasing
+ * order: a whole image in memory (img), or a JPEG being decoded (dec, see
+ * image_letterbox), whose rows are decoded into a band of band_rows rows
+ * as the resize asks for them.  The band stays in the L2 cache: a whole
+ * decoded image (9 MB for a 2000x1500 photograph) went out to memory and
+ * came back for the resize. */
+#define IMAGE_BAND_ROWS 32
+
+typedef struct row_src {
+    const uint8_t *img;                    /* the whole image, stride bytes a row */
+    size_t stride;
+    struct jpeg_decompress_struct *dec;    /* or its decoder, mid-decode */
+    uint8_t *band;                         /* band_rows rows of stride bytes; row y at y % band_rows */
+    uint32_t band_rows, done, h;           /* rows decoded so far, of h */
+} row_src;
+
+static row_src whole_image(const uint8_t *img, size_t stride)
+{
+    row_src r = {0};
+    r.img = img;
+    r.stride = stride;
+    return r;
+}
+
+/* Source row y; rows from lo (<= y) on stay where they are until a row at
+ * or beyond lo + band_rows is asked for.  NULL when the decoder gives no
+ * more rows (errors in the data jump out of libjpeg instead). */
+static const uint8_t *src_row(row_src *r, uint32_t y, uint32_t lo)
+{
+    if (r->img) return r->img + (size_t)y * r->stride;
+    if (y >= r->done) {
+        /* as far ahead as the band holds: fewer, longer decoder calls */
+        uint32_t to = lo + r->band_rows < r->h ? lo + r->band_rows : r->h;
+        while (r->done < to) {
+            JSAMPROW rows[IMAGE_BAND_ROWS];   /* rows before lo (if any) are passed over */
+            uint32_t n = to - r->done < r->band_rows ? to - r->done : r->band_rows;
+            for (uint32_t k = 0; k < n; k++)
+                rows[k] = r->band + (size_t)((r->done + k) % r->band_rows) * r->stride;
+            JDIMENSION got = jpeg_read_scanlines(r->dec, rows, n);
+            if (got == 0) return NULL;
+            r->done += got;
+        }
+        if (y >= r->done) return NULL;
+    }
+    return r->band + (size_t)(y % r->band_rows) * r->stride;
+}
+
+static int src_ended(sa1b_error *err)
+{
+    return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: the decoder gave fewer rows than the image has");
+}
+
 /* The reference resize, with an explicit destination row stride (bytes)
  * and optionally the destination's rows' checksum (rc). */
-static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
+static int resize_portable(resize_scratch *s, row_src *src, uint32_t sw, uint32_t sh,
                            uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
                            image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
@@ -283,15 +335,15 @@ static int resize_portable(resize_scratch *s, const uint8_t *src, uint32_t sw, u
     const size_t row = (size_t)dw * ch;
     if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    const size_t src_stride = (size_t)sw * ch;
     uint32_t next = 0;   /* next source row to filter horizontally */
     for (uint32_t y = 0; y < dh; y++) {
         uint32_t j0 = s->y.start[y], c = s->y.T;
         /* source rows arrive in increasing order; rows < j0 are no longer needed */
         if (next < j0) next = j0;
         while (next < j0 + c) {
-            hfilter_any(src + (size_t)next * src_stride, &s->x, dw, ch,
-                        s->ring + (size_t)(next % ring_rows) * row);
+            const uint8_t *s0 = src_row(src, next, next);
+            if (!s0) return src_ended(err);
+            hfilter_any(s0, &s->x, dw, ch, s->ring + (size_t)(next % ring_rows) * row);
             next++;
             if (st) st->hrows_portable++;
         }
@@ -557,9 +609,10 @@ T512 static inline void hfilter512_k(const uint8_t *s0, const uint8_t *s1, const
 {
     const __mmask64 even = 0x5555555555555555ull;   /* the low byte of each 16-bit lane */
     const __m512i rnd = _mm512_set1_epi32(1 << 15);
+    const uint32_t *off = hp->off, *blk = hp->blk;
     for (size_t b = q0; b < q1; b++) {
-        __m512i w0 = _mm512_loadu_si512(s0 + hp->off[b]);
-        __m512i w1 = nr > 1 ? _mm512_loadu_si512(s1 + hp->off[b]) : w0;
+        __m512i w0 = _mm512_loadu_si512(s0 + off[b]);
+        __m512i w1 = nr > 1 ? _mm512_loadu_si512(s1 + off[b]) : w0;
         __m512i L0 = rnd, L1 = rnd, H0 = _mm512_setzero_si512(), H1 = H0;
         for (uint32_t q = 0; q < P; q++, t += 192) {
             __m512i ctl = _mm512_loadu_si512(t);
@@ -574,8 +627,8 @@ T512 static inline void hfilter512_k(const uint8_t *s0, const uint8_t *s1, const
                 H1 = _mm512_dpwssd_epi32(H1, p1, wh);
             }
         }
-        hstore512(H0, L0, o0 + (size_t)hp->blk[b] * 16);
-        if (nr > 1) hstore512(H1, L1, o1 + (size_t)hp->blk[b] * 16);
+        hstore512(H0, L0, o0 + (size_t)blk[b] * 16);
+        if (nr > 1) hstore512(H1, L1, o1 + (size_t)blk[b] * 16);
     }
 }
 
@@ -692,7 +745,7 @@ T512 static void vfilter512(const uint16_t *const *r, const uint32_t *wv, uint32
 
 /* The resize with the AVX2 kernels (and C for the tails and the shapes they
  * do not take); the same bytes as resize_portable. */
-static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
+static int resize_avx2(resize_scratch *s, row_src *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
                        int wide, image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
@@ -709,7 +762,6 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
     const size_t row = (size_t)dw * ch, done = hp->nblk * (hwide ? 16 : 8);
     if (!grow((void **)&s->ring, &s->ring_cap, row * ring_rows, sizeof *s->ring))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    const size_t src_stride = (size_t)sw * ch;
 #define RING(j) (s->ring + (size_t)((j) % ring_rows) * row)
     uint32_t next = 0;   /* next source row to filter horizontally */
     for (uint32_t y = 0; y < dh; y++) {
@@ -718,18 +770,20 @@ static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint3
          * needed, rows j0 .. j0 + c (c + 1 of them) fit in the ring */
         if (next < j0) next = j0;
         while (next < j0 + c) {
-            const uint8_t *s0 = src + (size_t)next * src_stride;
+            const uint8_t *s0 = src_row(src, next, next);
+            if (!s0) return src_ended(err);
             if (!hp->ok) {
                 hfilter_any(s0, &s->x, dw, ch, RING(next));
                 next++;
                 if (st) st->hrows_portable++;
                 continue;
             }
-            int two = next + 1 < sh;
-            (hwide ? hfilter512 : hfilter_avx2)(s0, two ? s0 + src_stride : NULL, hp, RING(next),
-                                                two ? RING(next + 1) : NULL);
+            const uint8_t *s1 = next + 1 < sh ? src_row(src, next + 1, next) : NULL;
+            const int two = s1 != NULL;
+            if (next + 1 < sh && !two) return src_ended(err);
+            (hwide ? hfilter512 : hfilter_avx2)(s0, s1, hp, RING(next), two ? RING(next + 1) : NULL);
             hfilter_values(s0, &s->x, ch, done, row, RING(next));
-            if (two) hfilter_values(s0 + src_stride, &s->x, ch, done, row, RING(next + 1));
+            if (two) hfilter_values(s1, &s->x, ch, done, row, RING(next + 1));
             next += 1 + (uint32_t)two;
             if (st) st->hrows_simd += 1 + (uint64_t)two;
             if (st && hwide) st->hrows_avx512 += 1 + (uint64_t)two;
@@ -793,7 +847,7 @@ static int cpu_has_avx512(void)
     return 0;
 }
 
-static int resize_avx2(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
+static int resize_avx2(resize_scratch *s, row_src *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
                        int wide, image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
@@ -842,7 +896,7 @@ static int check_resize_args(const uint8_t *src, uint32_t sw, uint32_t sh, const
 }
 
 /* The library's resize: the fastest implementation the CPU has. */
-static int resize_into(resize_scratch *s, const uint8_t *src, uint32_t sw, uint32_t sh,
+static int resize_into(resize_scratch *s, row_src *src, uint32_t sw, uint32_t sh,
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
                        row_crc *rc, sa1b_error *err)
 {
@@ -868,10 +922,11 @@ int image_resize(image_resizer *r, const uint8_t *src, uint32_t sw, uint32_t sh,
         impl = cpu_has_avx512() ? IMAGE_RESIZE_AVX512
                : cpu_has_avx2() ? IMAGE_RESIZE_AVX2
                                 : IMAGE_RESIZE_PORTABLE;
+    row_src rs = whole_image(src, (size_t)sw * channels);
     if (impl != IMAGE_RESIZE_PORTABLE)
-        return resize_avx2(r, src, sw, sh, dst, dst_stride, dw, dh, channels,
+        return resize_avx2(r, &rs, sw, sh, dst, dst_stride, dw, dh, channels,
                            impl == IMAGE_RESIZE_AVX512, st, NULL, err);
-    return resize_portable(r, src, sw, sh, dst, dst_stride, dw, dh, channels, st, NULL, err);
+    return resize_portable(r, &rs, sw, sh, dst, dst_stride, dw, dh, channels, st, NULL, err);
 }
 
 int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst, uint32_t dw,
@@ -879,7 +934,8 @@ int sa1b_resize_area(const uint8_t *src, uint32_t sw, uint32_t sh, uint8_t *dst,
 {
     SA1B_FORWARD(check_resize_args(src, sw, sh, dst, dw, dh, channels, err));
     resize_scratch s = {0};
-    int rc = resize_into(&s, src, sw, sh, dst, (size_t)dw * channels, dw, dh, channels, NULL, err);
+    row_src rs = whole_image(src, (size_t)sw * channels);
+    int rc = resize_into(&s, &rs, sw, sh, dst, (size_t)dw * channels, dw, dh, channels, NULL, err);
     scratch_free(&s);
     return rc;
 }
@@ -902,8 +958,11 @@ struct sa1b_imgctx {
     uint8_t *buf;          /* decode scratch */
     size_t buf_cap;
     resize_scratch rs;
-    struct jpeg_decompress_struct *jd; /* region decodes (created on first use) */
+    struct jpeg_decompress_struct *jd; /* libjpeg's decodes (created on first use) */
     jerr_mgr *je;
+    struct jpeg_progress_mgr jp;       /* the scan limit */
+    uint8_t *band;                     /* their band of rows (row_src) */
+    size_t band_cap;
     jenc *enc;             /* encodes (created on first use) */
 };
 
@@ -938,8 +997,84 @@ void sa1b_imgctx_free(sa1b_imgctx *c)
     free(c->jd);
     free(c->je);
     free(c->buf);
+    free(c->band);
     scratch_free(&c->rs);
     free(c);
+}
+
+static void jerr_exit(j_common_ptr ci)
+{
+    jerr_mgr *e = (jerr_mgr *)(void *)ci->err;
+    e->pub.format_message(ci, e->msg);
+    longjmp(e->jump, 1);
+}
+
+static void jerr_emit(j_common_ptr ci, int level)
+{
+    if (level < 0) jerr_exit(ci); /* a warning: corrupt or truncated data */
+}
+
+static void jerr_output(j_common_ptr ci) { (void)ci; }
+
+/* libjpeg's standard error manager with the three above: nothing printed,
+ * every error and warning jumps to e->jump. */
+static struct jpeg_error_mgr *jerr_init(jerr_mgr *e)
+{
+    struct jpeg_error_mgr *pub = jpeg_std_error(&e->pub);
+    pub->error_exit = jerr_exit;
+    pub->emit_message = jerr_emit;
+    pub->output_message = jerr_output;
+    return pub;
+}
+
+/* TJFLAG_LIMITSCANS for libjpeg's own decodes: a progressive JPEG of more
+ * than 500 scans is refused, as tjDecompress2 refuses it. */
+static void scan_limit(j_common_ptr ci)
+{
+    j_decompress_ptr d = (j_decompress_ptr)ci;
+    if (d->progressive_mode && d->input_scan_number > 500) {
+        jerr_mgr *e = (jerr_mgr *)(void *)ci->err;
+        snprintf(e->msg, sizeof e->msg, "Progressive JPEG image has more than 500 scans");
+        longjmp(e->jump, 1);
+    }
+}
+
+/* c's libjpeg decompressor, created on first use. */
+static int decoder(sa1b_imgctx *c, sa1b_error *err)
+{
+    if (c->jd) return SA1B_OK;
+    c->jd = calloc(1, sizeof *c->jd);
+    c->je = calloc(1, sizeof *c->je);
+    volatile int failed = !c->jd || !c->je;
+    if (!failed) {
+        /* jpeg_create_decompress fails (jumps back here) only out of memory */
+        if (setjmp(c->je->jump)) {
+            failed = 1;
+        } else {
+            c->jd->err = jerr_init(c->je);
+            jpeg_create_decompress(c->jd);
+            c->jp.progress_monitor = scan_limit;
+            c->jd->progress = &c->jp;
+        }
+    }
+    if (failed) {
+        free(c->jd);
+        free(c->je);
+        c->jd = NULL;
+        c->je = NULL;
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: cannot create a decompressor");
+    }
+    return SA1B_OK;
+}
+
+/* The error a jump from libjpeg brought back (the decompressor reset). */
+static int jerr_report(sa1b_imgctx *c, sa1b_error *err)
+{
+    jpeg_abort_decompress(c->jd);
+    const char *msg = c->je->msg;
+    if (strstr(msg, "Premature end of JPEG file"))
+        return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
+    return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
 }
 
 /* Reports the decompressor's error, then replaces the handle: TurboJPEG 2.1
@@ -1015,12 +1150,13 @@ int sa1b_letterbox_geometry(uint32_t w, uint32_t h, uint32_t S, sa1b_letterbox *
  * image of 2000x1500 at --image-size 1024 decodes whole and the area
  * filter takes it from there instead of from 5/8. */
 static void pick_scale(uint32_t w, uint32_t h, uint32_t min_w, uint32_t min_h, uint32_t *bw,
-                       uint32_t *bh)
+                       uint32_t *bh, uint32_t *denom)
 {
     int nsf = 0;
     tjscalingfactor *sf = tjGetScalingFactors(&nsf);
     *bw = w;
     *bh = h;
+    *denom = 1;
     if (!sf) return;
     for (int i = 0; i < nsf; i++) {
         if (sf[i].num != 1 || sf[i].denom <= 1 || sf[i].denom > 8) continue;
@@ -1029,6 +1165,7 @@ static void pick_scale(uint32_t w, uint32_t h, uint32_t min_w, uint32_t min_h, u
         if (sw >= min_w && sh >= min_h && (uint64_t)sw * sh < (uint64_t)*bw * *bh) {
             *bw = sw;
             *bh = sh;
+            *denom = (uint32_t)sf[i].denom;
         }
     }
 }
@@ -1048,8 +1185,8 @@ static int decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_
                          uint32_t min_w, uint32_t min_h, uint32_t *ow, uint32_t *oh,
                          sa1b_error *err)
 {
-    uint32_t bw, bh;
-    pick_scale(w, h, min_w, min_h, &bw, &bh);
+    uint32_t bw, bh, denom;
+    pick_scale(w, h, min_w, min_h, &bw, &bh, &denom);
     size_t need = (size_t)bw * bh * 3;
     if (!grow((void **)&c->buf, &c->buf_cap, need, 1))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory for %ux%u", bw, bh);
@@ -1068,6 +1205,55 @@ int sa1b_jpeg_decode_scaled(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
     SA1B_FORWARD(header(c, jpg, len, &w, &h, err));
     SA1B_FORWARD(decode_scaled(c, jpg, len, w, h, min_w, min_h, out_w, out_h, err));
     *rgb = c->buf;
+    return SA1B_OK;
+}
+
+/* Decodes the w x h JPEG at scale 1/denom (bw x bh, as pick_scale chose)
+ * through libjpeg, with tjDecompress2's settings (so the same pixels), and
+ * resizes it to dw x dh into dst as its rows come (row_src's band). */
+static int decode_resize(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t w, uint32_t h,
+                         uint32_t denom, uint32_t bw, uint32_t bh, uint8_t *dst, size_t stride,
+                         uint32_t dw, uint32_t dh, row_crc *rc, sa1b_error *err)
+{
+    SA1B_FORWARD(decoder(c, err));
+    row_src rs = {0};
+    rs.stride = (size_t)bw * 3;
+    rs.band_rows = IMAGE_BAND_ROWS;
+    rs.h = bh;
+    if (!grow((void **)&c->band, &c->band_cap, rs.stride * rs.band_rows, 1))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory for %ux%u", bw, bh);
+    rs.band = c->band;
+    struct jpeg_decompress_struct *d = c->jd;
+    rs.dec = d;
+    if (setjmp(c->je->jump)) return jerr_report(c, err);
+    jpeg_mem_src(d, jpg, (unsigned long)len);
+    jpeg_read_header(d, TRUE);
+    d->out_color_space = JCS_EXT_RGB;   /* TJPF_RGB */
+    d->dct_method = JDCT_ISLOW;
+    d->do_fancy_upsampling = TRUE;
+    d->scale_num = 1;
+    d->scale_denom = denom;
+    jpeg_start_decompress(d);
+    if (d->image_width != w || d->image_height != h || d->output_width != bw ||
+        d->output_height != bh || d->output_components != 3) {
+        jpeg_abort_decompress(d);
+        return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: the decoder gives %ux%ux%d, not %ux%ux3",
+                              (unsigned)d->output_width, (unsigned)d->output_height,
+                              d->output_components, bw, bh);
+    }
+    int rc_ = resize_into(&c->rs, &rs, bw, bh, dst, stride, dw, dh, 3, rc, err);
+    if (rc_ != SA1B_OK) {
+        jpeg_abort_decompress(d);
+        return rc_;
+    }
+    /* the rows the resize did not need (none but a last one or two), then
+     * the end of the data, as tjDecompress2 reads them: a JPEG cut short
+     * after its last needed row still fails */
+    while (d->output_scanline < d->output_height) {
+        JSAMPROW row = c->band;
+        if (jpeg_read_scanlines(d, &row, 1) == 0) break;
+    }
+    jpeg_finish_decompress(d);
     return SA1B_OK;
 }
 
@@ -1090,15 +1276,15 @@ int image_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S, 
             memset(out + y * stride + (size_t)g.new_w * 3, 0, (size_t)(S - g.new_w) * 3);
     row_crc rc;
     row_crc_init(&rc, stride);
-    pick_scale(w, h, g.new_w, g.new_h, &dw, &dh);
+    uint32_t denom;
+    pick_scale(w, h, g.new_w, g.new_h, &dw, &dh, &denom);
     if (dw == g.new_w && dh == g.new_h) {
         /* the DCT scale hits the target: decode straight into the canvas */
         SA1B_FORWARD(decode_into(c, jpg, len, dw, dh, out, stride, err));
         if (crc) row_crc_rows(&rc, out, stride, g.new_h, g.new_h);
     } else {
-        SA1B_FORWARD(decode_scaled(c, jpg, len, w, h, g.new_w, g.new_h, &dw, &dh, err));
-        SA1B_FORWARD(resize_into(&c->rs, c->buf, dw, dh, out, stride, g.new_w, g.new_h, 3,
-                                 crc ? &rc : NULL, err));
+        SA1B_FORWARD(decode_resize(c, jpg, len, w, h, denom, dw, dh, out, stride, g.new_w,
+                                   g.new_h, crc ? &rc : NULL, err));
     }
     /* the rows below the image: zero already from zero_before on */
     if (g.new_h < zero_before)
@@ -1138,31 +1324,6 @@ int sa1b_jpeg_decode(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint8_t *rg
                       DEC_FLAGS) != 0)
         return tj_error(c, err);
     return SA1B_OK;
-}
-
-static void jerr_exit(j_common_ptr ci)
-{
-    jerr_mgr *e = (jerr_mgr *)(void *)ci->err;
-    e->pub.format_message(ci, e->msg);
-    longjmp(e->jump, 1);
-}
-
-static void jerr_emit(j_common_ptr ci, int level)
-{
-    if (level < 0) jerr_exit(ci); /* a warning: corrupt or truncated data */
-}
-
-static void jerr_output(j_common_ptr ci) { (void)ci; }
-
-/* libjpeg's standard error manager with the three above: nothing printed,
- * every error and warning jumps to e->jump. */
-static struct jpeg_error_mgr *jerr_init(jerr_mgr *e)
-{
-    struct jpeg_error_mgr *pub = jpeg_std_error(&e->pub);
-    pub->error_exit = jerr_exit;
-    pub->emit_message = jerr_emit;
-    pub->output_message = jerr_output;
-    return pub;
 }
 
 /* The rows of a region decode: reads scanlines [0, h) into rgb (stride
@@ -1211,35 +1372,9 @@ int sa1b_jpeg_decode_region(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint
     if (w == 0 || h == 0 || w > jw || h > jh || stride < (size_t)jw * 3)
         return sa1b_error_set(err, SA1B_EINVAL, -1,
                               "jpeg: region %ux%u of %ux%u, stride %zu", w, h, jw, jh, stride);
-    if (!c->jd) {
-        c->jd = calloc(1, sizeof *c->jd);
-        c->je = calloc(1, sizeof *c->je);
-        int failed = !c->jd || !c->je;
-        if (!failed) {
-            /* jpeg_create_decompress fails (jumps back here) only out of memory */
-            if (setjmp(c->je->jump)) {
-                failed = 1;
-            } else {
-                c->jd->err = jerr_init(c->je);
-                jpeg_create_decompress(c->jd);
-            }
-        }
-        if (failed) {
-            free(c->jd);
-            free(c->je);
-            c->jd = NULL;
-            c->je = NULL;
-            return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: cannot create a decompressor");
-        }
-    }
+    SA1B_FORWARD(decoder(c, err));
     int whole;
-    if (setjmp(c->je->jump)) {
-        jpeg_abort_decompress(c->jd);
-        const char *msg = c->je->msg;
-        if (strstr(msg, "Premature end of JPEG file"))
-            return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
-        return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
-    }
+    if (setjmp(c->je->jump)) return jerr_report(c, err);
     whole = region_rows(c->jd, jpg, len, jw, jh, rgb, stride, w, h);
     if (!whole) return SA1B_OK;
     /* progressive, multi-scan or unusual: the whole image, then the rows */

@@ -10,7 +10,10 @@
  * output is not smaller than the target on either axis (the scales its SIMD
  * code decodes; the others, 3/8 to 7/8, are slower than a whole decode), so
  * that most of the downscaling costs nothing, and an exact area (box)
- * filter does the rest.
+ * filter does the rest.  Where a resize follows, the letterbox decodes
+ * through libjpeg with tjDecompress2's settings (the same pixels) into a
+ * band of rows that the resize takes as they come, so that the decoded
+ * image never goes out to memory and back whole.
  *
  * Untrusted input: corrupt or truncated JPEGs are clean errors (TurboJPEG
  * warnings such as "Premature end of JPEG file" count as errors), images
@@ -23,7 +26,7 @@
  * size that is not the image's), SA1B_EINVAL, SA1B_ENOMEM.
  *
  * A sa1b_imgctx holds the TurboJPEG decompressor (and libjpeg's
- * decompressor for region decodes and compressor for encodes) and scratch
+ * decompressor for banded and region decodes and compressor for encodes) and scratch
  * buffers; it is not
  * thread-safe: use one per thread.  The free functions (resize, geometry)
  * are thread-safe.  Pixels are 8-bit, row-major, channels interleaved (RGB).

@@ -567,6 +567,85 @@ static uint8_t *tj_encode_flags(const uint8_t *rgb, uint32_t w, uint32_t h, int 
     return out;
 }
 
+/* The letterbox decodes through libjpeg into a band of rows that the resize
+ * takes as they come (image_letterbox): the same pixels as TurboJPEG's whole
+ * decode then the resize, on textured photographs of every subsampling,
+ * progressive ones, at every DCT scale the letterbox picks (1/1 included:
+ * 2000x1500 -> 1024), widths and heights off the MCU grid; and the same
+ * verdict on cut and corrupt data. */
+static int letterbox_vs_tj(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S,
+                           uint8_t *out, int *both_failed)
+{
+    sa1b_letterbox lb;
+    sa1b_error err;
+    int rc = sa1b_jpeg_letterbox(c, jpg, len, S, out, &lb, &err);
+    uint32_t w, h;
+    int rs = sa1b_jpeg_size(c, jpg, len, &w, &h, &err);
+    sa1b_letterbox g;
+    if (rs == SA1B_OK) rs = sa1b_letterbox_geometry(w, h, S, &g, &err);
+    const uint8_t *dec = NULL;
+    uint32_t dw = 0, dh = 0;
+    if (rs == SA1B_OK) rs = sa1b_jpeg_decode_scaled(c, jpg, len, g.new_w, g.new_h, &dec, &dw, &dh, &err);
+    uint8_t *ref = rs == SA1B_OK ? malloc((size_t)g.new_w * g.new_h * 3) : NULL;
+    if (ref) rs = sa1b_resize_area(dec, dw, dh, ref, g.new_w, g.new_h, 3, &err);
+    *both_failed = rc != SA1B_OK && rs != SA1B_OK;
+    int same = rc == SA1B_OK && rs == SA1B_OK;
+    for (uint32_t y = 0; same && y < g.new_h; y++)
+        same = memcmp(out + (size_t)y * S * 3, ref + (size_t)y * g.new_w * 3, (size_t)g.new_w * 3) == 0;
+    free(ref);
+    return same || *both_failed;
+}
+
+static void test_letterbox_stream(sa1b_imgctx *c)
+{
+    static const struct { uint32_t w, h, S; int samp, flags; } t[] = {
+        {2000, 1500, 1024, TJSAMP_420, 0},   /* 1/1, then the resize */
+        {2250, 1500, 1024, TJSAMP_420, 0},   /* 1/2 */
+        {1500, 2250, 1024, TJSAMP_420, TJFLAG_PROGRESSIVE},
+        {1001, 777, 300, TJSAMP_422, 0},
+        {777, 1001, 300, TJSAMP_444, 0},
+        {1234, 999, 200, TJSAMP_440, 0},
+        {999, 517, 120, TJSAMP_GRAY, 0},
+        {1300, 901, 640, TJSAMP_420, TJFLAG_PROGRESSIVE},
+        {67, 2000, 64, TJSAMP_420, 0},       /* 1/8, a source row of a few bytes */
+        {3, 900, 64, TJSAMP_444, 0},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        uint8_t *rgb = make_texture(t[i].w, t[i].h, (uint32_t)i + 7);
+        size_t len = 0;
+        uint8_t *jpg = tj_encode_flags(rgb, t[i].w, t[i].h, t[i].samp, t[i].flags, &len);
+        uint8_t *out = malloc((size_t)t[i].S * t[i].S * 3);
+        int failed = 0;
+        tap_ok(jpg && letterbox_vs_tj(c, jpg, len, t[i].S, out, &failed) && !failed,
+               "%ux%u (subsampling %d%s) -> S=%u: the banded decode gives TurboJPEG's pixels",
+               t[i].w, t[i].h, t[i].samp, t[i].flags ? ", progressive" : "", t[i].S);
+        if (jpg && i < 3) {
+            /* cut anywhere: an error from both (never a picture from one) */
+            int agree = 1;
+            for (int k = 1; k <= 8 && agree; k++) {
+                size_t cut = k < 8 ? len * (size_t)k / 8 : len - 2;
+                agree = letterbox_vs_tj(c, jpg, cut, t[i].S, out, &failed) && failed;
+            }
+            tap_ok(agree, "%ux%u%s cut at 8 places: both fail", t[i].w, t[i].h,
+                   t[i].flags ? " progressive" : "");
+            /* a byte of the entropy-coded data changed: the same verdict,
+             * and where both decode, the same pixels */
+            int same = 1;
+            for (int k = 1; k <= 6 && same; k++) {
+                size_t at = len / 2 + (size_t)k * (len / 16);
+                uint8_t keep = jpg[at];
+                jpg[at] = (uint8_t)(keep ^ (0x11u << (k % 4)));
+                if (jpg[at] == 0xFF || keep == 0xFF) jpg[at] = keep;
+                same = letterbox_vs_tj(c, jpg, len, t[i].S, out, &failed);
+                jpg[at] = keep;
+            }
+            tap_ok(same, "%ux%u%s with corrupt bytes: the same verdict and pixels", t[i].w,
+                   t[i].h, t[i].flags ? " progressive" : "");
+        }
+        free(out), free(jpg), free(rgb);
+    }
+}
+
 static void test_region(sa1b_imgctx *c)
 {
     static const struct { int samp, flags; const char *name; } kinds[] = {
@@ -724,6 +803,7 @@ int main(void)
     test_resize_paths();
     test_bad(c);
     test_region(c);
+    test_letterbox_stream(c);
     test_encode(c);
     sa1b_letterbox lb;
     tap_ok(sa1b_letterbox_geometry(2250, 1500, 256, &lb, NULL) == SA1B_OK && lb.new_w == 256 &&
