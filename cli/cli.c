@@ -261,9 +261,12 @@ void cli_out_open(cli_out *o, const char *path)
     int fd = mkstemp(o->tmp);
     if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
     cli_temp_set(o->tmp);
-    mode_t mask = umask(0); /* mkstemp makes 0600; an output file is for sharing */
+    /* mkstemp makes 0600: a file replaced keeps its permissions (a private
+     * one stays private), a new one is for sharing (0666 less the umask) */
+    mode_t mask = umask(0);
     umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "wb"))) {
+    mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0666 & ~mask;
+    if (fchmod(fd, mode) != 0 || !(o->f = fdopen(fd, "wb"))) {
         int e = errno;
         close(fd);
         cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(e)); /* (removes o->tmp) */

@@ -78,8 +78,9 @@ void cli_stdout_check(void);
  *    as /dev/null, a FIFO): written in place, opened O_WRONLY, never
  *    replaced by a regular file;
  *  - otherwise a temporary "PATH.tmp-XXXXXX" in the same directory
- *    (registered with cli_temp_set), synced, made 0666 less the umask and
- *    renamed over PATH by cli_out_commit. */
+ *    (registered with cli_temp_set), synced, given the permissions of the
+ *    regular file PATH it replaces (else 0666 less the umask) and renamed
+ *    over PATH by cli_out_commit. */
 typedef struct cli_out {
     FILE *f;          /* where to write */
     const char *path; /* as named; NULL for standard output */

@@ -52,6 +52,15 @@ ok $? "the file holds the mask"
 [ -f out.raw ] && [ ! -L out.raw ]
 ok $? "and is a regular file"
 is "$(ls -A | grep -c 'out\.raw\.tmp')" 0 "no temporary file left"
+# its permissions kept: a private file stays private, a shared one shared
+for m in 600 640 664; do
+    chmod $m out.raw
+    run_ok "-o an existing file of mode $m" sa1b-rle decode -s 3x4 -c 32201 -o out.raw
+    is "$(stat -c %a out.raw)" $m "... keeps mode $m"
+done
+rm -f new.raw
+run_ok "-o a new file" sa1b-rle decode -s 3x4 -c 32201 -o new.raw
+is "$(stat -c %a new.raw)" "$(printf '%o' $((0666 & ~$(umask))))" "... made 0666 less the umask"
 
 # standard output that cannot be written: every command says so, exit 3
 # (only ever redirected by the shell: -o /dev/full through an old sa1b-rle

@@ -27,8 +27,10 @@ is "$(sum "$TMP/r/model-4.safetensors")" "$before" "the checkpoint is intact"
 
 run_ok "a dump to a new file" sa1b-train $synth --dump-step "$TMP/dump"
 run_status 2 "a second dump to it is refused" sa1b-train $synth --dump-step "$TMP/dump"
+chmod 600 "$TMP/dump"
 run_ok "--overwrite replaces an earlier dump" sa1b-train $synth --dump-step "$TMP/dump" --overwrite
 is "$(ls "$TMP" | grep -c tmp)" "0" "no temporary left"
+is "$(stat -c %a "$TMP/dump")" "600" "the dump it replaced was private: so is the new one"
 
 # a dump where the run's checkpoint was (what the unchecked overwrite did): refused by every loader
 cp "$TMP/dump" "$TMP/r/model-4.safetensors"

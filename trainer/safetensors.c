@@ -150,8 +150,9 @@ static int write_all(int fd, const void *p, size_t n)
  * that is not a regular file (a FIFO, a device such as /dev/null) opened in
  * place, as a rename would replace it (*tmp NULL); otherwise a temporary of
  * a name no other file has (O_EXCL: never one that is there, such as a
- * user's PATH.tmp), *tmp its malloc'd name, renamed into place after.  -1
- * with err. */
+ * user's PATH.tmp), *tmp its malloc'd name, with the permissions of the
+ * regular file PATH it will replace, renamed into place after.  -1 with
+ * err. */
 static int open_output(const char *path, char **tmp, char *err, size_t err_len)
 {
     struct stat st;
@@ -170,8 +171,16 @@ static int open_output(const char *path, char **tmp, char *err, size_t err_len)
         fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) break;
     }
-    if (fd < 0) {
+    /* a file replaced keeps its permissions (a private one stays private) */
+    if (fd >= 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) && fchmod(fd, st.st_mode & 0777) != 0) {
         snprintf(err, err_len, "cannot create '%s': %s", *tmp, strerror(errno));
+        close(fd);
+        unlink(*tmp);
+        fd = -1;
+    } else if (fd < 0) {
+        snprintf(err, err_len, "cannot create '%s': %s", *tmp, strerror(errno));
+    }
+    if (fd < 0) {
         free(*tmp);
         *tmp = NULL;
     }
