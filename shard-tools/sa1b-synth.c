@@ -260,7 +260,8 @@ static int open_output(const char *out, const char **what)
     }
     *what = out;
     struct stat st;
-    if (stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+    const int exists = stat(out, &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {
         if (S_ISDIR(st.st_mode)) cli_die(CLI_EXIT_FATAL, "cannot create '%s': Is a directory", out);
         int fd = open(out, O_WRONLY | O_CLOEXEC); /* a device or a pipe: write in place */
         if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", out, strerror(errno));
@@ -281,9 +282,9 @@ static int open_output(const char *out, const char **what)
         tmp_path = NULL;
         cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", out, strerror(e));
     }
-    mode_t um = umask(0);
+    mode_t um = umask(0); /* a file replaced keeps its permissions, a new one 0666 less the umask */
     umask(um);
-    if (fchmod(fd, 0666 & ~um) != 0) {
+    if (fchmod(fd, exists ? st.st_mode & 0777 : 0666 & ~um) != 0) {
         int e = errno;
         close(fd);
         discard_tmp();
