@@ -15,15 +15,12 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -231,69 +228,14 @@ done:
 
 /* ---- output -------------------------------------------------------------- */
 
-static char *tmp_path; /* removed by the signal handler */
-
-static void on_signal(int sig)
+/* Opens where the tar goes (cli_out: a regular file through a temporary
+ * renamed when complete, a device or a pipe in place, standard output for
+ * NULL or "-", never a terminal); dies with exit 2 or 3 on failure. */
+static void open_output(cli_out *out, const char *path)
 {
-    if (tmp_path) unlink(tmp_path);
-    signal(sig, SIG_DFL);
-    raise(sig);
-}
-
-static void discard_tmp(void)
-{
-    if (tmp_path) {
-        unlink(tmp_path);
-        free(tmp_path);
-        tmp_path = NULL;
-    }
-}
-
-/* Opens where the tar goes; dies with exit 2 or 3 on failure. */
-static int open_output(const char *out, const char **what)
-{
-    if (!out || strcmp(out, "-") == 0) {
-        *what = "standard output";
-        if (isatty(STDOUT_FILENO))
-            cli_usage_error("refusing to write a tar to a terminal (use -o FILE or a redirection)");
-        return STDOUT_FILENO;
-    }
-    *what = out;
-    struct stat st;
-    const int exists = stat(out, &st) == 0;
-    if (exists && !S_ISREG(st.st_mode)) {
-        if (S_ISDIR(st.st_mode)) cli_die(CLI_EXIT_FATAL, "cannot create '%s': Is a directory", out);
-        int fd = open(out, O_WRONLY | O_CLOEXEC); /* a device or a pipe: write in place */
-        if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", out, strerror(errno));
-        return fd;
-    }
-    /* a temporary name in the same directory, renamed when complete */
-    const char *slash = strrchr(out, '/');
-    size_t dlen = slash ? (size_t)(slash - out) + 1 : 0;
-    const char *base = slash ? slash + 1 : out;
-    size_t need = dlen + strlen(base) + 16;
-    tmp_path = malloc(need);
-    if (!tmp_path) cli_die(CLI_EXIT_FATAL, "out of memory");
-    snprintf(tmp_path, need, "%.*s.%s.XXXXXX", (int)dlen, out, base);
-    int fd = mkstemp(tmp_path);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp_path);
-        tmp_path = NULL;
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", out, strerror(e));
-    }
-    mode_t um = umask(0); /* a file replaced keeps its permissions, a new one 0666 less the umask */
-    umask(um);
-    if (fchmod(fd, exists ? st.st_mode & 0777 : 0666 & ~um) != 0) {
-        int e = errno;
-        close(fd);
-        discard_tmp();
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", out, strerror(e));
-    }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGHUP, on_signal);
-    return fd;
+    if ((!path || strcmp(path, "-") == 0) && isatty(STDOUT_FILENO))
+        cli_usage_error("refusing to write a tar to a terminal (use -o FILE or a redirection)");
+    cli_out_open(out, path);
 }
 
 /* libarchive's message, with the system's reason when it has one */
@@ -418,27 +360,23 @@ int main(int argc, char **argv)
     if (o.first_id + o.images - 1 > SYNTH_MAX_FIRST_ID)
         cli_usage_error("--first-id: image ids would exceed %llu", (unsigned long long)SYNTH_MAX_FIRST_ID);
 
-    const char *what;
-    int fd = open_output(o.out, &what);
+    cli_out out;
+    open_output(&out, o.out);
+    const char *what = out.path ? out.path : "standard output";
 
     synth_scene *sc = synth_scene_new(o.width, o.height);
     if (sc) sc->size_min = o.size_min, sc->size_max = o.size_max;
     tjhandle tj = tjInitCompress();
     struct archive *a = archive_write_new();
     struct archive_entry *e = archive_entry_new();
-    if (!sc || !tj || !a || !e) {
-        discard_tmp();
-        cli_die(CLI_EXIT_FATAL, "out of memory");
-    }
+    if (!sc || !tj || !a || !e) cli_die(CLI_EXIT_FATAL, "out of memory"); /* (removes the temporary) */
     /* records of 10240 bytes, the last one padded like GNU tar's, whatever
      * the output is (libarchive would otherwise pad only devices and fd 1) */
     if (archive_write_set_format_ustar(a) != ARCHIVE_OK ||
         archive_write_set_bytes_per_block(a, 10240) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(a, 0) != ARCHIVE_OK ||
-        archive_write_open_fd(a, fd) != ARCHIVE_OK) {
-        discard_tmp();
+        archive_write_open_fd(a, fileno(out.f)) != ARCHIVE_OK)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", what, archive_why(a));
-    }
 
     cli_progress p;
     cli_progress_init(&p, o.quiet);
@@ -494,28 +432,8 @@ int main(int argc, char **argv)
     tjDestroy(tj);
     synth_scene_free(sc);
 
-    if (tmp_path) {
-        if (status == CLI_EXIT_OK && (fsync(fd) != 0 || close(fd) != 0)) {
-            cli_warn("cannot write '%s': %s", what, strerror(errno));
-            status = CLI_EXIT_FATAL;
-        } else if (status != CLI_EXIT_OK) {
-            close(fd);
-        }
-        if (status == CLI_EXIT_OK && rename(tmp_path, o.out) != 0) {
-            cli_warn("cannot create '%s': %s", o.out, strerror(errno));
-            status = CLI_EXIT_FATAL;
-        }
-        if (status == CLI_EXIT_OK) {
-            free(tmp_path);
-            tmp_path = NULL;
-        } else {
-            discard_tmp();
-        }
-    } else if (fd != STDOUT_FILENO) {
-        if (close(fd) != 0 && status == CLI_EXIT_OK) {
-            cli_warn("cannot write '%s': %s", what, strerror(errno));
-            status = CLI_EXIT_FATAL;
-        }
-    }
+    /* libarchive wrote to the descriptor: nothing is buffered in out.f */
+    if (status == CLI_EXIT_OK) cli_out_commit(&out); /* (dies with exit 3 when it cannot) */
+    else cli_out_discard(&out);
     return status;
 }
