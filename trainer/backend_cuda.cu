@@ -74,10 +74,14 @@ int blas_load(blas_api *b, char *err, size_t err_len)
 
 void *dev_alloc(void *ctx, size_t n)
 {
-    (void)ctx;
     void *p = nullptr;
-    if (cudaMalloc(&p, n) != cudaSuccess) {
-        (void)cudaGetLastError(); // an out of memory is the allocator's to report
+    cudaError_t e = cudaMalloc(&p, n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        // an out of memory is the allocator's to report; any other error (a
+        // fault an earlier kernel left) is recorded as itself, not as memory
+        if (e != cudaErrorMemoryAllocation)
+            record(static_cast<cuda_backend *>(ctx), __FILE__, __LINE__, "cudaMalloc", cudaGetErrorString(e));
         return nullptr;
     }
     return p;
@@ -95,9 +99,12 @@ void dev_zero(void *ctx, void *p, size_t n)
     CK(c, cudaMemsetAsync(p, 0, n, c->st));
 }
 
+// The pinned hooks run on the loader's threads too, which have no current
+// device: without cudaSetDevice the runtime would take device 0 and make a
+// context there for every rank of a data-parallel job.
 void *pinned_alloc(void *ctx, size_t n)
 {
-    (void)ctx;
+    (void)cudaSetDevice(static_cast<cuda_backend *>(ctx)->device);
     void *p = nullptr;
     if (cudaHostAlloc(&p, n, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -108,7 +115,8 @@ void *pinned_alloc(void *ctx, size_t n)
 
 void pinned_free(void *ctx, void *p, size_t n)
 {
-    (void)ctx, (void)n;
+    (void)n;
+    (void)cudaSetDevice(static_cast<cuda_backend *>(ctx)->device);
     cudaFreeHost(p); // from the loader's threads too: nothing to record there
 }
 
@@ -235,8 +243,9 @@ void gemm_t(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, tr
 {
     cuda_backend *c = CB(be);
     if (c->failed || M <= 0 || N <= 0) return;
+    if (K == 0 && beta == 1.0f) return; // C = beta C, as the CPU's (a gradient over no rows)
     if (K <= 0) {
-        UNSUPPORTED(c, "GEMM with K = %d", K);
+        UNSUPPORTED(c, "GEMM with K = %d (beta %g)", K, (double)beta);
         return;
     }
     if (A.dt == B.dt && (C.dt == A.dt || C.dt == TR_PREC_FP32)) {
@@ -284,6 +293,10 @@ void cu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, c
 const int CS_X = 32, CS_Y = 8;
 const size_t CS_ROWS = 512;             // rows per band at the least
 const size_t CS_CAP = (size_t)1 << 20;  // doubles in the band buffer (8 MiB)
+// bands at the most: the second pass adds P bands one after the other in a
+// thread per column (a narrow sum over 16 M rows, the base preset's last
+// bias gradient, had 32768 of them); 2048 blocks still fill the GPU
+const size_t CS_PMAX = 2048;
 
 // bands for rows rows of width doubles each (P * width <= CS_CAP); 0: too wide
 int colsum_bands(size_t rows, size_t width)
@@ -291,7 +304,7 @@ int colsum_bands(size_t rows, size_t width)
     if (width == 0 || width > CS_CAP) return 0;
     size_t p = (rows + CS_ROWS - 1) / CS_ROWS, cap = CS_CAP / width;
     if (p > cap) p = cap;
-    if (p > 65535) p = 65535; // gridDim.y
+    if (p > CS_PMAX) p = CS_PMAX; // (and gridDim.y <= 65535)
     return p < 1 ? 1 : (int)p;
 }
 
@@ -1081,6 +1094,7 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         snprintf(err, err_len, "out of memory");
         return nullptr;
     }
+    c->device = device;
     if (CK(c, cudaSetDevice(device)) || CK(c, cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking)) ||
         CK(c, cudaMalloc(reinterpret_cast<void **>(&c->band), CS_CAP * sizeof(double)))) {
         snprintf(err, err_len, "%s", c->err);

@@ -48,6 +48,7 @@ struct cuda_backend {
     double *band;         // CS_CAP doubles: the first pass of the column sums
     int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked forces a path (tests)
     int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
+    int device;           // the GPU it runs on (the loader threads' pinned hooks set it)
     int failed;
     char err[320];
 };
