@@ -12,7 +12,7 @@
 # 1e-3.  Two ranks on a machine of one GPU end in one line.  Skips (77),
 # saying why, without mpirun, MPI, NCCL or a device.
 . "$top_srcdir/tests/test-lib.sh"
-PY=/usr/bin/python3
+PY=$(command -v python3 || echo /usr/bin/python3) # (the standard library only)
 command -v mpirun >/dev/null ||
     skip_all "no mpirun: the NCCL path is bootstrapped over MPI (Debian: openmpi-bin and libopenmpi-dev, before configure)"
 T=$BUILD/trainer/sa1b-train
