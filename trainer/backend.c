@@ -29,9 +29,17 @@ int tr_backend_free_memory(const char *name, uint64_t *bytes, const char **what,
 {
     *bytes = 0;
     if (strcmp(name, "cuda") == 0) {
-        uint64_t total;
-        *what = "the device's free memory";
-        return tr_cuda_device_memory(bytes, &total, err, err_len);
+        /* less what the backend takes outside its allocator, which the plan
+         * does not count: cuBLAS's workspace (32 MiB a handle on Hopper),
+         * the column sums' band (8 MiB), kernels loaded on first use,
+         * NCCL's buffers */
+        const uint64_t outside = (uint64_t)256 << 20;
+        uint64_t total, f;
+        *what = "the device's free memory less 256 MiB taken outside the allocator";
+        if (tr_cuda_device_memory(&f, &total, err, err_len) < 0) return -1;
+        if (f <= outside) return snprintf(err, err_len, "the device has %llu MiB free", (unsigned long long)(f >> 20)), -1;
+        *bytes = f - outside;
+        return 0;
     }
     if (strcmp(name, "cpu") != 0) return snprintf(err, err_len, "%s backend not available in this build", name), -1;
     uint64_t lim = tr_vm_limit(), now = tr_vm_size();
