@@ -280,8 +280,14 @@ static void row_crc_rows(row_crc *c, const uint8_t *dst, size_t stride, uint32_t
  * image_letterbox), whose rows are decoded into a band of band_rows rows
  * as the resize asks for them.  The band stays in the L2 cache: a whole
  * decoded image (9 MB for a 2000x1500 photograph) went out to memory and
- * came back for the resize. */
-#define IMAGE_BAND_ROWS 32
+ * came back for the resize.  128 rows (750 KB of that photograph): in
+ * sa1b-shard (2 threads, Emerald Rapids VM) the horizontal pass took
+ * 11.8-12.6% of the samples with bands of 32 rows, 8.6% with 128 and 8.0%
+ * with 256 (the whole process's CPU 0.967 of 32's, median of 12 alternating
+ * pairs): the decoder and the AVX-512 kernels take turns, and a turn of 16
+ * output rows is short enough that each start costs (likely the vector
+ * units' warm-up after the decoder's scalar code). */
+#define IMAGE_BAND_ROWS 128
 
 typedef struct row_src {
     const uint8_t *img;                    /* the whole image, stride bytes a row */
