@@ -90,20 +90,21 @@ static void taps_free(axis_taps *t)
     memset(t, 0, sizeof *t);
 }
 
+static void hplan_free(hplan *p)
+{
+    free(p->off);
+    free(p->blk);
+    free(p->tab);
+}
+
 static void scratch_free(resize_scratch *s)
 {
     taps_free(&s->x);
     taps_free(&s->y);
     free(s->ring);
-    free(s->hp.off);
-    free(s->hp.blk);
-    free(s->hp.tab);
-    free(s->hq.off);
-    free(s->hq.blk);
-    free(s->hq.tab);
-    free(s->h4.off);
-    free(s->h4.blk);
-    free(s->h4.tab);
+    hplan_free(&s->hp);
+    hplan_free(&s->hq);
+    hplan_free(&s->h4);
     memset(s, 0, sizeof *s);
 }
 
@@ -277,7 +278,7 @@ static void row_crc_rows(row_crc *c, const uint8_t *dst, size_t stride, uint32_t
 
 /* Where a resize reads its source rows, which it asks for in increasing
  * order: a whole image in memory (img), or a JPEG being decoded (dec, see
- * image_letterbox), whose rows are decoded into a band of band_rows rows
+ * image_letterbox), whose rows are decoded into a band of IMAGE_BAND_ROWS rows
  * as the resize asks for them.  The band stays in the L2 cache: a whole
  * decoded image (9 MB for a 2000x1500 photograph) went out to memory and
  * came back for the resize.  128 rows (750 KB of that photograph): in
@@ -293,8 +294,8 @@ typedef struct row_src {
     const uint8_t *img;                    /* the whole image, stride bytes a row */
     size_t stride;
     struct jpeg_decompress_struct *dec;    /* or its decoder, mid-decode */
-    uint8_t *band;                         /* band_rows rows of stride bytes; row y at y % band_rows */
-    uint32_t band_rows, done, h;           /* rows decoded so far, of h */
+    uint8_t *band;                         /* IMAGE_BAND_ROWS rows of stride bytes; row y at y % IMAGE_BAND_ROWS */
+    uint32_t done, h;                      /* rows decoded so far, of h */
 } row_src;
 
 static row_src whole_image(const uint8_t *img, size_t stride)
@@ -306,26 +307,26 @@ static row_src whole_image(const uint8_t *img, size_t stride)
 }
 
 /* Source row y; rows from lo (<= y) on stay where they are until a row at
- * or beyond lo + band_rows is asked for.  NULL when the decoder gives no
+ * or beyond lo + IMAGE_BAND_ROWS is asked for.  NULL when the decoder gives no
  * more rows (errors in the data jump out of libjpeg instead). */
 static const uint8_t *src_row(row_src *r, uint32_t y, uint32_t lo)
 {
     if (r->img) return r->img + (size_t)y * r->stride;
     if (y >= r->done) {
         /* as far ahead as the band holds: fewer, longer decoder calls */
-        uint32_t to = lo + r->band_rows < r->h ? lo + r->band_rows : r->h;
+        const uint32_t B = IMAGE_BAND_ROWS;
+        uint32_t to = lo + B < r->h ? lo + B : r->h;
         while (r->done < to) {
             JSAMPROW rows[IMAGE_BAND_ROWS];   /* rows before lo (if any) are passed over */
-            uint32_t n = to - r->done < r->band_rows ? to - r->done : r->band_rows;
-            for (uint32_t k = 0; k < n; k++)
-                rows[k] = r->band + (size_t)((r->done + k) % r->band_rows) * r->stride;
+            uint32_t n = to - r->done < B ? to - r->done : B;
+            for (uint32_t k = 0; k < n; k++) rows[k] = r->band + (size_t)((r->done + k) % B) * r->stride;
             JDIMENSION got = jpeg_read_scanlines(r->dec, rows, n);
             if (got == 0) return NULL;
             r->done += got;
         }
         if (y >= r->done) return NULL;
     }
-    return r->band + (size_t)(y % r->band_rows) * r->stride;
+    return r->band + (size_t)(y % IMAGE_BAND_ROWS) * r->stride;
 }
 
 static int src_ended(sa1b_error *err)
@@ -446,6 +447,22 @@ static int block_one_pair(const axis_taps *tx, size_t b, size_t bv, int ch)
     return 1;
 }
 
+/* The offset of the wb-byte source window holding every tap of the n
+ * output values from o0 (ch channels), kept inside the row of rowbytes
+ * bytes: 0 when they do not fit one window. */
+static int tap_window(const axis_taps *tx, int ch, size_t o0, size_t n, size_t rowbytes, size_t wb,
+                      size_t *off)
+{
+    size_t lo = SIZE_MAX, hi = 0;
+    for (size_t o = o0; o < o0 + n; o++) {
+        size_t base = (size_t)tx->start[o / ch] * ch + o % ch;
+        if (base < lo) lo = base;
+        if (base + (size_t)(tx->T - 1) * ch > hi) hi = base + (size_t)(tx->T - 1) * ch;
+    }
+    *off = lo + wb <= rowbytes ? lo : rowbytes - wb;   /* stay inside the row */
+    return hi - *off < wb;
+}
+
 /* Plans a SIMD horizontal pass for the x taps in tx (built for sw -> dw):
  * blocks of nw * vw output values, each block's values read from nw windows
  * of wb source bytes (vw values per window), and per tap pair a record of
@@ -485,14 +502,8 @@ static int hplan_build(hplan *hp, const axis_taps *tx, uint32_t sw, uint32_t dw,
         uint8_t *recs = hp->tab + (q < n1 ? q : n1 + (q - n1) * P) * rec_len;
         hp->blk[q] = (uint32_t)b;
         for (size_t h = 0; h < nw && fits; h++) {
-            size_t o0 = b * bv + h * vw, lo = SIZE_MAX, hi = 0;
-            for (size_t j = 0; j < vw; j++) {
-                size_t o = o0 + j, base = (size_t)tx->start[o / ch] * ch + o % ch;
-                if (base < lo) lo = base;
-                if (base + (size_t)(T - 1) * ch > hi) hi = base + (size_t)(T - 1) * ch;
-            }
-            size_t off = lo + wb <= rowbytes ? lo : rowbytes - wb;   /* stay inside the row */
-            if (hi - off >= wb) {
+            size_t o0 = b * bv + h * vw, off;
+            if (!tap_window(tx, ch, o0, vw, rowbytes, wb, &off)) {
                 fits = 0;
                 break;
             }
@@ -555,14 +566,8 @@ static int h4plan_build(hplan *hp, const axis_taps *tx, uint32_t sw, uint32_t dw
             return 0;
     }
     for (size_t b = 0; fits && b < nblk; b++) {
-        size_t lo = SIZE_MAX, hi = 0;
-        for (size_t o = b * 16; o < b * 16 + 16; o++) {
-            size_t base = (size_t)tx->start[o / ch] * ch + o % ch;
-            if (base < lo) lo = base;
-            if (base + (size_t)(T - 1) * ch > hi) hi = base + (size_t)(T - 1) * ch;
-        }
-        size_t off = lo + 64 <= rowbytes ? lo : rowbytes - 64;   /* stay inside the row */
-        if (hi - off >= 64) {
+        size_t off;
+        if (!tap_window(tx, ch, b * 16, 16, rowbytes, 64, &off)) {
             fits = 0;
             break;
         }
@@ -743,8 +748,11 @@ T512 static void hfilter512x4(const uint8_t *s0, const uint8_t *s1, const hplan 
     /* per 32-bit lane: the bytes moved up by one and by two places (zeros in) */
     const __m512i sh8 = _mm512_set4_epi32(0x0e0d0c80, 0x0a090880, 0x06050480, 0x02010080);
     const __m512i sh16 = _mm512_set4_epi32(0x0d0c8080, 0x09088080, 0x05048080, 0x01008080);
-    uint8_t pk[64];   /* bytes 2 and 3 of each lane of A, then of B */
-    for (int n = 0; n < 64; n++) pk[n] = (uint8_t)((n < 32 ? 0 : 64) + 4 * ((n % 32) / 2) + 2 + n % 2);
+    static const uint8_t pk[64] = {   /* bytes 2 and 3 of each lane of A (0-63), then of B (64-127) */
+        2,  3,  6,  7,  10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31,
+        34, 35, 38, 39, 42, 43, 46, 47, 50, 51, 54, 55, 58, 59, 62, 63,
+        66, 67, 70, 71, 74, 75, 78, 79, 82, 83, 86, 87, 90, 91, 94, 95,
+        98, 99, 102, 103, 106, 107, 110, 111, 114, 115, 118, 119, 122, 123, 126, 127};
     const __m512i pick = _mm512_loadu_si512(pk);
     const uint32_t *off = hp->off;
     const uint8_t *t = hp->tab;
@@ -887,14 +895,17 @@ static int resize_avx2(resize_scratch *s, row_src *src, uint32_t sw, uint32_t sh
                        uint8_t *dst, size_t dst_stride, uint32_t dw, uint32_t dh, int ch,
                        int wide, image_resize_stats *st, row_crc *rc, sa1b_error *err)
 {
+    /* wide: the AVX-512 vertical pass, and an AVX-512 horizontal one where
+     * its windows fit (hwide): on bytes (h4) where that plan applies, else
+     * on 16-bit lanes; else AVX2's.  Only the plan used is built (a new
+     * image size builds it again). */
     if (!taps_build(&s->x, sw, dw, 24) || !taps_build(&s->y, sh, dh, 16) ||
-        !hplan_build(&s->hp, &s->x, sw, dw, ch, 2, 4, 16) ||
-        (wide && !hplan_build(&s->hq, &s->x, sw, dw, ch, 1, 16, 64)) ||
-        (wide && !h4plan_build(&s->h4, &s->x, sw, dw, ch)))
+        (wide && !h4plan_build(&s->h4, &s->x, sw, dw, ch)) ||
+        (wide && !s->h4.ok && !hplan_build(&s->hq, &s->x, sw, dw, ch, 1, 16, 64)))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
-    /* wide: the AVX-512 vertical pass, and the horizontal one where its
-     * windows fit (hwide), else AVX2's */
     const int h4 = wide && s->h4.ok, hwide = wide && (h4 || s->hq.ok);
+    if (!hwide && !hplan_build(&s->hp, &s->x, sw, dw, ch, 2, 4, 16))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "resize: out of memory");
     const hplan *hp = h4 ? &s->h4 : hwide ? &s->hq : &s->hp;
     const uint32_t c = s->y.T;
     const uint32_t ring_rows = c + 1;   /* one more: rows are filtered two at a time */
@@ -1207,14 +1218,28 @@ static int decoder(sa1b_imgctx *c, sa1b_error *err)
     return SA1B_OK;
 }
 
+/* A decoder's message as an error: data that ends early is SA1B_ETRUNC. */
+static int jpeg_msg_error(const char *msg, sa1b_error *err)
+{
+    if (strstr(msg, "Premature end of JPEG file"))
+        return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
+    return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
+}
+
 /* The error a jump from libjpeg brought back (the decompressor reset). */
 static int jerr_report(sa1b_imgctx *c, sa1b_error *err)
 {
     jpeg_abort_decompress(c->jd);
-    const char *msg = c->je->msg;
-    if (strstr(msg, "Premature end of JPEG file"))
-        return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
-    return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
+    return jpeg_msg_error(c->je->msg, err);
+}
+
+/* tjDecompress2's settings for TJPF_RGB without the FAST flags, on a header
+ * just read: libjpeg's decodes give its very pixels. */
+static void tj_settings(struct jpeg_decompress_struct *d)
+{
+    d->out_color_space = JCS_EXT_RGB;
+    d->dct_method = JDCT_ISLOW;
+    d->do_fancy_upsampling = TRUE;
 }
 
 /* Reports the decompressor's error, then replaces the handle: TurboJPEG 2.1
@@ -1223,12 +1248,7 @@ static int jerr_report(sa1b_imgctx *c, sa1b_error *err)
 static int tj_error(sa1b_imgctx *c, sa1b_error *err)
 {
     const char *msg = tjGetErrorStr2(c->dec);
-    if (!msg) msg = "unknown error";
-    int rc;
-    if (strstr(msg, "Premature end of JPEG file"))
-        rc = sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
-    else
-        rc = sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
+    int rc = jpeg_msg_error(msg ? msg : "unknown error", err);
     tjhandle fresh = tjInitDecompress();
     if (fresh) {
         tjDestroy(c->dec);
@@ -1358,9 +1378,8 @@ static int decode_resize(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_
     SA1B_FORWARD(decoder(c, err));
     row_src rs = {0};
     rs.stride = (size_t)bw * 3;
-    rs.band_rows = IMAGE_BAND_ROWS;
     rs.h = bh;
-    if (!grow((void **)&c->band, &c->band_cap, rs.stride * rs.band_rows, 1))
+    if (!grow((void **)&c->band, &c->band_cap, rs.stride * IMAGE_BAND_ROWS, 1))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory for %ux%u", bw, bh);
     rs.band = c->band;
     struct jpeg_decompress_struct *d = c->jd;
@@ -1368,9 +1387,7 @@ static int decode_resize(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_
     if (setjmp(c->je->jump)) return jerr_report(c, err);
     jpeg_mem_src(d, jpg, (unsigned long)len);
     jpeg_read_header(d, TRUE);
-    d->out_color_space = JCS_EXT_RGB;   /* TJPF_RGB */
-    d->dct_method = JDCT_ISLOW;
-    d->do_fancy_upsampling = TRUE;
+    tj_settings(d);
     d->scale_num = 1;
     d->scale_denom = denom;
     jpeg_start_decompress(d);
@@ -1481,10 +1498,7 @@ static int region_rows(struct jpeg_decompress_struct *d, const uint8_t *jpg, siz
         jpeg_abort_decompress(d);
         return 1;
     }
-    /* as tjDecompress2 with TJPF_RGB and no FAST flags */
-    d->out_color_space = JCS_RGB;
-    d->dct_method = JDCT_ISLOW;
-    d->do_fancy_upsampling = TRUE;
+    tj_settings(d);
     jpeg_start_decompress(d);
     /* crop a margin of two iMCUs beyond w: the upsampling of the last
      * columns then sees the same neighbours as in a whole decode */
