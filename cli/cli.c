@@ -237,9 +237,10 @@ void cli_out_open(cli_out *o, const char *path)
     }
     o->path = path;
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    int exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
         cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(EISDIR));
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (exists && !S_ISREG(st.st_mode)) {
         /* a device or a FIFO: write in place; a rename over it would
          * replace it (as root, /dev/null itself) with a regular file */
         int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
@@ -265,7 +266,7 @@ void cli_out_open(cli_out *o, const char *path)
      * one stays private), a new one is for sharing (0666 less the umask) */
     mode_t mask = umask(0);
     umask(mask);
-    mode_t mode = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0666 & ~mask;
+    mode_t mode = exists && S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0666 & ~mask;
     if (fchmod(fd, mode) != 0 || !(o->f = fdopen(fd, "wb"))) {
         int e = errno;
         close(fd);

@@ -157,7 +157,8 @@ static int open_output(const char *path, char **tmp, char *err, size_t err_len)
 {
     struct stat st;
     *tmp = NULL;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    const int exists = stat(path, &st) == 0; /* (past the branch below: a regular file) */
+    if (exists && !S_ISREG(st.st_mode)) {
         if (S_ISDIR(st.st_mode)) return snprintf(err, err_len, "cannot write '%s': %s", path, strerror(EISDIR)), -1;
         int fd = open(path, O_WRONLY | O_CLOEXEC);
         if (fd < 0) snprintf(err, err_len, "cannot open '%s': %s", path, strerror(errno));
@@ -172,15 +173,15 @@ static int open_output(const char *path, char **tmp, char *err, size_t err_len)
         if (fd < 0 && errno != EEXIST) break;
     }
     /* a file replaced keeps its permissions (a private one stays private) */
-    if (fd >= 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode) && fchmod(fd, st.st_mode & 0777) != 0) {
-        snprintf(err, err_len, "cannot create '%s': %s", *tmp, strerror(errno));
+    if (fd >= 0 && exists && fchmod(fd, st.st_mode & 0777) != 0) {
+        int e = errno;
         close(fd);
         unlink(*tmp);
         fd = -1;
-    } else if (fd < 0) {
-        snprintf(err, err_len, "cannot create '%s': %s", *tmp, strerror(errno));
+        errno = e;
     }
     if (fd < 0) {
+        snprintf(err, err_len, "cannot create '%s': %s", *tmp, strerror(errno));
         free(*tmp);
         *tmp = NULL;
     }
