@@ -644,6 +644,40 @@ static int out_folder(options *o, int single_file)
     return o->dir && o->prefix ? 0 : -1;
 }
 
+/* Exit 2 when an input (the same file, or stdin redirected from it) is a
+ * file of the form of stem's set that this run writes: any part, not only
+ * parts 0 up to the first missing one (with --max-images an input named
+ * like part 1 became its own output under --force). */
+static void check_not_input(const options *o, int single_file, const char *stem, int argc, char **argv)
+{
+    out_set s;
+    if (out_set_init(&s, o, single_file, stem) != 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+    DIR *d = opendir(s.dir);
+    char *clash = NULL; /* "PATH\0INPUT" */
+    for (struct dirent *e; d && !clash && (e = readdir(d)) != NULL;) {
+        int numbered;
+        uint64_t k;
+        if (!out_set_name(&s, e->d_name, &numbered, &k) || numbered != (o->max_images != 0)) continue;
+        char *path = NULL;
+        struct stat out_st;
+        if (asprintf(&path, "%s%s", s.prefix, e->d_name) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+        for (int i = optind; i < argc && !clash && stat(path, &out_st) == 0; i++) {
+            struct stat st;
+            int got = strcmp(argv[i], "-") == 0 ? fstat(0, &st) == 0 && S_ISREG(st.st_mode) : stat(argv[i], &st) == 0;
+            if (got && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino &&
+                asprintf(&clash, "%s%c%s", path, 0, argv[i]) < 0)
+                cli_die(CLI_EXIT_FATAL, "out of memory");
+        }
+        free(path);
+    }
+    if (d) closedir(d);
+    out_set_free(&s);
+    if (clash) { /* (all freed but the message: nothing left for LeakSanitizer but it) */
+        const char *in = clash + strlen(clash) + 1;
+        cli_usage_error("output '%s' is the input '%s'%s", clash, in, strcmp(in, "-") == 0 ? " (standard input)" : "");
+    }
+}
+
 /* Before anything is opened for writing: no output may be an input (the
  * same file, or stdin redirected from it), two inputs may not share an
  * output, and an existing output that is not a shard of this tool is
@@ -670,6 +704,7 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
                 cli_usage_error("inputs '%s' and '%s' would both write '%s.shard' (use --name for stdin, or "
                                 "shard them into different folders)", argv[k], argv[i], stem);
         }
+        check_not_input(o, single_file, stem, argc, argv); /* any input, not only this one */
         /* parts 0..: each that exists is checked (one part without --max-images) */
         for (uint64_t part = 0;; part++) {
             char *path = part_path(o, single_file, stem, part);
@@ -678,13 +713,6 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
             if (stat(path, &out_st) != 0) {
                 free(path);
                 break;
-            }
-            for (int k = optind; k < argc; k++) { /* any input, not only this one's */
-                struct stat st;
-                int got = strcmp(argv[k], "-") == 0 ? fstat(0, &st) == 0 && S_ISREG(st.st_mode) : stat(argv[k], &st) == 0;
-                if (got && st.st_dev == out_st.st_dev && st.st_ino == out_st.st_ino)
-                    cli_usage_error("output '%s' is the input '%s'%s", path, argv[k],
-                                    strcmp(argv[k], "-") == 0 ? " (standard input)" : "");
             }
             if (!S_ISREG(out_st.st_mode))
                 cli_usage_error("output '%s' exists and is not a regular file", path);

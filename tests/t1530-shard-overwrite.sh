@@ -26,6 +26,17 @@ run_status 2 "--force does not make an input an output" sa1b-shard $opts --force
 cmp -s "$TMP/a.tar" "$TMP/same.shard"
 ok $? "the input is intact"
 is "$(ls "$TMP" | grep -c partial)" "0" "no temporary was created"
+# an input named like a later part of the output (part 0 absent): still the input
+mkdir "$TMP/p"
+cp "$TMP/a.tar" "$TMP/p/x-00001.shard"
+run_status 2 "--max-images: an input named like part 1 (no part 0) is refused, --force too" \
+    sa1b-shard $opts --force --max-images 2 -o "$TMP/p/x.shard" "$TMP/p/x-00001.shard"
+grep_ok "output '$TMP/p/x-00001.shard' is the input '$TMP/p/x-00001.shard'" "$TMP/.err" "... saying so"
+sa1b-shard $opts --force --max-images 2 -o "$TMP/p/x.shard" - <"$TMP/p/x-00001.shard" >"$TMP/.out" 2>"$TMP/.err"
+is "$?" "2" "... and as standard input redirected from it"
+cmp -s "$TMP/a.tar" "$TMP/p/x-00001.shard"
+ok $? "the input is intact"
+is "$(ls "$TMP/p")" "x-00001.shard" "nothing written beside it"
 
 # a file that is not a shard of this tool needs --force
 echo "my notes" >"$TMP/notes.shard"
