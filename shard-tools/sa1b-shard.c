@@ -1030,7 +1030,8 @@ static int temp_content(int fd)
     if (n <= 0) return -1;
     if (n >= 8 && memcmp(b, SA1B_SHARD_MAGIC, 8) == 0) {
         char m[8];
-        return st.st_size >= 72 && pread(fd, m, 8, st.st_size - 64) == 8 && memcmp(m, SA1B_SHARD_MAGIC, 8) == 0
+        const off_t F = SA1B_SHARD_FOOTER_SIZE; /* the footer starts with the magic too */
+        return st.st_size >= F + 8 && pread(fd, m, 8, st.st_size - F) == 8 && memcmp(m, SA1B_SHARD_MAGIC, 8) == 0
                    ? 1 : 0;
     }
     for (ssize_t i = 0; i < n; i++)
@@ -1858,7 +1859,7 @@ static int run_input(job *j)
     if (j->failed) {
         sa1b_shard_writer_abort(j->w);
         j->w = NULL;
-        for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+        drop_parts(j);
         return -1;
     }
     return commit(j, have_id && !id.clean_end);

@@ -86,8 +86,6 @@ int src_workers(const options *o)
     return o->loader_threads ? o->loader_threads : (cpus > 2 ? (int)cpus - 1 : 1);
 }
 
-/* Opens a data source: shards matching glob through the loader, else the
- * synthetic batches; points K and epochs as given (eval: K 1, one epoch). */
 /* After the first open_source of shards (glob) as what: a cut download is
  * never a silent success, so incomplete shards are said (once a run, by
  * rank 0), then used as they are. */
@@ -100,6 +98,8 @@ static void warn_incomplete(const options *o, const tr_data_source *src, const c
                  cut, cut == 1 ? " is" : "s are", first, cut > 1 ? " and others" : "", cut == 1 ? "it holds" : "they hold");
 }
 
+/* Opens a data source: shards matching glob through the loader, else the
+ * synthetic batches; points K and epochs as given (eval: K 1, one epoch). */
 static void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
                         const char *what, const char *glob, int K, uint64_t max_epochs, double flip)
 {

@@ -415,9 +415,13 @@ void prepare_out(options *o)
     char err[4400];
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
     lock_out(o, 1); /* (before anything in it is removed or written) */
-    if (o->overwrite && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
-    /* with the lock, no other run writes here: a temporary is a killed run's */
-    if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) cli_warn("%s", err);
+    if (o->overwrite) {
+        if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
+    } else if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
+        /* with the lock, no other run writes here: a temporary is a killed
+         * run's (--overwrite's clear took them with the rest) */
+        cli_warn("%s", err);
+    }
 }
 
 /* ---- the run record (issue 19) ------------------------------------------- */
