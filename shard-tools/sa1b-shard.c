@@ -1039,13 +1039,41 @@ static int temp_content(int fd)
     return 0;
 }
 
+/* 1 when the complete shard open as fd has the bytes of the file at path,
+ * a file of its own (not fd's file under another name, nor a link to it). */
+static int same_bytes_elsewhere(int fd, const char *path)
+{
+    struct stat a, b;
+    int other = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (other < 0) return 0;
+    int same = fstat(fd, &a) == 0 && fstat(other, &b) == 0 && S_ISREG(b.st_mode) && a.st_size == b.st_size &&
+               !(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    enum { CHUNK = 1 << 20 };
+    char *x = same ? malloc(2 * (size_t)CHUNK) : NULL;
+    same = x != NULL;
+    for (off_t at = 0; same && at < a.st_size; at += CHUNK) {
+        size_t n = a.st_size - at < CHUNK ? (size_t)(a.st_size - at) : CHUNK;
+        same = pread(fd, x, n, at) == (ssize_t)n && pread(other, x + CHUNK, n, at) == (ssize_t)n &&
+               memcmp(x, x + CHUNK, n) == 0;
+    }
+    free(x);
+    close(other);
+    return same;
+}
+
 /* Removes the stale temporaries of this input's outputs (their token is
  * held by no live run, nor is the file itself locked as earlier versions
  * did) and says so, even with -q; a temporary of a live run is left alone,
- * and so is a file that only has a temporary's name (temp_content): a
- * complete shard is named in one line and kept.  Under the folder's lock
- * (lock_folder). */
-static void remove_stale_temps(const options *o, int single_file, const char *stem, cli_progress *bar)
+ * and so is a file that only has a temporary's name (temp_content).  A
+ * complete shard (a finished part of a run killed before its commit, or of
+ * a commit that failed) goes only where it is a byte-for-byte copy of the
+ * output under its final name, which is all it could ever have become;
+ * else it is named in one line and kept.  copies_only (the sweep after an
+ * input's commit, whose outputs may now match the parts of a run killed
+ * before its own): only such copies are removed, and nothing else is said.
+ * Under the folder's lock (lock_folder). */
+static void remove_stale_temps(const options *o, int single_file, const char *stem, cli_progress *bar,
+                               int copies_only)
 {
     char *part0 = part_path(o, single_file, stem, 0);
     if (!part0) return;
@@ -1070,8 +1098,20 @@ static void remove_stale_temps(const options *o, int single_file, const char *st
         struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
         int held = fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type != F_UNLCK; /* an earlier version's live run */
         int what = held ? -1 : temp_content(fd);
+        char final[8200]; /* path less the temporary's suffix, which is the last ".shard.partial" on */
+        snprintf(final, sizeof final, "%s", path);
+        char *cut = NULL;
+        for (char *q = final; (q = strstr(q, ".shard.partial")) != NULL; q++) cut = q;
+        if (cut) cut[strlen(".shard")] = 0;
+        int copy = what == 1 && cut && same_bytes_elsewhere(fd, final);
         close(fd);
-        if (what == 1) {
+        if (copy && unlink(path) == 0) {
+            cli_progress_end(bar);
+            cli_warn("removed '%s', a copy of '%s' (the same bytes) that an earlier run left under a temporary name",
+                     path, final);
+        } else if (copies_only) {
+            continue;
+        } else if (what == 1) {
             cli_progress_end(bar);
             cli_warn("'%s' is a complete shard that an earlier run left under a temporary name (it may be the only "
                      "copy of its data): left alone", path);
@@ -1941,7 +1981,7 @@ int main(int argc, char **argv)
     for (int i = optind; i < argc && !(o.strict && status != CLI_EXIT_OK); i++) {
         char *stem = input_stem(&o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
-        remove_stale_temps(&o, single_file, stem, &bar);
+        remove_stale_temps(&o, single_file, stem, &bar, 0);
         char why[200];
         if (o.skip_existing && strcmp(argv[i], "-") != 0) {
             if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {
@@ -1961,6 +2001,7 @@ int main(int argc, char **argv)
         } else if ((t.skipped > skipped_before || t.inputs_cut > cut_before) && status == CLI_EXIT_OK) {
             status = CLI_EXIT_PARTIAL;
         }
+        remove_stale_temps(&o, single_file, stem, &bar, 1);
         free_job_parts(&j);
         free(stem);
     }
