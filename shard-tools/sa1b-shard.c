@@ -372,6 +372,25 @@ static char *final_provenance(const options *o, const char *stem, uint64_t part,
     return s;
 }
 
+/* The provenance of path when it is a shard that sa1b-shard wrote (its
+ * provenance says so), else NULL. */
+static json_t *our_provenance(const char *path)
+{
+    sa1b_shard *sh = NULL;
+    json_t *p = NULL;
+    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
+        p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
+        const char *tool = json_string_value(json_object_get(p, "tool"));
+        if (!tool || strcmp(tool, "sa1b-shard") != 0) {
+            json_decref(p);
+            p = NULL;
+        }
+    }
+    sa1b_shard_close(sh);
+    return p;
+}
+
 /* One part against what this run would write: 1 the same, 0 not (why says
  * so when there is a reason to tell).  Only what shapes the output counts:
  * the input's name, the part, the options, and in the input's last part its
@@ -381,17 +400,10 @@ static char *final_provenance(const options *o, const char *stem, uint64_t part,
 static int part_matches(const options *o, const char *stem, uint64_t part, const char *path, int last,
                         uint64_t size_now, char *why, size_t why_len)
 {
-    sa1b_shard *sh = NULL;
-    json_t *want = provenance_json(o, stem, part), *have = NULL;
-    int same = 0;
-    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
-        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
-        have = json_loadb(in->provenance, in->provenance_len, 0, NULL);
-    }
-    sa1b_shard_close(sh);
-    const char *keys[] = {"tool", "input", "part", "options"};
-    same = have != NULL;
-    for (size_t k = 0; k < 4 && same; k++) same = json_equal(json_object_get(want, keys[k]), json_object_get(have, keys[k]));
+    json_t *want = provenance_json(o, stem, part), *have = our_provenance(path);
+    const char *keys[] = {"input", "part", "options"};
+    int same = have != NULL;
+    for (size_t k = 0; k < 3 && same; k++) same = json_equal(json_object_get(want, keys[k]), json_object_get(have, keys[k]));
     if (have && !same) snprintf(why, why_len, "its shard was made with other options");
     if (same && last && o->max_images && prov_last(have) == 0) {
         snprintf(why, why_len, "its set of shards lacks its last part (part %llu is not the last)",
@@ -450,25 +462,6 @@ static int outputs_complete(const options *o, int single_file, const char *stem,
 }
 
 /* ---- outputs that must not be written ---------------------------------- */
-
-/* The provenance of path when it is a shard that sa1b-shard wrote (its
- * provenance says so), else NULL. */
-static json_t *our_provenance(const char *path)
-{
-    sa1b_shard *sh = NULL;
-    json_t *p = NULL;
-    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
-        const sa1b_shard_info *in = sa1b_shard_get_info(sh);
-        p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
-        const char *tool = json_string_value(json_object_get(p, "tool"));
-        if (!tool || strcmp(tool, "sa1b-shard") != 0) {
-            json_decref(p);
-            p = NULL;
-        }
-    }
-    sa1b_shard_close(sh);
-    return p;
-}
 
 /* ---- the output set of an input --------------------------------------- */
 
