@@ -471,41 +471,27 @@ static int outputs_complete(const options *o, int single_file, const char *stem,
  * and the input's stem.  prefix: the folder with its slash ("" for the
  * current folder), as part_path spells it. */
 typedef struct out_set {
-    char *prefix, *dir, *base;
+    const char *prefix, *dir;  /* o->prefix and o->dir (out_folder) */
+    char *base;
     const char *stem;          /* the input's name its shards record */
 } out_set;
 
 static void out_set_free(out_set *s)
 {
-    free(s->prefix);
-    free(s->dir);
     free(s->base);
 }
 
 static int out_set_init(out_set *s, const options *o, int single_file, const char *stem)
 {
-    memset(s, 0, sizeof *s);
-    int n;
-    if (single_file) {
-        const char *slash = strrchr(o->out, '/');
-        size_t lp = slash ? (size_t)(slash - o->out) + 1 : 0;
-        n = asprintf(&s->prefix, "%.*s", (int)lp, o->out);
-        if (n >= 0) n = asprintf(&s->dir, "%.*s", lp > 1 ? (int)lp - 1 : 1, lp ? o->out : ".");
-        if (n >= 0) n = asprintf(&s->base, "%.*s", (int)(strlen(o->out) - lp - 6), o->out + lp);
-    } else {
-        n = asprintf(&s->prefix, "%s", o->prefix);
-        if (n >= 0) n = asprintf(&s->dir, "%s", o->dir);
-        if (n >= 0) n = asprintf(&s->base, "%s", stem);
-    }
+    s->prefix = o->prefix;
+    s->dir = o->dir;
+    s->base = single_file ? strndup(o->out + strlen(o->prefix), strlen(o->out) - strlen(o->prefix) - 6)
+                          : strdup(stem);
     /* only this input's files are the set's: with one .shard output too, the
      * other form or parts past the new ones of another input (which wrote
      * OUT's name earlier) are that input's shards, never removed */
     s->stem = stem;
-    if (n < 0) {
-        out_set_free(s);
-        return -1;
-    }
-    return 0;
+    return s->base ? 0 : -1;
 }
 
 /* Path of part k of the form (numbered: a part of --max-images). */
@@ -617,9 +603,11 @@ static void sync_dir(const char *dir)
     }
 }
 
-/* Sets o->dir and o->prefix: OUT without its trailing slashes and with one
- * ("out/" gives 'out/a.shard', never 'out//a.shard'), or OUT's folder for a
- * single .shard output.  0 or -1 (out of memory). */
+/* Sets o->dir and o->prefix, the folder of the outputs and what their
+ * paths start with: OUT without its trailing slashes and with one ("out/"
+ * gives 'out/a.shard', never 'out//a.shard'), or for a single .shard
+ * output OUT's folder and OUT up to its last slash ("" for the current
+ * folder).  0 or -1 (out of memory). */
 static int out_folder(options *o, int single_file)
 {
     size_t n = strlen(o->out);
@@ -627,7 +615,7 @@ static int out_folder(options *o, int single_file)
         const char *slash = strrchr(o->out, '/');
         n = slash ? (slash == o->out ? 1 : (size_t)(slash - o->out)) : 0;
         o->dir = n ? strndup(o->out, n) : strdup(".");
-        o->prefix = strdup("");
+        o->prefix = strndup(o->out, slash ? (size_t)(slash - o->out) + 1 : 0);
     } else {
         while (n > 1 && o->out[n - 1] == '/') n--;
         o->dir = strndup(o->out, n);
@@ -677,15 +665,9 @@ static void check_not_input(const options *o, int single_file, const char *stem,
  * replaced only with --force.  Exit 2 otherwise. */
 static void check_outputs(const options *o, int single_file, int argc, char **argv)
 {
-    if (single_file) { /* the folder of OUT must exist (a directory OUT is created) */
-        const char *slash = strrchr(o->out, '/');
-        char dir[4096];
-        struct stat st;
-        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
-        if (slash && slash == o->out) snprintf(dir, sizeof dir, "/");
-        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist", dir);
-    }
+    struct stat st; /* the folder of OUT must exist (a directory OUT is created) */
+    if (single_file && (stat(o->dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist", o->dir);
     for (int i = optind; i < argc; i++) {
         char *stem = input_stem(o, argv[i]);
         if (!stem) cli_die(CLI_EXIT_FATAL, "out of memory");
@@ -1070,14 +1052,9 @@ static void remove_stale_temps(const options *o, int single_file, const char *st
 {
     char *part0 = part_path(o, single_file, stem, 0);
     if (!part0) return;
-    char *slash = strrchr(part0, '/');
-    const char *dir = slash ? (slash == part0 ? "/" : part0) : ".", *base = slash ? slash + 1 : part0;
-    size_t lp = slash ? (size_t)(slash - part0) + 1 : 0; /* the prefix of paths, its slash included */
-    char prefix[4200];
-    snprintf(prefix, sizeof prefix, "%.*s", (int)lp, part0);
-    if (slash && slash != part0) *slash = 0;
+    const char *base = part0 + strlen(o->prefix);
     int lock = lock_folder(o, bar);
-    DIR *d = opendir(dir);
+    DIR *d = opendir(o->dir);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         const char *token;
@@ -1085,7 +1062,7 @@ static void remove_stale_temps(const options *o, int single_file, const char *st
         if (token && token_live(token)) continue;
         if (!token && !run_lock.token_locked) continue; /* liveness unknown */
         char path[8200];
-        snprintf(path, sizeof path, "%s%s", prefix, e->d_name);
+        snprintf(path, sizeof path, "%s%s", o->prefix, e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
         if (fd < 0) continue;
         struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
