@@ -1,5 +1,6 @@
 /* cli.c - messages, usage errors, progress bar and parsers for the programs. */
 #include "cli.h"
+#include "sa1b_shard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -84,7 +85,11 @@ void cli_usage_error(const char *fmt, ...)
     exit_clean(CLI_EXIT_USAGE);
 }
 
-void cli_version(void) { printf("%s (sa1b) %s\n", prog_name, PACKAGE_VERSION); }
+void cli_version(void)
+{
+    printf("%s (sa1b) %s\n", prog_name, PACKAGE_VERSION);
+    cli_stdout_check();
+}
 
 double cli_now(void)
 {
@@ -240,6 +245,23 @@ void cli_out_open(cli_out *o, const char *path)
     int exists = stat(path, &st) == 0;
     if (exists && S_ISDIR(st.st_mode))
         cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(EISDIR));
+    for (int std = 1; exists && std <= 2; std++) {
+        /* the file of standard output or error under another name
+         * (/dev/stdout, /proc/self/fd/1): written through that descriptor,
+         * where the shell's redirection put it (a rename would leave the
+         * redirection writing to a file no longer there, replace what >>
+         * appends to, and as root turn /dev/stdout into a regular file) */
+        struct stat ss;
+        if (fstat(std, &ss) != 0 || ss.st_dev != st.st_dev || ss.st_ino != st.st_ino) continue;
+        fflush(std == 1 ? stdout : stderr);
+        int fd = fcntl(std, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
+            int e = errno;
+            if (fd >= 0) close(fd);
+            cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", path, strerror(e));
+        }
+        return;
+    }
     if (exists && !S_ISREG(st.st_mode)) {
         /* a device or a FIFO: write in place; a rename over it would
          * replace it (as root, /dev/null itself) with a regular file */
@@ -311,6 +333,23 @@ void cli_out_commit(cli_out *o)
     if (o->tmp) cli_temp_set(NULL);
     free(o->tmp);
     o->tmp = NULL;
+}
+
+void cli_check_output(const char *out, char *const *in, int n)
+{
+    struct stat os, is;
+    if (stat(out, &os) != 0 || !S_ISREG(os.st_mode)) return;
+    for (int i = 0; i < n; i++) {
+        int got = strcmp(in[i], "-") == 0 ? fstat(0, &is) == 0 : stat(in[i], &is) == 0;
+        if (got && is.st_dev == os.st_dev && is.st_ino == os.st_ino)
+            cli_die(CLI_EXIT_USAGE, "-o '%s' is the input '%s'%s: give another file", out, in[i],
+                    strcmp(in[i], "-") == 0 ? " (standard input)" : "");
+    }
+    char magic[8];
+    FILE *f = fopen(out, "rb");
+    int shard = f && fread(magic, 1, sizeof magic, f) == sizeof magic && !memcmp(magic, SA1B_SHARD_MAGIC, 8);
+    if (f) fclose(f);
+    if (shard) cli_die(CLI_EXIT_USAGE, "-o '%s' is a shard: not replaced; give another file", out);
 }
 
 const char *cli_shard_path(const char *arg)

@@ -25,7 +25,7 @@ _Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(p
 /* "prog: <message>\nTry 'prog --help' for more information.\n", exit 2
  * (removing the temporary file of cli_temp_set). */
 _Noreturn void cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* "prog (sa1b) VERSION" on stdout. */
+/* "prog (sa1b) VERSION" on stdout, checked as cli_stdout_check does. */
 void cli_version(void);
 
 /* Monotonic time in seconds. */
@@ -77,6 +77,9 @@ void cli_stdout_check(void);
  *  - an existing file that is not a regular file (a character device such
  *    as /dev/null, a FIFO): written in place, opened O_WRONLY, never
  *    replaced by a regular file;
+ *  - the file of standard output or error under another name
+ *    (/dev/stdout with standard output redirected to a file): written in
+ *    place, through a duplicate of that descriptor;
  *  - otherwise a temporary "PATH.tmp-XXXXXX" in the same directory
  *    (registered with cli_temp_set), synced, given the permissions of the
  *    regular file PATH it replaces (else 0666 less the umask) and renamed
@@ -102,6 +105,13 @@ void cli_out_discard(cli_out *o);
 /* Removes the temporary file (the output is left as it was), prints "prog:
  * cannot write 'PATH': why" and exits with CLI_EXIT_FATAL. */
 _Noreturn void cli_out_fail(cli_out *o, const char *why);
+
+/* Before an output named with -o is opened: exit 2 ("prog: -o 'OUT' is
+ * the input 'IN': give another file") when OUT is one of the n inputs (the
+ * same file; for "-", the file standard input is redirected from), and
+ * ("-o 'OUT' is a shard: not replaced; give another file") when OUT is a
+ * shard, which no results file replaces. */
+void cli_check_output(const char *out, char *const *in, int n);
 
 /* The path to open for a shard named on the command line: "-" is standard
  * input when it is a regular file (redirected from one); otherwise (a pipe)

@@ -105,6 +105,14 @@ if [ -n "$dup" ]; then
     echo "$prog: $listname: $dup (shard them into different folders)" >&2
     exit 2
 fi
+# GNU parallel truncates the job log first: never LIST or one of its tars
+if [ -n "$joblog" ] && [ -e "$joblog" ]; then
+    jid=$(stat -L -c %d:%i -- "$joblog") || exit 3
+    [ "$jid" = "$(stat -L -c %d:%i -- "$list")" ] && die "--joblog '$joblog' is LIST ($listname): give another file"
+    hit=$(grep -v '^$' "$list" | tr '\n' '\0' | xargs -0 -r stat -L -c '%d:%i %n' -- 2>/dev/null |
+        awk -v j="$jid" '$1 == j { sub(/^[^ ]* /, ""); print; exit }')
+    [ -z "$hit" ] || die "--joblog '$joblog' is the tar '$hit' of LIST: give another file"
+fi
 mkdir -p "$out" || exit 3
 [ -n "$jobs" ] || jobs="$((100 / threads))%"   # of each host's cores
 case $jobs in 0%) jobs=1 ;; esac

@@ -241,7 +241,7 @@ int main(int argc, char **argv)
             o.quality = (int)v;
             break;
         case 'o': o.output = optarg; break;
-        case 'h': usage(); return CLI_EXIT_OK;
+        case 'h': usage(); cli_stdout_check(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
         case ':': cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         default:
@@ -255,6 +255,7 @@ int main(int argc, char **argv)
     if (o.have_index && o.have_id) cli_usage_error("--index and --id exclude each other");
     if (has_suffix(o.output, ".jpg") || has_suffix(o.output, ".jpeg")) o.jpeg = 1;
     else if (!has_suffix(o.output, ".png")) cli_usage_error("output '%s' must end in .png, .jpg or .jpeg", o.output);
+    cli_check_output(o.output, argv + optind, 1);
 
     sa1b_shard *s = NULL;
     sa1b_error err;

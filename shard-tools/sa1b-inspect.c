@@ -22,22 +22,6 @@ typedef struct options {
     const char *output;
 } options;
 
-/* -o FILE must not be one of the inputs (the shards would be replaced by
- * their own description), nor any shard: refused in one line, exit 2. */
-static void check_output(const char *path, char **in, int n)
-{
-    struct stat os, is;
-    if (stat(path, &os) != 0 || !S_ISREG(os.st_mode)) return;
-    for (int i = 0; i < n; i++)
-        if (stat(in[i], &is) == 0 && is.st_dev == os.st_dev && is.st_ino == os.st_ino)
-            cli_die(CLI_EXIT_USAGE, "-o '%s' is the input '%s': give another file", path, in[i]);
-    char magic[8];
-    FILE *f = fopen(path, "rb");
-    int shard = f && fread(magic, 1, sizeof magic, f) == sizeof magic && !memcmp(magic, SA1B_SHARD_MAGIC, 8);
-    if (f) fclose(f);
-    if (shard) cli_die(CLI_EXIT_USAGE, "-o '%s' is a shard: not replaced; give another file", path);
-}
-
 /* Where the results go: standard output, or -o's file (out_file). */
 static FILE *out;
 static cli_out out_file;
@@ -493,7 +477,7 @@ int main(int argc, char **argv)
         case 's': o.summary = 1; break;
         case 'M': o.manifest = 1; break;
         case 'o': o.output = optarg; break;
-        case 'h': usage(); return CLI_EXIT_OK;
+        case 'h': usage(); cli_stdout_check(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
         case ':': cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         case '?':
@@ -507,7 +491,7 @@ int main(int argc, char **argv)
     if (o.manifest && (o.summary || o.masks)) cli_usage_error("--manifest cannot be combined with --summary, --masks or --rle");
     out = stdout;
     if (o.output) {
-        check_output(o.output, argv + optind, argc - optind);
+        cli_check_output(o.output, argv + optind, argc - optind);
         cli_out_open(&out_file, o.output);
         out = out_file.f;
     }

@@ -153,7 +153,7 @@ int main(int argc, char **argv)
         case OPT_SKIP: skip = 1; break;
         case OPT_PRINT_IDS: print_ids = 1; break;
         case 'q': quiet = 1; break;
-        case 'h': usage(); return CLI_EXIT_OK;
+        case 'h': usage(); cli_stdout_check(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
         default:
             if (optopt >= 256 || (optopt && strchr("nebmktds", optopt)))

@@ -116,7 +116,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_CROWD: o->crowd = 1; break;
         case OPT_UNION: o->merge_op = 0; break;
         case OPT_INTERSECT: o->merge_op = 1; break;
-        case 'h': usage(stdout); exit(0);
+        case 'h': usage(stdout); cli_stdout_check(); exit(0);
         case 'V': cli_version(); exit(0);
         case ':': cli_usage_error("%s: option '%s' needs an argument", argv[0], argv[optind - 1]);
         default:
@@ -676,6 +676,7 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
         usage(stdout);
+        cli_stdout_check();
         return 0;
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {

@@ -223,7 +223,7 @@ static void parse_options(int argc, char **argv, options *o)
         case 'q': o->quiet = 1; break;
         case OPT_JSON_SUMMARY: o->json_summary = 1; break;
         case OPT_FORCE: o->force = 1; break;
-        case 'h': usage(); exit(0);
+        case 'h': usage(); cli_stdout_check(); exit(0);
         case 'V': cli_version(); exit(0);
         default: fprintf(stderr, "Try '%s --help' for more information.\n", cli_prog()); exit(CLI_EXIT_USAGE);
         }

@@ -247,6 +247,31 @@ static const char *archive_why(struct archive *a)
     return s ? s : "unknown error";
 }
 
+/* Where libarchive's blocks go: the output's descriptor, until the run
+ * fails; then nowhere, so that the end-of-archive blocks that
+ * archive_write_free writes never reach the output (archive_write_fail
+ * would skip them too, but leaks libarchive's block buffer) and a failed
+ * run's tar on a stream reads as cut, never as a smaller whole one. */
+typedef struct sink {
+    int fd;
+    int failed;
+} sink;
+
+static la_ssize_t sink_write(struct archive *a, void *arg, const void *buf, size_t n)
+{
+    sink *k = arg;
+    for (size_t done = 0; !k->failed && done < n;) {
+        ssize_t w = write(k->fd, (const char *)buf + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) {
+            archive_set_error(a, errno, "%s", strerror(errno));
+            return -1;
+        }
+        done += (size_t)w;
+    }
+    return (la_ssize_t)n;
+}
+
 static int add_member(struct archive *a, struct archive_entry *e, const char *name,
                       const void *data, size_t size)
 {
@@ -342,6 +367,7 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage();
+            cli_stdout_check();
             return CLI_EXIT_OK;
         case 'V':
             cli_version();
@@ -368,6 +394,7 @@ int main(int argc, char **argv)
     if (sc) sc->size_min = o.size_min, sc->size_max = o.size_max;
     tjhandle tj = tjInitCompress();
     struct archive *a = archive_write_new();
+    sink to = {.fd = fileno(out.f)};
     struct archive_entry *e = archive_entry_new();
     if (!sc || !tj || !a || !e) cli_die(CLI_EXIT_FATAL, "out of memory"); /* (removes the temporary) */
     /* records of 10240 bytes, the last one padded like GNU tar's, whatever
@@ -375,7 +402,7 @@ int main(int argc, char **argv)
     if (archive_write_set_format_ustar(a) != ARCHIVE_OK ||
         archive_write_set_bytes_per_block(a, 10240) != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(a, 0) != ARCHIVE_OK ||
-        archive_write_open_fd(a, fileno(out.f)) != ARCHIVE_OK)
+        archive_write_open2(a, &to, NULL, sink_write, NULL, NULL) != ARCHIVE_OK)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", what, archive_why(a));
 
     cli_progress p;
@@ -383,12 +410,17 @@ int main(int argc, char **argv)
     unsigned char *jpeg = NULL;
     unsigned long jpeg_size = 0;
     int status = CLI_EXIT_OK;
+    /* tests: SA1B_TEST_FAIL=image:N fails the N-th image as a render would */
+    unsigned long long fail_at = 0;
+    const char *tf = getenv("SA1B_TEST_FAIL");
+    if (tf && sscanf(tf, "image:%llu", &fail_at) != 1) fail_at = 0;
     for (uint64_t i = 0; i < o.images && status == CLI_EXIT_OK; i++) {
         uint64_t image_id = o.first_id + i;
         uint64_t seed = mix64(mix64(o.seed) ^ i);
         sa1b_error err;
         sa1b_error_clear(&err);
-        if (synth_scene_render(sc, seed, o.masks, o.nesting, &err)) {
+        if ((i + 1 == fail_at && sa1b_error_set(&err, SA1B_ENOMEM, -1, "out of memory (SA1B_TEST_FAIL)")) ||
+            synth_scene_render(sc, seed, o.masks, o.nesting, &err)) {
             cli_progress_end(&p);
             cli_warn("image %llu: %s", (unsigned long long)image_id, err.msg);
             status = CLI_EXIT_FATAL;
@@ -426,6 +458,7 @@ int main(int argc, char **argv)
         cli_warn("cannot write '%s': %s", what, archive_why(a));
         status = CLI_EXIT_FATAL;
     }
+    to.failed = status != CLI_EXIT_OK; /* (sink) */
     archive_write_free(a);
     archive_entry_free(e);
     tjFree(jpeg);

@@ -391,7 +391,7 @@ int main(int argc, char **argv)
         case 'q': o.quiet = 1; break;
         case 'm': o.manifest = optarg; break;
         case 's': o.stats = 1; break;
-        case 'h': usage(); return CLI_EXIT_OK;
+        case 'h': usage(); cli_stdout_check(); return CLI_EXIT_OK;
         case 'V': cli_version(); return CLI_EXIT_OK;
         default:
             if (optopt) cli_usage_error("unknown option '-%c'", optopt);

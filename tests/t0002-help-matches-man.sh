@@ -18,6 +18,14 @@ for p in $progs; do
     "$p" --version > "$TMP/ver" 2>&1
     grep -Eq "^$name \\(sa1b\\) [0-9]" "$TMP/ver"
     ok $? "$name --version"
+    if [ -w /dev/full ]; then # a help or version that was not written is an error (exit 3)
+        "$p" --help > /dev/full 2>/dev/null
+        is "$?" 3 "$name --help > /dev/full exits 3"
+        "$p" --version > /dev/full 2>/dev/null
+        is "$?" 3 "$name --version > /dev/full exits 3"
+    else
+        skip 2 "no /dev/full"
+    fi
     "$p" --no-such-option > /dev/null 2>&1
     [ $? -eq 2 ]
     ok $? "$name: an unknown option is a usage error (exit 2)"

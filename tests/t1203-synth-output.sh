@@ -51,4 +51,13 @@ kill -TERM $pid
 { wait $pid; } 2>/dev/null
 is "$(ls -A "$TMP/kill")" "" "SIGTERM mid-run leaves nothing"
 
+# a run that fails midway to standard output leaves a tar that reads as cut
+# (no end-of-archive blocks), never as a smaller whole one (before: libarchive
+# closed it with them, and sa1b-shard took it for a complete tar, exit 0)
+SA1B_TEST_FAIL=image:4 sa1b-synth --quiet -n 6 -W 160 -H 120 -m 3 >"$TMP/cut.tar" 2>"$TMP/cut.err"
+is "$?" 3 "a run failing at its 4th image to standard output: exit 3"
+grep_ok "^sa1b-synth: image 4: out of memory \(SA1B_TEST_FAIL\)$" "$TMP/cut.err" "one line says why"
+run_status 1 "sa1b-shard reads what it wrote as a cut input" sa1b-shard -q --image-size 32 -o "$TMP/cut.shard" - <"$TMP/cut.tar"
+grep_ok "input ends early" "$TMP/.err" "and says so"
+
 done_testing

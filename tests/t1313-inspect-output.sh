@@ -45,6 +45,29 @@ grep_ok "^sa1b-inspect: -o 'g2.shard' is the input 'g2.shard': give another file
 cmp -s good.shard keep.shard && cmp -s g2.shard keep.shard
 ok $? "both shards are left as they were"
 
+# standard output's file under another name is written through standard
+# output, where the shell's redirection put it (/proc/self/fd/1 here, as
+# /dev/stdout links to it; a rename over it would leave the redirected file
+# empty, replace what >> appends to, and as root turn /dev/stdout into a
+# regular file: so the test never names /dev/stdout itself)
+if [ -e /proc/self/fd/1 ]; then
+    sa1b-inspect --manifest good.shard >want.json || exit 99
+    sa1b-inspect --manifest -o /proc/self/fd/1 good.shard >m.json 2>"$TMP/.err"
+    is "$?" 0 "-o /proc/self/fd/1 > FILE: exit 0"
+    cmp -s want.json m.json
+    ok $? "FILE holds the manifest"
+    echo before >m2.json
+    sa1b-inspect --manifest -o /proc/self/fd/1 good.shard >>m2.json 2>"$TMP/.err"
+    { echo before; cat want.json; } | cmp -s - m2.json
+    ok $? "with >>, appended to what FILE held"
+else
+    skip 3 "no /proc/self/fd"
+fi
+# shards, as inputs named "-" too, are never replaced
+cp good.shard std.shard
+run_status 2 "-o naming the file standard input is redirected from: refused" sa1b-inspect -o std.shard - <std.shard
+grep_ok "^sa1b-inspect: -o 'std.shard' is the input '-' \(standard input\): give another file$" "$TMP/.err" "one line says why"
+
 is "$(ls -A | grep -c tmp)" 0 "no temporary file left"
 
 done_testing

@@ -51,6 +51,18 @@ cmp -s out.png want.png
 ok $? "the file holds the PNG"
 [ -f out.png ] && [ ! -L out.png ]
 ok $? "and is a regular file"
+# -o never replaces the input, nor any shard (before: the PNG replaced it)
+cp raw.shard in.png && cp raw.shard keep.shard
+run_status 2 "-o naming the input: refused" sa1b-export in.png -o in.png
+grep_ok "^sa1b-export: -o 'in.png' is the input 'in.png': give another file$" "$TMP/.err" "one line says why"
+run_status 2 "-o naming the file standard input is redirected from: refused" sa1b-export - -o in.png <in.png
+grep_ok "^sa1b-export: -o 'in.png' is the input '-' \(standard input\): give another file$" "$TMP/.err" "one line says why"
+ln raw.shard link.png
+run_status 2 "-o naming another shard (a hard link of it): refused" sa1b-export keep.shard -o link.png
+grep_ok "^sa1b-export: -o 'link.png' is a shard: not replaced; give another file$" "$TMP/.err" "one line says why"
+cmp -s in.png keep.shard && cmp -s raw.shard keep.shard
+ok $? "the shards are left as they were"
+
 is "$(ls -A | grep -c tmp)" 0 "no temporary file left"
 
 done_testing

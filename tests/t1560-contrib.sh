@@ -69,8 +69,15 @@ if command -v parallel >/dev/null; then
     same_as_seq "$TMP/rerun" "and the set equals the sequential runs"
     run_status 3 "a list that cannot be read: exit 3" "$C/sa1b-parallel.sh" -o "$TMP/x" "$TMP/nonexistent"
     grep_ok "^sa1b-parallel.sh: cannot read '$TMP/nonexistent'$" "$TMP/.err" "in one line"
+    # --joblog is truncated by GNU parallel: never LIST nor one of its tars
+    cp "$TMP/tars.txt" "$TMP/keep.txt"
+    run_status 2 "--joblog naming LIST: refused" "$C/sa1b-parallel.sh" -o "$TMP/jl" --joblog "$TMP/tars.txt" "$TMP/tars.txt"
+    grep_ok "^sa1b-parallel.sh: --joblog '$TMP/tars.txt' is LIST \('$TMP/tars.txt'\): give another file$" "$TMP/.err" "in one line"
+    run_status 2 "--joblog naming a tar of LIST: refused" "$C/sa1b-parallel.sh" -o "$TMP/jl" --joblog "$TMP/sa_000001.tar" "$TMP/tars.txt"
+    cmp -s "$TMP/tars.txt" "$TMP/keep.txt" && cmp -s "$TMP/sa_000001.tar" "$TMP/cut/sa_000001.tar"
+    ok $? "both are left as they were"
 else
-    skip 15 "GNU parallel missing (Debian: parallel)"
+    skip 19 "GNU parallel missing (Debian: parallel)"
 fi
 
 # Slurm array: task K shards line K+1
