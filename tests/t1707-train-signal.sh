@@ -27,6 +27,15 @@ for pt in step:1 step:2 step:3 step:5 step:7 save:3 save:6 step:4 step:6 save:8;
     ok $? "SIGTERM at $pt: the resumed run ends bit-identical to the one in one go"
 done
 mkdir "$TMP/ev"
+# progress lines to a reader that went away (| tee killed by the same
+# Ctrl-C, | head): the write fails, the run goes on and stops with its
+# checkpoint (before: SIGPIPE killed it at its next line, exit 141, every
+# step since the last checkpoint lost)
+noq=$(echo "$common" | sed 's/ -q$//')
+{ SA1B_TEST_KILL=step:3 sa1b-train $noq --steps 8 --log-every 1 --ckpt-every 100 --out "$TMP/pipe" 2>&1 >/dev/null
+    echo $? >"$TMP/pipe.rc"; } | true
+is "$(cat "$TMP/pipe.rc")" "130" "SIGTERM with standard error a closed pipe: exit 130"
+is "$(cat "$TMP/pipe/latest" 2>/dev/null)" "3" "with the checkpoint of step 3"
 SA1B_TEST_KILL=temp:2 sa1b-train --eval-only "$TMP/whole/model-8.safetensors" --synthetic-batch 5 --batch 2 --masks 3 \
     --export 4 --out "$TMP/ev" -q >/dev/null 2>&1
 is "$?:$(ls "$TMP/ev/export" | grep -c '^00000-iou[0-9]*\.png$'):$(ls "$TMP/ev/export" | grep -c tmp)" "143:1:0" \

@@ -46,6 +46,36 @@ else
     skip 3 "no flock(1)"
 fi
 
+# two new runs into one folder that does not exist yet: B has looked into
+# it (nothing there) and is held back by strace just as it creates it, A
+# runs there to its end meanwhile; then B takes the lock, finds A's run and
+# is refused (before: B started afresh over A's run, its log and checkpoints)
+if command -v strace >/dev/null && command -v pgrep >/dev/null && [ "$(uname -m)" = x86_64 ] &&
+    strace -f -qq -o /dev/null -e trace=mkdir true 2>/dev/null; then
+    strace -f -qq -o /dev/null -e trace=mkdir -e inject=mkdir:delay_enter=100000000 \
+        sa1b-train $common --steps 2 --ckpt-every 1 --seed 5 --out "$TMP/r" 2>"$TMP/b.err" & s=$!
+    i=0 at=""
+    while [ $i -lt 1200 ] && [ -z "$at" ]; do # B stopped in mkdir(2) (83 on x86_64)
+        c=$(pgrep -P $s)
+        if [ -n "$c" ] && [ "$(awk '{ print $3 }' "/proc/$c/stat" 2>/dev/null)" = t ] &&
+            read -r nr _ <"/proc/$c/syscall" 2>/dev/null && [ "$nr" = 83 ]; then
+            at=1
+        else
+            sleep 0.05
+        fi
+        i=$((i + 1))
+    done
+    ok $((!${at:-0})) "run B is held where it creates the folder"
+    run_ok "run A into the same new folder" sa1b-train $common --steps 3 --ckpt-every 1 --out "$TMP/r"
+    kill -TERM $s # strace lets B go
+    wait $s
+    is "$?" "2" "run B, let go: exit 2"
+    grep_ok "^sa1b-train: output folder '$TMP/r' holds a run with a checkpoint of step 3 " "$TMP/b.err" "one line says why"
+    is "$(cat "$TMP/r/latest")" "3" "A's run is whole"
+else
+    skip 5 "no strace (Debian: strace) or not x86_64"
+fi
+
 # temporaries a killed run left (its own, and a NAME.tmp of older versions)
 # go when the next run takes the lock; a file that only looks like one stays
 : >"$TMP/a/model-2.safetensors.tmp.99999.0"

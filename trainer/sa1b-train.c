@@ -242,13 +242,16 @@ _Noreturn static void die_collective(const options *o, const char *err)
 }
 
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
-                            tr_data_source *src)
+                            tr_data_source *src, const uint64_t *pos)
 {
     char path[4096], err[512];
     check_device(m->be); /* never a checkpoint of what a failed device left */
     int parts = o->zero && o->world > 1; /* each rank writes its part of the optimizer state */
     if (o->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
-    if (src->position) src->position(src->ctx, &st->data_epoch, &st->data_consumed);
+    if (pos) /* where the data stood after step st->step (the next step's start) */
+        st->data_epoch = pos[0], st->data_consumed = pos[1];
+    else if (src->position)
+        src->position(src->ctx, &st->data_epoch, &st->data_consumed);
     if (src->identity) src->identity(src->ctx, st->data_id, sizeof st->data_id);
     if (o->rank == 0) {
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
@@ -263,6 +266,25 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (o->rank == 0 && write_latest(o->out, st->step) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
     bus_checkpoint = 1;
+}
+
+/* A step that cannot go on (its data could not be read, memory ran out, the
+ * micro-batch could not change): the steps done since the last checkpoint
+ * are saved first, at pos (where the data stood when the failed step
+ * began), as their weights and optimizer state are whole (no update had
+ * begun); not after a device failure (save_checkpoint's check_device ends
+ * the run with its line), nor where the ranks write parts of the checkpoint together
+ * (--zero 1: the others wait in a collective).  Then the line, exit 3.
+ * saved: the step of the last checkpoint (of the one resumed from). */
+_Noreturn static void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
+                               tr_data_source *src, long saved, const uint64_t *pos, const char *err)
+{
+    if (!o->plan && st->step > saved && o->rank == 0 && !(o->zero && o->world > 1)) {
+        save_checkpoint(o, m, opt, st, src, pos);
+        cli_warn("step %ld failed: checkpoint of step %ld written (--resume %s goes on from it)", st->step + 1,
+                 st->step, o->out);
+    }
+    die_memory(o, be, err); /* (out of memory: with the planner's suggestion) */
 }
 
 /* --zero 1: rank r keeps the optimizer state of the parameters in floats
@@ -323,9 +345,9 @@ static void set_frozen(tr_model *m, const char *group, int frozen)
 }
 
 /* --stage-batch: reopens the data with micro-batch B where the stream is. */
-static void change_batch(const options *o, const tr_config *cfg, tr_model *m, tr_data_source *src, tr_mem *mem, int B)
+static int change_batch(const options *o, const tr_config *cfg, tr_model *m, tr_data_source *src, tr_mem *mem, int B,
+                        char *err, size_t err_len)
 {
-    char err[300];
     uint64_t ep = 0, cons = 0;
     if (src->position) src->position(src->ctx, &ep, &cons);
     src->close(src->ctx);
@@ -333,7 +355,9 @@ static void change_batch(const options *o, const tr_config *cfg, tr_model *m, tr
     ob.batch = B;
     open_source(&ob, cfg, src, mem, "--data", o->data, o->points, 0, o->flip);
     if (src->seek && src->seek(src->ctx, ep, cons) < 0) cli_die(CLI_EXIT_FATAL, "cannot continue the data stream");
-    if (tr_model_set_batch(m, B, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--stage-batch: %s", err);
+    char e[300];
+    if (tr_model_set_batch(m, B, e, sizeof e) < 0) return snprintf(err, err_len, "--stage-batch: %s", e), -1;
+    return 0;
 }
 
 /* The line of a failure to start the backend: "[rank R of N: ]--backend NAME: why". */
@@ -445,21 +469,20 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
  * parts of grad_mem (zero_part.glo): the gradients are reduce-scattered,
  * this rank's part alone holds the sums.  L: the step's loss means.  0
  * when the data ended (the step is dropped: every rank ends at the same
- * step), else 1. */
-static int step_gradients(const options *o, tr_backend *be, tr_model *m, tr_data_source *src, int accum,
-                          float lscale, const size_t *parts, tr_loss *L, double *sync_s, int *stop_all)
+ * step), 1 done, -1 failed (its data could not be read, or memory ran
+ * out: err says why; the weights and optimizer state are untouched). */
+static int step_gradients(const options *o, tr_model *m, tr_data_source *src, int accum, float lscale,
+                          const size_t *parts, tr_loss *L, double *sync_s, int *stop_all, char *err, size_t err_len)
 {
-    char err[512];
     int dp = data_parallel(o);
     long n_valid = 0;
     tr_loss acc = {0};
     for (int k = 0; k < accum; k++) {
         tr_batch *b;
-        int rc = src->next(src->ctx, &b, err, sizeof err);
-        if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        if (rc == 0) return 0;
+        int rc = src->next(src->ctx, &b, err, err_len);
+        if (rc <= 0) return rc;
         tr_loss Lk; /* forward + backward (fused per decoder chunk with --checkpoint-decoder) */
-        if (tr_model_step(m, b, k == 0, lscale, accum > 1 || dp, &Lk, err, sizeof err) < 0) die_memory(o, be, err);
+        if (tr_model_step(m, b, k == 0, lscale, accum > 1 || dp, &Lk, err, err_len) < 0) return -1;
         src->release(src->ctx, b);
         if (accum == 1 && !dp) {
             acc = Lk;
@@ -472,9 +495,9 @@ static int step_gradients(const options *o, tr_backend *be, tr_model *m, tr_data
     if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
         double t[7] = {(double)n_valid, acc.loss, acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0};
         double t0 = cli_now();
-        int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, err, sizeof err)
-                       : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, err, sizeof err);
-        if (rc < 0 || tr_dist_sum_d(o->dist, t, 7, err, sizeof err) < 0) die_collective(o, err);
+        int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, err, err_len)
+                       : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, err, err_len);
+        if (rc < 0 || tr_dist_sum_d(o->dist, t, 7, err, err_len) < 0) die_collective(o, err);
         n_valid = (long)t[0], acc.loss = t[1], acc.focal = t[2], acc.dice = t[3], acc.iou_mse = t[4], acc.miou = t[5];
         *stop_all = t[6] > 0;
         *sync_s += cli_now() - t0;
@@ -595,6 +618,10 @@ int run(const options *op, tr_backend *be)
     if (o.resume && o.rank == 0) trim_log(logpath, st.step);
     FILE *log = o.plan || o.rank ? NULL : fopen(logpath, o.resume ? "a" : "w");
     if (!log && !o.plan && o.rank == 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
+    /* a reader of the progress lines that went away (| tee killed by the
+     * same Ctrl-C, | head) fails the write, never kills the run before
+     * its stop checkpoint */
+    signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     struct sigaction hup;
@@ -617,10 +644,11 @@ int run(const options *op, tr_backend *be)
     long since = 0;
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum, log_bad = 0;
     int dp = data_parallel(&o), stop_all = 0; /* data parallel: the stop the ranks agreed on */
+    long saved = st.step;               /* the step of the last checkpoint (die_step) */
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
-            save_checkpoint(&o, &m, &opt, &st, &src);
+            save_checkpoint(&o, &m, &opt, &st, &src, NULL);
             if (o.rank == 0) cli_warn("interrupted: checkpoint of step %ld written", st.step); /* one line per job */
             rc_exit = 130;
             break;
@@ -631,7 +659,8 @@ int run(const options *op, tr_backend *be)
             for (int k = 0; k < o.n_stage; k++)
                 if (st.step >= o.stage_step[k]) want = o.stage_batch[k];
             if (want != cur_batch) {
-                change_batch(&o, &cfg, &m, &src, be->host_mem, want);
+                if (change_batch(&o, &cfg, &m, &src, be->host_mem, want, err, sizeof err) < 0)
+                    die_step(&o, be, &m, &opt, &st, &src, saved, NULL, err);
                 cur_batch = want, cur_accum = o.batch * o.accum / want;
             }
             int unfrozen = 0;
@@ -642,7 +671,12 @@ int run(const options *op, tr_backend *be)
         tr_loss L;
         int part = zero.owned && dp; /* --zero 1: this rank's part of the gradients [g_lo, g_hi) is summed */
         if (part) zero_grad_parts(&m, o.world, &zero);
-        if (!step_gradients(&o, be, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all)) break;
+        uint64_t pos[2] = {0, 0}; /* where the data stands before the step */
+        if (src.position) src.position(src.ctx, &pos[0], &pos[1]);
+        int got = step_gradients(&o, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all, err,
+                                 sizeof err);
+        if (got < 0) die_step(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, err);
+        if (got == 0) break;
         long n_valid = L.n_valid;
         double unscale = cur_accum == 1 && !dp ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
         size_t g_lo = part ? zero.glo[o.rank] : 0, g_hi = part ? zero.glo[o.rank + 1] : m.n_grad_floats;
@@ -705,7 +739,10 @@ int run(const options *op, tr_backend *be)
                         st.step, o.steps, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, ips, dw, mline);
             t_last = now, wait_last = wait, since = 0, sync_s = 0;
         }
-        if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) save_checkpoint(&o, &m, &opt, &st, &src);
+        if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) {
+            save_checkpoint(&o, &m, &opt, &st, &src, NULL);
+            saved = st.step;
+        }
         if (o.empty_cache_every && st.step % o.empty_cache_every == 0) tr_mem_empty_cache(&be->mem);
     }
     if (log && fclose(log) != 0) log_failed(NULL, logpath, st.step, &log_bad);

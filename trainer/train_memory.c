@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend_cuda.h"
 #include "train.h"
 #include "sa1b_manifest.h"
 
@@ -92,6 +93,10 @@ static void suggest_batch(const options *o, uint64_t budget, char *buf, size_t n
  * planner's suggestion for the memory there was; exits 3. */
 void die_memory(const options *o, tr_backend *be, const char *err)
 {
+    /* after a device fault every allocation fails too: that fault is the
+     * reason, never "out of memory" with a smaller --batch to try */
+    char dev[512];
+    if (tr_backend_cuda_error(be, dev, sizeof dev)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", dev);
     if (o->plan || strncmp(err, "out of memory", 13) != 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     /* what there was: the limit, or what is held plus what the system (the device) still has */
     uint64_t avail = 0;

@@ -256,7 +256,7 @@ void parse_options(int argc, char **argv, options *o)
         case O_RANKS: o->plan_ranks = (int)parse_long("--ranks", optarg, 1, 65536); break;
         case O_COLL_TIMEOUT: o->collective_timeout = (double)parse_long("--collective-timeout", optarg, 1, 86400); break;
         case 'q': o->quiet = 1; break;
-        case 'h': usage(); exit(0);
+        case 'h': usage(); cli_stdout_check(); exit(0);
         case 'V': cli_version(); exit(0);
         default: cli_usage_error("unknown option");
         }
@@ -333,6 +333,20 @@ static void check_dump_out(const options *o)
                 o->dump_step);
 }
 
+/* Exit 2 when --out holds a run that this training run would start over:
+ * it neither resumes that folder nor has --overwrite. */
+static void refuse_run_in_out(const options *o)
+{
+    if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
+    if (o->resume && same_dir(o->out, o->resume)) return;
+    char what[300];
+    int held = tr_run_dir_holds_run(o->out, what, sizeof what);
+    if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+    if (held)
+        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
+                "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
+}
+
 /* Before anything is touched: a training run never starts over a run in
  * --out unless it resumes that run or --overwrite says to start afresh. */
 void check_out(const options *o)
@@ -354,12 +368,7 @@ void check_out(const options *o)
     snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
     if (stat(o->out, &st) != 0 && slash && slash != o->out && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
         cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist (--out %s is created in it)", parent, o->out);
-    char what[300];
-    int held = tr_run_dir_holds_run(o->out, what, sizeof what);
-    if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
-    if (held)
-        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
-                "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
+    refuse_run_in_out(o);
 }
 
 /* The process holding the flock(2) lock of the file st names, from
@@ -396,6 +405,10 @@ void lock_out(options *o, int created)
     o->out_locked = 1;
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* held until the process ends (fd left open) */
         o->out_lock_held = 1;
+        /* again under the lock: a run that started in the folder after
+         * check_out looked (two runs into one new folder) and ended before
+         * the lock was taken left a run there, which is never started over */
+        refuse_run_in_out(o);
         return;
     }
     if (errno == EWOULDBLOCK) {
