@@ -99,4 +99,20 @@ g5=$(acts_of "$TMP/cuda512.out") g10=$(acts_of "$TMP/cuda1024.out")
 test -n "$g5" && test -n "$g10" && test $((g10 * 10)) -lt $((g5 * 45)) && test $((c10 * 10)) -gt $((c5 * 80))
 ok $? "--plan --backend cuda: activations x$(awk -v a="${g10:-0}" -v b="${g5:-1}" 'BEGIN {printf "%.1f", a / b}') from S=512 to 1024 (linear in tokens), the CPU's x$(awk -v a="${c10:-0}" -v b="${c5:-1}" 'BEGIN {printf "%.1f", a / b}')"
 run_status 2 "--plan --backend: an unknown one" sa1b-train $base $cfg --plan --backend tpu
+
+# the loader's batches: in the memory the CPU computes in (workers + 2 in
+# flight), in pinned host memory for a GPU, whose device holds the one copy
+# a step reads (before: the GPU's plan counted them all as device memory)
+if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null &&
+    sa1b-synth -n 4 -W 240 -H 160 -m 6 -o "$TMP/t.tar" --quiet &&
+    sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/t.shard" "$TMP/t.tar"; then
+    data_of() { sa1b-train --plan --config small --image-size 64 --batch 4 --masks 16 "$@" 2>&1 | sed -n 's/.* data=\([0-9]*\).*/\1/p'; }
+    one=$(data_of --backend cpu --synthetic-batch 3)
+    is "$(data_of --backend cuda --data "$TMP/t.shard")" "$one" "--plan --backend cuda --data: one batch on the device"
+    cpu=$(data_of --backend cpu --data "$TMP/t.shard")
+    test -n "$one" && test "${cpu:-0}" -gt "$((2 * one))"
+    ok $? "--plan --backend cpu --data: the loader's batches in flight ($cpu bytes, one is $one)"
+else
+    skip 2 "sa1b-synth or sa1b-shard not built"
+fi
 done_testing

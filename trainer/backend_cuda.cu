@@ -1085,6 +1085,9 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         snprintf(err, err_len, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
         return nullptr;
     }
+    /* a launcher that gives each rank a GPU of its own (CUDA_VISIBLE_DEVICES
+     * per rank, Slurm's --gpus-per-task) leaves each one device to see */
+    if (count == 1) device = 0;
     if (device < 0 || device >= count) {
         snprintf(err, err_len, "no CUDA device %d: this machine has %d (one rank per device)", device, count);
         return nullptr;

@@ -204,10 +204,15 @@ static const tr_kern meta_kern = {
 typedef struct meta_backend {
     tr_backend be;
     tr_ops ops;
+    /* for a target that computes on a device: the host memory the
+     * loader's batches live in, counted apart from the device's (be.mem),
+     * which holds the one copy of the batch a step reads (the model's dev) */
+    tr_mem host;
 } meta_backend;
 
 static void meta_destroy(tr_backend *be)
 {
+    if (be->host_mem != &be->mem) tr_mem_destroy(be->host_mem);
     tr_mem_destroy(&be->mem);
     free(be);
 }
@@ -233,6 +238,10 @@ tr_backend *tr_backend_meta_create(const tr_sizes *target)
     be->sizes = target ? target : &tr_cpu_sizes;
     tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
     be->host_mem = &be->mem;
+    if (!be->sizes->widens16) { /* a GPU's: batches in (pinned) host memory, one copy on the device */
+        tr_mem_init_hooks(&mb->host, &tr_mem_counting_hooks, 1);
+        be->host_mem = &mb->host;
+    }
     be->n_threads = 1;
     be->destroy = meta_destroy;
     return be;
