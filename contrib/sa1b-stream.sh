@@ -29,12 +29,12 @@
 # ends early (a cut download) and records each input's size and CRC32C in
 # the shard's provenance.  The script writes the SHA-256 of the bytes it
 # streamed to DIR/NAME.tar.sha256; with --sums, a later download (or one
-# from a mirror) is checked against it.  A download that fails (curl's
-# status), ends early, or has the wrong SHA-256 leaves no shard of its own:
-# the shards it wrote are removed, with one line saying why.  A complete
-# shard that was there before and that sa1b-shard kept (it never replaces
-# one with the shard of a cut input) stays, unmarked: the next run streams
-# it again.
+# from a mirror) is checked against it.  sa1b-shard writes into a folder
+# of its own in DIR (DIR/.sa1b-stream.NAME.XXXXXX), whose shards replace
+# the tar's in DIR only once every check passed.  A download that fails
+# (curl's status), ends early, or has the wrong SHA-256 leaves no shard of
+# its own, with one line saying why; the tar's shards that were there
+# before stay, unmarked: the next run streams it again.
 #
 # DIR/NAME.tar.sha256 is written last, once every check passed: it marks
 # the tar as done (a run killed before it leaves no mark).  A tar is skipped
@@ -53,8 +53,8 @@
 # 2) before anything is streamed: two runs would write one shard.
 #
 # For the test suite: SA1B_STREAM_TEST_KILL=shard makes the script kill
-# itself (SIGTERM) right after sa1b-shard put a tar's shard in place, before
-# the checks and the mark, as a run killed there would stop.
+# itself (SIGTERM) right after a tar's checked shards were put in place,
+# before the mark, as a run killed there would stop.
 #
 # Exit status: 0 every tar sharded cleanly; 1 some samples skipped; 3 a
 # download failed, ended early or had the wrong checksum, or a tar could
@@ -114,7 +114,8 @@ for i in "${!names[@]}"; do
 done
 mkdir -p "$out" || exit 3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sa1b-stream.XXXXXX") || exit 3
-trap 'rm -rf "$tmp"' EXIT
+stage=""   # the folder sa1b-shard writes the current tar's shards into
+trap 'rm -rf "$tmp" ${stage:+"$stage"}' EXIT
 
 # The provenance sa1b-shard writes with these options, from a run over an
 # empty tar (also refuses bad options before anything is streamed; an
@@ -133,22 +134,37 @@ want_prov=$(sa1b-inspect "$probe" | jq -c 'select(.type == "shard") | .provenanc
 [ -n "$want_prov" ] || { echo "$prog: cannot read the provenance of '$probe'" >&2; exit 3; }
 max_images=$(jq -r '.options.max_images' <<<"$want_prov")
 
-# the shards of one stem (one file, or the parts of --max-images)
-shards_of() { compgen -G "$out/$1.shard" || true; compgen -G "$out/$1-[0-9][0-9][0-9][0-9][0-9].shard" || true; }
-# a shard file as "device:inode:mtime:size path", to tell this run's from one there before
-sig_of() { local f; for f in "$@"; do stat -c '%d:%i:%Y:%s %n' -- "$f" 2>/dev/null || true; done; }
-drop() { # stem why...: removes what the failed download left (a shard there before it stays: sa1b-shard
-    local stem=$1 f kept=0; shift  # keeps a complete one over a cut input; no marker: a rerun redoes it)
-    mapfile -t now < <(shards_of "$stem")
-    for f in "${now[@]}"; do
-        if printf '%s\n' "${before[@]}" | grep -Fqx -- "$(sig_of "$f")"; then kept=1; else rm -f -- "$f"; fi
-    done
-    rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp"
-    if [ $kept = 1 ]; then
+# the shards of one stem in a folder (one file, or the parts of --max-images, in order)
+shards_in() { compgen -G "$1/$2.shard" || true; compgen -G "$1/$2-[0-9][0-9][0-9][0-9][0-9].shard" || true; }
+shards_of() { shards_in "$out" "$1"; }
+drop() { # stem why...: removes what the failed download wrote (its stage); a shard there before stays,
+    local stem=$1; shift  # unmarked: a rerun streams the tar again
+    rm -rf -- "$stage"
+    stage=""
+    if [ -n "$(shards_of "$stem")" ]; then
         echo "$prog: '$stem.tar': $*: the shard there before is kept, not marked done" >&2
     else
         echo "$prog: '$stem.tar': $*: no shard kept" >&2
     fi
+}
+# put_in_place stem: the stage's shards replace the stem's in DIR, as
+# sa1b-shard's commit does: the old part 0 (of either form) goes first, then
+# the old parts the new set does not replace, and the new parts are renamed
+# in last first, so that part 0 there means a whole set
+put_in_place() {
+    local stem=$1 f i new old
+    mapfile -t new < <(shards_in "$stage" "$stem")
+    mapfile -t old < <(shards_of "$stem")
+    rm -f -- "$out/$stem.shard" "$out/$stem-00000.shard" || return 1
+    for f in "${old[@]}"; do
+        [ -e "$stage/${f##*/}" ] || rm -f -- "$f" || return 1
+    done
+    for ((i = ${#new[@]} - 1; i >= 0; i--)); do
+        mv -f -- "${new[$i]}" "$out/" || return 1
+    done
+    sync -- "$out" 2>/dev/null
+    rm -rf -- "$stage"
+    stage=""
 }
 
 # done_already NAME STEM WANT: 0 when the tar is done (see the header), else 1
@@ -210,21 +226,21 @@ for name in "${names[@]}"; do
     # the mark goes first: from here until it is written again, a kill
     # leaves the tar looking unfinished
     rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp" || { worse 3; continue; }
-    mapfile -t had < <(shards_of "$stem")
-    mapfile -t before < <(sig_of "${had[@]}")
+    # stages of this tar that a killed run left
+    for f in "$out/.sa1b-stream.$stem."??????; do [ -d "$f" ] && rm -rf -- "$f"; done
+    stage=$(mktemp -d "$out/.sa1b-stream.$stem.XXXXXX") || { worse 3; continue; }
     rm -f "$tmp/fifo" "$tmp/sum"
     mkfifo "$tmp/fifo" || exit 3
     sha256sum <"$tmp/fifo" >"$tmp/sum" &
     sumpid=$!
     curl --fail --silent --show-error --location --retry "$retries" "$(url_of "$name")" |
         tee "$tmp/fifo" |
-        sa1b-shard -q --json-summary ${threads:+-j "$threads"} --name "$stem" "$@" -o "$out/" - >"$tmp/summary"
+        sa1b-shard -q --json-summary ${threads:+-j "$threads"} --name "$stem" "$@" -o "$stage/" - >"$tmp/summary"
     rcs=("${PIPESTATUS[@]}")
     cut=$(jq -r '.inputs_cut_short' "$tmp/summary" 2>/dev/null) || cut=""
-    [ "${SA1B_STREAM_TEST_KILL:-}" = shard ] && kill -TERM $$
     wait "$sumpid"
     got=$(cut -d' ' -f1 "$tmp/sum" 2>/dev/null)
-    mapfile -t new < <(shards_of "$stem")
+    mapfile -t new < <(shards_in "$stage" "$stem")
     if [ "${rcs[0]}" -ne 0 ] && [ "${rcs[0]}" -ne 23 ]; then   # 23: sa1b-shard stopped reading
         drop "$stem" "download failed (curl exit ${rcs[0]})"; worse 3
     elif [ "${rcs[2]}" -ge 2 ]; then
@@ -237,13 +253,20 @@ for name in "${names[@]}"; do
         drop "$stem" "tee exit ${rcs[1]}"; worse 3
     elif [ "$cut" != 0 ] || [ ${#new[@]} -eq 0 ] || ! sa1b-verify -q "${new[@]}" >/dev/null 2>&1; then
         drop "$stem" "the download ended early"; worse 3
-    elif ! printf '%s  %s\n' "$got" "$name" >"$out/$stem.tar.sha256.tmp" ||
-        ! mv -f "$out/$stem.tar.sha256.tmp" "$out/$stem.tar.sha256"; then
-        rm -f "$out/$stem.tar.sha256.tmp"
-        echo "$prog: '$name': cannot write '$out/$stem.tar.sha256': its shard is kept but not marked done" >&2
+    elif ! put_in_place "$stem"; then
+        echo "$prog: '$name': cannot put its shards in place in '$out' (the shards of '$stage' are kept)" >&2
+        stage=""
         worse 3
     else
-        worse "${rcs[2]}"
+        [ "${SA1B_STREAM_TEST_KILL:-}" = shard ] && kill -TERM $$
+        if ! printf '%s  %s\n' "$got" "$name" >"$out/$stem.tar.sha256.tmp" ||
+            ! mv -f "$out/$stem.tar.sha256.tmp" "$out/$stem.tar.sha256"; then
+            rm -f "$out/$stem.tar.sha256.tmp"
+            echo "$prog: '$name': cannot write '$out/$stem.tar.sha256': its shard is kept but not marked done" >&2
+            worse 3
+        else
+            worse "${rcs[2]}"
+        fi
     fi
 done
 exit "$status"

@@ -6,10 +6,14 @@
 # and by every task of sa1b-slurm.sbatch (and its --check); a link file with
 # one name twice or a NAME given twice by sa1b-stream.sh.  A stream rerun
 # with other sa1b-shard options shards the tar again (the same options
-# skip it); a run killed after sa1b-shard put the shard in place but before
-# the checksum mark (SA1B_STREAM_TEST_KILL=shard) is streamed again on
-# rerun, and with --sums a wrong checksum then leaves nothing; a mark that
-# disagrees with --sums is not taken for done.
+# skip it); a run killed after the shard was put in place but before the
+# checksum mark (SA1B_STREAM_TEST_KILL=shard) is streamed again on rerun; a
+# wrong checksum with --sums is found before anything is put in place; a
+# mark that disagrees with --sums is not taken for done, and the shard
+# there is kept, unmarked, when the new download has the wrong checksum
+# too (sa1b-shard writes into a folder of its own, whose shards go in place
+# only once every check passed; before, the shard there was replaced, then
+# the new one removed: nothing was left).
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 C="$SRC/contrib"
@@ -107,32 +111,36 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     cmp -s "$TMP/want.sha256" "$TMP/sk/sa_000002.tar.sha256" && cmp -s "$TMP/seq48/sa_000002.shard" "$TMP/sk/sa_000002.shard"
     ok $? "now with its mark, and the shard of a clean run"
 
-    # with --sums: a killed run never checked the SHA-256; the rerun does
+    # with --sums: the SHA-256 is checked before anything is put in place
     sed 's/^0/1/; t; s/^./0/' "$TMP/want.sha256" >"$TMP/bad.sums"   # one hex digit changed
     SA1B_STREAM_TEST_KILL=shard "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/sb" "$TMP/links.txt" sa_000002 \
         -- --image-size 48 >/dev/null 2>&1
-    test -e "$TMP/sb/sa_000002.shard"
-    ok $? "--sums, a wrong checksum, killed before the check: the shard is there"
+    is "$?" "3" "--sums, a wrong checksum: exit 3 before the point of the kill"
+    test -z "$(find "$TMP/sb" -name 'sa_000002*')" && test -z "$(ls -A "$TMP/sb" | grep sa1b-stream)"
+    ok $? "nothing of it is in place, nor its folder left"
+    # a folder that a killed run left is removed by the next run of its tar
+    mkdir "$TMP/sb/.sa1b-stream.sa_000002.Ab12Cd" && : >"$TMP/sb/.sa1b-stream.sa_000002.Ab12Cd/sa_000002.shard"
     run_status 3 "the same command again: exit 3" \
         "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/sb" "$TMP/links.txt" sa_000002 -- --image-size 48
     grep_ok "^sa1b-stream.sh: 'sa_000002.tar': SHA-256 [0-9a-f]{64}, but '$TMP/bad.sums' says [0-9a-f]{64}: no shard kept$" \
-        "$TMP/.err" "the checksum is checked this time"
-    test -z "$(find "$TMP/sb" -name 'sa_000002*')"
-    ok $? "and nothing of it is kept"
+        "$TMP/.err" "one line says why"
+    is "$(ls -A "$TMP/sb")" "" "and a killed run's folder of that tar is gone"
 
     # a done tar whose mark disagrees with --sums is not done
     run_status 3 "--sums disagreeing with the mark of a done tar: exit 3" \
         "$C/sa1b-stream.sh" --sums "$TMP/bad.sums" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
     grep_ok "^sa1b-stream.sh: 'sa_000002.tar': '$TMP/sk/sa_000002.tar.sha256' says SHA-256 [0-9a-f]{64}, but '$TMP/bad.sums' says [0-9a-f]{64}: streaming it again$" \
         "$TMP/.err" "it is streamed again, saying why"
-    test -z "$(find "$TMP/sk" -name 'sa_000002*')"
-    ok $? "and, its checksum wrong, nothing of it is kept"
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': SHA-256 [0-9a-f]{64}, but '$TMP/bad.sums' says [0-9a-f]{64}: the shard there before is kept, not marked done$" \
+        "$TMP/.err" "the new download's checksum is wrong too: one line says so"
+    cmp -s "$TMP/seq48/sa_000002.shard" "$TMP/sk/sa_000002.shard" && test ! -e "$TMP/sk/sa_000002.tar.sha256"
+    ok $? "the shard there before is kept, unmarked"
     run_ok "--sums with the right checksum: exit 0" \
         "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
     run_ok "and a rerun" \
         "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
     grep_ok "^sa1b-stream.sh: 'sa_000002.tar': complete shard exists, skipped$" "$TMP/.err" "skips it"
 else
-    skip 31 "curl or jq missing"
+    skip 33 "curl or jq missing"
 fi
 done_testing
