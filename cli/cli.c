@@ -289,6 +289,11 @@ void cli_out_open(cli_out *o, const char *path)
     mode_t mask = umask(0);
     umask(mask);
     mode_t mode = exists && S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0666 & ~mask;
+    /* and its owner and group where we may give them (root; a group of
+     * ours): a file of a shared group stays the group's */
+    if (exists && S_ISREG(st.st_mode) && fchown(fd, st.st_uid, st.st_gid) != 0 && fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+        /* left ours */
+    }
     if (fchmod(fd, mode) != 0 || !(o->f = fdopen(fd, "wb"))) {
         int e = errno;
         close(fd);

@@ -82,8 +82,9 @@ void cli_stdout_check(void);
  *    place, through a duplicate of that descriptor;
  *  - otherwise a temporary "PATH.tmp-XXXXXX" in the same directory
  *    (registered with cli_temp_set), synced, given the permissions of the
- *    regular file PATH it replaces (else 0666 less the umask) and renamed
- *    over PATH by cli_out_commit. */
+ *    regular file PATH it replaces (else 0666 less the umask), and its
+ *    owner and group where the process may, and renamed over PATH by
+ *    cli_out_commit. */
 typedef struct cli_out {
     FILE *f;          /* where to write */
     const char *path; /* as named; NULL for standard output */

@@ -63,6 +63,13 @@ if [ -e /proc/self/fd/1 ]; then
 else
     skip 3 "no /proc/self/fd"
 fi
+if [ "$(id -u)" = 0 ] && getent passwd nobody >/dev/null && getent group nogroup >/dev/null; then
+    sa1b-inspect --manifest -o owned.json good.shard && chown nobody:nogroup owned.json && chmod 640 owned.json || exit 99
+    run_ok "-o replacing a file of another owner (as root)" sa1b-inspect --manifest -o owned.json good.shard
+    is "$(stat -c %U:%G:%a owned.json)" "nobody:nogroup:640" "keeps its owner, group and mode"
+else
+    skip 2 "needs root, user nobody and group nogroup"
+fi
 # shards, as inputs named "-" too, are never replaced
 cp good.shard std.shard
 run_status 2 "-o naming the file standard input is redirected from: refused" sa1b-inspect -o std.shard - <std.shard

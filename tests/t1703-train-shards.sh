@@ -37,6 +37,18 @@ if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import PIL' 2>/dev/null; then
     # 240x160 images at S=64: content 64x43, enlarged 8 times to reach 512 pixels
     is "$size" "1024x344" "overlay: ground truth and prediction side by side, cropped to the image, enlarged"
 fi
+is "$(stat -c %a "$TMP/ev/export/00000-"*.png)" "$(printf '%o' $((0666 & ~$(umask))))" "with the mode of a new file"
+# a second export into the same folder: refused, or with --overwrite the first's overlays go (never two mixed)
+run_status 2 "--export again into that --out: refused" sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 \
+    --masks 4 --val "$TMP/val.shard" --export 2 --out "$TMP/ev" -q
+grep_ok "^sa1b-train: '$TMP/ev/export' holds 3 overlays of an earlier --export: give another --out, or --overwrite to replace them$" \
+    "$TMP/.err" "one line says why"
+is "$(ls "$TMP/ev/export" | grep -c 'png$')" "3" "and the overlays are left as they were"
+echo mine >"$TMP/ev/export/notes.txt"
+run_ok "with --overwrite" sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 --masks 4 \
+    --val "$TMP/val.shard" --export 2 --out "$TMP/ev" -q --overwrite
+is "$(ls "$TMP/ev/export" | grep -c '^0000[0-1]-iou[0-9][0-9][0-9]\.png$'):$(ls "$TMP/ev/export" | wc -l)" "2:3" \
+    "the second export's two overlays replace the first's three; other files stay"
 run_status 2 "--export without --eval-only" sa1b-train --export 2 --out "$TMP/x" --synthetic-batch 1
 run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 --steps 1 \
     --data "$TMP/train.shard" --out "$TMP/c" -q

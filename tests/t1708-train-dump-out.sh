@@ -31,6 +31,13 @@ chmod 600 "$TMP/dump"
 run_ok "--overwrite replaces an earlier dump" sa1b-train $synth --dump-step "$TMP/dump" --overwrite
 is "$(ls "$TMP" | grep -c tmp)" "0" "no temporary left"
 is "$(stat -c %a "$TMP/dump")" "600" "the dump it replaced was private: so is the new one"
+if [ "$(id -u)" = 0 ] && getent passwd nobody >/dev/null && getent group nogroup >/dev/null; then
+    chown nobody:nogroup "$TMP/dump"
+    run_ok "--overwrite of a dump of another owner (as root)" sa1b-train $synth --dump-step "$TMP/dump" --overwrite
+    is "$(stat -c %U:%G "$TMP/dump")" "nobody:nogroup" "keeps its owner and group"
+else
+    skip 2 "needs root, user nobody and group nogroup"
+fi
 
 # a dump where the run's checkpoint was (what the unchecked overwrite did): refused by every loader
 cp "$TMP/dump" "$TMP/r/model-4.safetensors"

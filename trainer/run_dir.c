@@ -4,6 +4,7 @@
  */
 #include "run_dir.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -145,6 +146,34 @@ static int is_same(const char *dir, const char *name, void *ctx)
         return -1; /* found: stop */
     }
     return 0;
+}
+
+/* "NNNNN-iouXXX.png": five digits or more, three digits (export_png) */
+static int overlay_name(const char *n)
+{
+    size_t d = 0;
+    while (isdigit((unsigned char)n[d])) d++;
+    return d >= 5 && strncmp(n + d, "-iou", 4) == 0 && isdigit((unsigned char)n[d + 4]) &&
+           isdigit((unsigned char)n[d + 5]) && isdigit((unsigned char)n[d + 6]) && strcmp(n + d + 7, ".png") == 0;
+}
+
+long tr_run_dir_overlays(const char *dir, int remove)
+{
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : -1;
+    long n = 0;
+    char path[4400];
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!overlay_name(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (remove && unlink(path) != 0 && errno != ENOENT) {
+            closedir(d);
+            return -1;
+        }
+        n++;
+    }
+    closedir(d);
+    return n;
 }
 
 int tr_run_dir_has_file(const char *dir, const char *path, char *name, size_t name_len)

@@ -142,7 +142,13 @@ static int write_latest(const char *dir, long step)
         return -1;
     }
     if (fclose(f) != 0) return -1;
-    return rename(tmp, path);
+    if (rename(tmp, path) != 0) return -1;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the rename lasts through a crash */
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    return 0;
 }
 
 long read_latest(const char *dir)
@@ -186,6 +192,7 @@ static void trim_log(const char *path, long step)
     fclose(in);
     errno = 0;
     if (fflush(out) != 0 && !bad) bad = errno ? errno : EIO;
+    if (!bad && fsync(fileno(out)) != 0) bad = errno; /* never an empty log after a crash */
     if (fclose(out) != 0 && !bad) bad = errno ? errno : EIO;
     if (!bad && rename(tmp, path) != 0) bad = errno;
     if (bad) {

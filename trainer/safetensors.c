@@ -153,6 +153,20 @@ static int write_all(int fd, const void *p, size_t n)
  * user's PATH.tmp), *tmp its malloc'd name, with the permissions of the
  * regular file PATH it will replace, renamed into place after.  -1 with
  * err. */
+/* fsync of the folder path is in, after a rename into it (best effort: a
+ * file system that cannot sync a folder has nothing to lose there). */
+static void sync_folder_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1, slash ? path : ".");
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 static int open_output(const char *path, char **tmp, char *err, size_t err_len)
 {
     struct stat st;
@@ -172,7 +186,12 @@ static int open_output(const char *path, char **tmp, char *err, size_t err_len)
         fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         if (fd < 0 && errno != EEXIST) break;
     }
-    /* a file replaced keeps its permissions (a private one stays private) */
+    /* a file replaced keeps its owner and group where we may give them
+     * (root; a group of ours), and its permissions (a private one stays
+     * private) */
+    if (fd >= 0 && exists && fchown(fd, st.st_uid, st.st_gid) != 0 && fchown(fd, (uid_t)-1, st.st_gid) != 0) {
+        /* left ours */
+    }
     if (fd >= 0 && exists && fchmod(fd, st.st_mode & 0777) != 0) {
         int e = errno;
         close(fd);
@@ -228,6 +247,7 @@ int tr_st_writer_write(tr_st_writer *w, const char *path, char *err, size_t err_
     int e = errno;
     if (close(fd) != 0 && !rc) rc = -1, e = errno;
     if (!rc && tmp && rename(tmp, path) != 0) rc = -1, e = errno;
+    if (!rc && tmp) sync_folder_of(path); /* the rename lasts through a crash */
     if (rc) {
         snprintf(err, err_len, "cannot write '%s': %s", path, strerror(e));
         if (tmp) unlink(tmp);

@@ -66,9 +66,18 @@ static void export_png(const char *dir, long idx, const tr_batch *b, int img, in
     }
     char path[4200], tmp[4300], err[256];
     snprintf(path, sizeof path, "%s/%05ld-iou%03d.png", dir, idx, (int)lround(iou * 100));
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
+    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path); /* of this process alone */
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int e = errno;
+        if (fd >= 0) close(fd), unlink(tmp);
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(e));
+    }
+    mode_t mask = umask(0); /* mkstemp makes 0600: an overlay is for sharing, as fopen's */
+    umask(mask);
+    if (fchmod(fd, 0666 & ~mask) != 0) { /* (left private) */
+    }
     cli_temp_set(tmp); /* removed if a signal ends the evaluation */
     int rc = pngio_write(f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err);
     if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) {
@@ -87,6 +96,8 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
         snprintf(exdir, sizeof exdir, "%s/export", o->out);
         if ((mkdir(o->out, 0777) != 0 && errno != EEXIST) || (mkdir(exdir, 0777) != 0 && errno != EEXIST))
             cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", exdir, strerror(errno));
+        if (o->overwrite && tr_run_dir_overlays(exdir, 1) < 0) /* (an earlier export's: check_out) */
+            cli_die(CLI_EXIT_FATAL, "--overwrite: cannot remove the overlays in '%s': %s", exdir, strerror(errno));
     }
     char err[512];
     int hist[10] = {0};

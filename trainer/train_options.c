@@ -48,7 +48,8 @@ static void usage(void)
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
            "  --overwrite            start afresh in an --out DIR that holds a run (removes its files);\n"
-           "                         with --dump-step: replace an earlier dump FILE\n"
+           "                         with --dump-step: replace an earlier dump FILE; with --export:\n"
+           "                         replace an earlier export's overlays\n"
            "  --collective-timeout S under mpirun: end the job when a rank does not join a sum within S\n"
            "                         seconds (a rank died or hangs; default 300)\n"
            "  --zero N               under mpirun: 1 splits the optimizer state over the ranks, the\n"
@@ -352,8 +353,17 @@ static void refuse_run_in_out(const options *o)
 void check_out(const options *o)
 {
     if (o->overwrite && o->resume) cli_usage_error("--overwrite starts a run afresh: not with --resume");
-    if (o->overwrite && (o->plan || o->eval_only))
-        cli_usage_error("--overwrite applies to a training run or --dump-step: not with --plan or --eval-only");
+    if (o->overwrite && (o->plan || (o->eval_only && !o->export_n)))
+        cli_usage_error("--overwrite applies to a training run, --dump-step or --export: not with --plan or --eval-only "
+                        "alone");
+    if (o->eval_only && o->export_n && !o->overwrite) { /* never two exports' overlays mixed in one folder */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/export", o->out);
+        long n = tr_run_dir_overlays(dir, 0);
+        if (n > 0)
+            cli_die(CLI_EXIT_USAGE, "'%s' holds %ld overlays of an earlier --export: give another --out, or "
+                    "--overwrite to replace them", dir, n);
+    }
     if (o->dump_step && !o->plan && !o->eval_only) check_dump_out(o);
     if (o->plan || o->dump_step || o->eval_only || !o->out) return;
     char name[256];
