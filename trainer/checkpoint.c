@@ -309,7 +309,10 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
     }
     tr_model_get_logits(m, logits);
     tr_model_get_iou(m, hiou);
-    be->ops->image_normalize(be, tr_f32(dimg), b->image, b->content, B, S);
+    /* from the batch in backend memory: the step's upload of b (m->dev) off
+     * the host, never a host pointer handed to an op */
+    const tr_batch *db = m->dev ? m->dev : b;
+    be->ops->image_normalize(be, tr_f32(dimg), db->image, db->content, B, S);
     float sc[4] = {(float)loss->loss, (float)loss->focal, (float)loss->dice, (float)loss->iou_mse};
     tr_st_writer_meta(w, "format", TR_CKPT_FORMAT_DUMP);
     add_meta_config(w, c);
