@@ -52,7 +52,9 @@ fi
 # is refused (before: B started afresh over A's run, its log and checkpoints)
 if command -v strace >/dev/null && command -v pgrep >/dev/null && [ "$(uname -m)" = x86_64 ] &&
     strace -f -qq -o /dev/null -e trace=mkdir true 2>/dev/null; then
-    strace -f -qq -o /dev/null -e trace=mkdir -e inject=mkdir:delay_enter=100000000 \
+    # (LeakSanitizer cannot run under ptrace: off for B in the sanitizer build)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        strace -f -qq -o /dev/null -e trace=mkdir -e inject=mkdir:delay_enter=100000000 \
         sa1b-train $common --steps 2 --ckpt-every 1 --seed 5 --out "$TMP/r" 2>"$TMP/b.err" & s=$!
     i=0 at=""
     while [ $i -lt 1200 ] && [ -z "$at" ]; do # B stopped in mkdir(2) (83 on x86_64)

@@ -1086,8 +1086,10 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         return nullptr;
     }
     /* a launcher that gives each rank a GPU of its own (CUDA_VISIBLE_DEVICES
-     * per rank, Slurm's --gpus-per-task) leaves each one device to see */
-    if (count == 1) device = 0;
+     * per rank, as Slurm's gpus-per-task binding sets it) leaves each one
+     * device to see; without that variable, two ranks on a machine of one
+     * GPU stay refused in one line (below), not by NCCL */
+    if (count == 1 && getenv("CUDA_VISIBLE_DEVICES")) device = 0;
     if (device < 0 || device >= count) {
         snprintf(err, err_len, "no CUDA device %d: this machine has %d (one rank per device)", device, count);
         return nullptr;

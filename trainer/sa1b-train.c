@@ -279,19 +279,23 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
  * micro-batch could not change): the steps done since the last checkpoint
  * are saved first, at pos (where the data stood when the failed step
  * began), as their weights and optimizer state are whole (no update had
- * begun); not after a device failure (save_checkpoint's check_device ends
- * the run with its line), nor where the ranks write parts of the checkpoint together
- * (--zero 1: the others wait in a collective).  Then the line, exit 3.
- * saved: the step of the last checkpoint (of the one resumed from). */
+ * begun).  Not after a device failure (its line alone), nor on a rank
+ * other than 0 (rank 0 writes checkpoints; it waits in a collective and
+ * ends through its timeout) or where the ranks write parts of the
+ * checkpoint together (--zero 1).  The reason's line comes first (a save
+ * that fails then ends the run with its own), then the checkpoint's, exit
+ * 3.  saved: the step of the last checkpoint (of the one resumed from). */
 _Noreturn static void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
                                tr_data_source *src, long saved, const uint64_t *pos, const char *err)
 {
-    if (!o->plan && st->step > saved && o->rank == 0 && !(o->zero && o->world > 1)) {
-        save_checkpoint(o, m, opt, st, src, pos);
-        cli_warn("step %ld failed: checkpoint of step %ld written (--resume %s goes on from it)", st->step + 1,
-                 st->step, o->out);
-    }
-    die_memory(o, be, err); /* (out of memory: with the planner's suggestion) */
+    check_device(be);
+    if (o->plan || st->step <= saved || o->rank != 0 || (o->zero && o->world > 1)) die_memory(o, be, err);
+    char line[1200];
+    failure_line(o, be, err, line, sizeof line);
+    cli_warn("%s", line);
+    save_checkpoint(o, m, opt, st, src, pos);
+    cli_die(CLI_EXIT_FATAL, "step %ld failed: checkpoint of step %ld written (--resume %s goes on from it)",
+            st->step + 1, st->step, o->out);
 }
 
 /* --zero 1: rank r keeps the optimizer state of the parameters in floats

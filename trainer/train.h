@@ -103,6 +103,11 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole);
 /* train_memory.c */
 int plan_main(const options *o);
 int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len);
+/* The line of a failure of the model's set-up or of a step: a device
+ * fault as such; out of memory with the planner's suggestion for the
+ * memory there was. */
+void failure_line(const options *o, tr_backend *be, const char *err, char *line, size_t n);
+/* That line, exit 3. */
 _Noreturn void die_memory(const options *o, tr_backend *be, const char *err);
 void check_thread_room(const options *o);
 void check_address_space(const options *o, tr_backend *be);

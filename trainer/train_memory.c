@@ -89,15 +89,19 @@ static void suggest_batch(const options *o, uint64_t budget, char *buf, size_t n
         snprintf(buf, n, "the planner failed: %s", err);
 }
 
-/* A failure of the model's set-up or of a step: out of memory gets the
- * planner's suggestion for the memory there was; exits 3. */
-void die_memory(const options *o, tr_backend *be, const char *err)
+void failure_line(const options *o, tr_backend *be, const char *err, char *line, size_t n)
 {
     /* after a device fault every allocation fails too: that fault is the
      * reason, never "out of memory" with a smaller --batch to try */
     char dev[512];
-    if (tr_backend_cuda_error(be, dev, sizeof dev)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", dev);
-    if (o->plan || strncmp(err, "out of memory", 13) != 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    if (tr_backend_cuda_error(be, dev, sizeof dev)) {
+        snprintf(line, n, "--backend cuda: %s", dev);
+        return;
+    }
+    if (o->plan || strncmp(err, "out of memory", 13) != 0) {
+        snprintf(line, n, "%s", err);
+        return;
+    }
     /* what there was: the limit, or what is held plus what the system (the device) still has */
     uint64_t avail = 0;
     const char *what;
@@ -106,7 +110,14 @@ void die_memory(const options *o, tr_backend *be, const char *err)
     uint64_t budget = o->memory_limit ? o->memory_limit : be->mem.reserved + avail;
     char sug[400];
     suggest_batch(o, budget, sug, sizeof sug);
-    cli_die(CLI_EXIT_FATAL, "%s%s; %s", err, o->memory_limit ? " under --memory-limit" : "", sug);
+    snprintf(line, n, "%s%s; %s", err, o->memory_limit ? " under --memory-limit" : "", sug);
+}
+
+void die_memory(const options *o, tr_backend *be, const char *err)
+{
+    char line[1200];
+    failure_line(o, be, err, line, sizeof line);
+    cli_die(CLI_EXIT_FATAL, "%s", line);
 }
 
 /* Before creating the backend: room in a limited address space for its

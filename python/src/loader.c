@@ -29,6 +29,7 @@ typedef struct {
     Py_ssize_t held;    /* Batch objects alive */
     int busy;           /* a thread is inside next() */
     int done;           /* SA1B_EOF seen */
+    int closing;        /* __exit__ ran while next() ran or batches lived: closed once neither is so */
 } Sa1bLoader;
 
 typedef struct {
@@ -39,13 +40,25 @@ typedef struct {
 
 /* ---- Batch ------------------------------------------------------------------------ */
 
+static void loader_free_c(Sa1bLoader *ld)
+{
+    sa1b_loader *L = ld->L;
+    ld->L = NULL;
+    if (!L) return;
+    Py_BEGIN_ALLOW_THREADS
+    sa1b_loader_close(L); /* joins the workers */
+    Py_END_ALLOW_THREADS
+}
+
 static void batch_dealloc(PyObject *self)
 {
     Sa1bBatch *b = (Sa1bBatch *)self;
     if (b->loader) {
-        if (b->loader->L) sa1b_loader_release(b->loader->L, b->batch);
-        b->loader->held--;
-        Py_DECREF(b->loader);
+        Sa1bLoader *ld = b->loader;
+        if (ld->L) sa1b_loader_release(ld->L, b->batch);
+        ld->held--;
+        if (ld->closing && ld->held == 0 && !ld->busy) loader_free_c(ld); /* the with block's close */
+        Py_DECREF(ld);
     }
     Py_TYPE(self)->tp_free(self);
 }
@@ -62,15 +75,6 @@ PyTypeObject Sa1bBatchOwner_Type = {
 
 /* ---- Loader ------------------------------------------------------------------------ */
 
-static void loader_free_c(Sa1bLoader *ld)
-{
-    sa1b_loader *L = ld->L;
-    ld->L = NULL;
-    if (!L) return;
-    Py_BEGIN_ALLOW_THREADS
-    sa1b_loader_close(L); /* joins the workers */
-    Py_END_ALLOW_THREADS
-}
 
 /* paths: a str / os.PathLike (one shard) or a sequence of them, into
  * fs-encoded bytes objects (*list, a new list). */
@@ -228,6 +232,7 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     ld->L = L;
     ld->done = 0;
+    ld->closing = 0;
     return 0;
 }
 
@@ -240,7 +245,7 @@ static void loader_dealloc(PyObject *self)
 
 static int ready(Sa1bLoader *ld)
 {
-    if (!ld->L) {
+    if (!ld->L || ld->closing) {
         PyErr_SetString(PyExc_ValueError, "Loader: closed");
         return -1;
     }
@@ -331,6 +336,12 @@ static PyObject *loader_next(PyObject *self)
     rc = sa1b_loader_next(L, &batch, &err);
     Py_END_ALLOW_THREADS
     ld->busy = 0;
+    if (ld->closing) { /* __exit__ ran meanwhile (another thread): no batch, the loader closes */
+        if (rc == SA1B_OK) sa1b_loader_release(L, batch);
+        if (ld->held == 0) loader_free_c(ld);
+        PyErr_SetString(PyExc_ValueError, "Loader: closed");
+        return NULL;
+    }
     if (rc == SA1B_EOF) {
         ld->done = 1;
         return NULL;
@@ -416,7 +427,11 @@ static PyObject *loader_enter(PyObject *self, PyObject *noargs)
 static PyObject *loader_exit(PyObject *self, PyObject *args)
 {
     Sa1bLoader *ld = (Sa1bLoader *)self;
-    if (ld->held == 0) loader_free_c(ld); /* else the last batch's death frees it */
+    /* closed now, or once next() in another thread returns and the last
+     * batch alive dies (close() refuses both); meanwhile it is closed to
+     * every call */
+    ld->closing = 1;
+    if (!ld->busy && ld->held == 0) loader_free_c(ld);
     Py_RETURN_FALSE;
 }
 

@@ -155,6 +155,40 @@ def check_lifetime():
     tap.eq(L.held, 0, "all batches back")
     tap.ok(L.close() is None, "close")
     tap.raises(ValueError, lambda: next(L), "next after close", match="closed")
+    # the end of a with block while a batch lives: closed to every call at
+    # once, freed when the batch dies (before: next() went on after the block
+    # and the loader's threads lived until the object was collected)
+    with sa1b.Loader(PATHS, batch=2, threads=1, epochs=None) as L:
+        b = next(L)
+    tap.raises(ValueError, lambda: next(L), "next() after the with block, a batch alive", match="closed")
+    tap.ok(int(b["image_id"][0]) != -1, "the live batch's arrays are still readable")
+    del b
+    gc.collect()
+    tap.eq(L.held, 0, "the batch went back")
+    tap.raises(ValueError, lambda: next(L), "and the loader stays closed", match="closed")
+    # the end of a with block while another thread is inside next(): that
+    # next() ends with "closed", the loader is freed once it returns (before:
+    # freed under the running next(): a hang or a use after free)
+    import threading
+    import time
+    L = sa1b.Loader(PATHS * 4, batch=2, threads=1, depth=2, epochs=None)
+    ended, got = [], []
+
+    def consume():
+        try:
+            while True:
+                next(L)
+                got.append(1)
+        except Exception as e:  # noqa: BLE001
+            ended.append(e)
+    t = threading.Thread(target=consume, daemon=True)
+    t.start()
+    while len(got) < 3 and not ended:
+        time.sleep(0.01)
+    L.__exit__(None, None, None)
+    t.join(60)
+    tap.ok(not t.is_alive() and len(ended) == 1 and isinstance(ended[0], ValueError) and "closed" in str(ended[0]),
+           "__exit__ while another thread runs next(): it ends with ValueError 'closed'", diag=repr(ended))
 
 
 def check_errors():
