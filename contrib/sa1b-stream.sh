@@ -57,9 +57,11 @@
 # before the mark, as a run killed there would stop.
 #
 # Exit status: 0 every tar sharded cleanly; 1 some samples skipped; 3 a
-# download failed, ended early or had the wrong checksum, or a tar could
-# not be sharded; 2 usage error (sa1b-shard's options included), a NAME not
-# in LINKS, or two of one NAME.
+# download failed, ended early or had the wrong checksum, a tar could not
+# be sharded, or another run was streaming it into DIR; 2 usage error
+# (sa1b-shard's options included), a NAME not in LINKS, two of one NAME,
+# or a file in DIR of a name its shards take that is another tar's shard
+# or no shard (without --force after --), left as it was.
 set -u -o pipefail
 prog=${0##*/}
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" | sed '/^set -u -o pipefail$/d'; }
@@ -86,7 +88,7 @@ while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("${1%.tar}.tar"); shift; done
 [ -n "$out" ] || die "missing -o DIR"
 case $threads in *[!0-9]*) die "-t wants a number, not '$threads'" ;; esac
 case $retries in ''|*[!0-9]*) die "--retries wants a number, not '$retries'" ;; esac
-for tool in curl sha256sum sa1b-shard sa1b-verify sa1b-inspect jq; do
+for tool in curl sha256sum sa1b-shard sa1b-verify sa1b-inspect jq flock; do
     command -v "$tool" >/dev/null || { echo "$prog: $tool not found" >&2; exit 3; }
 done
 [ -r "$links" ] || { echo "$prog: cannot read '$links'" >&2; exit 3; }
@@ -147,18 +149,44 @@ drop() { # stem why...: removes what the failed download wrote (its stage); a sh
         echo "$prog: '$stem.tar': $*: no shard kept" >&2
     fi
 }
-# put_in_place stem: the stage's shards replace the stem's in DIR, as
-# sa1b-shard's commit does: the old part 0 (of either form) goes first, then
-# the old parts the new set does not replace, and the new parts are renamed
-# in last first, so that part 0 there means a whole set
+# owner FILE: "INPUT" when FILE is a shard of sa1b-shard made from the tar
+# of that name, else nothing
+owner() { sa1b-inspect -- "$1" 2>/dev/null | jq -r 'select(.type == "shard") | .provenance |
+    select(.tool == "sa1b-shard") | .input // empty' 2>/dev/null | head -n 1; }
+force=0   # sa1b-shard's --force among the options: a file that is no shard may be replaced
+for a in "$@"; do [ "$a" = --force ] && force=1; done
+# put_in_place stem: the stage's shards replace the tar's in DIR as
+# sa1b-shard's commit would: a name of the new set that holds a file of
+# something else (another tar's shard; a file that is no shard, unless
+# --force) stops it before anything changes (exit 2); then the tar's old
+# part 0 goes first, then its old parts the new set does not replace
+# (another tar's files of such names stay), and the new parts are renamed
+# in last first, so that part 0 there means a whole set.  0, 1 (a file
+# could not be moved: the stage is kept), 2 (refused).
 put_in_place() {
-    local stem=$1 f i new old
+    local stem=$1 f b who i new old gone=()
     mapfile -t new < <(shards_in "$stage" "$stem")
+    [ ${#new[@]} -gt 0 ] || { echo "$prog: '$stem.tar': its shards are gone from '$stage'" >&2; return 1; }
     mapfile -t old < <(shards_of "$stem")
-    rm -f -- "$out/$stem.shard" "$out/$stem-00000.shard" || return 1
     for f in "${old[@]}"; do
-        [ -e "$stage/${f##*/}" ] || rm -f -- "$f" || return 1
+        b=${f##*/} who=$(owner "$f")
+        if [ "$who" = "$stem" ]; then
+            gone+=("$f")
+        elif [ -e "$stage/$b" ] && { [ -n "$who" ] || [ $force = 0 ]; }; then
+            if [ -n "$who" ]; then
+                echo "$prog: '$stem.tar': '$f' is a shard of '$who': not replaced (shard them into different folders)" >&2
+            else
+                echo "$prog: '$stem.tar': '$f' exists and is not a shard of sa1b-shard: not replaced (--force after -- replaces it)" >&2
+            fi
+            return 2
+        elif [ -e "$stage/$b" ]; then
+            gone+=("$f")   # no shard, --force
+        fi
     done
+    for f in "$out/$stem.shard" "$out/$stem-00000.shard"; do   # part 0 first
+        if printf '%s\n' "${gone[@]}" | grep -Fqx -- "$f"; then rm -f -- "$f" || return 1; fi
+    done
+    for f in "${gone[@]}"; do rm -f -- "$f" || return 1; done
     for ((i = ${#new[@]} - 1; i >= 0; i--)); do
         mv -f -- "${new[$i]}" "$out/" || return 1
     done
@@ -226,9 +254,26 @@ for name in "${names[@]}"; do
     # the mark goes first: from here until it is written again, a kill
     # leaves the tar looking unfinished
     rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp" || { worse 3; continue; }
-    # stages of this tar that a killed run left
-    for f in "$out/.sa1b-stream.$stem."??????; do [ -d "$f" ] && rm -rf -- "$f"; done
+    # the folders of this tar's earlier runs: a live run's (it holds the
+    # lock in it: two runs would write one shard) stops this one; a killed
+    # run's goes, in one line
+    busy=""
+    for f in "$out/.sa1b-stream.$stem."??????; do
+        [ -d "$f" ] || continue
+        if flock -n "$f/.lock" true 2>/dev/null; then
+            rm -rf -- "$f" && echo "$prog: '$name': removed '$f', the folder of a run that ended before finishing" >&2
+        else
+            busy=$f
+        fi
+    done
+    if [ -n "$busy" ]; then
+        echo "$prog: '$name': another run is streaming it into '$out' (its folder '$busy' is in use): skipped" >&2
+        worse 3; continue
+    fi
     stage=$(mktemp -d "$out/.sa1b-stream.$stem.XXXXXX") || { worse 3; continue; }
+    if ! { exec 9>"$stage/.lock"; } || ! flock -n 9; then   # held until the next tar's (or the end)
+        echo "$prog: '$name': cannot lock '$stage/.lock'" >&2; worse 3; continue
+    fi
     rm -f "$tmp/fifo" "$tmp/sum"
     mkfifo "$tmp/fifo" || exit 3
     sha256sum <"$tmp/fifo" >"$tmp/sum" &
@@ -253,7 +298,9 @@ for name in "${names[@]}"; do
         drop "$stem" "tee exit ${rcs[1]}"; worse 3
     elif [ "$cut" != 0 ] || [ ${#new[@]} -eq 0 ] || ! sa1b-verify -q "${new[@]}" >/dev/null 2>&1; then
         drop "$stem" "the download ended early"; worse 3
-    elif ! put_in_place "$stem"; then
+    elif put_in_place "$stem"; rc=$?; [ $rc = 2 ]; then
+        drop "$stem" "its shards are not put in place"; worse 2
+    elif [ $rc != 0 ]; then
         echo "$prog: '$name': cannot put its shards in place in '$out' (the shards of '$stage' are kept)" >&2
         stage=""
         worse 3

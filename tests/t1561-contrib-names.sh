@@ -135,12 +135,45 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
         "$TMP/.err" "the new download's checksum is wrong too: one line says so"
     cmp -s "$TMP/seq48/sa_000002.shard" "$TMP/sk/sa_000002.shard" && test ! -e "$TMP/sk/sa_000002.tar.sha256"
     ok $? "the shard there before is kept, unmarked"
+    # what the shards of a tar replace in DIR: only that tar's shards
+    cp "$TMP/d2/sa.tar" "$TMP/sa_000002-00001.tar" || exit 99
+    { cat "$TMP/links.txt"; printf 'sa_000002-00001.tar\tfile://%s/sa_000002-00001.tar\r\n' "$TMP"; } >"$TMP/links2.txt"
+    run_ok "the tar sa_000002-00001, then sa_000002, into one folder" sh -c \
+        '"$1" -o "$2" "$3" sa_000002-00001 -- --image-size 32 && "$1" -o "$2" "$3" sa_000002 -- --image-size 32' \
+        _ "$C/sa1b-stream.sh" "$TMP/sn" "$TMP/links2.txt"
+    is "$(ls "$TMP/sn" | grep shard | tr '\n' ' ')" "sa_000002-00001.shard sa_000002.shard " \
+        "the other tar's shard, of a name like a part's, stays (before: removed as an old part)"
+    mkdir "$TMP/su" && echo "my notes" >"$TMP/su/sa_000002.shard"
+    run_status 2 "a file that is no shard at the shard's name: exit 2" \
+        "$C/sa1b-stream.sh" -o "$TMP/su" "$TMP/links.txt" sa_000002 -- --image-size 32
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': '$TMP/su/sa_000002.shard' exists and is not a shard of sa1b-shard: not replaced \(--force after -- replaces it\)$" \
+        "$TMP/.err" "one line says why"
+    is "$(cat "$TMP/su/sa_000002.shard"):$(ls -A "$TMP/su" | tr '\n' ' ')" "my notes:sa_000002.shard " \
+        "the file is left as it was, nothing else is there (before: replaced)"
+    run_ok "with --force after --" "$C/sa1b-stream.sh" -o "$TMP/su" "$TMP/links.txt" sa_000002 -- --image-size 32 --force
+    cmp -s "$TMP/seq32/sa_000002.shard" "$TMP/su/sa_000002.shard"
+    ok $? "it is replaced by the shard"
+    # a run streaming the tar now (its folder's lock held): another stops
+    if command -v flock >/dev/null; then
+        mkdir -p "$TMP/sl/.sa1b-stream.sa_000002.Xy34Zw"
+        flock "$TMP/sl/.sa1b-stream.sa_000002.Xy34Zw/.lock" sleep 30 & f=$!
+        sleep 0.5
+        run_status 3 "a second run of a tar that a live run streams: exit 3" \
+            "$C/sa1b-stream.sh" -o "$TMP/sl" "$TMP/links.txt" sa_000002 -- --image-size 32
+        grep_ok "^sa1b-stream.sh: 'sa_000002.tar': another run is streaming it into '$TMP/sl' \(its folder '$TMP/sl/.sa1b-stream.sa_000002.Xy34Zw' is in use\): skipped$" \
+            "$TMP/.err" "one line says so"
+        test -d "$TMP/sl/.sa1b-stream.sa_000002.Xy34Zw" && test ! -e "$TMP/sl/sa_000002.shard"
+        ok $? "the live run's folder is left alone"
+        kill $f 2>/dev/null
+    else
+        skip 3 "no flock(1)"
+    fi
     run_ok "--sums with the right checksum: exit 0" \
         "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
     run_ok "and a rerun" \
         "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
     grep_ok "^sa1b-stream.sh: 'sa_000002.tar': complete shard exists, skipped$" "$TMP/.err" "skips it"
 else
-    skip 33 "curl or jq missing"
+    skip 43 "curl or jq missing"
 fi
 done_testing
