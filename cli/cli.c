@@ -357,6 +357,25 @@ void cli_check_output(const char *out, char *const *in, int n)
     if (shard) cli_die(CLI_EXIT_USAGE, "-o '%s' is a shard: not replaced; give another file", out);
 }
 
+static void on_sigbus(int sig)
+{
+    (void)sig;
+    static const char msg[] = ": a shard was truncated or became unreadable while it was read (SIGBUS)\n";
+    if (write(2, prog_name, strlen(prog_name)) < 0 || write(2, msg, sizeof msg - 1) < 0) {
+        /* nothing more can be done */
+    }
+    _exit(CLI_EXIT_FATAL);
+}
+
+void cli_catch_sigbus(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 const char *cli_shard_path(const char *arg)
 {
     struct stat st;

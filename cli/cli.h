@@ -57,6 +57,11 @@ int cli_parse_size(const char *s, uint64_t *bytes);
 /* Installs handler for SIGINT, SIGTERM and SIGHUP, the signals that end a
  * program which may have temporary files to remove. */
 void cli_on_termination(void (*handler)(int));
+/* For programs that read shards through a memory mapping: a shard truncated
+ * (or unreadable) while it is read raises SIGBUS, which then ends the
+ * program with one line ("prog: a shard was truncated or became unreadable
+ * while it was read (SIGBUS)"), exit 3, instead of "Bus error". */
+void cli_catch_sigbus(void);
 
 /* Registers the temporary file an output is written to (one at a time), so
  * that SIGINT, SIGTERM or SIGHUP removes it before the program dies of the

@@ -1095,10 +1095,12 @@ static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_er
         sa1b_error e;
         sa1b_error_clear(&e);
         rc = sa1b_shard_open(&s->sh, names[i], &e);
-        if (rc) {
+        if (rc) { /* a bad shard is bad data, not a bad argument (as a manifest's) */
+            rc = rc == SA1B_EINVAL || rc == SA1B_ERANGE ? SA1B_EFORMAT : rc;
             sa1b_error_set(err, rc, e.offset, "'%s': %s", names[i], e.msg);
             goto out;
         }
+
         const sa1b_shard_info *in = sa1b_shard_get_info(s->sh);
         /* the R of this shard's batches: its own, or the configured one for
          * source-size masks, which are resampled to it */

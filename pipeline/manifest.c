@@ -182,7 +182,7 @@ int sa1b_manifest_parse(sa1b_manifest **out, const char *text, size_t len, const
 /* Reads a whole regular file of at most max bytes. */
 static int slurp(const char *path, size_t max, char **buf, size_t *len, sa1b_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: refused below, not waited on) */
     if (fd < 0) return sa1b_error_set(err, SA1B_EIO, -1, "cannot open: %s", strerror(errno));
     struct stat st;
     int rc = SA1B_OK;
@@ -230,8 +230,13 @@ int sa1b_manifest_read(sa1b_manifest **out, const char *path, sa1b_error *err)
 
 int sa1b_file_crc32c(const char *path, uint64_t *bytes, uint32_t *crc, sa1b_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: refused below, not waited on) */
     if (fd < 0) return sa1b_error_set(err, SA1B_EIO, -1, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return sa1b_error_set(err, SA1B_EIO, -1, "not a regular file");
+    }
     enum { CHUNK = 1 << 20 };
     unsigned char *buf = malloc(CHUNK);
     uint32_t c = 0;

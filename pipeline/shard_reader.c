@@ -6,6 +6,7 @@
  * payload CRCs are checked on demand by sa1b_shard_verify_image.
  */
 #include "sa1b_shard.h"
+#include "sa1b_anno.h"
 #include "shard_format.h"
 
 #include <errno.h>
@@ -298,9 +299,11 @@ static int validate_rows(sa1b_shard *s, sa1b_error *err)
             memchr(b + nofs, 0, nlen))
             ROW_ERR(SA1B_EFORMAT, "file name at offset %llu (%u bytes) not a string of the names "
                     "table", (ull)nofs, nlen);
-        if (shard_ld32(r + IDX_ORIG_W) == 0 || shard_ld32(r + IDX_ORIG_H) == 0)
-            ROW_ERR(SA1B_EFORMAT, "original size %ux%u", shard_ld32(r + IDX_ORIG_W),
-                    shard_ld32(r + IDX_ORIG_H));
+        /* in 1..SA1B_ANNO_MAX_SIDE, as sa1b-shard takes them from the
+         * annotation: a source-size mask is decoded at this size */
+        if (shard_ld32(r + IDX_ORIG_W) - 1u >= SA1B_ANNO_MAX_SIDE || shard_ld32(r + IDX_ORIG_H) - 1u >= SA1B_ANNO_MAX_SIDE)
+            ROW_ERR(SA1B_EFORMAT, "original size %ux%u (each side 1..%u)", shard_ld32(r + IDX_ORIG_W),
+                    shard_ld32(r + IDX_ORIG_H), SA1B_ANNO_MAX_SIDE);
         if (!isfinite(scale) || !(scale > 0))
             ROW_ERR(SA1B_EFORMAT, "scale %g not finite and positive", (double)scale);
 #undef ROW_ERR
@@ -359,7 +362,7 @@ int sa1b_shard_open(sa1b_shard **sp, const char *path, sa1b_error *err)
 {
     if (!sp || !path) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
     *sp = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* (a FIFO: refused below, not waited on) */
     if (fd < 0) return sa1b_error_set(err, SA1B_EIO, -1, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -417,6 +420,14 @@ const sa1b_shard_info *sa1b_shard_get_info(const sa1b_shard *s) { return s ? &s-
 uint64_t sa1b_shard_index_offset(const sa1b_shard *s) { return s ? s->index_offset : 0; }
 uint64_t sa1b_shard_mask_table_offset(const sa1b_shard *s) { return s ? s->masktab_offset : 0; }
 
+/* A row read again that no longer holds what sa1b_shard_open validated: the
+ * file was rewritten in place while open (truncation raises SIGBUS). */
+static int changed(sa1b_error *err, uint64_t i)
+{
+    return sa1b_error_set(err, SA1B_EFORMAT, -1, "image %llu: its index row changed since the shard was opened "
+                          "(a shard must not be modified while it is read)", (ull)i);
+}
+
 int sa1b_shard_image(const sa1b_shard *s, uint64_t i, sa1b_shard_image_view *out, sa1b_error *err)
 {
     if (!s || !out) return sa1b_error_set(err, SA1B_EINVAL, -1, "null argument");
@@ -430,18 +441,27 @@ int sa1b_shard_image(const sa1b_shard *s, uint64_t i, sa1b_shard_image_view *out
     out->orig_w = shard_ld32(r + IDX_ORIG_W);
     out->orig_h = shard_ld32(r + IDX_ORIG_H);
     out->scale = shard_ldf(r + IDX_SCALE);
-    out->file_name = (const char *)(s->base + shard_ld64(r + IDX_NAME_OFFSET));
+    uint64_t name_offset = shard_ld64(r + IDX_NAME_OFFSET);
     out->file_name_len = shard_ld32(r + IDX_NAME_LENGTH);
     out->payload_offset = shard_ld64(r + IDX_IMAGE_OFFSET);
     out->payload_len = shard_ld64(r + IDX_IMAGE_LENGTH);
-    out->payload = s->base + out->payload_offset;
     out->payload_crc = shard_ld32(r + IDX_IMAGE_CRC);
     out->masks_offset = shard_ld64(r + IDX_MASKS_OFFSET);
     out->masks_len = shard_ld64(r + IDX_MASKS_LENGTH);
-    out->mask_data = s->base + out->masks_offset;
     out->masks_crc = shard_ld32(r + IDX_MASKS_CRC);
     out->n_masks = shard_ld32(r + IDX_N_MASKS);
     out->first_mask = shard_ld64(r + IDX_FIRST_MASK);
+    /* read once from the map, checked again: every span this view points
+     * into stays inside the file even if the row changed since the open */
+    const uint64_t fs = s->info.file_size;
+    if (!span_ok(out->payload_offset, out->payload_len, 0, fs) || !span_ok(out->masks_offset, out->masks_len, 0, fs) ||
+        !span_ok(name_offset, (uint64_t)out->file_name_len + 1, 0, fs) || out->n_masks > s->info.n_masks ||
+        out->first_mask > s->info.n_masks - out->n_masks || out->orig_w - 1u >= SA1B_ANNO_MAX_SIDE ||
+        out->orig_h - 1u >= SA1B_ANNO_MAX_SIDE)
+        return changed(err, i);
+    out->file_name = (const char *)(s->base + name_offset);
+    out->payload = s->base + out->payload_offset;
+    out->mask_data = s->base + out->masks_offset;
     return SA1B_OK;
 }
 
@@ -457,14 +477,15 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
     if (j >= nm)
         return sa1b_error_set(err, SA1B_ERANGE, -1, "image %llu mask %u: the image has %u masks",
                               (ull)i, j, nm);
-    uint64_t k = shard_ld64(r + IDX_FIRST_MASK) + j;
+    uint64_t first = shard_ld64(r + IDX_FIRST_MASK);
+    if (nm > s->info.n_masks || first > s->info.n_masks - nm) return changed(err, i);
+    uint64_t k = first + j;
     const uint8_t *m = s->base + s->masktab_offset + k * SA1B_SHARD_MASK_ROW_SIZE;
     memset(out, 0, sizeof *out);
     out->index = k;
     out->image_index = i;
     out->id = (int64_t)shard_ld64(m + MSK_ID);
     out->data_offset = shard_ld64(m + MSK_DATA_OFFSET);
-    out->bits = s->base + out->data_offset;
     out->data_len = s->info.mask_bytes;
     if (s->info.mask_format != SA1B_SHARD_PACKED)
         out->data_len = rle_data_end(m, j, nm, shard_ld64(r + IDX_MASKS_OFFSET),
@@ -480,6 +501,8 @@ int sa1b_shard_mask(const sa1b_shard *s, uint64_t i, uint32_t j, sa1b_shard_mask
     out->stability_score = shard_ldf(m + MSK_STABILITY);
     out->point[0] = shard_ldf(m + MSK_POINT);
     out->point[1] = shard_ldf(m + MSK_POINT + 4);
+    if (!span_ok(out->data_offset, out->data_len, 0, s->info.file_size)) return changed(err, i); /* (as above) */
+    out->bits = s->base + out->data_offset;
     return SA1B_OK;
 }
 

@@ -192,6 +192,7 @@ static int has_suffix(const char *s, const char *suf)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    cli_catch_sigbus(); /* shards are read through a memory mapping */
     enum { OPT_ID = 256, OPT_NO_OUTLINES, OPT_NO_POINTS };
     static const struct option longopts[] = {
         {"index", required_argument, NULL, 'i'},   {"id", required_argument, NULL, OPT_ID},

@@ -462,6 +462,7 @@ static int manifest(char **files, int n)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    cli_catch_sigbus(); /* shards are read through a memory mapping */
     static const struct option longopts[] = {
         {"masks", no_argument, NULL, 'm'},   {"rle", no_argument, NULL, 'r'},
         {"summary", no_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},

@@ -73,6 +73,7 @@ static uint64_t need_u64(const char *opt, const char *s, uint64_t min, uint64_t 
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    cli_catch_sigbus(); /* shards are read through a memory mapping */
     static const struct option longopts[] = {
         {"batches", required_argument, NULL, 'n'},
         {"epochs", required_argument, NULL, 'e'},

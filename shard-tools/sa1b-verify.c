@@ -369,6 +369,7 @@ static int check_manifest(char **args, int n, const options *o)
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
+    cli_catch_sigbus(); /* shards are read through a memory mapping */
     static const struct option longopts[] = {
         {"jobs", required_argument, NULL, 'j'}, {"quiet", no_argument, NULL, 'q'},
         {"stats", no_argument, NULL, 's'}, {"manifest", required_argument, NULL, 'm'},

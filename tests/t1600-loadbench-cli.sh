@@ -44,4 +44,24 @@ lines=$(wc -l < "$TMP/.out")
 is "$((n - 2 * lines))" 5 "  the other 5 images are delivered"
 grep_ok "damaged=1$" "$TMP/.err" "  the summary counts it"
 
+# a FIFO is refused, never waited on (before: every reader hung in open)
+if mkfifo "$TMP/fifo.shard" && command -v timeout >/dev/null; then
+    for t in sa1b-loadbench sa1b-verify sa1b-inspect; do
+        timeout 20 $t "$TMP/fifo.shard" >/dev/null 2>"$TMP/fifo.err"
+        is "$?" 3 "$t: a FIFO named as a shard: exit 3, not a hang"
+    done
+    grep_ok "not a regular file" "$TMP/fifo.err" "  saying why"
+else
+    skip 4 "no mkfifo or timeout"
+fi
+# a shard truncated while it is read: one line, exit 3 (before: "Bus error", 135)
+cp "$TMP/out/a.shard" "$TMP/bus.shard"
+sa1b-loadbench -q -e 1000000 -t 1 "$TMP/bus.shard" 2>"$TMP/bus.err" & pid=$!
+sleep 0.5
+truncate -s 4096 "$TMP/bus.shard"
+wait $pid
+is "$?" 3 "a shard truncated while it is read: exit 3"
+grep_ok "^sa1b-loadbench: a shard was truncated or became unreadable while it was read \(SIGBUS\)$" "$TMP/bus.err" \
+    "  in one line"
+
 done_testing

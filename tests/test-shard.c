@@ -336,6 +336,12 @@ static void bad_params(void)
     uint8_t img[10] = {0};
     sa1b_shard_sample_in s = {1, 10, 10, 1.6f, "x", img, sizeof img, 0, NULL};
     tap_is_int(sa1b_shard_writer_add(w, &s, &err), SA1B_EINVAL, "short raw payload refused");
+    uint8_t full[16 * 16 * 3] = {0};
+    sa1b_shard_sample_in big = {2, 32769, 10, 0.001f, "y", full, sizeof full, 0, NULL};
+    tap_is_int(sa1b_shard_writer_add(w, &big, &err), SA1B_EINVAL,
+               "an original size over 32768 refused (the reader's bound: source masks are decoded at it)");
+    big.orig_w = 32768;
+    tap_is_int(sa1b_shard_writer_add(w, &big, &err), SA1B_OK, "32768 taken");
     sa1b_shard_writer_abort(w);
     tap_ok(access(path, F_OK) != 0, "abort leaves no output");
     sa1b_shard_writer_abort(NULL);

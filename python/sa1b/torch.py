@@ -69,7 +69,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
     def __init__(self, paths, batch=1, masks=1, points=1, seed=0, epoch=0, rank=None, world=None,
                  pin_memory=False, **loader_args):
         super().__init__()
-        self.paths = [paths] if isinstance(paths, str) else list(paths)
+        one = isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__")  # a path, not a list of them
+        self.paths = [paths] if one else list(paths)
         self.batch, self.masks, self.points, self.seed = batch, masks, points, seed
         self.epoch = epoch
         self.rank, self.world = rank, world

@@ -8,6 +8,7 @@ import gc
 import json
 import math
 import os
+import struct
 import subprocess
 import sys
 
@@ -154,8 +155,26 @@ def check_hostile(path, tmpdir):
            % os.path.basename(path), outcomes)
 
 
+def check_rewritten(path, tmpdir):
+    """a shard rewritten in place while open (its first index row's image
+    offset, same size): the accessors raise ValueError, never read outside
+    the file (before: a segmentation fault)"""
+    mod = os.path.join(tmpdir, "rewritten.shard")
+    with open(path, "rb") as f, open(mod, "wb") as g:
+        g.write(f.read())
+    s = sa1b.Shard(mod)
+    idx = int(subprocess.run(["sa1b-inspect", mod], capture_output=True, text=True, check=True)
+              .stdout.split('"index_offset": ')[1].split(",")[0])
+    with open(mod, "r+b") as f:  # the same file, written in place
+        f.seek(idx)
+        f.write(struct.pack("<Q", 1 << 40))
+    tap.raises(ValueError, lambda: s.image(0), "an index row rewritten in place while open: ValueError",
+               match="changed since the shard was opened")
+
+
 if __name__ == "__main__":
     cut = sys.argv.index("--")
+    check_rewritten(sys.argv[1], os.path.dirname(os.path.abspath(sys.argv[1])))
     for good in sys.argv[1:cut]:
         check_good(good)
     check_hostile(sys.argv[1], os.path.dirname(os.path.abspath(sys.argv[1])))

@@ -92,6 +92,11 @@ tap.eq(L.held, 1, "the tensor keeps the batch")
 t["masks"] = t["image"] = None
 t = None
 tap.eq(L.held, 0, "and gives it back when it dies")
+# one path as a str, a pathlib.Path or bytes: one shard, as sa1b.Loader takes it (before: a Path or bytes
+# was iterated as a list of paths: TypeError)
+import pathlib  # noqa: E402
+for one in (PATHS[0], pathlib.Path(PATHS[0]), os.fsencode(PATHS[0])):
+    tap.eq(ShardDataset(one, batch=1, threads=1).paths, [one], "ShardDataset(%s): one shard" % type(one).__name__)
 first = next(iter(torch.utils.data.DataLoader(ShardDataset(PATHS, batch=2, threads=1), batch_size=None)))
 tap.ok(set(first) >= {"image", "image_id", "labels", "masks", "points", "valid"},
        "a batch has image, masks, points, labels, valid, image_id", sorted(first))
