@@ -146,13 +146,6 @@ static int write_all(int fd, const void *p, size_t n)
     return 0;
 }
 
-/* The descriptor tr_st_writer_write writes path through: an existing path
- * that is not a regular file (a FIFO, a device such as /dev/null) opened in
- * place, as a rename would replace it (*tmp NULL); otherwise a temporary of
- * a name no other file has (O_EXCL: never one that is there, such as a
- * user's PATH.tmp), *tmp its malloc'd name, with the permissions of the
- * regular file PATH it will replace, renamed into place after.  -1 with
- * err. */
 /* fsync of the folder path is in, after a rename into it (best effort: a
  * file system that cannot sync a folder has nothing to lose there). */
 static void sync_folder_of(const char *path)
@@ -167,6 +160,13 @@ static void sync_folder_of(const char *path)
     }
 }
 
+/* The descriptor tr_st_writer_write writes path through: an existing path
+ * that is not a regular file (a FIFO, a device such as /dev/null) opened in
+ * place, as a rename would replace it (*tmp NULL); otherwise a temporary of
+ * a name no other file has (O_EXCL: never one that is there, such as a
+ * user's PATH.tmp), *tmp its malloc'd name, with the owner and group
+ * (where it may) and permissions of the regular file PATH it will replace,
+ * renamed into place after.  -1 with err. */
 static int open_output(const char *path, char **tmp, char *err, size_t err_len)
 {
     struct stat st;
