@@ -70,6 +70,10 @@ if [ "$list" != - ] && [ ! -r "$list" ]; then
     echo "$prog: cannot read '$list'" >&2; exit 3
 fi
 if [ "$list" = - ]; then   # read once: checked, then given to parallel
+    if [ -n "$joblog" ] && [ -e "$joblog" ] &&
+        [ "$(stat -L -c %d:%i -- "$joblog")" = "$(stat -L -c %d:%i /dev/stdin 2>/dev/null)" ]; then
+        die "--joblog '$joblog' is LIST (standard input): give another file"
+    fi
     stdin_list=$(mktemp "${TMPDIR:-/tmp}/sa1b-parallel.XXXXXX") || exit 3
     cat >"$stdin_list" || { rm -f "$stdin_list"; exit 3; }
     trap 'rm -f "$stdin_list"' EXIT

@@ -73,11 +73,13 @@ if command -v parallel >/dev/null; then
     cp "$TMP/tars.txt" "$TMP/keep.txt"
     run_status 2 "--joblog naming LIST: refused" "$C/sa1b-parallel.sh" -o "$TMP/jl" --joblog "$TMP/tars.txt" "$TMP/tars.txt"
     grep_ok "^sa1b-parallel.sh: --joblog '$TMP/tars.txt' is LIST \('$TMP/tars.txt'\): give another file$" "$TMP/.err" "in one line"
+    run_status 2 "--joblog naming LIST given on standard input: refused" sh -c \
+        '"$1" -o "$2" --joblog "$3" - <"$3"' _ "$C/sa1b-parallel.sh" "$TMP/jl" "$TMP/tars.txt"
     run_status 2 "--joblog naming a tar of LIST: refused" "$C/sa1b-parallel.sh" -o "$TMP/jl" --joblog "$TMP/sa_000001.tar" "$TMP/tars.txt"
     cmp -s "$TMP/tars.txt" "$TMP/keep.txt" && cmp -s "$TMP/sa_000001.tar" "$TMP/cut/sa_000001.tar"
     ok $? "both are left as they were"
 else
-    skip 19 "GNU parallel missing (Debian: parallel)"
+    skip 20 "GNU parallel missing (Debian: parallel)"
 fi
 
 # Slurm array: task K shards line K+1

@@ -49,6 +49,12 @@ run_ok "with --overwrite" sa1b-train --eval-only "$TMP/a/model-4.safetensors" --
     --val "$TMP/val.shard" --export 2 --out "$TMP/ev" -q --overwrite
 is "$(ls "$TMP/ev/export" | grep -c '^0000[0-1]-iou[0-9][0-9][0-9]\.png$'):$(ls "$TMP/ev/export" | wc -l)" "2:3" \
     "the second export's two overlays replace the first's three; other files stay"
+mkdir -p "$TMP/ek/export" && : >"$TMP/ek/export/00000-iou050.png.tmp-Ab12Cd" # a killed export's temporary
+run_status 2 "--export into a folder a killed export left its temporary in: refused" sa1b-train --eval-only \
+    "$TMP/a/model-4.safetensors" --batch 4 --masks 4 --val "$TMP/val.shard" --export 1 --out "$TMP/ek" -q
+run_ok "with --overwrite" sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 --masks 4 \
+    --val "$TMP/val.shard" --export 1 --out "$TMP/ek" -q --overwrite
+is "$(ls "$TMP/ek/export" | grep -c tmp)" "0" "the temporary is gone"
 run_status 2 "--export without --eval-only" sa1b-train --export 2 --out "$TMP/x" --synthetic-batch 1
 run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 --steps 1 \
     --data "$TMP/train.shard" --out "$TMP/c" -q

@@ -148,13 +148,22 @@ static int is_same(const char *dir, const char *name, void *ctx)
     return 0;
 }
 
-/* "NNNNN-iouXXX.png": five digits or more, three digits (export_png) */
+/* "NNNNN-iouXXX.png": five digits or more, three digits (export_png), or
+ * the temporary of one that a killed export left (".tmp-" and mkstemp's
+ * six letters or digits after it) */
 static int overlay_name(const char *n)
 {
     size_t d = 0;
     while (isdigit((unsigned char)n[d])) d++;
-    return d >= 5 && strncmp(n + d, "-iou", 4) == 0 && isdigit((unsigned char)n[d + 4]) &&
-           isdigit((unsigned char)n[d + 5]) && isdigit((unsigned char)n[d + 6]) && strcmp(n + d + 7, ".png") == 0;
+    if (!(d >= 5 && strncmp(n + d, "-iou", 4) == 0 && isdigit((unsigned char)n[d + 4]) &&
+          isdigit((unsigned char)n[d + 5]) && isdigit((unsigned char)n[d + 6]) && strncmp(n + d + 7, ".png", 4) == 0))
+        return 0;
+    const char *t = n + d + 11;
+    if (!*t) return 1;
+    if (strncmp(t, ".tmp-", 5) != 0 || strlen(t + 5) != 6) return 0;
+    for (int i = 5; i < 11; i++)
+        if (!isalnum((unsigned char)t[i])) return 0;
+    return 1;
 }
 
 long tr_run_dir_overlays(const char *dir, int remove)

@@ -39,7 +39,8 @@ int tr_run_dir_remove_temps(const char *dir, char *err, size_t err_len);
  * dir, the files tr_run_dir_clear removes (name: its name in dir); else 0. */
 int tr_run_dir_has_file(const char *dir, const char *path, char *name, size_t name_len);
 
-/* The PNG overlays of --export in dir ("NNNNN-iouXXX.png"): their number
+/* The PNG overlays of --export in dir ("NNNNN-iouXXX.png", and the
+ * temporary of one that a killed export left): their number
  * (0 also when dir does not exist), or -1 (errno) when dir cannot be read;
  * with remove, each is removed first (-1: one could not be). */
 long tr_run_dir_overlays(const char *dir, int remove);
