@@ -77,6 +77,20 @@ static char *join(const char *dir, const char *file)
     } else {
         memcpy(p, file, nf + 1);
     }
+    /* without "." segments and repeated slashes, which never change the file
+     * a path names: "./a.shard" and "a.shard" are one path (check_unique) */
+    char *w = p;
+    for (const char *r = p; *r;) {
+        if (*r == '/' && w > p && w[-1] == '/') {
+            r++;
+        } else if (r[0] == '.' && (r == p || r[-1] == '/') && (r[1] == '/' || r[1] == 0) && (w > p || r[1] == '/')) {
+            r += r[1] ? 2 : 1; /* (a path of "." alone stays) */
+        } else {
+            *w++ = *r++;
+        }
+    }
+    if (w > p + 1 && w[-1] == '/') w--; /* (a trailing "/." leaves a slash) */
+    *w = 0;
     return p;
 }
 

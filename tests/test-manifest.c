@@ -184,6 +184,11 @@ static void test_parse(void)
         {DOC(ROW("\"a\"", "10", "\"00000000\"", "1", "2"), "2"), "\"images\" is 2, but its shards hold 1"},
         {"{\"sa1b_manifest\": 1, \"images\": 2, \"masks\": 4, \"bytes\": 20, \"shards\": [" ROW("\"a\"", "10", "\"00000000\"", "1", "2")
          ", " ROW("\"a\"", "10", "\"00000000\"", "1", "2") "]}", "shards[0] and shards[1]: the same file 'a'"},
+        /* two spellings of one path (before: both read, its images twice an epoch) */
+        {"{\"sa1b_manifest\": 1, \"images\": 2, \"masks\": 4, \"bytes\": 20, \"shards\": [" ROW("\"a\"", "10", "\"00000000\"", "1", "2")
+         ", " ROW("\"./a\"", "10", "\"00000000\"", "1", "2") "]}", "the same file"},
+        {"{\"sa1b_manifest\": 1, \"images\": 2, \"masks\": 4, \"bytes\": 20, \"shards\": [" ROW("\"d//a\"", "10", "\"00000000\"", "1", "2")
+         ", " ROW("\"d/./a\"", "10", "\"00000000\"", "1", "2") "]}", "the same file"},
         {DOC(ROW("\"a\"", "9223372036854775807", "\"00000000\"", "1", "2") ", " ROW("\"b\"", "1", "\"00000000\"", "1", "2"), "1"),
          "shards[1]: the totals overflow"},
         {"{\"sa1b_manifest\": 1, \"shards\": [" ROW("\"a\"", "10", "\"00000000\"", "1", "2") "]}", "manifest: no \"images\""},
