@@ -340,6 +340,15 @@ void cli_out_commit(cli_out *o)
     o->tmp = NULL;
 }
 
+void cli_sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
 void cli_check_output(const char *out, char *const *in, int n)
 {
     struct stat os, is;

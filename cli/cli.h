@@ -112,6 +112,11 @@ void cli_out_discard(cli_out *o);
  * cannot write 'PATH': why" and exits with CLI_EXIT_FATAL. */
 _Noreturn void cli_out_fail(cli_out *o, const char *why);
 
+/* fsync of folder dir after a rename into it, so that the rename lasts
+ * through a crash (best effort: a file system that cannot sync a folder
+ * has nothing to lose there). */
+void cli_sync_dir(const char *dir);
+
 /* Before an output named with -o is opened: exit 2 ("prog: -o 'OUT' is
  * the input 'IN': give another file") when OUT is one of the n inputs (the
  * same file; for "-", the file standard input is redirected from), and

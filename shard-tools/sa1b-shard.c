@@ -593,16 +593,6 @@ static int out_set_complete(const out_set *s, int numbered, int strict, char **p
     return complete;
 }
 
-/* Fsyncs a folder (the renames and removals in it last). */
-static void sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
-}
-
 /* Sets o->dir and o->prefix, the folder of the outputs and what their
  * paths start with: OUT without its trailing slashes and with one ("out/"
  * gives 'out/a.shard', never 'out//a.shard'), or for a single .shard
@@ -1764,7 +1754,7 @@ static int commit(job *j, int cut)
         }
     }
     old_files_free(&old);
-    sync_dir(s.dir);
+    cli_sync_dir(s.dir);
     /* last part first, so that part 0 present means complete */
     for (size_t i = j->n_finals; i-- > 0;) {
         if (rename(j->pt[i].partial, j->finals[i]) != 0) {
@@ -1778,7 +1768,7 @@ static int commit(job *j, int cut)
         j->t->shards++;
         test_hook(2);
     }
-    sync_dir(s.dir);
+    cli_sync_dir(s.dir);
     if (cut) report_cut(j);
 out:
     unlock_folder(lock);

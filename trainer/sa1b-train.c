@@ -143,11 +143,7 @@ static int write_latest(const char *dir, long step)
     }
     if (fclose(f) != 0) return -1;
     if (rename(tmp, path) != 0) return -1;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the rename lasts through a crash */
-    if (fd >= 0) {
-        (void)fsync(fd);
-        close(fd);
-    }
+    cli_sync_dir(dir);
     return 0;
 }
 

@@ -64,27 +64,12 @@ static void export_png(const char *dir, long idx, const tr_batch *b, int img, in
                     }
                 }
     }
-    char path[4200], tmp[4300], err[256];
+    char path[4200], err[256];
     snprintf(path, sizeof path, "%s/%05ld-iou%03d.png", dir, idx, (int)lround(iou * 100));
-    snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path); /* of this process alone */
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f) {
-        int e = errno;
-        if (fd >= 0) close(fd), unlink(tmp);
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(e));
-    }
-    mode_t mask = umask(0); /* mkstemp makes 0600: an overlay is for sharing, as fopen's */
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0) { /* (left private) */
-    }
-    cli_temp_set(tmp); /* removed if a signal ends the evaluation */
-    int rc = pngio_write(f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err);
-    if (fclose(f) != 0 || rc != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", path, rc ? err : strerror(errno));
-    }
-    cli_temp_set(NULL);
+    cli_out out; /* a temporary of this process, removed if a signal ends the evaluation, renamed when whole */
+    cli_out_open(&out, path);
+    if (pngio_write(out.f, pix, (uint32_t)(2 * W), (uint32_t)H, 3, err, sizeof err) != 0) cli_out_fail(&out, err);
+    cli_out_commit(&out);
     free(pix);
 }
 
