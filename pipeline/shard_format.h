@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sa1b_anno.h"
 #include "sa1b_error.h"
 
 /* header (256 bytes at offset 0) */
@@ -103,6 +104,14 @@ enum {
 /* Reads one varint at *p (< end).  Returns 0 and advances *p, or a
  * negative reason: -1 the bytes end inside it, -2 it exceeds 32 bits,
  * -3 it is not minimal. */
+/* An image's original size: each side in 1..SA1B_ANNO_MAX_SIDE, as
+ * sa1b-shard takes it from the annotation (a source-size mask is decoded
+ * at this size); the writer's and the reader's bound. */
+static inline int shard_orig_ok(uint32_t w, uint32_t h)
+{
+    return w - 1u < SA1B_ANNO_MAX_SIDE && h - 1u < SA1B_ANNO_MAX_SIDE;
+}
+
 static inline int shard_varint_get(const uint8_t **p, const uint8_t *end, uint32_t *v)
 {
     const uint8_t *q = *p;

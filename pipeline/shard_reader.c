@@ -6,7 +6,6 @@
  * payload CRCs are checked on demand by sa1b_shard_verify_image.
  */
 #include "sa1b_shard.h"
-#include "sa1b_anno.h"
 #include "shard_format.h"
 
 #include <errno.h>
@@ -299,9 +298,7 @@ static int validate_rows(sa1b_shard *s, sa1b_error *err)
             memchr(b + nofs, 0, nlen))
             ROW_ERR(SA1B_EFORMAT, "file name at offset %llu (%u bytes) not a string of the names "
                     "table", (ull)nofs, nlen);
-        /* in 1..SA1B_ANNO_MAX_SIDE, as sa1b-shard takes them from the
-         * annotation: a source-size mask is decoded at this size */
-        if (shard_ld32(r + IDX_ORIG_W) - 1u >= SA1B_ANNO_MAX_SIDE || shard_ld32(r + IDX_ORIG_H) - 1u >= SA1B_ANNO_MAX_SIDE)
+        if (!shard_orig_ok(shard_ld32(r + IDX_ORIG_W), shard_ld32(r + IDX_ORIG_H)))
             ROW_ERR(SA1B_EFORMAT, "original size %ux%u (each side 1..%u)", shard_ld32(r + IDX_ORIG_W),
                     shard_ld32(r + IDX_ORIG_H), SA1B_ANNO_MAX_SIDE);
         if (!isfinite(scale) || !(scale > 0))
@@ -456,8 +453,7 @@ int sa1b_shard_image(const sa1b_shard *s, uint64_t i, sa1b_shard_image_view *out
     const uint64_t fs = s->info.file_size;
     if (!span_ok(out->payload_offset, out->payload_len, 0, fs) || !span_ok(out->masks_offset, out->masks_len, 0, fs) ||
         !span_ok(name_offset, (uint64_t)out->file_name_len + 1, 0, fs) || out->n_masks > s->info.n_masks ||
-        out->first_mask > s->info.n_masks - out->n_masks || out->orig_w - 1u >= SA1B_ANNO_MAX_SIDE ||
-        out->orig_h - 1u >= SA1B_ANNO_MAX_SIDE)
+        out->first_mask > s->info.n_masks - out->n_masks || !shard_orig_ok(out->orig_w, out->orig_h))
         return changed(err, i);
     out->file_name = (const char *)(s->base + name_offset);
     out->payload = s->base + out->payload_offset;

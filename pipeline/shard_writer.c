@@ -23,7 +23,6 @@
  */
 #include "nt_store.h"
 #include "sa1b_shard.h"
-#include "sa1b_anno.h"
 #include "shard_format.h"
 
 #include <errno.h>
@@ -542,7 +541,7 @@ static int check_sample(const sa1b_shard_writer *w, const sa1b_shard_sample_in *
     if (!s->image || s->image_len == 0)
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: empty image payload",
                               (long long)s->image_id);
-    if (s->orig_w - 1u >= SA1B_ANNO_MAX_SIDE || s->orig_h - 1u >= SA1B_ANNO_MAX_SIDE) /* (the reader's bound) */
+    if (!shard_orig_ok(s->orig_w, s->orig_h))
         return sa1b_error_set(err, SA1B_EINVAL, -1, "image %lld: original size %ux%u (each side 1..%u)",
                               (long long)s->image_id, s->orig_w, s->orig_h, SA1B_ANNO_MAX_SIDE);
     if (!isfinite(s->scale) || !(s->scale > 0))
