@@ -17,7 +17,8 @@
 #   --sums FILE    check each tar's SHA-256 against FILE ("HASH  NAME" lines,
 #                  sha256sum's format, e.g. the DIR/*.tar.sha256 files of an
 #                  earlier run or a mirror's list); a tar not in FILE is an
-#                  error
+#                  error; not one of DIR's own NAME.tar.sha256 marks, which
+#                  a tar streamed again loses first (exit 2: give a copy)
 #   --retries N    curl's --retry (default 3)
 #   -h, --help     show this help and exit
 # Options after "--" go to sa1b-shard (e.g. --image-size 256).  Needs curl,
@@ -34,7 +35,11 @@
 # the tar's in DIR only once every check passed.  A download that fails
 # (curl's status), ends early, or has the wrong SHA-256 leaves no shard of
 # its own, with one line saying why; the tar's shards that were there
-# before stay, unmarked: the next run streams it again.
+# before stay, unmarked: the next run streams it again.  SIGTERM, SIGINT
+# or SIGHUP while the checked shards go in place waits until all are; a
+# run killed there otherwise (SIGKILL) leaves its folder, marked .in-place,
+# which later runs leave alone (it may hold the only copy of those shards)
+# until the tar's shards in place are its own.
 #
 # DIR/NAME.tar.sha256 is written last, once every check passed: it marks
 # the tar as done (a run killed before it leaves no mark).  A tar is skipped
@@ -58,7 +63,8 @@
 #
 # Exit status: 0 every tar sharded cleanly; 1 some samples skipped; 3 a
 # download failed, ended early or had the wrong checksum, a tar could not
-# be sharded, or another run was streaming it into DIR; 2 usage error
+# be sharded, another run was streaming it into DIR, or LINKS names a tar
+# by a path (before anything is streamed); 2 usage error
 # (sa1b-shard's options included), a NAME not in LINKS, two of one NAME,
 # or a file in DIR of a name its shards take that is another tar's shard
 # or no shard (without --force after --), left as it was.
@@ -110,14 +116,29 @@ dup=$(awk -F'\t' 'NR > 1 { sub(/\r$/, "") }
 for i in "${!names[@]}"; do
     n=${names[$i]}
     [ -n "$(url_of "$n")" ] || die "'$links' has no line for '$n'"
+    case $n in   # a name, never a path: DIR/NAME.shard and its mark stay in DIR
+        */*|.tar|..tar) echo "$prog: '$links': '$n' is not a tar's file name" >&2; exit 3 ;;
+    esac
     for ((k = 0; k < i; k++)); do
         [ "${names[$k]}" != "$n" ] || die "'$n' is given twice"
     done
 done
+# a tar streamed again loses its mark first: --sums naming one of them (as
+# an earlier run's DIR/NAME.tar.sha256 may be) would be removed with it
+if [ -n "$sums" ]; then
+    sid=$(stat -L -c %d:%i -- "$sums") || exit 3
+    for n in "${names[@]}"; do
+        f="$out/${n%.tar}.tar.sha256"
+        if [ -e "$f" ] && [ "$(stat -L -c %d:%i -- "$f")" = "$sid" ]; then
+            die "--sums '$sums' is '$f', the mark of '$n', which is removed when the tar is streamed again: give a copy (cat '$out'/*.tar.sha256 >SHA256SUMS)"
+        fi
+    done
+fi
 mkdir -p "$out" || exit 3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sa1b-stream.XXXXXX") || exit 3
 stage=""   # the folder sa1b-shard writes the current tar's shards into
-trap 'rm -rf "$tmp" ${stage:+"$stage"}' EXIT
+# (a stage marked .in-place may hold the only copy of a tar's shards: kept)
+trap 'rm -rf "$tmp"; [ -z "$stage" ] || [ -e "$stage/.in-place" ] || rm -rf "$stage"' EXIT
 
 # The provenance sa1b-shard writes with these options, from a run over an
 # empty tar (also refuses bad options before anything is streamed; an
@@ -137,7 +158,9 @@ want_prov=$(sa1b-inspect "$probe" | jq -c 'select(.type == "shard") | .provenanc
 max_images=$(jq -r '.options.max_images' <<<"$want_prov")
 
 # the shards of one stem in a folder (one file, or the parts of --max-images, in order)
-shards_in() { compgen -G "$1/$2.shard" || true; compgen -G "$1/$2-[0-9][0-9][0-9][0-9][0-9].shard" || true; }
+# (sorted: compgen -G gives them in the folder's order, and parts go in last first)
+shards_in() { { compgen -G "$1/$2.shard" || true; compgen -G "$1/$2-[0-9][0-9][0-9][0-9][0-9].shard" || true; } |
+    LC_ALL=C sort; }
 shards_of() { shards_in "$out" "$1"; }
 drop() { # stem why...: removes what the failed download wrote (its stage); a shard there before stays,
     local stem=$1; shift  # unmarked: a rerun streams the tar again
@@ -161,8 +184,11 @@ for a in "$@"; do [ "$a" = --force ] && force=1; done
 # --force) stops it before anything changes (exit 2); then the tar's old
 # part 0 goes first, then its old parts the new set does not replace
 # (another tar's files of such names stay), and the new parts are renamed
-# in last first, so that part 0 there means a whole set.  0, 1 (a file
-# could not be moved: the stage is kept), 2 (refused).
+# in last first, so that part 0 there means a whole set.  From the first
+# removal on, the stage may hold the only copy of the tar's shards: it is
+# marked .in-place (a run killed meanwhile leaves it, and later runs leave
+# it alone), and SIGTERM, SIGINT or SIGHUP wait until the moves are done.
+# 0, 1 (a file could not be moved: the stage is kept), 2 (refused).
 put_in_place() {
     local stem=$1 f b who i new old gone=()
     mapfile -t new < <(shards_in "$stage" "$stem")
@@ -183,6 +209,22 @@ put_in_place() {
             gone+=("$f")   # no shard, --force
         fi
     done
+    : >"$stage/.in-place" || return 1
+    caught=""
+    trap 'caught=TERM' TERM
+    trap 'caught=INT' INT
+    trap 'caught=HUP' HUP
+    move_in "$stem" "${#new[@]}" "${new[@]}" "${gone[@]}"
+    i=$?
+    trap - TERM INT HUP
+    [ -z "$caught" ] || kill -s "$caught" $$
+    return $i
+}
+# move_in stem N NEW... GONE...: put_in_place's removals and moves
+move_in() {
+    local stem=$1 n=$2 f i
+    shift 2
+    local new=("${@:1:n}") gone=("${@:n+1}")
     for f in "$out/$stem.shard" "$out/$stem-00000.shard"; do   # part 0 first
         if printf '%s\n' "${gone[@]}" | grep -Fqx -- "$f"; then rm -f -- "$f" || return 1; fi
     done
@@ -193,6 +235,21 @@ put_in_place() {
     sync -- "$out" 2>/dev/null
     rm -rf -- "$stage"
     stage=""
+}
+# drop_copies NAME STEM: once the tar's shards are in place and marked,
+# the folders of earlier runs that ended while they put theirs in place
+# (.in-place, left alone so far: they may have held the only copy) go
+# where each shard they hold has the bytes of the file of its name in DIR
+drop_copies() {
+    local f s same
+    for f in "$out/.sa1b-stream.$2."??????; do
+        { [ -e "$f/.in-place" ] && flock -n "$f/.lock" true 2>/dev/null; } || continue
+        same=1
+        while IFS= read -r s; do cmp -s -- "$s" "$out/${s##*/}" || same=0; done < <(shards_in "$f" "$2")
+        if [ $same = 1 ] && rm -rf -- "$f"; then
+            echo "$prog: '$1': removed '$f', the folder of a run that ended while it put its shards in place (they are those now in '$out')" >&2
+        fi
+    done
 }
 
 # done_already NAME STEM WANT: 0 when the tar is done (see the header), else 1
@@ -256,11 +313,14 @@ for name in "${names[@]}"; do
     rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp" || { worse 3; continue; }
     # the folders of this tar's earlier runs: a live run's (it holds the
     # lock in it: two runs would write one shard) stops this one; a killed
-    # run's goes, in one line
+    # run's goes, in one line, but one killed while it put its checked
+    # shards in place (.in-place) stays: it may hold their only copy
     busy=""
     for f in "$out/.sa1b-stream.$stem."??????; do
         [ -d "$f" ] || continue
-        if flock -n "$f/.lock" true 2>/dev/null; then
+        if flock -n "$f/.lock" true 2>/dev/null && [ -e "$f/.in-place" ]; then
+            echo "$prog: '$name': '$f' holds shards of a run that ended while it put them in place (they may be the only copy of them): left alone" >&2
+        elif flock -n "$f/.lock" true 2>/dev/null; then
             rm -rf -- "$f" && echo "$prog: '$name': removed '$f', the folder of a run that ended before finishing" >&2
         else
             busy=$f
@@ -313,6 +373,7 @@ for name in "${names[@]}"; do
             worse 3
         else
             worse "${rcs[2]}"
+            drop_copies "$name" "$stem"
         fi
     fi
 done

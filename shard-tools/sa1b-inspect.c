@@ -11,6 +11,7 @@
 
 #include <getopt.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -417,6 +418,32 @@ static void check_distinct(char **files, int n)
     free(real);
 }
 
+/* Usage error when the manifest goes to the file path in another folder and
+ * a relative name of files[0..n) does not name the same file from there:
+ * its readers (the loader, sa1b-verify) resolve names against the
+ * manifest's folder, so that manifest would list other files, or none. */
+static void check_names_from(const char *path, char **files, int n)
+{
+    char *copy = strdup(path);
+    if (!copy) cli_die(CLI_EXIT_FATAL, "out of memory");
+    const char *dir = dirname(copy);
+    int bad = -1;
+    for (int i = 0; i < n && bad < 0 && strcmp(dir, ".") != 0; i++) {
+        struct stat here, there;
+        char *p = NULL;
+        if (files[i][0] == '/' || stat(files[i], &here) != 0) continue; /* a missing file is reported later */
+        if (asprintf(&p, "%s/%s", dir, files[i]) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+        if (stat(p, &there) != 0 || there.st_dev != here.st_dev || there.st_ino != here.st_ino) bad = i;
+        free(p);
+    }
+    char where[4096];
+    snprintf(where, sizeof where, "%s", dir);
+    free(copy); /* (before the exit: nothing left for LeakSanitizer) */
+    if (bad >= 0)
+        cli_usage_error("'%s' is named relative to this folder, but a manifest's names are read relative to its "
+                        "own folder ('%s'): write it here, or name the shards by absolute paths", files[bad], where);
+}
+
 /* Prints the manifest of files[0..n), or nothing when one is bad. */
 static int manifest(char **files, int n)
 {
@@ -494,6 +521,8 @@ int main(int argc, char **argv)
     if (o.output) {
         cli_check_output(o.output, argv + optind, argc - optind);
         cli_out_open(&out_file, o.output);
+        /* (a file renamed into place: not a device, nor standard output's file) */
+        if (o.manifest && out_file.tmp) check_names_from(o.output, argv + optind, argc - optind);
         out = out_file.f;
     }
     if (o.manifest) return finish(manifest(argv + optind, argc - optind));

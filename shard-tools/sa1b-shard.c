@@ -373,12 +373,17 @@ static char *final_provenance(const options *o, const char *stem, uint64_t part,
 }
 
 /* The provenance of path when it is a shard that sa1b-shard wrote (its
- * provenance says so), else NULL. */
-static json_t *our_provenance(const char *path)
+ * provenance says so), else NULL.  unreadable (when not NULL): the reason
+ * when the file could not be read to tell (it cannot be opened or mapped,
+ * memory ran out: it may well be a shard, another input's too), else "". */
+static json_t *read_provenance(const char *path, char *unreadable, size_t len)
 {
     sa1b_shard *sh = NULL;
     json_t *p = NULL;
-    if (sa1b_shard_open(&sh, path, NULL) == SA1B_OK) {
+    sa1b_error e;
+    int rc = sa1b_shard_open(&sh, path, &e);
+    if (unreadable) snprintf(unreadable, len, "%s", rc == SA1B_EIO || rc == SA1B_ENOMEM ? e.msg : "");
+    if (rc == SA1B_OK) {
         const sa1b_shard_info *in = sa1b_shard_get_info(sh);
         p = json_loadb(in->provenance, in->provenance_len, 0, NULL);
         const char *tool = json_string_value(json_object_get(p, "tool"));
@@ -390,6 +395,8 @@ static json_t *our_provenance(const char *path)
     sa1b_shard_close(sh);
     return p;
 }
+
+static json_t *our_provenance(const char *path) { return read_provenance(path, NULL, 0); }
 
 /* One part against what this run would write: 1 the same, 0 not (why says
  * so when there is a reason to tell).  Only what shapes the output counts:
@@ -681,7 +688,10 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
             }
             if (!S_ISREG(out_st.st_mode))
                 cli_usage_error("output '%s' exists and is not a regular file", path);
-            json_t *prov = our_provenance(path);
+            char unreadable[256];
+            json_t *prov = read_provenance(path, unreadable, sizeof unreadable);
+            if (*unreadable) /* whose it is cannot be told: never taken for a file that is no shard */
+                cli_die(CLI_EXIT_FATAL, "cannot read output '%s': %s", path, unreadable);
             if (!o->force && !prov)
                 cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
             const char *in = json_string_value(json_object_get(prov, "input"));
@@ -810,9 +820,15 @@ static void test_pause(const char *what)
     if (fd >= 0) close(fd);
 }
 
+/* Tests: SA1B_TEST_FAIL=nomem:NAME makes the preparation of the sample
+ * NAME (sa_123) fail as out of memory, whichever worker takes it. */
+static char fail_nomem[256];
+
 static void init_signals(void)
 {
     cli_on_termination(on_terminate);
+    const char *f = getenv("SA1B_TEST_FAIL");
+    if (f && strncmp(f, "nomem:", 6) == 0) snprintf(fail_nomem, sizeof fail_nomem, "%s", f + 6);
     const char *k = getenv("SA1B_TEST_KILL");
     if (k && sscanf(k, "%15[a-z]:%llu", kill_hook.what, &kill_hook.n) != 2) kill_hook.n = 0;
     k = getenv("SA1B_TEST_PAUSE");
@@ -1154,6 +1170,8 @@ static void *worker_main(void *arg)
             s->rc = s->out ? sa1b_prep_run(w->ctx, r->prep, s->name, s->jpg_in, s->jpg_len, s->json_in,
                                            s->json_len, s->out, &s->err)
                            : sa1b_error_set(&s->err, SA1B_ENOMEM, -1, "%s: out of memory", s->name);
+            if (s->rc == SA1B_OK && fail_nomem[0] && strcmp(s->name, fail_nomem) == 0)
+                s->rc = sa1b_error_set(&s->err, SA1B_ENOMEM, -1, "%s: out of memory (SA1B_TEST_FAIL)", s->name);
         }
         pthread_mutex_lock(&r->mu);
         s->state = SLOT_DONE;
@@ -1395,6 +1413,18 @@ static void consume(struct job *j, slot *s)
 {
     const options *o = j->o;
     if (j->failed) return; /* --strict already stopped this input */
+    if (s->kind == 0 && s->rc == SA1B_ENOMEM) {
+        /* no fault of the sample: skipped, it would be missing from a
+         * shard that looks complete (its input ended cleanly), which
+         * --skip-existing never redoes, and which would replace a complete
+         * earlier output; the input fails instead, as a reader's would */
+        cli_progress_end(j->bar);
+        char label[4200];
+        cli_warn("%s: %s: nothing of it written (shard it again with more memory or fewer threads)",
+                 input_label(j, label, sizeof label), s->err.msg);
+        set_failed(j);
+        return;
+    }
     if (s->kind == 1 || s->rc != SA1B_OK) {
         j->t->skipped++;
         cli_progress_end(j->bar);
@@ -1633,7 +1663,13 @@ static int check_finals(const job *j, const char *label)
                      "as it was", j->finals[i], label);
             return -1;
         }
-        json_t *prov = our_provenance(j->finals[i]);
+        char unreadable[256];
+        json_t *prov = read_provenance(j->finals[i], unreadable, sizeof unreadable);
+        if (*unreadable) {
+            cli_warn("cannot check '%s': %s: nothing of %s put in place, the earlier output left as it was",
+                     j->finals[i], unreadable, label);
+            return -1;
+        }
         const char *in = json_string_value(json_object_get(prov, "input"));
         int ok = may_replace(o, j->single_file, j->stem, prov);
         if (!ok && prov) {

@@ -3,7 +3,8 @@
 # CRC32C, counts, provenance); sa1b-verify --manifest checks the files and a
 # folder against it (missing, added, changed); sa1b-loadbench and sa1b-train
 # --data read it instead of a glob and see the same data; a hostile
-# manifest is refused with one line.
+# manifest is refused with one line; -o in another folder than the
+# relative names is refused (the names would be read from there).
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 cd "$TMP" || exit 99
@@ -76,6 +77,15 @@ is "$(wc -l <ids-man | tr -d ' ')" "12" "two epochs of six batches"
 mkdir elsewhere && cp manifest.json elsewhere/
 run_status 3 "names are relative to the manifest's folder" sa1b-loadbench -q elsewhere/manifest.json
 grep_ok "'elsewhere/out/a.shard'" "$TMP/.err" "the message names the file it looked for"
+# -o in another folder: the names would be read from there (before: written, exit 0)
+run_status 2 "--manifest -o elsewhere/m.json out/*.shard: refused" \
+    sa1b-inspect --manifest -o elsewhere/m.json out/a.shard out/b.shard out/c.shard
+grep_ok "^sa1b-inspect: 'out/a.shard' is named relative to this folder, but a manifest's names are read relative to its own folder \('elsewhere'\)" \
+    "$TMP/.err" "in one line"
+test ! -e elsewhere/m.json
+ok $? "nothing is written"
+run_ok "absolute names from there" sa1b-inspect --manifest -o elsewhere/m.json "$TMP/out/a.shard" "$TMP/out/b.shard" "$TMP/out/c.shard"
+run_ok "which verify" sa1b-verify -q --manifest elsewhere/m.json
 
 # sa1b-train --data: a manifest and the equivalent glob train the same
 common="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 3 --masks 4 --points 2 --threads 2 --steps 3 --log-every 1 -q"

@@ -3,7 +3,10 @@
 # may be the only intact copy): the output is kept, one line names it and
 # says the input was truncated, exit 1; --force replaces it; with no
 # complete output the shard of the samples before the cut is written as
-# before.
+# before.  A sample that cannot be prepared for want of memory is no bad
+# sample: the input fails (exit 3), nothing of it is written, and an
+# earlier output stays as it was (a shard without that sample would look
+# complete: --skip-existing would never redo it).
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 mkdir "$TMP/cut"
@@ -48,4 +51,25 @@ run_status 1 "the cut tar again, its incomplete shard in place" sa1b-shard -q $o
 run_status 4 "gives the incomplete shard" sa1b-verify -q "$TMP/out/k.shard"
 run_status 1 "a cut tar, no output yet" sa1b-shard -q $opts -o "$TMP/new" "$TMP/cut/k.tar"
 run_status 4 "gives the incomplete shard" sa1b-verify -q "$TMP/new/k.shard"
+# out of memory in a worker: the input fails, never a shard without the sample
+cp "$TMP/full.tar" "$TMP/cut/k.tar"
+sa1b-shard -q $opts -o "$TMP/mem" "$TMP/cut/k.tar" || exit 99
+cp "$TMP/mem/k.shard" "$TMP/mem.orig"
+sa1b-synth --quiet -n 4 -W 160 -H 120 -m 4 --first-id 101 -o "$TMP/cut/m.tar" || exit 99
+SA1B_TEST_FAIL=nomem:sa_5 sa1b-shard -q $opts -o "$TMP/mem" "$TMP/cut/k.tar" "$TMP/cut/m.tar" >"$TMP/.out" 2>"$TMP/.err"
+is "$?" "3" "a sample out of memory: exit 3, not 1"
+grep_ok "^sa1b-shard: '$TMP/cut/k.tar': sa_5: out of memory \(SA1B_TEST_FAIL\): nothing of it written" "$TMP/.err" \
+    "one line names the input and the sample"
+cmp -s "$TMP/mem.orig" "$TMP/mem/k.shard"
+ok $? "the complete shard there is untouched"
+run_ok "the other input of the run is written, every sample" sa1b-verify -q "$TMP/mem/m.shard"
+is "$(sa1b-inspect --summary "$TMP/mem/m.shard" | awk '$1 == "images" { print $NF }')" "4" "all 4 images"
+rm "$TMP/mem/k.shard"
+SA1B_TEST_FAIL=nomem:sa_5 sa1b-shard -q $opts -o "$TMP/mem" "$TMP/cut/k.tar" >"$TMP/.out" 2>"$TMP/.err"
+is "$?" "3" "no output yet: exit 3"
+test ! -e "$TMP/mem/k.shard"
+ok $? "and no shard that lacks the sample"
+run_ok "a rerun with --skip-existing" sa1b-shard -q --skip-existing $opts -o "$TMP/mem" "$TMP/cut/k.tar"
+cmp -s "$TMP/mem.orig" "$TMP/mem/k.shard"
+ok $? "gives the whole shard"
 done_testing

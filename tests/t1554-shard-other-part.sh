@@ -6,6 +6,10 @@
 # unsplit replaced part 2 of a's set; a user's file at part 1 was replaced
 # without --force (only part 0 was checked); and a-000001.shard (six
 # digits, a name part_path never writes) was removed as a's stale part 1.
+# A file at a part's name that cannot be read (here: mapped, under ulimit
+# -v) may be anyone's shard: it is never taken for a file that is no shard
+# (before: 'not a shard of sa1b-shard: give --force', and --force replaced
+# it, another input's shard too).
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 sa1b-synth --quiet -n 6 -W 120 -H 80 -m 4 -o "$TMP/a.tar" || exit 99
@@ -62,4 +66,21 @@ $S -q --max-images 2 -o "$TMP/o9" "$TMP/a.tar" || exit 99
 cp "$TMP/o9/a-00001.shard" "$TMP/o9/a-000001.shard"
 run_ok "a rerun with fewer parts" $S -q --max-images 3 -o "$TMP/o9" "$TMP/a.tar"
 is "$(files "$TMP/o9")" "a-00000.shard a-000001.shard a-00001.shard " "a-000001.shard is left alone"
+
+# a file that cannot be mapped (8 GB, sparse, under ulimit -v 1 GB)
+if grep -q __asan_init "$BUILD/shard-tools/sa1b-shard" 2>/dev/null; then
+    skip 6 "ulimit -v: not under AddressSanitizer"
+else
+    mkdir "$TMP/o10" && truncate -s 8G "$TMP/o10/a-00001.shard" || exit 99
+    (ulimit -v 1000000 && exec $S --force --max-images 3 -o "$TMP/o10" "$TMP/a.tar") >"$TMP/.out" 2>"$TMP/.err"
+    is "$?" "3" "--force, a file at part 1's name that cannot be mapped: refused at commit, exit 3"
+    grep_ok "^sa1b-shard: cannot check '$TMP/o10/a-00001.shard': cannot map: .*: nothing of '$TMP/a.tar' put in place" \
+        "$TMP/.err" "one line says why"
+    is "$(stat -c %s "$TMP/o10/a-00001.shard"):$(files "$TMP/o10")" "8589934592:a-00001.shard " "it is left as it was, alone"
+    mv "$TMP/o10/a-00001.shard" "$TMP/o10/a.shard"
+    (ulimit -v 1000000 && exec $S --force -o "$TMP/o10" "$TMP/a.tar") >"$TMP/.out" 2>"$TMP/.err"
+    is "$?" "3" "found at start-up: exit 3"
+    grep_ok "^sa1b-shard: cannot read output '$TMP/o10/a.shard': cannot map: " "$TMP/.err" "one line says why"
+    is "$(stat -c %s "$TMP/o10/a.shard")" "8589934592" "it is left as it was"
+fi
 done_testing

@@ -13,7 +13,11 @@
 # there is kept, unmarked, when the new download has the wrong checksum
 # too (sa1b-shard writes into a folder of its own, whose shards go in place
 # only once every check passed; before, the shard there was replaced, then
-# the new one removed: nothing was left).
+# the new one removed: nothing was left).  --sums naming DIR's own mark of
+# a tar streamed again is refused (it was removed first); a run signalled
+# while it puts the parts in place leaves a whole set (SIGTERM) or its
+# folder with the parts not yet in place (SIGKILL), left alone by later
+# runs until the shards in place are its (before, both sets were lost).
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 C="$SRC/contrib"
@@ -173,7 +177,61 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     run_ok "and a rerun" \
         "$C/sa1b-stream.sh" --sums "$TMP/want.sha256" -o "$TMP/sk" "$TMP/links.txt" sa_000002 -- --image-size 48
     grep_ok "^sa1b-stream.sh: 'sa_000002.tar': complete shard exists, skipped$" "$TMP/.err" "skips it"
+    # --sums naming DIR's own mark, which a tar streamed again loses first
+    # (before: removed, then the download failed: the only checksum gone)
+    printf 'file_name\tcdn_link\nsa_000002.tar\tfile://%s/nonexistent.tar\n' "$TMP" >"$TMP/gone-links.txt"
+    cp "$TMP/sk/sa_000002.tar.sha256" "$TMP/sk.mark"
+    run_status 2 "--sums naming the mark of a tar streamed again: exit 2" \
+        "$C/sa1b-stream.sh" --sums "$TMP/sk/sa_000002.tar.sha256" -o "$TMP/sk" "$TMP/gone-links.txt" sa_000002 -- --image-size 32
+    grep_ok "^sa1b-stream.sh: --sums '$TMP/sk/sa_000002.tar.sha256' is '$TMP/sk/sa_000002.tar.sha256', the mark of 'sa_000002.tar', which is removed when the tar is streamed again: give a copy" \
+        "$TMP/.err" "one line says so"
+    cmp -s "$TMP/sk.mark" "$TMP/sk/sa_000002.tar.sha256"
+    ok $? "the mark is left as it was"
+    # killed while it puts its shards in place (a mv that signals the script
+    # on its 2nd call): SIGTERM waits until the whole set is in place (before:
+    # the old set was removed, then its folder with the parts not yet in
+    # place: nothing whole was left); after SIGKILL the folder holding the
+    # rest stays, left alone by later runs until the shards in place are its
+    mkdir "$TMP/mvbin" || exit 99
+    printf '#!/bin/sh\nn=$(($(cat "$MVN" 2>/dev/null || echo 0) + 1)); echo $n >"$MVN"\n[ $n = 2 ] && kill -$MVSIG $PPID\nexec %s "$@"\n' \
+        "$(command -v mv)" >"$TMP/mvbin/mv" && chmod +x "$TMP/mvbin/mv" || exit 99
+    sa1b-shard -q --image-size 48 --max-images 1 --name sa_000002 -o "$TMP/ref48/" - <"$TMP/sa_000002.tar" || exit 99
+    set_is_ref() { # DIR DESC: DIR holds the three parts of --image-size 48, each as sa1b-shard writes it
+        r=0
+        for k in 0 1 2; do cmp -s "$TMP/ref48/sa_000002-0000$k.shard" "$1/sa_000002-0000$k.shard" || r=1; done
+        ok $r "$2"
+    }
+    for sig in TERM:143 KILL:137; do
+        sig_rc=${sig#*:} sig=${sig%:*}
+        run_ok "three parts" "$C/sa1b-stream.sh" -o "$TMP/mv$sig" "$TMP/links.txt" sa_000002 -- --image-size 32 --max-images 1
+        rm -f "$TMP/mvn"
+        MVN="$TMP/mvn" MVSIG=$sig PATH="$TMP/mvbin:$PATH" \
+            "$C/sa1b-stream.sh" -o "$TMP/mv$sig" "$TMP/links.txt" sa_000002 -- --image-size 48 --max-images 1 >/dev/null 2>&1
+        is "$?" "$sig_rc" "other options, SIG$sig while the parts go in place: killed"
+        sleep 0.2
+    done
+    set_is_ref "$TMP/mvTERM" "after SIGTERM the new set is whole in place"
+    test ! -e "$TMP/mvTERM/sa_000002.tar.sha256" && test -z "$(find "$TMP/mvTERM" -name '.sa1b-stream*')"
+    ok $? "unmarked, and no folder of the run is left"
+    stage=$(find "$TMP/mvKILL" -name '.sa1b-stream.sa_000002.*')
+    test -e "$stage/.in-place" && test -e "$stage/sa_000002-00000.shard" && test ! -e "$TMP/mvKILL/sa_000002-00000.shard"
+    ok $? "after SIGKILL: part 0 still in its folder (parts go in last first), none in place"
+    run_ok "a run with other options" "$C/sa1b-stream.sh" -o "$TMP/mvKILL" "$TMP/links.txt" sa_000002 -- --image-size 40 --max-images 1
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': '$stage' holds shards of a run that ended while it put them in place \(they may be the only copy of them\): left alone$" \
+        "$TMP/.err" "leaves that folder alone, in one line"
+    test -e "$stage/sa_000002-00000.shard"
+    ok $? "and its shard"
+    run_ok "a run with the killed run's options" "$C/sa1b-stream.sh" -o "$TMP/mvKILL" "$TMP/links.txt" sa_000002 -- --image-size 48 --max-images 1
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': removed '$stage', the folder of a run that ended while it put its shards in place \(they are those now in '$TMP/mvKILL'\)$" \
+        "$TMP/.err" "removes it once the shards in place are its own"
+    set_is_ref "$TMP/mvKILL" "the set in place is whole"
+    # a link file naming a tar by a path: its mark would be outside DIR
+    mkdir "$TMP/pl" && echo "my sums" >"$TMP/pl/x.tar.sha256" || exit 99
+    printf 'file_name\tcdn_link\n../x.tar\tfile://%s/nonexistent.tar\n' "$TMP" >"$TMP/path-links.txt"
+    run_status 3 "a link file naming '../x.tar': exit 3" "$C/sa1b-stream.sh" -o "$TMP/pl/d" "$TMP/path-links.txt"
+    grep_ok "^sa1b-stream.sh: '$TMP/path-links.txt': '../x.tar' is not a tar's file name$" "$TMP/.err" "in one line"
+    is "$(cat "$TMP/pl/x.tar.sha256")" "my sums" "the file outside DIR is left as it was (before: removed)"
 else
-    skip 43 "curl or jq missing"
+    skip 62 "curl or jq missing"
 fi
 done_testing
