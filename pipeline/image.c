@@ -1218,11 +1218,16 @@ static int decoder(sa1b_imgctx *c, sa1b_error *err)
     return SA1B_OK;
 }
 
-/* A decoder's message as an error: data that ends early is SA1B_ETRUNC. */
+/* A decoder's message as an error: data that ends early is SA1B_ETRUNC;
+ * an allocation that failed inside libjpeg ("Insufficient memory (case N)")
+ * or TurboJPEG ("...: Memory allocation failure") is SA1B_ENOMEM, never the
+ * data's fault: a caller that skips bad samples must not skip it. */
 static int jpeg_msg_error(const char *msg, sa1b_error *err)
 {
     if (strstr(msg, "Premature end of JPEG file"))
         return sa1b_error_set(err, SA1B_ETRUNC, -1, "jpeg: truncated: %s", msg);
+    if (strstr(msg, "Insufficient memory") || strstr(msg, "Memory allocation failure"))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "jpeg: out of memory: %s", msg);
     return sa1b_error_set(err, SA1B_EFORMAT, -1, "jpeg: %s", msg);
 }
 

@@ -23,7 +23,9 @@
  * colour space such as CMYK: "jpeg: <TurboJPEG's text>"), SA1B_ETRUNC (data
  * ends early: "jpeg: truncated: Premature end of JPEG file"), SA1B_ERANGE
  * ("jpeg: 40000x30000 too large"), SA1B_EMISMATCH (sa1b_jpeg_decode with a
- * size that is not the image's), SA1B_EINVAL, SA1B_ENOMEM.
+ * size that is not the image's), SA1B_EINVAL, SA1B_ENOMEM (ours, or an
+ * allocation inside libjpeg: "jpeg: out of memory: Insufficient memory
+ * (case 4)" is never the data's fault).
  *
  * A sa1b_imgctx holds the TurboJPEG decompressor (and libjpeg's
  * decompressor for banded and region decodes and compressor for encodes) and scratch

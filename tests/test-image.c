@@ -14,9 +14,13 @@
  * absurdly large JPEGs must fail cleanly.  The region decode of the loader
  * gives exactly the whole decode's pixels in its region.  The encoder's
  * standard Huffman tables give tjCompress2's bytes, its optimized ones fewer
- * bytes of the same pixels.
+ * bytes of the same pixels.  An allocation that fails inside libjpeg is
+ * SA1B_ENOMEM, not a bad JPEG.
  */
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <turbojpeg.h>
+#include <unistd.h>
 
 #include "image_internal.h"
 #include "sa1b_image.h"
@@ -567,6 +571,74 @@ static uint8_t *tj_encode_flags(const uint8_t *rgb, uint32_t w, uint32_t h, int 
     return out;
 }
 
+/* An allocation that fails inside libjpeg is SA1B_ENOMEM, not a corrupt
+ * JPEG (sa1b-shard skips a bad sample, and a shard without it would look
+ * complete): a progressive JPEG whose header claims 16000x16000 needs its
+ * whole coefficient buffer (about 770 MB) before reading any scan; in a
+ * child whose address space allows 200 MB more than it uses, libjpeg's
+ * malloc of it fails.  Both decoders: TurboJPEG's (decode_scaled) and the
+ * letterbox's banded libjpeg one.  Not under AddressSanitizer (it cannot
+ * run with a bounded address space). */
+static int decode_in_bounded_child(const uint8_t *jpg, size_t len, int letterbox)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        long pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (!f || fscanf(f, "%ld", &pages) != 1) _exit(100);
+        fclose(f);
+        struct rlimit rl;
+        rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + ((rlim_t)200 << 20);
+        if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(101);
+        sa1b_imgctx *c = NULL;
+        sa1b_error err;
+        if (sa1b_imgctx_new(&c, &err) != SA1B_OK) _exit(102);
+        static uint8_t out[64 * 64 * 3];
+        const uint8_t *rgb;
+        uint32_t w, h;
+        int rc = letterbox ? sa1b_jpeg_letterbox(c, jpg, len, 64, out, NULL, &err)
+                           : sa1b_jpeg_decode_scaled(c, jpg, len, 1, 1, &rgb, &w, &h, &err);
+        _exit(rc);
+    }
+    int st = 0;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return -1000;
+    return WEXITSTATUS(st);
+}
+
+static void test_decoder_nomem(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    tap_skip(2, "AddressSanitizer: no bounded address space");
+    return;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    tap_skip(2, "AddressSanitizer: no bounded address space");
+    return;
+#endif
+#endif
+    size_t len;
+    uint8_t *rgb = make_quads(64, 64);
+    uint8_t *jpg = tj_encode_flags(rgb, 64, 64, TJSAMP_420, TJFLAG_PROGRESSIVE, &len);
+    size_t sof = 0;
+    for (size_t i = 2; jpg && i + 9 < len; i++)
+        if (jpg[i] == 0xFF && jpg[i + 1] == 0xC2) {
+            sof = i;
+            break;
+        }
+    if (sof) {
+        jpg[sof + 5] = 0x3E, jpg[sof + 6] = 0x80; /* height 16000 */
+        jpg[sof + 7] = 0x3E, jpg[sof + 8] = 0x80; /* width 16000 */
+    }
+    int want = SA1B_ENOMEM;
+    int rc = sof ? decode_in_bounded_child(jpg, len, 0) : -1;
+    tap_ok(rc == want, "libjpeg out of memory in TurboJPEG's decode: ENOMEM (exit %d, want %d)", rc, want);
+    rc = sof ? decode_in_bounded_child(jpg, len, 1) : -1;
+    tap_ok(rc == want, "libjpeg out of memory in the letterbox's decode: ENOMEM (exit %d, want %d)", rc, want);
+    free(jpg);
+    free(rgb);
+}
+
 /* The letterbox decodes through libjpeg into a band of rows that the resize
  * takes as they come (image_letterbox): the same pixels as TurboJPEG's whole
  * decode then the resize, on textured photographs of every subsampling,
@@ -805,6 +877,7 @@ int main(void)
     test_region(c);
     test_letterbox_stream(c);
     test_encode(c);
+    test_decoder_nomem();
     sa1b_letterbox lb;
     tap_ok(sa1b_letterbox_geometry(2250, 1500, 256, &lb, NULL) == SA1B_OK && lb.new_w == 256 &&
                lb.new_h == 171,
