@@ -497,6 +497,7 @@ static int cmd_decode(int argc, char **argv)
     if (is01 && o.format != FMT_RAW)
         for (size_t i = 0; i < (size_t)oh * ow; i++) pix[i] = pix[i] ? 255 : 0;
     cli_out out;
+    if (o.output) cli_check_output(o.output, NULL, 0); /* never a shard */
     cli_out_open(&out, o.output);
     write_image(&out, o.format, pix, oh, ow);
     cli_out_commit(&out);

@@ -58,6 +58,13 @@ for m in 600 640 664; do
     run_ok "-o an existing file of mode $m" sa1b-rle decode -s 3x4 -c 32201 -o out.raw
     is "$(stat -c %a out.raw)" $m "... keeps mode $m"
 done
+# -o never replaces a shard (before: the mask replaced it, exit 0)
+"$BUILD/tests/test-shard-gen" gen keep.shard -n 2 -s 32 -r 8 -m 3 --seed 1 || exit 99
+cp keep.shard want.shard
+run_status 2 "-o naming a shard: refused" sa1b-rle decode -s 3x4 -c 32201 -o keep.shard
+grep_ok "^sa1b-rle: -o 'keep.shard' is a shard: not replaced; give another file$" "$TMP/.err" "... in one line"
+cmp -s keep.shard want.shard
+ok $? "... the shard is left as it was"
 rm -f new.raw
 run_ok "-o a new file" sa1b-rle decode -s 3x4 -c 32201 -o new.raw
 is "$(stat -c %a new.raw)" "$(printf '%o' $((0666 & ~$(umask))))" "... made 0666 less the umask"
