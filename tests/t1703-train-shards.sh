@@ -55,6 +55,20 @@ run_status 2 "--export into a folder a killed export left its temporary in: refu
 run_ok "with --overwrite" sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 --masks 4 \
     --val "$TMP/val.shard" --export 1 --out "$TMP/ek" -q --overwrite
 is "$(ls "$TMP/ek/export" | grep -c tmp)" "0" "the temporary is gone"
+# two exports at once into one --out: the second to take the export
+# folder's lock is refused (before: each had found the folder empty, and
+# their overlays were mixed, both exit 0); flock(1) holds it as an export
+if command -v flock >/dev/null; then
+    mkdir -p "$TMP/el/export"
+    flock "$TMP/el/export/.sa1b-train.lock" sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 --masks 4 \
+        --val "$TMP/val.shard" --export 2 --out "$TMP/el" -q >/dev/null 2>"$TMP/el.err"
+    is "$?" "2" "--export into a folder another export holds: exit 2"
+    grep_ok "^sa1b-train: '$TMP/el/export' is in use by another --export .*: wait for it to end, or give another --out$" \
+        "$TMP/el.err" "in one line"
+    is "$(ls "$TMP/el/export" | wc -l | tr -d ' ')" "0" "no overlay written"
+else
+    skip 3 "no flock(1)"
+fi
 run_status 2 "--export without --eval-only" sa1b-train --export 2 --out "$TMP/x" --synthetic-batch 1
 run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 --steps 1 \
     --data "$TMP/train.shard" --out "$TMP/c" -q

@@ -1,7 +1,9 @@
 #!/bin/sh
 # t1705: --out DIR never starts over a run that DIR holds: without --resume
 # or --overwrite it is refused (exit 2) and nothing in DIR changes;
-# --overwrite starts afresh (the earlier run's files go, other files stay).
+# --overwrite starts afresh (the earlier run's files go, other files stay);
+# a new DIR/ with a trailing slash is DIR; a FIFO named as a run file or a
+# checkpoint is refused, never waited on.
 . "$top_srcdir/tests/test-lib.sh"
 common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 2 --synthetic-batch 11 --threads 2 -q"
 run_ok "a run of 8 steps" sa1b-train $common --steps 8 --warmup 1 --log-every 1 --ckpt-every 4 --out "$TMP/a"
@@ -36,4 +38,38 @@ run_ok "--overwrite starts afresh" sa1b-train $common --steps 2 --warmup 1 --log
 is "$(cd "$TMP/a" && ls | tr '\n' ' ')" "latest log.jsonl model-2.safetensors notes.txt state-2.bin " \
     "only the new run's files and the folder's other files remain"
 is "$(wc -l <"$TMP/a/log.jsonl" | tr -d ' ')" "2" "the log is the new run's"
+
+# a new folder named with a trailing slash (shell completion's form) is the
+# folder: created, not refused as the folder it would be created in
+run_ok "--out NEW/ is created" sa1b-train $common --steps 2 --out "$TMP/s/"
+test -s "$TMP/s/latest"
+ok $? "and holds the run"
+mkdir "$TMP/p"
+run_ok "--out DIR/NEW/ (DIR exists) is created" sa1b-train $common --steps 2 --out "$TMP/p/n//"
+test -s "$TMP/p/n/latest"
+ok $? "and holds the run"
+run_status 3 "--out NONE/NEW/ is refused" sa1b-train $common --steps 2 --out "$TMP/none/n/"
+is "$(cat "$TMP/.err")" "sa1b-train: output folder '$TMP/none' does not exist (--out $TMP/none/n/ is created in it)" \
+    "naming the folder that is missing"
+
+# a FIFO where a run file or a checkpoint is read is refused in one line,
+# never waited on (before: every one of these hung for good)
+if command -v mkfifo >/dev/null && command -v timeout >/dev/null; then
+    mkdir "$TMP/f"
+    mkfifo "$TMP/f/latest"
+    run_status 2 "a new run into a folder with a FIFO named latest is refused" \
+        timeout 60 sa1b-train $common --steps 2 --out "$TMP/f"
+    run_status 3 "--resume of it ends" timeout 60 sa1b-train --resume "$TMP/f" -q
+    is "$(cat "$TMP/.err")" "sa1b-train: cannot resume from '$TMP/f/latest': not a regular file" "in one line"
+    for name in log.jsonl state-2.bin model-2.safetensors; do
+        rm -rf "$TMP/g" && cp -r "$TMP/s" "$TMP/g" && rm "$TMP/g/$name" && mkfifo "$TMP/g/$name"
+        run_status 3 "--resume with a FIFO as $name ends" timeout 60 sa1b-train --resume "$TMP/g" -q
+        grep_ok "'$TMP/g/$name'.* not a regular file" "$TMP/.err" "naming it"
+    done
+    mkfifo "$TMP/fifo"
+    run_status 3 "--init of a FIFO ends" timeout 60 sa1b-train $common --steps 2 --init "$TMP/fifo" --out "$TMP/i"
+    run_status 3 "--eval-only of a FIFO ends" timeout 60 sa1b-train $common --eval-only "$TMP/fifo"
+else
+    skip 11 "no mkfifo or timeout"
+fi
 done_testing

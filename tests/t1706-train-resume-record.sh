@@ -70,4 +70,13 @@ grep_ok "batch: '0' is not an integer in 1\.\." "$TMP/.err" "with the option's o
 is "$(cat "$TMP/t/latest")" "4" "and nothing is trained"
 run_ok "--steps may change: the run goes on to 10" sa1b-train --resume "$TMP/d" --steps 10 -q
 is "$(cat "$TMP/d/latest")" "10" "to step 10"
+# --steps is the total: one below the step resumed from is refused (before:
+# nothing was trained, and the run said it succeeded, exit 0)
+cksum "$TMP/d/log.jsonl" >"$TMP/log.before"
+run_status 2 "--steps below the run's step is refused" sa1b-train --resume "$TMP/d" --steps 4 -q
+is "$(cat "$TMP/.err")" "sa1b-train: --steps 4 is below step 10, where the run in '$TMP/d' is: --steps is the run's total (give more than 10, or leave it out)" \
+    "in one line"
+cksum "$TMP/d/log.jsonl" | cmp -s - "$TMP/log.before"
+ok $? "and the run is left as it was"
+run_ok "--steps at the run's step: nothing left to do" sa1b-train --resume "$TMP/d" --steps 10 -q
 done_testing

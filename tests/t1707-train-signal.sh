@@ -40,4 +40,23 @@ SA1B_TEST_KILL=temp:2 sa1b-train --eval-only "$TMP/whole/model-8.safetensors" --
     --export 4 --out "$TMP/ev" -q >/dev/null 2>&1
 is "$?:$(ls "$TMP/ev/export" | grep -c '^00000-iou[0-9]*\.png$'):$(ls "$TMP/ev/export" | grep -c tmp)" "143:1:0" \
     "SIGTERM while --export writes its second overlay: the first stays, no temporary"
+# a stop in the last step, or in the evaluation of --val after the training
+# (val:N), ends the run without that evaluation, exit 130 and one line; before,
+# the signal was kept for a step that never came: the evaluation ran to its
+# end (hours on a large --val) and the run exited 0
+if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null &&
+    sa1b-synth -n 4 -W 160 -H 120 -m 6 -s 2 -o "$TMP/val.tar" --quiet &&
+    sa1b-shard --image-size 128 --mask-size 32 -o "$TMP/val.shard" "$TMP/val.tar" >/dev/null 2>&1; then
+    for pt in step:4 val:4; do
+        SA1B_TEST_KILL=$pt sa1b-train $common --steps 4 --ckpt-every 2 --val "$TMP/val.shard" --out "$TMP/v-$pt" \
+            >"$TMP/v.out" 2>"$TMP/v.err"
+        is "$?" "130" "SIGTERM at $pt with --val: exit 130"
+        is "$(cat "$TMP/v.err")" "sa1b-train: interrupted after the training (--val not evaluated): checkpoint of step 4 written" \
+            "SIGTERM at $pt with --val: one line"
+        is "$(cat "$TMP/v.out")" "" "SIGTERM at $pt with --val: no evaluation"
+        is "$(cat "$TMP/v-$pt/latest")" "4" "SIGTERM at $pt with --val: the last checkpoint is written"
+    done
+else
+    skip 8 "sa1b-synth or sa1b-shard not built"
+fi
 done_testing

@@ -3,7 +3,8 @@
 # --overwrite says so, and then only an earlier step dump (never a shard, a
 # checkpoint or any other input); the model loader (--init, --eval-only,
 # --resume) refuses a step dump and a state file, and still takes a model
-# checkpoint written before the files were tagged with their format.
+# checkpoint written before the files were tagged with their format; a
+# signal while the dump is written leaves it whole, no temporary.
 . "$top_srcdir/tests/test-lib.sh"
 common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 1 --threads 2"
 synth="$common --synthetic-batch 3"
@@ -60,5 +61,27 @@ assert n != d; open(p, "wb").write(n)' "$1"; }
     run_status 3 "--init of an untagged dump is refused" sa1b-train $synth -q --steps 1 --init "$TMP/old-dump" --out "$TMP/o2"
 else
     skip 3 "no /usr/bin/python3"
+fi
+
+# SIGTERM while the dump is written (strace holds its fsync) ends the
+# process once the dump is in place, whole: no temporary of the dump's size
+# left beside it (before: FILE.tmp.PID.0 stayed, which nothing removes)
+if command -v strace >/dev/null && command -v pgrep >/dev/null &&
+    strace -f -qq -o /dev/null -e trace=fsync true 2>/dev/null; then
+    mkdir "$TMP/k"
+    run_ok "a dump in one go" sa1b-train $synth --dump-step "$TMP/whole"
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o /dev/null -e trace=fsync \
+        -e inject=fsync:delay_enter=1000000 sa1b-train $synth --dump-step "$TMP/k/dump" >/dev/null 2>&1 & s=$!
+    i=0
+    while [ $i -lt 600 ] && ! ls "$TMP/k" | grep -q tmp; do sleep 0.05; i=$((i + 1)); done
+    c=$(pgrep -P $s)
+    [ -n "$c" ] && kill -TERM $c
+    wait $s 2>/dev/null
+    is "$?" "143" "SIGTERM while the dump is written: the process ends of it"
+    is "$(ls "$TMP/k" | tr '\n' ' ')" "dump " "with the dump in place and no temporary"
+    cmp -s "$TMP/whole" "$TMP/k/dump"
+    ok $? "the dump is whole"
+else
+    skip 4 "no strace (Debian: strace) or pgrep"
 fi
 done_testing

@@ -3,9 +3,12 @@
 # is reported once (one line naming the file and the step), the checkpoints
 # are still written, and the run ends with exit 3; a resume whose log
 # cannot be trimmed (a full disk) ends in one line with the log as it was
-# and no log.jsonl.tmp left.  SA1B_TEST_LOG_FULL=N sends the log's records
-# from step N on to /dev/full; the full disk is a tmpfs in a mount namespace
-# of its own (skipped where that is not permitted).
+# and no log.jsonl.tmp left; a resume drops a last record cut short, which
+# its first record would otherwise continue (one whole but for its newline
+# gets it); the log is synced before latest names a checkpoint.
+# SA1B_TEST_LOG_FULL=N sends the log's records from step N on to /dev/full;
+# the full disk is a tmpfs in a mount namespace of its own (skipped where
+# that is not permitted).
 . "$top_srcdir/tests/test-lib.sh"
 common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 1 --synthetic-batch 5 --threads 2 -q"
 if [ -w /dev/full ]; then
@@ -40,5 +43,35 @@ if [ -s "$TMP/rc" ]; then
     is "$(grep -c tmp "$TMP/ls.after")" "0" "no log.jsonl.tmp left"
 else
     skip 4 "no mount namespace for a full tmpfs"
+fi
+
+# A record cut short (no newline) by a full disk, after which the run went
+# on to a later checkpoint (the line says it does), is dropped by the
+# resume: never the start of the resumed run's first record's line.
+run_ok "a run whose log ends in a cut record" sa1b-train $common --steps 4 --log-every 1 --ckpt-every 2 --out "$TMP/c"
+head -c -40 "$TMP/c/log.jsonl" >"$TMP/cut" && cat "$TMP/cut" >"$TMP/c/log.jsonl"
+run_ok "resumed" sa1b-train --resume "$TMP/c" -q --steps 6
+is "$(grep -cv '^{"step": [0-9]*, [^{]*}$' "$TMP/c/log.jsonl")" "0" "every line of the log is one whole record"
+is "$(grep -c '^{"step": 5, ' "$TMP/c/log.jsonl")" "1" "the resumed run's first record is there"
+is "$(grep -c '^{"step": 4, ' "$TMP/c/log.jsonl")" "0" "the cut one is not"
+run_ok "a run whose last record lacks only its newline" sa1b-train $common --steps 4 --log-every 1 --ckpt-every 2 \
+    --out "$TMP/n"
+head -c -1 "$TMP/n/log.jsonl" >"$TMP/cut" && cat "$TMP/cut" >"$TMP/n/log.jsonl"
+run_ok "resumed" sa1b-train --resume "$TMP/n" -q --steps 5
+is "$(grep -cv '^{"step": [0-9]*, [^{]*}$' "$TMP/n/log.jsonl"):$(grep -c '^{"step": [45], ' "$TMP/n/log.jsonl")" "0:2" \
+    "keeps that record, on a line of its own"
+
+# the log's records reach the disk before latest names a checkpoint: after a
+# crash, a resumed run never writes the records of steps up to its
+# checkpoint again (before: the log was never synced; a power cut could
+# leave latest at step 4 and the log without steps 1-4, for good)
+if command -v strace >/dev/null && strace -f -qq -o /dev/null -e trace=fsync true 2>/dev/null; then
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -y -o "$TMP/trace" \
+        -e trace=fsync,rename sa1b-train $common --steps 4 --log-every 1 --ckpt-every 2 --out "$TMP/y"
+    sed -n -e 's/.*fsync([0-9]*<.*\/log\.jsonl>.*/log/p' -e 's/.*rename(".*\/latest\.tmp".*/latest/p' "$TMP/trace" \
+        | tr '\n' ' ' >"$TMP/order"
+    is "$(cat "$TMP/order")" "log latest log latest " "the log is synced before each rename of latest"
+else
+    skip 1 "no strace (Debian: strace)"
 fi
 done_testing

@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +77,21 @@ static long each_run_file(const char *dir, int (*fn)(const char *dir, const char
     return n;
 }
 
+FILE *tr_run_dir_fopen(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return NULL;
+    struct stat st;
+    FILE *f = NULL;
+    int e = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    if (!e && !(f = fdopen(fd, "r"))) e = errno;
+    if (e) {
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len)
 {
     long n = each_run_file(dir, NULL, NULL);
@@ -88,7 +104,7 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len)
     char path[4200];
     long step = -1;
     snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(path, "r");
+    FILE *f = tr_run_dir_fopen(path);
     if (f) {
         if (fscanf(f, "%ld", &step) != 1) step = -1;
         fclose(f);

@@ -18,6 +18,7 @@
 #define SA1B_TRAINER_RUN_DIR_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* 1 when dir holds a run (what: a short description such as "latest step
  * 30, 6 checkpoint files"), 0 when it does not or does not exist, -1 when
@@ -25,6 +26,12 @@
 int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
 
 #define TR_RUN_LOCK ".sa1b-train.lock"
+
+/* fopen(path, "r") of a run file (latest, log.jsonl) that is a regular
+ * file: NULL with errno set, EINVAL when path is a FIFO, a device or a
+ * folder (never waited on: a FIFO named latest hung every run in its
+ * folder). */
+FILE *tr_run_dir_fopen(const char *path);
 
 /* Removes the run's files from dir (the files tr_run_dir_holds_run counts;
  * nothing else).  0, or -1 with err naming the file that could not go. */

@@ -14,6 +14,7 @@
 #include <glob.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <math.h>
 #include <stddef.h>
 #include <signal.h>
@@ -26,15 +27,25 @@
 #include "backend_cuda.h"
 #include "train.h"
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested, stop_signal;
+static const char *volatile stop_line; /* after the training: the line a signal ends the process with */
 /* The first SIGINT/SIGTERM/SIGHUP stops after the step (a checkpoint is
- * written); a second ends the process at once. */
+ * written); a second ends the process at once.  Once the training is over
+ * (its last checkpoint written, the evaluation of --val to come), the first
+ * ends the process at once with stop_line, exit 130. */
 static void on_signal(int sig)
 {
+    const char *line = stop_line;
+    if (line) {
+        int bad = write(2, line, strlen(line)) < 0;
+        (void)bad; /* nothing more can be done */
+        _exit(130);
+    }
     if (stop_requested) {
         signal(sig, SIG_DFL);
         raise(sig);
     }
+    stop_signal = sig;
     stop_requested = 1;
 }
 
@@ -64,9 +75,10 @@ static void on_sigbus(int sig)
 }
 
 /* Tests: SA1B_TEST_KILL=step:N raises SIGTERM after step N, save:N in the
- * middle of step N's checkpoint (between the model and the state file);
- * once (the checkpoint a stop writes may pass the same point again, where a
- * second signal would end the process at once). */
+ * middle of step N's checkpoint (between the model and the state file),
+ * val:N as the evaluation of --val after step N begins; once (the
+ * checkpoint a stop writes may pass the same point again, where a second
+ * signal would end the process at once). */
 void test_hook(const char *what, long n)
 {
     static int fired;
@@ -151,8 +163,10 @@ long read_latest(const char *dir)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/latest", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) cli_die(CLI_EXIT_FATAL, "cannot resume from '%s': %s", path, strerror(errno));
+    FILE *f = tr_run_dir_fopen(path);
+    if (!f)
+        cli_die(CLI_EXIT_FATAL, "cannot resume from '%s': %s", path,
+                errno == EINVAL ? "not a regular file" : strerror(errno));
     long step = -1;
     if (fscanf(f, "%ld", &step) != 1 || step < 0) step = -1;
     fclose(f);
@@ -161,12 +175,19 @@ long read_latest(const char *dir)
 }
 
 /* On resume: drop log records of steps after the checkpoint (a run killed
- * between checkpoints logged steps that will now be redone).  A failure
- * leaves the log as it was, its temporary removed, and ends the run. */
+ * between checkpoints logged steps that will now be redone), and a last
+ * record cut short (a write that a full disk or a crash cut, after which
+ * the run may have gone on to later checkpoints), which the resumed run's
+ * first record would otherwise continue on the same line; a last record
+ * that is whole but for its newline gets it.  A failure leaves the log as
+ * it was, its temporary removed, and ends the run. */
 static void trim_log(const char *path, long step)
 {
-    FILE *in = fopen(path, "r");
-    if (!in) return;
+    FILE *in = tr_run_dir_fopen(path);
+    if (!in && errno == ENOENT) return;
+    if (!in)
+        cli_die(CLI_EXIT_FATAL, "cannot trim '%s' to step %ld: %s", path, step,
+                errno == EINVAL ? "not a regular file" : strerror(errno));
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *out = fopen(tmp, "w");
@@ -178,10 +199,18 @@ static void trim_log(const char *path, long step)
     char *line = NULL;
     size_t cap = 0;
     int bad = 0;
-    while (!bad && getline(&line, &cap, in) > 0) {
+    ssize_t n;
+    while (!bad && (n = getline(&line, &cap, in)) > 0) {
         long s = -1;
+        int whole = line[n - 1] == '\n'; /* (only the last line can lack it) */
+        if (!whole) { /* a record cut short, unless it is whole JSON but for its newline */
+            json_t *j = json_loadb(line, (size_t)n, 0, NULL);
+            int cut = !json_is_object(j);
+            json_decref(j);
+            if (cut) continue;
+        }
         if (sscanf(line, "{\"step\": %ld", &s) == 1 && s > step) continue;
-        if (fputs(line, out) == EOF) bad = errno ? errno : EIO;
+        if (fputs(line, out) == EOF || (!whole && fputc('\n', out) == EOF)) bad = errno ? errno : EIO;
     }
     free(line);
     if (!bad && ferror(in)) bad = EIO;
@@ -244,8 +273,11 @@ _Noreturn static void die_collective(const options *o, const char *err)
     tr_dist_abort(o->dist, CLI_EXIT_FATAL);
 }
 
+/* log: the run's log (rank 0), synced before latest names the step, so
+ * that a crash never leaves a checkpoint whose records are lost (the
+ * resumed run would not write them again); NULL when it has none. */
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
-                            tr_data_source *src, const uint64_t *pos)
+                            tr_data_source *src, const uint64_t *pos, FILE *log)
 {
     char path[4096], err[512];
     check_device(m->be); /* never a checkpoint of what a failed device left */
@@ -266,6 +298,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     /* every part written before latest names it */
     if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
+    if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */
     if (o->rank == 0 && write_latest(o->out, st->step) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
     bus_checkpoint = 1;
@@ -282,14 +315,14 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
  * that fails then ends the run with its own), then the checkpoint's, exit
  * 3.  saved: the step of the last checkpoint (of the one resumed from). */
 _Noreturn static void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
-                               tr_data_source *src, long saved, const uint64_t *pos, const char *err)
+                               tr_data_source *src, long saved, const uint64_t *pos, FILE *log, const char *err)
 {
     check_device(be);
     if (o->plan || st->step <= saved || o->rank != 0 || (o->zero && o->world > 1)) die_memory(o, be, err);
     char line[1200];
     failure_line(o, be, err, line, sizeof line);
     cli_warn("%s", line);
-    save_checkpoint(o, m, opt, st, src, pos);
+    save_checkpoint(o, m, opt, st, src, pos, log);
     cli_die(CLI_EXIT_FATAL, "step %ld failed: checkpoint of step %ld written (--resume %s goes on from it)",
             st->step + 1, st->step, o->out);
 }
@@ -462,7 +495,14 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
         scale /= 2;
     }
     check_device(m->be);
+    /* a signal while the dump is written (to a temporary renamed into place)
+     * ends the process once it is in place, a second at once: never a
+     * temporary of the dump's size left beside it */
+    struct sigaction hup;
+    signal(SIGINT, on_signal), signal(SIGTERM, on_signal);
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) signal(SIGHUP, on_signal);
     if (tr_dump_step(m, b, &L, o->dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    if (stop_requested) signal(stop_signal, SIG_DFL), raise(stop_signal);
     printf("{\"loss\": %.8g, \"focal\": %.8g, \"dice\": %.8g, \"iou_mse\": %.8g, \"valid\": %d}\n", L.loss, L.focal,
            L.dice, L.iou_mse, L.n_valid);
     src->release(src->ctx, b);
@@ -599,6 +639,12 @@ int run(const options *op, tr_backend *be)
     long scale_good = 0;
     if (o.resume) {
         long step = read_latest(o.resume);
+        if (o.steps < step) { /* never a resume that does nothing and says it succeeded */
+            if (o.rank == 0)
+                cli_die(CLI_EXIT_USAGE, "--steps %ld is below step %ld, where the run in '%s' is: --steps is the run's "
+                        "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
+            exit(CLI_EXIT_USAGE); /* (one line per job) */
+        }
         char path[4096];
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o.resume, step);
         if (tr_ckpt_load_model(&m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -655,7 +701,7 @@ int run(const options *op, tr_backend *be)
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
-            save_checkpoint(&o, &m, &opt, &st, &src, NULL);
+            save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);
             if (o.rank == 0) cli_warn("interrupted: checkpoint of step %ld written", st.step); /* one line per job */
             rc_exit = 130;
             break;
@@ -667,7 +713,7 @@ int run(const options *op, tr_backend *be)
                 if (st.step >= o.stage_step[k]) want = o.stage_batch[k];
             if (want != cur_batch) {
                 if (change_batch(&o, &cfg, &m, &src, be->host_mem, want, err, sizeof err) < 0)
-                    die_step(&o, be, &m, &opt, &st, &src, saved, NULL, err);
+                    die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
                 cur_batch = want, cur_accum = o.batch * o.accum / want;
             }
             int unfrozen = 0;
@@ -682,7 +728,7 @@ int run(const options *op, tr_backend *be)
         if (src.position) src.position(src.ctx, &pos[0], &pos[1]);
         int got = step_gradients(&o, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all, err,
                                  sizeof err);
-        if (got < 0) die_step(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, err);
+        if (got < 0) die_step(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, log, err);
         if (got == 0) break;
         long n_valid = L.n_valid;
         double unscale = cur_accum == 1 && !dp ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
@@ -747,10 +793,25 @@ int run(const options *op, tr_backend *be)
             t_last = now, wait_last = wait, since = 0, sync_s = 0;
         }
         if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) {
-            save_checkpoint(&o, &m, &opt, &st, &src, NULL);
+            save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);
             saved = st.step;
         }
         if (o.empty_cache_every && st.step % o.empty_cache_every == 0) tr_mem_empty_cache(&be->mem);
+    }
+    /* the training is over, its last checkpoint written: a stop asked for
+     * during its last step ends the run here (not after an evaluation of
+     * --val that may take long), and a signal from now on ends the process
+     * at once in one line (there is nothing left to save; a first signal
+     * was kept for the end of a step that will not come) */
+    char msg[200];
+    static char after[4400];
+    snprintf(msg, sizeof msg, "interrupted after the training%s: checkpoint of step %ld written",
+             o.val ? " (--val not evaluated)" : "", st.step);
+    snprintf(after, sizeof after, "%s: %s\n", cli_prog(), msg);
+    if (!o.plan) stop_line = o.rank ? "" : after; /* (one line per job) */
+    if (!o.plan && rc_exit == 0 && o.val && (stop_all || stop_requested)) { /* (this rank's: also one after the last sum) */
+        if (o.rank == 0) cli_warn("%s", msg);
+        rc_exit = 130;
     }
     if (log && fclose(log) != 0) log_failed(NULL, logpath, st.step, &log_bad);
     if (log_bad && rc_exit == 0) rc_exit = CLI_EXIT_FATAL; /* the checkpoints are written; the log is not whole */
@@ -762,7 +823,10 @@ int run(const options *op, tr_backend *be)
         else fprintf(stderr, "memory report (training, %s backend):\n", be->name);
         tr_mem_report(stderr, &ms);
     }
-    if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) evaluate_val(&o, be, &cfg, &m);
+    if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
+        test_hook("val", st.step);
+        evaluate_val(&o, be, &cfg, &m);
+    }
     tr_optim_free(&opt, &m);
     tr_model_free(&m);
     free(zero.owned), free(zero.lo);

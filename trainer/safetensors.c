@@ -441,7 +441,7 @@ out:
 int tr_st_load(tr_st_file *f, const char *path, char *err, size_t err_len)
 {
     memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* (a FIFO is refused below, never waited on) */
     if (fd < 0) return snprintf(err, err_len, "cannot open '%s': %s", path, strerror(errno)), -1;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -492,7 +492,7 @@ const char *tr_st_meta(const tr_st_file *f, const char *key)
 
 int tr_st_peek_meta(const char *path, const char *key, char *val, size_t val_len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* (a FIFO: not waited on) */
     if (fd < 0) return 0;
     struct stat st;
     uint8_t len8[8];

@@ -91,6 +91,11 @@ void prepare_out(options *o);
  * line and exit 2.  A folder not there yet is left to prepare_out (created:
  * 1, it must be there). */
 void lock_out(options *o, int created);
+/* --export: takes the flock(2) lock of the overlays' folder dir (its file
+ * TR_RUN_LOCK) for the rest of the process, then refuses (without
+ * --overwrite) or removes (with it) an earlier export's overlays there;
+ * another export holding it: one line and exit 2. */
+void lock_export(const options *o, const char *dir);
 /* The run record of o, saved in every state file. */
 void make_record(options *o);
 /* --resume: the run's settings restored from its record. */

@@ -81,8 +81,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
         snprintf(exdir, sizeof exdir, "%s/export", o->out);
         if ((mkdir(o->out, 0777) != 0 && errno != EEXIST) || (mkdir(exdir, 0777) != 0 && errno != EEXIST))
             cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", exdir, strerror(errno));
-        if (o->overwrite && tr_run_dir_overlays(exdir, 1) < 0) /* (an earlier export's: check_out) */
-            cli_die(CLI_EXIT_FATAL, "--overwrite: cannot remove the overlays in '%s': %s", exdir, strerror(errno));
+        lock_export(o, exdir); /* one export at a time; an earlier one's overlays refused or removed */
     }
     char err[512];
     int hist[10] = {0};

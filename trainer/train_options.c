@@ -348,6 +348,15 @@ static void refuse_run_in_out(const options *o)
                 "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
 }
 
+/* Exit 2 when dir holds the overlays of an earlier --export. */
+static void refuse_overlays(const char *dir)
+{
+    long n = tr_run_dir_overlays(dir, 0);
+    if (n > 0)
+        cli_die(CLI_EXIT_USAGE, "'%s' holds %ld overlays of an earlier --export: give another --out, or "
+                "--overwrite to replace them", dir, n);
+}
+
 /* Before anything is touched: a training run never starts over a run in
  * --out unless it resumes that run or --overwrite says to start afresh. */
 void check_out(const options *o)
@@ -359,10 +368,7 @@ void check_out(const options *o)
     if (o->eval_only && o->export_n && !o->overwrite) { /* never two exports' overlays mixed in one folder */
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/export", o->out);
-        long n = tr_run_dir_overlays(dir, 0);
-        if (n > 0)
-            cli_die(CLI_EXIT_USAGE, "'%s' holds %ld overlays of an earlier --export: give another --out, or "
-                    "--overwrite to replace them", dir, n);
+        refuse_overlays(dir);
     }
     if (o->dump_step && !o->plan && !o->eval_only) check_dump_out(o);
     if (o->plan || o->dump_step || o->eval_only || !o->out) return;
@@ -374,9 +380,12 @@ void check_out(const options *o)
     if (o->resume && same_dir(o->out, o->resume)) return;
     struct stat st;
     char parent[4096];
-    const char *slash = strrchr(o->out, '/');
-    snprintf(parent, sizeof parent, "%.*s", slash ? (int)(slash - o->out) : 1, slash ? o->out : ".");
-    if (stat(o->out, &st) != 0 && slash && slash != o->out && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
+    size_t len = strlen(o->out);
+    while (len > 1 && o->out[len - 1] == '/') len--; /* "runs/a/" is the folder a of runs */
+    snprintf(parent, sizeof parent, "%.*s", (int)len, o->out);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = 0;
+    if (stat(o->out, &st) != 0 && slash && slash != parent && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
         cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist (--out %s is created in it)", parent, o->out);
     refuse_run_in_out(o);
 }
@@ -430,6 +439,31 @@ void lock_out(options *o, int created)
     }
     cli_warn("cannot lock output folder '%s': %s (a second run in it would not be refused)", o->out, strerror(errno));
     close(fd);
+}
+
+void lock_export(const options *o, const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, TR_RUN_LOCK);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the export folder): %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* else held until the process ends (fd left open) */
+        if (errno == EWOULDBLOCK) {
+            struct stat st;
+            long pid = fstat(fd, &st) == 0 ? lock_holder(&st) : 0;
+            char who[64] = "";
+            if (pid) snprintf(who, sizeof who, " (process %ld)", pid);
+            cli_die(CLI_EXIT_USAGE, "'%s' is in use by another --export%s: wait for it to end, or give another --out",
+                    dir, who);
+        }
+        cli_warn("cannot lock '%s': %s (a second export into it would not be refused)", dir, strerror(errno));
+        close(fd);
+    }
+    /* again under the lock: two exports started together had each found
+     * the folder without overlays */
+    if (!o->overwrite) refuse_overlays(dir);
+    else if (tr_run_dir_overlays(dir, 1) < 0) /* (an earlier export's: check_out) */
+        cli_die(CLI_EXIT_FATAL, "--overwrite: cannot remove the overlays in '%s': %s", dir, strerror(errno));
 }
 
 /* Creates --out, or with --overwrite empties it of the earlier run's files. */
