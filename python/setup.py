@@ -62,5 +62,5 @@ setup(
     packages=["sa1b"],
     ext_modules=[ext],
     install_requires=["numpy"],
-    python_requires=">=3.9",
+    python_requires=">=3.10",  # Py_NewRef, PyModule_AddObjectRef
 )

@@ -15,6 +15,9 @@ Where they differ, on purpose:
     ValueError naming the object (pycocotools reads past the end, or
     returns whatever memory held);
   * decode([]) and masks of different sizes in one call raise ValueError;
+  * polygon and box coordinates must be finite and within +-4.29e8 (an
+    edge shorter than 2^31-1 steps of 1/5 pixel), else ValueError (where
+    pycocotools' int arithmetic overflows: a crash, or gigabytes);
   * encode takes any nonzero byte as foreground (pycocotools compares each
     byte with 0 or 1, so a mask holding 2 or 255 gets other runs).
 

@@ -24,10 +24,15 @@ copy).  DataLoader worker processes work too, but each batch is then
 copied into shared memory to reach the main process; use them only when
 the rest of a per-sample pipeline in Python needs processes.
 
+Epochs.  set_epoch(e) reaches DataLoader worker processes that live across
+epochs (persistent_workers=True) too: the epoch is kept in shared memory.
+
 Pinned memory.  pin_memory=True (or DataLoader's own pin_memory=True)
 copies each batch into page-locked memory, so that .cuda(non_blocking=True)
 overlaps the copy with compute.
 """
+import operator
+
 import numpy as np
 import torch
 import torch.utils.data
@@ -72,13 +77,33 @@ class ShardDataset(torch.utils.data.IterableDataset):
         one = isinstance(paths, (str, bytes)) or hasattr(paths, "__fspath__")  # a path, not a list of them
         self.paths = [paths] if one else list(paths)
         self.batch, self.masks, self.points, self.seed = batch, masks, points, seed
+        # in shared memory: persistent DataLoader workers keep the copy of the
+        # dataset they started with, and set_epoch must reach them (before:
+        # every epoch of theirs was the first one's order, masks and flips)
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self.epoch = epoch
         self.rank, self.world = rank, world
         self.pin_memory = pin_memory
         self.loader_args = loader_args
 
+    @property
+    def epoch(self):
+        """The epoch of the next iteration (0..2^64-1)."""
+        return int(self._epoch[0]) & (2 ** 64 - 1)
+
+    @epoch.setter
+    def epoch(self, epoch):
+        try:
+            e = operator.index(epoch)
+        except TypeError:
+            e = -1
+        if not 0 <= e < 2 ** 64:
+            raise ValueError("Loader: epoch must be a non-negative integer")
+        self._epoch[0] = e - 2 ** 64 if e >= 2 ** 63 else e  # uint64 in the int64
+
     def set_epoch(self, epoch):
-        """The epoch of the next iteration (its order, masks, points, flips)."""
+        """The epoch of the next iteration (its order, masks, points, flips),
+        in this process and in DataLoader's worker processes."""
         self.epoch = epoch
 
     def split(self):

@@ -15,11 +15,17 @@
  * never touch Python).  One thread at a time may call next(); releases
  * from other threads (an array dying there) are safe: the C release takes
  * the loader's lock.
+ *
+ * Fork.  A child forked while a loader is open (multiprocessing, DataLoader
+ * workers) inherits a copy of it without its worker threads: the copy is
+ * never used there (next() raises RuntimeError) and never closed (joining
+ * threads that are not there would wait for ever), only dropped.
  */
 #include "sa1bpy.h"
 #include "sa1b_prep.h"
 
 #include <string.h>
+#include <unistd.h>
 
 #include "sa1b_loader.h"
 
@@ -30,6 +36,7 @@ typedef struct {
     int busy;           /* a thread is inside next() */
     int done;           /* SA1B_EOF seen */
     int closing;        /* __exit__ ran while next() ran or batches lived: closed once neither is so */
+    pid_t pid;          /* the process that opened L */
 } Sa1bLoader;
 
 typedef struct {
@@ -40,9 +47,20 @@ typedef struct {
 
 /* ---- Batch ------------------------------------------------------------------------ */
 
+/* L was opened by the parent of this forked process: a copy whose workers
+ * are not here */
+static int forked(const Sa1bLoader *ld)
+{
+    return ld->L && ld->pid != getpid();
+}
+
 static void loader_free_c(Sa1bLoader *ld)
 {
     sa1b_loader *L = ld->L;
+    if (forked(ld)) { /* the parent's copy: dropped (its memory is this process's to leak) */
+        ld->L = NULL;
+        return;
+    }
     ld->L = NULL;
     if (!L) return;
     Py_BEGIN_ALLOW_THREADS
@@ -55,7 +73,7 @@ static void batch_dealloc(PyObject *self)
     Sa1bBatch *b = (Sa1bBatch *)self;
     if (b->loader) {
         Sa1bLoader *ld = b->loader;
-        if (ld->L) sa1b_loader_release(ld->L, b->batch);
+        if (ld->L && !forked(ld)) sa1b_loader_release(ld->L, b->batch);
         ld->held--;
         if (ld->closing && ld->held == 0 && !ld->busy) loader_free_c(ld); /* the with block's close */
         Py_DECREF(ld);
@@ -106,10 +124,22 @@ static int paths_of(PyObject *paths, PyObject **list)
     return 0;
 }
 
+/* o as an unsigned integer through __index__ (numpy's integers too);
+ * (unsigned long long)-1 with an error set when it is not an integer or
+ * is negative */
+static unsigned long long index_arg(PyObject *o)
+{
+    PyObject *i = PyNumber_Index(o);
+    if (!i) return (unsigned long long)-1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    return v;
+}
+
 static int u32_arg(PyObject *o, const char *name, uint32_t *out)
 {
     if (!o || o == Py_None) return 0;
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    unsigned long long v = index_arg(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Format(PyExc_ValueError, "Loader: %s must be an integer in 0..2^32-1", name);
         return -1;
@@ -125,7 +155,7 @@ static int u32_arg(PyObject *o, const char *name, uint32_t *out)
 static int u64_arg(PyObject *o, const char *name, uint64_t *out)
 {
     if (!o || o == Py_None) return 0;
-    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    unsigned long long v = index_arg(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
         PyErr_Format(PyExc_ValueError, "Loader: %s must be a non-negative integer", name);
         return -1;
@@ -230,7 +260,16 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
         sa1bpy_raise(&err, NULL);
         return -1;
     }
+    if (ld->L) { /* another thread's __init__ opened one meanwhile: kept (replaced, its threads
+                  * and buffers would leak) */
+        Py_BEGIN_ALLOW_THREADS
+        sa1b_loader_close(L);
+        Py_END_ALLOW_THREADS
+        PyErr_SetString(PyExc_ValueError, "Loader: already opened");
+        return -1;
+    }
     ld->L = L;
+    ld->pid = getpid();
     ld->done = 0;
     ld->closing = 0;
     return 0;
@@ -245,6 +284,14 @@ static void loader_dealloc(PyObject *self)
 
 static int ready(Sa1bLoader *ld)
 {
+    if (forked(ld)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Loader: opened in process %ld, used in process %ld forked from it (its "
+                     "worker threads are not there): open a Loader in the child "
+                     "(sa1b.torch.ShardDataset opens one in each DataLoader worker)",
+                     (long)ld->pid, (long)getpid());
+        return -1;
+    }
     if (!ld->L || ld->closing) {
         PyErr_SetString(PyExc_ValueError, "Loader: closed");
         return -1;
@@ -370,6 +417,10 @@ static PyObject *loader_next(PyObject *self)
 static PyObject *loader_close(PyObject *self, PyObject *noargs)
 {
     Sa1bLoader *ld = (Sa1bLoader *)self;
+    if (forked(ld)) { /* the parent's copy: nothing runs or is freed here */
+        loader_free_c(ld);
+        Py_RETURN_NONE;
+    }
     if (ld->busy) {
         PyErr_SetString(PyExc_RuntimeError, "Loader: next() is running in another thread");
         return NULL;

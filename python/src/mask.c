@@ -11,6 +11,7 @@
  */
 #include "sa1bpy.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +74,24 @@ static int size_of(PyObject *obj, uint32_t *h, uint32_t *w)
     return rc;
 }
 
+/* PySequence_Fast(o, msg), but never the caller's list itself: a list o is
+ * copied into a tuple, so that Python code run while the items are read (a
+ * mapping's __getitem__, an __index__) can neither shrink it under the
+ * reader nor free the item being read. */
+static PyObject *items_of(PyObject *o, const char *msg)
+{
+    PyObject *seq = PySequence_Fast(o, msg);
+    if (!seq || seq != o || !PyList_Check(seq)) return seq;
+    PyObject *t = PyList_AsTuple(seq);
+    Py_DECREF(seq);
+    return t;
+}
+
 /* Gathers a sequence of RLE dicts {'size': [h, w], 'counts': str|bytes}. */
 static int rle_set_gather(rle_set *set, PyObject *objs)
 {
     memset(set, 0, sizeof *set);
-    PyObject *seq = PySequence_Fast(objs, "expected a list of RLE objects");
+    PyObject *seq = items_of(objs, "expected a list of RLE objects");
     if (!seq) return -1;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     size_t cap = n ? (size_t)n : 1;
@@ -212,7 +226,10 @@ static PyObject *m_encode(PyObject *self, PyObject *arg)
                      b.ndim);
         goto out;
     }
-    if (b.itemsize != 1 || !b.format || strcmp(b.format, "B") != 0) {
+    /* uint8, or bool as pycocotools takes it too (its bytes are 0 and 1) */
+    const char *fmt = b.format ? b.format : "";
+    if (*fmt && strchr("@=<>!", *fmt)) fmt++;
+    if (b.itemsize != 1 || (strcmp(fmt, "B") != 0 && strcmp(fmt, "?") != 0)) {
         PyErr_Format(PyExc_ValueError, "Buffer dtype mismatch, expected 'uint8_t' but got '%s'",
                      b.format ? b.format : "?");
         goto out;
@@ -223,8 +240,12 @@ static PyObject *m_encode(PyObject *self, PyObject *arg)
     }
     Py_ssize_t h = b.shape[0], w = b.shape[1];
     n = b.shape[2];
-    if ((uint64_t)h * (uint64_t)w > SA1B_RLE_MAX_PIXELS) {
-        PyErr_Format(PyExc_ValueError, "mask of %zdx%zd: more than 2^32-1 pixels", h, w);
+    /* each side too (an empty [2^32, 0, n] has no pixels, and its RLE's
+     * size must not wrap to [0, 0]) */
+    if ((uint64_t)h > UINT32_MAX || (uint64_t)w > UINT32_MAX ||
+        (uint64_t)h * (uint64_t)w > SA1B_RLE_MAX_PIXELS) {
+        PyErr_Format(PyExc_ValueError, "mask of %zdx%zd: a side or the pixel count beyond 2^32-1",
+                     h, w);
         goto out;
     }
     if (!(rles = rles_new(n))) goto out;
@@ -238,7 +259,7 @@ static PyObject *m_encode(PyObject *self, PyObject *arg)
                              (uint32_t)w, 1, &err);
     Py_END_ALLOW_THREADS
     if (rc != SA1B_OK) {
-        sa1bpy_raise(&err, "encode");
+        sa1bpy_raise(&err, NULL); /* the codec's message names encode */
         goto out;
     }
     ret = rles_to_list(rles, n);
@@ -477,7 +498,7 @@ static PyObject *m_rle_iou(PyObject *self, PyObject *args)
     PyBuffer_Release(&b);
     PyBuffer_Release(&cb);
     if (rc != SA1B_OK) {
-        sa1bpy_raise(&err, "iou");
+        sa1bpy_raise(&err, NULL); /* "iou: ..." */
         Py_DECREF(arr);
         goto out;
     }
@@ -554,7 +575,7 @@ static PyObject *m_merge(PyObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     rc = sa1b_rle_merge(&r, (const sa1b_rle *const *)in, (size_t)set.n, intersect, &err);
     Py_END_ALLOW_THREADS
-    if (rc != SA1B_OK) sa1bpy_raise(&err, "merge");
+    if (rc != SA1B_OK) sa1bpy_raise(&err, NULL); /* "merge: ..." */
     else ret = rle_to_dict(&r);
     sa1b_rle_free(&r);
 out:
@@ -585,16 +606,32 @@ static int rle_from_poly(sa1b_rle *r, const double *xy, size_t k, uint32_t h, ui
     int *u = NULL, *v = NULL;
     uint32_t *a = NULL, *b = NULL;
     if (!x || !y) goto out;
-    for (size_t j = 0; j < k; j++) {
-        x[j] = (int)(scale * xy[2 * j] + .5);
-        y[j] = (int)(scale * xy[2 * j + 1] + .5);
+    /* a coordinate the fine grid's int cannot hold (NaN, inf, |c| beyond
+     * ~4.29e8), or an edge of 2^31-1 steps or more, is refused: pycocotools'
+     * undefined behaviour there became a boundary of billions of points
+     * (gigabytes, minutes) or a crash */
+    for (size_t j = 0; j < 2 * k; j++) {
+        double f = scale * xy[j] + .5;
+        if (!(f > (double)INT_MIN - 1 && f < (double)INT_MAX + 1)) {
+            rc = sa1b_error_set(err, SA1B_ERANGE, -1,
+                                "polygon: coordinate %zu (%g) is not a finite number within "
+                                "+-4.29e8", j, xy[j]);
+            goto out;
+        }
+        if (j % 2) y[j / 2] = (int)f;
+        else x[j / 2] = (int)f;
     }
     x[k] = k ? x[0] : 0;
     y[k] = k ? y[0] : 0;
     /* the boundary, one point per fine-grid step along the major axis */
     size_t m = 0;
     for (size_t j = 0; j < k; j++) {
-        int dx = abs(x[j] - x[j + 1]), dy = abs(y[j] - y[j + 1]);
+        long long dx = llabs((long long)x[j] - x[j + 1]), dy = llabs((long long)y[j] - y[j + 1]);
+        if (dx >= INT_MAX || dy >= INT_MAX) {
+            rc = sa1b_error_set(err, SA1B_ERANGE, -1,
+                                "polygon: edge %zu is longer than 2^31-2 steps of 1/5 pixel", j);
+            goto out;
+        }
         m += (size_t)(dx > dy ? dx : dy) + 1;
     }
     u = malloc(sizeof(int) * (m ? m : 1));
@@ -643,7 +680,9 @@ static int rle_from_poly(sa1b_rle *r, const double *xy, size_t k, uint32_t h, ui
         if (yd < 0) yd = 0;
         else if (yd > h) yd = h;
         yd = ceil(yd);
-        a[nt++] = (uint32_t)((int)xd * (int)h + (int)yd);
+        /* modulo 2^32 as pycocotools' int arithmetic gives it, without its
+         * overflow beyond 2^31 pixels */
+        a[nt++] = (uint32_t)((uint64_t)xd * h + (uint64_t)yd);
     }
     a[nt++] = (uint32_t)((uint64_t)h * w);
     qsort(a, nt, sizeof *a, cmp_u32);
@@ -726,7 +765,7 @@ static PyObject *m_fr_poly(PyObject *self, PyObject *args)
     uint32_t h, w;
     if (!PyArg_ParseTuple(args, "OOO", &polys, &h_o, &w_o)) return NULL;
     if (sides_of(h_o, w_o, &h, &w) < 0) return NULL;
-    PyObject *seq = PySequence_Fast(polys, "frPoly: expected a list of polygons");
+    PyObject *seq = items_of(polys, "frPoly: expected a list of polygons");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject *ret = NULL;
@@ -761,7 +800,7 @@ out:
 /* _fr_uncompressed(objs): [{'size': [h, w], 'counts': [runs]}] -> RLE dicts */
 static PyObject *m_fr_uncompressed(PyObject *self, PyObject *objs)
 {
-    PyObject *seq = PySequence_Fast(objs, "frUncompressedRLE: expected a list");
+    PyObject *seq = items_of(objs, "frUncompressedRLE: expected a list");
     if (!seq) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     PyObject *ret = NULL;
@@ -773,7 +812,7 @@ static PyObject *m_fr_uncompressed(PyObject *self, PyObject *objs)
         if (size_of(obj, &h, &w) < 0) goto out;
         PyObject *counts = PyMapping_GetItemString(obj, "counts");
         if (!counts) goto out;
-        PyObject *cs = PySequence_Fast(counts, "frUncompressedRLE: counts must be a list of runs");
+        PyObject *cs = items_of(counts, "frUncompressedRLE: counts must be a list of runs");
         Py_DECREF(counts);
         if (!cs) goto out;
         Py_ssize_t nc = PySequence_Fast_GET_SIZE(cs);

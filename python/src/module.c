@@ -14,8 +14,13 @@ PyObject *sa1bpy_raise(const sa1b_error *err, const char *what)
     if (err->code == SA1B_EIO) type = PyExc_OSError;
     else if (err->code == SA1B_ENOMEM) type = PyExc_MemoryError;
     const char *msg = err->msg[0] ? err->msg : sa1b_strerror(err->code);
-    if (what) PyErr_Format(type, "%s: %s", what, msg);
-    else PyErr_SetString(type, msg);
+    /* the message may quote a path that is not UTF-8: escaped, not lost
+     * (PyErr_SetString raised the exception without any message) */
+    PyObject *m = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "backslashreplace");
+    if (!m) return NULL;
+    if (what) PyErr_Format(type, "%s: %U", what, m);
+    else PyErr_SetObject(type, m);
+    Py_DECREF(m);
     return NULL;
 }
 

@@ -43,9 +43,19 @@ static int shard_init(PyObject *self, PyObject *args, PyObject *kw)
     rc = sa1b_shard_open(&s, p, &err);
     Py_END_ALLOW_THREADS
     Py_DECREF(bytes);
+    if (rc == SA1B_OK && sh->s) { /* another thread's __init__ opened it meanwhile */
+        sa1b_shard_close(s);
+        Py_DECREF(path_o);
+        PyErr_SetString(PyExc_ValueError, "Shard: already opened");
+        return -1;
+    }
     if (rc != SA1B_OK) {
+        /* the path as given, a name that is not UTF-8 escaped */
         PyObject *what = PyUnicode_FromFormat("'%U'", path_o);
-        sa1bpy_raise(&err, what ? PyUnicode_AsUTF8(what) : NULL);
+        PyObject *utf8 = what ? PyUnicode_AsEncodedString(what, "utf-8", "backslashreplace") : NULL;
+        PyErr_Clear();
+        sa1bpy_raise(&err, utf8 ? PyBytes_AS_STRING(utf8) : NULL);
+        Py_XDECREF(utf8);
         Py_XDECREF(what);
         Py_DECREF(path_o);
         return -1;

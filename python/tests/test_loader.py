@@ -201,6 +201,95 @@ def check_errors():
     tap.raises(ValueError, lambda: sa1b.Loader(PATHS, batch=-1), "a negative batch")
     tap.raises(ValueError, lambda: sa1b.Loader(PATHS, consumed=10 ** 6), "consumed beyond the epoch")
     tap.raises(TypeError, lambda: sa1b.Loader(PATHS, bogus=1), "an unknown keyword")
+    # numpy's integers are integers (before: "batch must be an integer")
+    L = sa1b.Loader(PATHS, batch=np.int64(3), masks=np.uint8(2), seed=np.uint64(2 ** 64 - 1), epoch=np.int32(1))
+    b = next(L)
+    tap.eq((b["image"].shape[0], b["masks"].shape[1], b["epoch"]), (3, 2, 1), "numpy integers as batch, masks, epoch")
+    del b
+    L.close()
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, batch=2.0), "a float batch", match="integer")
+
+
+def concurrent_inits(cls, args, threads=8):
+    """how many of `threads` threads calling __init__ at once on one new
+    object succeed (the others: ValueError 'already opened')"""
+    import threading
+    obj = cls.__new__(cls)
+    start = threading.Barrier(threads)
+    res = []
+
+    def init():
+        start.wait()
+        try:
+            obj.__init__(*args)
+            res.append("ok")
+        except ValueError as e:
+            res.append(str(e))
+    ts = [threading.Thread(target=init) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return res.count("ok"), res.count("Loader: already opened") + res.count("Shard: already opened")
+
+
+def check_concurrent_init():
+    # before: several opened (the GIL is released while the loader opens)
+    # and the last one replaced the others, whose threads and buffers leaked
+    got = [concurrent_inits(sa1b.Loader, (PATHS * 4,)) for _ in range(20)]
+    tap.eq(set(got), {(1, 7)}, "Loader.__init__ from 8 threads at once, 20 times: one opens, 7 are refused")
+
+
+def check_fork():
+    """a child forked while a loader is open (multiprocessing, DataLoader
+    workers) has a copy without its worker threads: next() raises there,
+    and dropping it (or a batch) does not wait for them (before: next()
+    handed out the copy's prefetched batches and then hung, as did the
+    copy's close or collection)"""
+    import time
+    L = sa1b.Loader(PATHS, batch=2, threads=1, depth=2, epochs=None)
+    b = next(L)
+    time.sleep(0.2)  # the worker has filled the other buffer and waits: no lock is held at the fork
+    rfd, wfd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(rfd)
+        msg = ""
+        try:
+            next(L)
+            msg += "next() gave a batch;"
+        except RuntimeError as e:
+            msg += "RuntimeError;" if "forked" in str(e) else "RuntimeError %s;" % e
+        except BaseException as e:  # noqa: B902
+            msg += "%s %s;" % (type(e).__name__, e)
+        try:
+            del b  # the parent's batch, dropped here
+            gc.collect()
+            L.close()
+            msg += "closed"
+        except BaseException as e:  # noqa: B902
+            msg += "close: %s %s" % (type(e).__name__, e)
+        os.write(wfd, msg.encode())
+        os._exit(0)
+    os.close(wfd)
+    for _ in range(600):
+        done, _status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    with os.fdopen(rfd, "rb") as f:
+        got = f.read().decode()
+    tap.eq(got, "RuntimeError;closed", "a forked child: next() raises RuntimeError, close() returns")
+    del b
+    gc.collect()
+    tap.eq(L.held, 0, "the parent's batch went back in the parent")
+    b = next(L)
+    tap.ok(b["image_id"][0] != -1, "and the parent's loader goes on")
+    del b
+    L.close()
 
 
 def check_jpeg():
@@ -240,6 +329,8 @@ if __name__ == "__main__":
     check_content()
     check_lifetime()
     check_errors()
+    check_concurrent_init()
+    check_fork()
     check_damaged()
     check_jpeg()
     tap.done()

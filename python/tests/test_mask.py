@@ -112,7 +112,7 @@ def check_reference():
     # misuse raises alike
     agree(lambda M: M.encode(np.zeros((3, 5, 2), np.uint8)), "encode refuses C order")
     agree(lambda M: M.encode(np.zeros((3, 5, 2), np.float64, order="F")), "encode refuses float64")
-    agree(lambda M: M.encode(np.zeros((3, 5), bool)), "encode refuses bool")
+    agree(lambda M: M.encode(np.zeros((3, 5), bool)), "encode refuses a C-order bool [h, w] (its order)")
     r2 = P.encode(random_masks(rng, 6, 7, 2))
     agree(lambda M: M.iou(r2, r2, [0]), "iou refuses an iscrowd of the wrong length")
     agree(lambda M: M.iou(r2, np.zeros((2, 4)), [0, 0]), "iou refuses RLEs against boxes")
@@ -257,9 +257,115 @@ def check_hostile():
            outcomes)
 
 
+def check_reentrant():
+    """Python code run while a list is read (a size's __getitem__, a
+    mapping's, a run's __index__) that empties the list: every object is
+    still read (before: the extension read the list's freed storage and
+    crashed)"""
+    r = S.encode(np.asfortranarray(np.eye(4, dtype=np.uint8)))
+    objs = []
+
+    class Size(list):
+        def __getitem__(self, i):
+            objs.clear()
+            return list.__getitem__(self, i)
+
+    def emptied(n):
+        objs[:] = [{"size": Size(r["size"]), "counts": r["counts"]} for _ in range(n)]
+        return objs
+    tap.eq(S.decode(emptied(40)).shape, (4, 4, 40), "decode: a list emptied by its objects' size")
+    tap.eq(len(S.area(emptied(40))), 40, "area: the same")
+    tap.eq(S.toBbox(emptied(40)).shape, (40, 4), "toBbox: the same")
+    tap.eq(S.merge(emptied(40)), r, "merge: the same")
+    tap.eq(S.iou(emptied(30), [r, r], [0, 1]).shape, (30, 2), "iou: the same")
+    unc = {"size": [4, 4], "counts": [3, 5, 8]}
+    want = S.frPyObjects(unc, 4, 4)
+
+    class Emptying(dict):
+        def __getitem__(self, key):
+            objs.clear()
+            return dict.__getitem__(self, key)
+    objs[:] = [Emptying(unc) for _ in range(20)]
+    tap.eq(S.frUncompressedRLE(objs, 4, 4), [want] * 20, "frUncompressedRLE: a list emptied by its mappings")
+    runs = []
+
+    class Run:
+        def __index__(self):
+            runs.clear()
+            return 3
+    runs[:] = [Run(), 5, 8]
+    tap.eq(S.frPyObjects({"size": [4, 4], "counts": runs}, 4, 4), want,
+           "frUncompressedRLE: runs emptied by a run's __index__")
+
+
+def check_bounds():
+    # an empty [2^32, 0, 1] mask: its size wrapped to [0, 0]
+    tap.raises(ValueError, lambda: S.encode(np.zeros((2 ** 32, 0, 1), np.uint8, order="F")),
+               "encode: a side beyond 2^32-1 (no pixels) is refused, not wrapped", match="4294967296x0")
+    # bool masks, as pycocotools takes them (before: ValueError "got '?'")
+    m = random_masks(np.random.default_rng(8), 9, 7, 3).astype(bool)
+    tap.eq(S.encode(m), S.encode(m.astype(np.uint8)), "encode of a bool [h, w, n] mask")
+    tap.eq(S.encode(m[:, :, 1]), S.encode(m[:, :, 1].astype(np.uint8)), "encode of a bool [h, w] mask")
+    if P is not None:
+        agree(lambda M: M.encode(m), "encode of a bool mask as pycocotools")
+    tap.raises(ValueError, lambda: S.encode(m.astype(np.int8)), "an int8 mask is refused as by pycocotools",
+               match="dtype")
+    # the codec's message already names the call
+    try:
+        S.merge([{"size": [2, 2], "counts": b"13"}, {"size": [1, 4], "counts": b"04"}])
+        msg = None
+    except ValueError as e:
+        msg = str(e)
+    tap.ok(msg is not None and msg.startswith("merge: mask 1") and "merge: merge" not in msg,
+           "merge of different sizes: one 'merge:' in the message", msg)
+    # a polygon on a grid of more than 2^31 pixels: pycocotools' int
+    # arithmetic overflowed there (undefined behaviour: UBSan stopped the
+    # test); the runs are its runs modulo 2^32
+    big = [[59000, 100, 59010, 100, 59010, 110, 59000, 110]]
+    got = S.frPyObjects(big, 60000, 60000)
+    tap.eq(got, [{"size": [60000, 60000], "counts": b"T[WP`Y3:fbj100000000000000000lfgdh1"}],
+           "frPyObjects: a square at x = 59000 of a 60000 x 60000 mask")
+    if P is not None:
+        tap.eq(got, P.frPyObjects(big, 60000, 60000), "and pycocotools gives the same")
+    # coordinates the 5x fine grid's int cannot hold: pycocotools' undefined
+    # behaviour, here a boundary of ~2^31 points (17 GB of memory, minutes);
+    # run in a child limited to 4 GiB (not under ASan, which needs more
+    # address space), so that a regression is a MemoryError, not the machine
+    code = r"""
+import os, resource, sys
+if "libasan" not in os.environ.get("LD_PRELOAD", ""):
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+import sa1b.mask as S
+import numpy as np
+nan = float("nan")
+for poly in ([nan, 0, 5, 5, 10, 0], [0, 0, 5, float("inf"), 10, 0], [1e9, 0, 5, 5, 10, 0],
+             [-4e8, 0, 4e8, 0, 4e8, 5], [0, -4e8, 0, 4e8, 5, 5]):
+    try:
+        S.frPyObjects([poly], 10, 10)
+        print("ok")
+    except Exception as e:
+        print(type(e).__name__, str(e).replace("\n", " "))
+try:
+    S.frPyObjects(np.array([[nan, 0, 3, 3]]), 10, 10)
+    print("ok")
+except Exception as e:
+    print(type(e).__name__, e)
+"""
+    import subprocess
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    lines = run.stdout.splitlines()
+    tap.ok(run.returncode == 0 and len(lines) == 6 and all(line.startswith("ValueError") for line in lines),
+           "polygons and boxes with NaN, inf, |c| > 4.29e8 or an edge of 2^31 fine steps: ValueError",
+           run.stdout + run.stderr[-2000:])
+    tap.ok("coordinate 0 (nan)" in run.stdout and "edge 0" in run.stdout, "the message names the coordinate or edge",
+           run.stdout)
+
+
 if __name__ == "__main__":
     check_reference()
     check_real()
     check_extensions()
     check_hostile()
+    check_reentrant()
+    check_bounds()
     tap.done()

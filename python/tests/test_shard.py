@@ -183,4 +183,15 @@ if __name__ == "__main__":
     tap.raises(OSError, lambda: sa1b.Shard("no-such.shard"), "a missing file is OSError naming it",
                match="no-such.shard")
     tap.raises(TypeError, lambda: sa1b.Shard(), "Shard() needs a path")
+    # Shard.__init__ from 8 threads at once (before: several opened, the
+    # last replaced the others' maps, which leaked)
+    from test_loader import concurrent_inits
+    got = [concurrent_inits(sa1b.Shard, (sys.argv[1],)) for _ in range(20)]
+    tap.eq(set(got), {(1, 7)}, "Shard.__init__ from 8 threads at once, 20 times: one opens, 7 are refused")
+    # a name that is not UTF-8: escaped in the message (before: Shard's
+    # message lost the name, the Loader's was empty)
+    tap.raises(OSError, lambda: sa1b.Shard(b"no-such-\xff.shard"), "Shard: a missing file not named in UTF-8",
+               match="no-such-\\udcff.shard': cannot open")
+    tap.raises(OSError, lambda: sa1b.Loader([b"no-such-\xff.shard"]), "Loader: a missing file not named in UTF-8",
+               match="no-such-\\xff.shard': cannot open")
     tap.done()

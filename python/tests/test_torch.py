@@ -82,6 +82,22 @@ else:
 e0, _ = run(2, 2, epoch=0)
 e1, _ = run(2, 2, epoch=1)
 tap.ok(sorted(e0) == sorted(e1) and e0 != e1, "set_epoch(1): the same images in another order")
+# persistent workers keep the dataset they started with: set_epoch reaches
+# them all the same (before: every epoch was epoch 0's order and flips)
+ds = ShardDataset(PATHS, batch=2, masks=1, points=1, seed=3, threads=1, flip=0.5)
+dl = torch.utils.data.DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+fresh = torch.utils.data.DataLoader(ShardDataset(PATHS, batch=2, masks=1, points=1, seed=3, threads=1, flip=0.5),
+                                    batch_size=None, num_workers=2)
+got, want = [], []
+for epoch in range(3):
+    ds.set_epoch(epoch)
+    fresh.dataset.set_epoch(epoch)
+    got.append([(b["image_id"].tolist(), b["flipped"].tolist(), b["epoch"]) for b in dl])
+    want.append([(b["image_id"].tolist(), b["flipped"].tolist(), b["epoch"]) for b in fresh])
+tap.ok(got == want and got[0] != got[1] != got[2], "persistent_workers=True: set_epoch gives each epoch's "
+       "order and flips, as fresh workers do", diag="%r\n%r" % (got, want))
+del dl
+tap.raises(ValueError, lambda: ds.set_epoch(-1), "set_epoch(-1)", match="epoch")
 
 L = sa1b.Loader(PATHS, batch=2, masks=2, threads=1)
 b = next(L)
