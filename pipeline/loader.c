@@ -1269,8 +1269,8 @@ int sa1b_loader_open(sa1b_loader **out, const sa1b_loader_config *cfg, sa1b_erro
         rc = sa1b_error_set(err, SA1B_EINVAL, -1, "loader: the shards hold no images");
         goto fail;
     }
-    if (cfg->consumed >= L->N) {
-        rc = sa1b_error_set(err, SA1B_ERANGE, -1, "loader: consumed %llu not below %llu images",
+    if (cfg->consumed > L->N) { /* N: the epoch's end, where its last batch's next_position is */
+        rc = sa1b_error_set(err, SA1B_ERANGE, -1, "loader: consumed %llu beyond the epoch's %llu images",
                             (unsigned long long)cfg->consumed, (unsigned long long)L->N);
         goto fail;
     }

@@ -26,7 +26,8 @@
  * follow each other (epoch, epoch+1, ...) until max_epochs have been
  * delivered.  Resume: opening with (epoch, consumed) where consumed is a
  * batch boundary of the uninterrupted stream (batch->next_position of a
- * delivered batch, a multiple of G) reproduces the remaining stream
+ * delivered batch: a multiple of G, or N after the epoch's last batch, when
+ * the stream goes on with epoch+1) reproduces the remaining stream
  * exactly, including masks, points and flips.
  *
  * Per image randomness.  Each image draws from its own generator
@@ -134,7 +135,7 @@ typedef struct sa1b_loader_config {
     uint64_t seed;
     uint64_t epoch;           /* first epoch */
     uint64_t consumed;        /* images of that epoch already consumed by all
-                                 ranks together (resume; < N) */
+                                 ranks together (resume; <= N) */
     uint64_t max_epochs;      /* epochs to deliver, the first one included
                                  (partial when consumed > 0); 0 = forever */
     uint32_t rank, world;     /* rank in 0..world-1; world 0 counts as 1 */
@@ -207,7 +208,7 @@ typedef struct sa1b_loader sa1b_loader;
  * on S, R and format (SA1B_EMISMATCH; packed and run-length masks, format
  * versions 1 and 2, mix freely and give the same batches), checks the configuration (SA1B_EINVAL:
  * B, M or K zero, rank >= world, flip_prob outside [0, 1], no shards, a glob
- * matching nothing; SA1B_ERANGE: consumed >= N, sizes overflowing, more
+ * matching nothing; SA1B_ERANGE: consumed > N, sizes overflowing, more
  * than 2^32-1 images; a manifest that cannot be read: SA1B_EIO, one that
  * is not valid: SA1B_EFORMAT or SA1B_EUNSUPPORTED, a shard whose size or
  * image count differs from its manifest row: SA1B_EMISMATCH), computes the

@@ -175,11 +175,7 @@ static void test_resume(void)
         if (i >= n) continue;
         sa1b_loader_config r = c;
         r.epoch = A[i].epoch;
-        r.consumed = A[i].next_position;
-        if (r.consumed == N_) {
-            r.epoch++;
-            r.consumed = 0;
-        }
+        r.consumed = A[i].next_position; /* N_ after an epoch's last batch: the next epoch follows */
         r.max_epochs = c.epoch + c.max_epochs - r.epoch;
         r.threads = 1 + (uint32_t)(k % 3);
         int m = run(&r, Bv, 200);
@@ -270,8 +266,8 @@ static void test_glob_eof_errors(const char *dir)
     c.flip_prob = 1.5;
     tap_is_int(sa1b_loader_open(&L, &c, &e), SA1B_EINVAL, "flip probability 1.5 is EINVAL");
     c = base(4, 1);
-    c.consumed = N_;
-    tap_is_int(sa1b_loader_open(&L, &c, &e), SA1B_ERANGE, "consumed = N is ERANGE");
+    c.consumed = N_ + 1;
+    tap_is_int(sa1b_loader_open(&L, &c, &e), SA1B_ERANGE, "consumed = N + 1 is ERANGE");
     c = base(30, 1);
     c.drop_last = 1;
     tap_is_int(sa1b_loader_open(&L, &c, &e), SA1B_EINVAL, "drop_last with N < B*world is EINVAL");

@@ -54,6 +54,22 @@ def check_order():
         tap.eq(python_ids(**kw), loadbench_ids(args), "order as sa1b-loadbench %s" % " ".join(args))
 
 
+def check_resume():
+    """Loader(epoch=b["epoch"], consumed=b["next_position"]) resumes after any
+    batch b, the last of an epoch included (its next_position is the epoch's
+    image count; before, that was refused)"""
+    kw = dict(batch=3, seed=5, epochs=2)
+    whole = python_ids(**kw)
+    stream = []
+    for b in sa1b.Loader(PATHS, **kw):
+        stream.append((int(b["epoch"]), int(b["next_position"])))
+    ok = True
+    for i, (e, pos) in enumerate(stream):
+        rest = python_ids(batch=3, seed=5, epoch=e, consumed=pos, epochs=2 - e)
+        ok &= rest == whole[i + 1:]
+    tap.ok(ok and len(stream) > 2, "resume after each of %d batches (epoch ends included) gives the rest" % len(stream))
+
+
 def mirror(a, w):
     """a [.., W] with its first w columns mirrored"""
     out = a.copy()
@@ -326,6 +342,7 @@ def check_damaged():
 
 if __name__ == "__main__":
     check_order()
+    check_resume()
     check_content()
     check_lifetime()
     check_errors()
