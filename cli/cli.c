@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "sa1b_shard.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -10,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -231,6 +233,45 @@ void cli_stdout_check(void)
     if (e) cli_die(CLI_EXIT_FATAL, "standard output: %s", reason(e));
 }
 
+/* Removes the temporaries "PATH.tmp-XXXXXX" that runs killed while they
+ * wrote PATH left (SIGKILL, the OOM killer, a power cut: a multi-gigabyte
+ * tar of sa1b-synth, left for good), one line each.  A live writer holds a
+ * flock(2) lock on its temporary from the moment it made it, so a file
+ * whose lock this process gets has no writer; the few microseconds between
+ * mkstemp and flock are covered by leaving files changed in the last 10
+ * seconds alone.  Nothing else is touched: only regular files of exactly
+ * that name's form. */
+static void sweep_temps(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    const char *base = slash ? slash + 1 : path;
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp-", 5) != 0 || strlen(n + blen + 5) != 6) continue;
+        int form = 1;
+        for (const char *c = n + blen + 5; *c; c++)
+            if (!((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9'))) form = 0;
+        char p[8300];
+        struct stat ls, fs;
+        snprintf(p, sizeof p, "%s/%s", dir, n);
+        if (!form || lstat(p, &ls) != 0 || !S_ISREG(ls.st_mode) || time(NULL) - ls.st_mtime < 10) continue;
+        int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &fs) == 0 && lstat(p, &ls) == 0 && fs.st_dev == ls.st_dev &&
+            fs.st_ino == ls.st_ino && unlink(p) == 0)
+            cli_warn("removed '%s', the temporary of an earlier run that was killed while it wrote '%s'", p, path);
+        close(fd);
+    }
+    closedir(d);
+}
+
 void cli_out_open(cli_out *o, const char *path)
 {
     o->f = NULL;
@@ -281,9 +322,11 @@ void cli_out_open(cli_out *o, const char *path)
     o->tmp = malloc(n);
     if (!o->tmp) cli_die(CLI_EXIT_FATAL, "out of memory");
     snprintf(o->tmp, n, "%s.tmp-XXXXXX", path);
+    sweep_temps(path);
     int fd = mkstemp(o->tmp);
     if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", path, strerror(errno));
     cli_temp_set(o->tmp);
+    (void)flock(fd, LOCK_EX | LOCK_NB); /* held while it is written: see sweep_temps */
     /* mkstemp makes 0600: a file replaced keeps its permissions (a private
      * one stays private), a new one is for sharing (0666 less the umask) */
     mode_t mask = umask(0);

@@ -89,7 +89,9 @@ void cli_stdout_check(void);
  *    (registered with cli_temp_set), synced, given the permissions of the
  *    regular file PATH it replaces (else 0666 less the umask), and its
  *    owner and group where the process may, and renamed over PATH by
- *    cli_out_commit. */
+ *    cli_out_commit; it is flock(2)ed while written, and the temporaries
+ *    of PATH that killed runs left (no lock held, unchanged for 10
+ *    seconds) are removed first, one line each. */
 typedef struct cli_out {
     FILE *f;          /* where to write */
     const char *path; /* as named; NULL for standard output */

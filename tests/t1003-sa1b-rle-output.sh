@@ -65,6 +65,28 @@ run_status 2 "-o naming a shard: refused" sa1b-rle decode -s 3x4 -c 32201 -o kee
 grep_ok "^sa1b-rle: -o 'keep.shard' is a shard: not replaced; give another file$" "$TMP/.err" "... in one line"
 cmp -s keep.shard want.shard
 ok $? "... the shard is left as it was"
+# the temporaries of out.raw that killed runs left (no lock, unchanged for
+# 10 s) go, one line each; a live writer's (its flock held), a fresh one, and
+# files of other names stay (before: every killed run's temporary stayed)
+mkdir sw && printf x > sw/out.raw.tmp-Ab12Cd && printf x > sw/out.raw.tmp-Held01 && printf x > sw/out.raw.tmp-Fresh1 &&
+    printf x > sw/out.raw.tmp-abc && printf x > sw/other.raw.tmp-Ab12Cd && ln -s out.raw.tmp-Held01 sw/out.raw.tmp-Link01 &&
+    touch -h -d '1 minute ago' sw/out.raw.tmp-Ab12Cd sw/out.raw.tmp-Held01 sw/out.raw.tmp-abc sw/other.raw.tmp-Ab12Cd \
+        sw/out.raw.tmp-Link01 || exit 99
+if command -v flock >/dev/null; then
+    flock -x sw/out.raw.tmp-Held01 sleep 30 &
+    holder=$!
+    i=0; while [ $i -lt 50 ] && flock -n -x sw/out.raw.tmp-Held01 true; do sleep 0.1; i=$((i + 1)); done
+    run_ok "-o with temporaries of killed and live runs beside it" sa1b-rle decode -s 3x4 -c 32201 -o sw/out.raw
+    kill $holder 2>/dev/null; wait $holder 2>/dev/null
+    is "$(ls sw | tr '\n' ' ')" "other.raw.tmp-Ab12Cd out.raw out.raw.tmp-Fresh1 out.raw.tmp-Held01 out.raw.tmp-Link01 out.raw.tmp-abc " \
+        "... only the killed run's temporary is gone"
+    is "$(cat .err)" "sa1b-rle: removed 'sw/out.raw.tmp-Ab12Cd', the temporary of an earlier run that was killed while it wrote 'sw/out.raw'" \
+        "... in one line"
+    cmp -s sw/out.raw want.raw
+    ok $? "... and the output is written"
+else
+    skip 4 "no flock(1) (Debian: util-linux)"
+fi
 rm -f new.raw
 run_ok "-o a new file" sa1b-rle decode -s 3x4 -c 32201 -o new.raw
 is "$(stat -c %a new.raw)" "$(printf '%o' $((0666 & ~$(umask))))" "... made 0666 less the umask"
