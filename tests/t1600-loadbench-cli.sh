@@ -28,7 +28,9 @@ grep_ok '^batches=3 images=11 seconds=[0-9.]+ images/s=[0-9.]+ read=[0-9.]+MB/s 
     "$TMP/.out" "summary line on stdout"
 run_ok "--normalize --batches 7 over epochs" sa1b-loadbench -q -n 7 -b 3 --normalize "$TMP/out/a.shard"
 is "$(wc -c < "$TMP/.out" | tr -d ' ')" 0 "--quiet prints nothing"
-run_status 2 "--resume beyond the images" sa1b-loadbench --resume 0:11 "$TMP/out/a.shard" "$TMP/out/b.shard"
+run_status 2 "--resume beyond the images" sa1b-loadbench --resume 0:12 "$TMP/out/a.shard" "$TMP/out/b.shard"
+run_ok "--resume at the epoch's end (its 11 images): the next epoch" sa1b-loadbench -q --resume 0:11 -e 2 \
+    "$TMP/out/a.shard" "$TMP/out/b.shard"
 run_status 2 "--drop-last with fewer images than a batch" sa1b-loadbench --drop-last -b 20 "$TMP/out/a.shard"
 
 # damage a payload byte (payloads fill the middle of the file)
