@@ -7,15 +7,29 @@
  * without seeking, so a pipe works ("-" = standard input).  Members named
  * sa_<id>.jpg and sa_<id>.json are paired by the stem of their basename
  * ("sa_<id>"), whatever their order, a "./" prefix or subdirectories in the
- * member path.  Other members (directories, links, files with other names or
- * extensions) are skipped silently.
+ * member path.  Other members (directories, files with other names or
+ * extensions, links with other names) are skipped silently.  A link
+ * (symbolic, or hard without data of its own: a hard link's data lies in an
+ * earlier member) named like a sample's member never pairs: unless files of
+ * its name come too (a folder of links beside the files: nothing said), its
+ * sample is reported once, at the end, with its partner if that came.
+ * A pair whose stem was returned before (tars concatenated or appended to,
+ * two folders of the same images) is reported as a duplicate and skipped:
+ * the first copy is the one returned.  The stems returned are kept for
+ * that, a few dozen bytes per sample.
  *
- * A member whose partner has not arrived yet is kept in memory ("pending")
- * until it does.  Memory is bounded whatever the archive size: at most
- * SA1B_TAR_MAX_PENDING members and SA1B_TAR_MAX_PENDING_BYTES bytes are kept;
- * past either cap the oldest pending member is reported as unpaired and
- * dropped.  A member larger than SA1B_TAR_MAX_MEMBER_BYTES is reported and
- * skipped without being read into memory.
+ * A member whose partner has not arrived yet is kept ("pending") until it
+ * does.  Memory is bounded whatever the archive size (but for the stems of
+ * the pairs returned, above): at most SA1B_TAR_MAX_PENDING members and
+ * SA1B_TAR_MAX_PENDING_BYTES bytes are kept as copies (a compressed tar, a
+ * pipe); past either cap the oldest of them is reported as unpaired and
+ * dropped.  A member that lies in the input (a plain tar opened by path,
+ * which is mapped) is kept where it lies, without a copy: up to
+ * SA1B_TAR_MAX_PENDING_IN_INPUT of them wait for their partners (past that,
+ * the oldest is reported alike), so that a plain tar pairs its members in
+ * any order at all (every .jpg first, then every .json).  A member larger
+ * than SA1B_TAR_MAX_MEMBER_BYTES is reported and skipped without being read
+ * into memory.
  *
  * Problems are reported one per sa1b_tar_next() call, so that a caller can
  * log one line per bad sample and go on.  Error messages (err->msg) start
@@ -25,6 +39,10 @@
  *     "sa_12.json: no matching sa_12.jpg"                    (SA1B_EFORMAT)
  *     "sa_12.jpg: no matching sa_12.json (pending limit reached)" (SA1B_EFORMAT)
  *     "sa_12.jpg: duplicate member, earlier copy dropped"    (SA1B_EFORMAT)
+ *     "sa_12: duplicate sample (sa_12.jpg and sa_12.json came before): this copy skipped"
+ *                                                            (SA1B_EFORMAT)
+ *     "sa_12.json: a symbolic link to 'x/sa_12.json', not a file: sample skipped"
+ *                                                            (SA1B_EFORMAT; or "a hard link")
  *     "sa_9.json: member truncated"                          (SA1B_ETRUNC)
  *     "tar truncated inside a header"                        (SA1B_ETRUNC)
  *     "sa_9.jpg: member too large (629145600 bytes)"         (SA1B_ERANGE)
@@ -70,6 +88,9 @@ extern "C" {
 /* Memory bounds (see above). */
 #define SA1B_TAR_MAX_PENDING 64
 #define SA1B_TAR_MAX_PENDING_BYTES ((uint64_t)256 << 20)
+/* pending members that lie in the input (a plain tar opened by path, or
+ * sa1b_tar_open_memory): they cost no copy, only their place in the list */
+#define SA1B_TAR_MAX_PENDING_IN_INPUT 65536
 #define SA1B_TAR_MAX_MEMBER_BYTES ((uint64_t)512 << 20)
 
 typedef struct sa1b_tar sa1b_tar;

@@ -41,6 +41,8 @@ typedef struct member {
     uint8_t *data;
     size_t len;
     int owned;              /* data is malloc'ed (else it lies in the input) */
+    int live;               /* 0: taken (a hole in the list until it is compacted) */
+    char *link;             /* not NULL: a link member, what it is (no data) */
 } member;
 
 struct sa1b_tar {
@@ -53,9 +55,11 @@ struct sa1b_tar {
     int fatal_code;
     char fatal_msg[SA1B_ERROR_MSG_MAX];
     int in_damage;          /* inside a run of damaged headers: report once */
-    member pending[SA1B_TAR_MAX_PENDING + 1];
-    size_t n_pending;
-    uint64_t pending_bytes;
+    member *pending;        /* oldest first, with holes (live 0) */
+    size_t pend_used, pend_cap, pend_head; /* slots used; allocated; before head all are holes */
+    size_t n_pending;       /* live members */
+    size_t n_owned;         /* of them malloc'ed (the others lie in the input) */
+    uint64_t pending_bytes; /* bytes of the malloc'ed ones */
     uint8_t *cur[2];        /* the last returned pair's buffers */
     int cur_owned[2];
     const uint8_t *in;      /* the input in memory (a mapped file or the
@@ -75,6 +79,8 @@ struct sa1b_tar {
     int unread;             /* the current member's data is not consumed yet */
     char unread_base[262];  /* its basename (for a report if skipping it fails) */
     la_int64_t mark;        /* uncompressed bytes consumed before the last header read */
+    char **done;            /* stems of the pairs returned (open addressing) */
+    size_t done_cap, n_done;
 };
 
 #define BLOCK_SIZE (128 * 1024)
@@ -239,9 +245,15 @@ void sa1b_tar_free(sa1b_tar *t)
 {
     if (!t) return;
     if (t->a) archive_read_free(t->a);
-    for (size_t i = 0; i < t->n_pending; i++)
-        if (t->pending[i].owned) free(t->pending[i].data);
+    for (size_t i = 0; i < t->pend_used; i++)
+        if (t->pending[i].live) {
+            if (t->pending[i].owned) free(t->pending[i].data);
+            free(t->pending[i].link);
+        }
+    free(t->pending);
     cur_release(t);
+    for (size_t i = 0; i < t->done_cap; i++) free(t->done[i]);
+    free(t->done);
     if (t->map) munmap(t->map, t->in_len);
     if (t->fd >= 0) close(t->fd);
     free(t->rbuf);
@@ -281,43 +293,142 @@ static int set_fatal(sa1b_tar *t, int code, sa1b_error *err, const char *msg)
     return sa1b_error_set(err, code, pos(t), "%s", msg);
 }
 
-/* Removes pending[i] (keeping order) and returns its data, ownership passed
- * (*owned: whether it is malloc'ed). */
+/* Removes pending[i] (keeping the order of the others) and returns its
+ * data, ownership passed (*owned: whether it is malloc'ed); its link text
+ * is freed.  The list is compacted when it is more holes than members, so
+ * that taking one costs O(1) amortised however long it is. */
 static uint8_t *pending_take(sa1b_tar *t, size_t i, size_t *len, int *owned)
 {
-    uint8_t *d = t->pending[i].data;
-    *len = t->pending[i].len;
-    *owned = t->pending[i].owned;
-    t->pending_bytes -= t->pending[i].len;
-    memmove(&t->pending[i], &t->pending[i + 1], (t->n_pending - i - 1) * sizeof t->pending[0]);
+    member *m = &t->pending[i];
+    uint8_t *d = m->data;
+    *len = m->len;
+    *owned = m->owned;
+    if (m->owned) {
+        t->pending_bytes -= m->len;
+        t->n_owned--;
+    }
+    free(m->link);
+    m->link = NULL;
+    m->live = 0;
     t->n_pending--;
+    while (t->pend_head < t->pend_used && !t->pending[t->pend_head].live) t->pend_head++;
+    if (t->pend_used > 64 && t->n_pending * 2 < t->pend_used) {
+        size_t k = 0;
+        for (size_t j = t->pend_head; j < t->pend_used; j++)
+            if (t->pending[j].live) t->pending[k++] = t->pending[j];
+        t->pend_used = k;
+        t->pend_head = 0;
+    }
+    if (!t->n_pending) t->pend_used = t->pend_head = 0;
     return d;
 }
 
-static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *err)
+/* The oldest pending member, of those malloc'ed (owned 1), of those in the
+ * input (owned 0), or of all (owned -1); (size_t)-1 when there is none. */
+static size_t pending_oldest(const sa1b_tar *t, int owned)
 {
-    member *m = &t->pending[i];
-    int rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: no matching %s%s%s", m->stem,
-                            kind_ext[m->kind], m->stem, kind_ext[!m->kind], why);
+    for (size_t i = t->pend_head; i < t->pend_used; i++)
+        if (t->pending[i].live && (owned < 0 || t->pending[i].owned == owned)) return i;
+    return (size_t)-1;
+}
+
+/* The pending file (not a link's note) of stem and kind, or (size_t)-1. */
+static size_t find_pending(const sa1b_tar *t, const char *stem, int kind)
+{
+    for (size_t i = t->pend_head; i < t->pend_used; i++)
+        if (t->pending[i].live && !t->pending[i].link && t->pending[i].kind == kind &&
+            strcmp(t->pending[i].stem, stem) == 0)
+            return i;
+    return (size_t)-1;
+}
+
+/* The pending note of a link member of stem (either kind), or (size_t)-1. */
+static size_t find_link(const sa1b_tar *t, const char *stem)
+{
+    for (size_t i = t->pend_head; i < t->pend_used; i++)
+        if (t->pending[i].live && t->pending[i].link && strcmp(t->pending[i].stem, stem) == 0) return i;
+    return (size_t)-1;
+}
+
+static void pending_drop(sa1b_tar *t, size_t i)
+{
     size_t len;
     int owned;
     uint8_t *d = pending_take(t, i, &len, &owned);
     if (owned) free(d);
+}
+
+/* Reports pending[i] and drops it: a file without its partner, or a
+ * sample that a link member made unreadable (a file of the same stem
+ * waiting goes with it: one bad sample, one report). */
+static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *err)
+{
+    member *m = &t->pending[i];
+    size_t li = m->link ? i : find_link(t, m->stem);
+    int rc;
+    if (li != (size_t)-1) {
+        const member *l = &t->pending[li];
+        char stem[sizeof l->stem];
+        snprintf(stem, sizeof stem, "%s", l->stem);
+        rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: %s: sample skipped", stem, kind_ext[l->kind],
+                            l->link);
+        pending_drop(t, li); /* (may compact the list: indices change) */
+        size_t fi;
+        while ((fi = find_pending(t, stem, 0)) != (size_t)-1 || (fi = find_pending(t, stem, 1)) != (size_t)-1)
+            pending_drop(t, fi);
+        return rc;
+    }
+    rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: no matching %s%s%s", m->stem, kind_ext[m->kind],
+                        m->stem, kind_ext[!m->kind], why);
+    pending_drop(t, i);
     return rc;
 }
 
-static size_t find_pending(const sa1b_tar *t, const char *stem, int kind)
+/* The stems of the pairs returned so far, to tell a pair that comes again
+ * (tars concatenated or appended to, two folders holding the same image).
+ * 1 when stem is there (or, add 1, was added), 0 when it is not (or was
+ * added), -1 out of memory. */
+static int done_check(sa1b_tar *t, const char *stem, int add)
 {
-    for (size_t i = 0; i < t->n_pending; i++)
-        if (t->pending[i].kind == kind && strcmp(t->pending[i].stem, stem) == 0) return i;
-    return (size_t)-1;
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (const char *p = stem; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+    if (add && (t->n_done + 1) * 2 > t->done_cap) {
+        size_t ncap = t->done_cap ? t->done_cap * 2 : 1024;
+        char **nd = calloc(ncap, sizeof *nd);
+        if (!nd) return -1;
+        for (size_t i = 0; i < t->done_cap; i++) {
+            char *d = t->done[i];
+            if (!d) continue;
+            uint64_t g = 1469598103934665603u;
+            for (const char *p = d; *p; p++) g = (g ^ (unsigned char)*p) * 1099511628211u;
+            size_t k = (size_t)g & (ncap - 1);
+            while (nd[k]) k = (k + 1) & (ncap - 1);
+            nd[k] = d;
+        }
+        free(t->done);
+        t->done = nd;
+        t->done_cap = ncap;
+    }
+    if (!t->done_cap) return 0;
+    size_t k = (size_t)h & (t->done_cap - 1);
+    for (; t->done[k]; k = (k + 1) & (t->done_cap - 1))
+        if (strcmp(t->done[k], stem) == 0) return 1;
+    if (!add) return 0;
+    if (!(t->done[k] = strdup(stem))) return -1;
+    t->n_done++;
+    return 0;
 }
 
 /* Classifies a member path: 1 and stem/kind set for sa_*.jpg / sa_*.json
- * regular files, 0 to skip silently, -1 when the stem is too long. */
+ * regular files, 2 likewise for such a name on a link (symbolic, or hard
+ * without data of its own), 0 to skip silently, -1 when the stem is too
+ * long. */
 static int classify(struct archive_entry *e, char stem[256], int *kind)
 {
-    if (archive_entry_filetype(e) != AE_IFREG) return 0;
+    /* a hard link that carries data (pax allows it) is read as a file */
+    int link = archive_entry_filetype(e) == AE_IFLNK ||
+               (archive_entry_hardlink(e) && !(archive_entry_size_is_set(e) && archive_entry_size(e) > 0));
+    if (archive_entry_filetype(e) != AE_IFREG && !link) return 0;
     const char *path = archive_entry_pathname(e);
     if (!path) return 0;
     const char *base = strrchr(path, '/');
@@ -337,7 +448,7 @@ static int classify(struct archive_entry *e, char stem[256], int *kind)
     if (stem_len >= 256) return -1;
     memcpy(stem, base, stem_len);
     stem[stem_len] = '\0';
-    return 1;
+    return link ? 2 : 1;
 }
 
 /* An error that is no libarchive format complaint: errno from read(2) etc. */
@@ -615,11 +726,13 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
 
     for (;;) {
         /* memory bounds: one eviction per call */
-        if (t->n_pending > SA1B_TAR_MAX_PENDING ||
-            (t->n_pending > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES))
-            return report_unpaired(t, 0, " (pending limit reached)", err);
+        if (t->n_owned > SA1B_TAR_MAX_PENDING ||
+            (t->n_owned > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES))
+            return report_unpaired(t, pending_oldest(t, 1), " (pending limit reached)", err);
+        if (t->n_pending - t->n_owned > SA1B_TAR_MAX_PENDING_IN_INPUT)
+            return report_unpaired(t, pending_oldest(t, 0), " (pending limit reached)", err);
         if (t->at_end) {
-            if (t->n_pending) return report_unpaired(t, 0, "", err);
+            if (t->n_pending) return report_unpaired(t, pending_oldest(t, -1), "", err);
             return sa1b_error_set(err, SA1B_EOF, pos(t), "end of archive");
         }
 
@@ -687,22 +800,48 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
         }
         snprintf(base, sizeof base, "%s%s", stem, kind_ext[kind]);
 
-        uint8_t *data;
-        size_t len;
-        int owned;
-        int rc = read_member(t, e, base, &data, &len, &owned, err);
-        if (rc != SA1B_OK) {
-            drop_partner(t, stem, kind);
-            return rc;
+        uint8_t *data = NULL;
+        size_t len = 0;
+        int owned = 0;
+        char link[200] = "";
+        if (c == 2) {
+            /* a link has no data of its own (a hard link's lies in an
+             * earlier member, long gone).  It never pairs: a note of it
+             * waits, and unless a file of its name comes, its sample is
+             * reported once, with its partner if that came, at the end.
+             * A link beside the file itself (a folder of links to the
+             * files of another folder of the tar) so loses nothing and
+             * says nothing. */
+            if (done_check(t, stem, 0) == 1 || find_link(t, stem) != (size_t)-1) continue;
+            const char *hard = archive_entry_hardlink(e), *to = hard ? hard : archive_entry_symlink(e);
+            snprintf(link, sizeof link, "a %s link to '%.120s', not a file", hard ? "hard" : "symbolic",
+                     to ? to : "");
+        } else {
+            int rc = read_member(t, e, base, &data, &len, &owned, err);
+            if (rc != SA1B_OK) {
+                drop_partner(t, stem, kind);
+                return rc;
+            }
+            t->unread = 0; /* read to its end, padding included */
+            drop_behind(t);
         }
-        t->unread = 0; /* read to its end, padding included */
-        drop_behind(t);
 
-        size_t pi = find_pending(t, stem, !kind);
+        size_t pi = link[0] ? (size_t)-1 : find_pending(t, stem, !kind);
         if (pi != (size_t)-1) {
             size_t plen;
             int powned;
             uint8_t *pdata = pending_take(t, pi, &plen, &powned);
+            size_t li = find_link(t, stem); /* the files came: a link's note says nothing */
+            if (li != (size_t)-1) pending_drop(t, li);
+            int dup = done_check(t, stem, 1);
+            if (dup != 0) {
+                if (owned) free(data);
+                if (powned) free(pdata);
+                if (dup < 0) return sa1b_error_set(err, SA1B_ENOMEM, pos(t), "%s: out of memory", base);
+                return sa1b_error_set(err, SA1B_EFORMAT, pos(t),
+                                      "%s: duplicate sample (%s.jpg and %s.json came before): this copy skipped",
+                                      stem, stem, stem);
+            }
             t->cur[kind] = data;
             t->cur[!kind] = pdata;
             t->cur_owned[kind] = owned;
@@ -717,14 +856,34 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
         }
 
         /* no partner yet: keep it; a same-named earlier copy is dropped */
-        size_t di = find_pending(t, stem, kind);
-        member *m = &t->pending[t->n_pending++];
+        size_t di = link[0] ? (size_t)-1 : find_pending(t, stem, kind);
+        char *ml = link[0] ? strdup(link) : NULL;
+        if (t->pend_used == t->pend_cap) {
+            size_t ncap = t->pend_cap ? t->pend_cap * 2 : 2 * SA1B_TAR_MAX_PENDING;
+            member *np = realloc(t->pending, ncap * sizeof *np);
+            if (np) {
+                t->pending = np;
+                t->pend_cap = ncap;
+            }
+        }
+        if (t->pend_used == t->pend_cap || (link[0] && !ml)) {
+            free(ml);
+            if (owned) free(data);
+            return sa1b_error_set(err, SA1B_ENOMEM, pos(t), "%s: out of memory", base);
+        }
+        member *m = &t->pending[t->pend_used++];
         snprintf(m->stem, sizeof m->stem, "%s", stem);
         m->kind = kind;
         m->data = data;
         m->len = len;
         m->owned = owned;
-        t->pending_bytes += len;
+        m->live = 1;
+        m->link = ml;
+        t->n_pending++;
+        if (owned) {
+            t->n_owned++;
+            t->pending_bytes += len;
+        }
         if (di != (size_t)-1) {
             size_t dlen;
             int downed;

@@ -257,7 +257,7 @@ static size_t part_digits(const char *p)
     return d == 5 || (d > 5 && d <= 20 && p[0] != '0') ? d : 0;
 }
 
-/* The stem of an input: basename without .tar / .tar.gz / .tgz. */
+/* The stem of an input: basename without .tar / .tar.gz / .tar.zst / .tar.xz / .tgz. */
 static char *input_stem(const options *o, const char *input)
 {
     if (strcmp(input, "-") == 0) return strdup(o->name ? o->name : "stdin");
@@ -1258,7 +1258,58 @@ typedef struct job {
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
     int no_member;             /* the input had no member at all (only zero blocks) */
+    uint64_t problems;         /* problems the tar reader reported (bad samples) */
+    int no_sample;             /* members, but not one named as a sample's */
+    char **ids;                /* "image_id file_name" of the images written
+                                * (writer thread; open addressing) */
+    size_t ids_cap, n_ids;
 } job;
+
+/* Whether an image of this image_id and file_name was written for this
+ * input before: 1, else 0 (and it is recorded), -1 out of memory.  A tar
+ * can hold one image under two member names (a copy that a download
+ * renamed "sa_1 (1).jpg", the files of two folders merged): the first is
+ * written, the others are reported.  Both keys: a shard could not tell
+ * the copies apart, while images of one image_id and other names (a
+ * dataset of one's own, ids not filled in) are different images. */
+static uint64_t key_hash(const char *k)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211u;
+    return h;
+}
+
+static int seen_image(job *j, int64_t id, const char *file_name)
+{
+    char *key;
+    if (asprintf(&key, "%lld %s", (long long)id, file_name) < 0) return -1;
+    if ((j->n_ids + 1) * 2 > j->ids_cap) {
+        size_t ncap = j->ids_cap ? j->ids_cap * 2 : 4096;
+        char **ni = calloc(ncap, sizeof *ni);
+        if (!ni) {
+            free(key);
+            return -1;
+        }
+        for (size_t i = 0; i < j->ids_cap; i++) {
+            if (!j->ids[i]) continue;
+            size_t k = (size_t)key_hash(j->ids[i]) & (ncap - 1);
+            while (ni[k]) k = (k + 1) & (ncap - 1);
+            ni[k] = j->ids[i];
+        }
+        free(j->ids);
+        j->ids = ni;
+        j->ids_cap = ncap;
+    }
+    size_t k = (size_t)key_hash(key) & (j->ids_cap - 1);
+    for (; j->ids[k]; k = (k + 1) & (j->ids_cap - 1))
+        if (strcmp(j->ids[k], key) == 0) {
+            free(key);
+            return 1;
+        }
+    j->ids[k] = key;
+    j->n_ids++;
+    return 0;
+}
 
 /* The input as messages name it: 'path', or standard input. */
 static const char *input_label(const job *j, char *buf, size_t n)
@@ -1413,11 +1464,13 @@ static void consume(struct job *j, slot *s)
 {
     const options *o = j->o;
     if (j->failed) return; /* --strict already stopped this input */
-    if (s->kind == 0 && s->rc == SA1B_ENOMEM) {
+    if (s->rc == SA1B_ENOMEM) {
         /* no fault of the sample: skipped, it would be missing from a
          * shard that looks complete (its input ended cleanly), which
          * --skip-existing never redoes, and which would replace a complete
-         * earlier output; the input fails instead, as a reader's would */
+         * earlier output; the input fails instead, whether the sample's
+         * preparation or the tar reader (a member too large to copy) ran
+         * out */
         cli_progress_end(j->bar);
         char label[4200];
         cli_warn("%s: %s: nothing of it written (shard it again with more memory or fewer threads)",
@@ -1430,6 +1483,24 @@ static void consume(struct job *j, slot *s)
         cli_progress_end(j->bar);
         char label[4200];
         cli_warn("%s: %s", input_label(j, label, sizeof label), s->err.msg);
+        if (o->strict) set_failed(j);
+        return;
+    }
+    int seen = seen_image(j, s->out->sample.image_id, s->out->sample.file_name);
+    if (seen != 0) {
+        cli_progress_end(j->bar);
+        char label[4200];
+        input_label(j, label, sizeof label);
+        if (seen < 0) {
+            cli_warn("%s: %s: out of memory: nothing of it written (shard it again with more memory or fewer "
+                     "threads)", label, s->name);
+            set_failed(j);
+            return;
+        }
+        j->t->skipped++;
+        cli_warn("%s: %s: duplicate image (image_id %lld, file_name '%s' came before, under another member "
+                 "name): this copy skipped", label, s->name, (long long)s->out->sample.image_id,
+                 s->out->sample.file_name);
         if (o->strict) set_failed(j);
         return;
     }
@@ -1538,6 +1609,8 @@ static void report_cut(job *j)
     input_label(j, label, sizeof label);
     if (j->no_member)
         cli_warn("%s: no member: an empty archive or a file of zeros", label);
+    else if (j->no_sample)
+        cli_warn("%s: no sample: not one member is named sa_<id>.jpg or sa_<id>.json", label);
     else if (j->pairs)
         cli_warn("%s: input ends early, after sample %s: %llu images read, the rest lost", label, j->last_name,
                  (unsigned long long)j->pairs);
@@ -1846,6 +1919,8 @@ static int run_input(job *j)
                 break;
             }
             s->kind = 1;
+            s->rc = rc; /* SA1B_ENOMEM fails the input (consume) */
+            j->problems++;
             snprintf(s->err.msg, sizeof s->err.msg, "%s", e.msg);
         } else {
             s->kind = 0;
@@ -1874,6 +1949,14 @@ static int run_input(job *j)
     sa1b_tar_identity id;
     int have_id = !fatal && sa1b_tar_get_identity(tar, &id) == SA1B_OK;
     if (have_id) j->no_member = id.no_member;
+    if (have_id && id.clean_end && !j->pairs && !j->problems) {
+        /* members, but none of a sample (a tar of other files, of a
+         * folder of upper-case .JPG, of a tar): no silent success either;
+         * counted, recorded and handled as an input that ends early, as
+         * one without any member is */
+        j->no_sample = 1;
+        id.clean_end = 0;
+    }
     sa1b_tar_free(tar);
     if (fatal) j->failed = 1;
     if (!j->failed && have_id && !id.clean_end && j->o->strict) { /* --strict: a cut input is a bad one */
@@ -1909,6 +1992,10 @@ static void free_job_parts(job *j)
     }
     free(j->finals);
     free(j->pt);
+    for (size_t i = 0; i < j->ids_cap; i++) free(j->ids[i]);
+    free(j->ids);
+    j->ids = NULL;
+    j->ids_cap = j->n_ids = 0;
     j->finals = NULL;
     j->pt = NULL;
     j->n_finals = 0;

@@ -63,6 +63,40 @@ check_case "jpg without json" "sa_2\\.jpg: no matching sa_2\\.json"
 fresh; make_tar "$TMP/w" sa_1.jpg sa_1.json sa_2.json sa_3.jpg sa_3.json sa_4.jpg sa_4.json
 check_case "json without jpg" "sa_2\\.json: no matching sa_2\\.jpg"
 
+# links named like a member (a tar of a folder of symbolic links, as a
+# download cache's snapshot is, or of hard-linked copies): no data, the
+# sample is skipped with one line, never silently
+fresh; rm "$TMP/w/sa_2.json"; ln -s sa_1.json "$TMP/w/sa_2.json"; make_tar "$TMP/w" $members
+check_case "symbolic link member" "sa_2\\.json: a symbolic link to 'sa_1\\.json', not a file: sample skipped"
+fresh; ln -f "$TMP/w/sa_1.json" "$TMP/w/sa_2.json"; make_tar "$TMP/w" $members
+check_case "hard link member" "sa_2\\.json: a hard link to 'sa_1\\.json', not a file: sample skipped"
+
+# a pair that comes again (tars concatenated, two folders of one image): the
+# copy is skipped with one line, not written twice
+fresh; mkdir "$TMP/w/again" && cp "$TMP/w/sa_2.jpg" "$TMP/w/sa_2.json" "$TMP/w/again/"
+make_tar "$TMP/w" $members again/sa_2.json again/sa_2.jpg
+sa1b-shard --json-summary --image-size 64 -o "$TMP/out.shard" "$TMP/bad.tar" > "$TMP/sum" 2> "$TMP/err"
+[ $? -eq 1 ]; ok $? "pair repeated: exit 1"
+grep_ok "^sa1b-shard: '$TMP/bad.tar': sa_2: duplicate sample \\(sa_2\\.jpg and sa_2\\.json came before\\): this copy skipped" \
+    "$TMP/err" "pair repeated: one line names the input and the sample"
+grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "pair repeated: counted, the 4 samples land once"
+n=$(sa1b-inspect "$TMP/out.shard" 2>/dev/null | grep -c '"file_name": *"sa_2.jpg"')
+is "$n" 1 "pair repeated: sa_2 once in the shard"
+
+# one image under another member name (a copy that a download renamed):
+# the same image_id and file_name, written once, the copy reported
+fresh; cp "$TMP/w/sa_2.jpg" "$TMP/w/sa_2 (1).jpg" && cp "$TMP/w/sa_2.json" "$TMP/w/sa_2 (1).json" || exit 99
+make_tar "$TMP/w" $members "sa_2 (1).jpg" "sa_2 (1).json"
+for j in 1 2; do
+    sa1b-shard --json-summary -j $j --image-size 64 -o "$TMP/dup$j.shard" "$TMP/bad.tar" > "$TMP/sum" 2> "$TMP/err"
+    is "$?" 1 "image renamed, -j $j: exit 1"
+    grep_ok "^sa1b-shard: '$TMP/bad.tar': sa_2 \\(1\\): duplicate image \\(image_id 2, file_name 'sa_2\\.jpg' came before" \
+        "$TMP/err" "image renamed, -j $j: one line names the input, the member and the image"
+    grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "image renamed, -j $j: counted, the 4 images land once"
+done
+cmp -s "$TMP/dup1.shard" "$TMP/dup2.shard"
+ok $? "image renamed: the same shard for -j 1 and -j 2"
+
 # a tar cut at a 512-byte boundary between the two members of the last pair
 fresh; cp "$TMP/m/sa_1.jpg" "$TMP/w/sa_5.jpg"
 make_tar "$TMP/w" sa_1.jpg sa_1.json sa_2.jpg sa_2.json sa_3.jpg sa_3.json sa_4.json sa_4.jpg sa_5.jpg

@@ -3,7 +3,7 @@
 # may be the only intact copy): the output is kept, one line names it and
 # says the input was truncated, exit 1; --force replaces it; with no
 # complete output the shard of the samples before the cut is written as
-# before.  A sample that cannot be prepared for want of memory is no bad
+# before.  A sample that cannot be prepared (or read) for want of memory is no bad
 # sample: the input fails (exit 3), nothing of it is written, and an
 # earlier output stays as it was (a shard without that sample would look
 # complete: --skip-existing would never redo it).
@@ -72,4 +72,23 @@ ok $? "and no shard that lacks the sample"
 run_ok "a rerun with --skip-existing" sa1b-shard -q --skip-existing $opts -o "$TMP/mem" "$TMP/cut/k.tar"
 cmp -s "$TMP/mem.orig" "$TMP/mem/k.shard"
 ok $? "gives the whole shard"
+# out of memory in the tar reader (a member of a compressed tar too large to
+# copy under the limit): the input fails alike, not a sample skipped
+if grep -q __asan_init "$BUILD/shard-tools/sa1b-shard" 2>/dev/null; then
+    skip 4 "ulimit -v: not under AddressSanitizer"
+elif ! command -v gzip >/dev/null; then
+    skip 4 "gzip missing"
+else
+    mkdir "$TMP/big" && tar -xf "$TMP/full.tar" -C "$TMP/big" sa_1.jpg sa_1.json || exit 99
+    head -c 300000000 /dev/zero >"$TMP/big/sa_9.jpg" && echo '{}' >"$TMP/big/sa_9.json" || exit 99
+    (cd "$TMP/big" && tar -cf - sa_1.jpg sa_1.json sa_9.jpg sa_9.json) | gzip -1 >"$TMP/big.tar.gz" || exit 99
+    rm -r "$TMP/big"
+    (ulimit -v 250000 && exec sa1b-shard -q $opts -j 1 -o "$TMP/bigout.shard" "$TMP/big.tar.gz") >"$TMP/.out" 2>"$TMP/.err"
+    is "$?" "3" "the tar reader out of memory: exit 3, not 1"
+    grep_ok "^sa1b-shard: '$TMP/big.tar.gz': sa_9.jpg: out of memory: nothing of it written" "$TMP/.err" \
+        "one line names the input and the member"
+    is "$(grep -c . "$TMP/.err")" "1" "and nothing else"
+    test ! -e "$TMP/bigout.shard"
+    ok $? "no shard that lacks the sample"
+fi
 done_testing
