@@ -22,6 +22,20 @@ run_status 2 "--tf32 with the CPU backend" sa1b-train --tf32 --out "$TMP/x" --sy
 grep_ok "^sa1b-train: --tf32 is for --backend cuda" "$TMP/.err" "the error says which backend it is for"
 run_status 3 "--tf32 --backend cuda without a GPU: the backend's line" sa1b-train --tf32 --backend cuda --out "$TMP/x" \
     --synthetic-batch 1
+# an empty path is a usage error naming the option, never a path ('' +
+# "/latest" read the root's latest), and nothing is written
+cd "$TMP" || exit 99
+for opt in --out --resume --init --data --val --dump-step --eval-only; do
+    case $opt in
+    --out | --resume | --dump-step | --eval-only) rest="--synthetic-batch 1" ;;
+    *) rest="--out $TMP/e --synthetic-batch 1" ;;
+    esac
+    run_status 2 "$opt ''" sa1b-train $opt '' $rest
+    grep_ok "^sa1b-train: $opt: the path is empty$" "$TMP/.err" "$opt '': the line names the option"
+done
+test ! -e "$TMP/e"
+ok $? "(no folder was created)"
+cd - >/dev/null || exit 99
 # every long option of --help is in the man page and vice versa
 sed -n 's/^ *\(-., \)\{0,1\}\(--[a-z-]*\).*/\2/p' "$TMP/help" | sort -u >"$TMP/help.opts"
 grep -o -- '--[a-z-]*' "$TMP/help" | sort -u >"$TMP/help.all"

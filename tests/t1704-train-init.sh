@@ -53,6 +53,8 @@ fi
 run_status 3 "--init of another model" sa1b-train --config tiny --batch 2 --masks 4 --synthetic-batch 11 -q \
     --steps 1 --init "$W" --out "$TMP/x"
 grep_ok "model-6.safetensors': model configuration differs" "$TMP/.err" "the error names the file and the mismatch"
+grep_ok "the checkpoint has( --[a-z-]+ [0-9]+ \(asked: [0-9]+\),?)+$" "$TMP/.err" \
+    "and what differs, as the options that give it"
 run_status 3 "--init of a missing file" sa1b-train $common --steps 1 --init "$TMP/none" --out "$TMP/x"
 grep_ok "cannot open '.*none'" "$TMP/.err" "the error names the file"
 printf 'not a checkpoint' >"$TMP/junk.safetensors"

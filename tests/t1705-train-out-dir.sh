@@ -22,6 +22,14 @@ ok $? "nothing in the folder changed"
 mkdir "$TMP/l" && echo '{"step": 1}' >"$TMP/l/log.jsonl"
 run_status 2 "a folder with a run's log is refused" sa1b-train $common --steps 2 --out "$TMP/l"
 is "$(cat "$TMP/l/log.jsonl")" '{"step": 1}' "and its log is kept"
+# with no checkpoint there, the line never sends the user to --resume it
+# (which fails: no latest), and a resume into it never to --overwrite
+# (refused with --resume)
+is "$(cat "$TMP/.err")" "sa1b-train: output folder '$TMP/l' holds files of a run (1: log, checkpoints) but no checkpoint to continue: start afresh with --overwrite (removes them)" \
+    "the line says that there is nothing to continue"
+run_status 2 "a resume into it is refused" sa1b-train --resume "$TMP/a" -q --steps 10 --out "$TMP/l"
+is "$(cat "$TMP/.err")" "sa1b-train: output folder '$TMP/l' holds files of a run (1: log, checkpoints) but no checkpoint to continue: remove them, or give another --out" \
+    "the line gives the ways that work"
 
 # --resume into another folder that holds a run: refused as well
 run_status 2 "--resume with an --out that holds another run" sa1b-train $common --steps 2 --resume "$TMP/a" --out "$TMP/l"
@@ -38,6 +46,24 @@ run_ok "--overwrite starts afresh" sa1b-train $common --steps 2 --warmup 1 --log
 is "$(cd "$TMP/a" && ls | tr '\n' ' ')" "latest log.jsonl model-2.safetensors notes.txt state-2.bin " \
     "only the new run's files and the folder's other files remain"
 is "$(wc -l <"$TMP/a/log.jsonl" | tr -d ' ')" "2" "the log is the new run's"
+
+# --overwrite where a name of the run is a folder (unlink refuses it): one
+# line, nothing of the old run removed (before: latest and the last
+# checkpoint went, the folder was left with an earlier one and no latest)
+run_ok "a run of 4 steps" sa1b-train $common --steps 4 --warmup 1 --ckpt-every 2 --out "$TMP/d"
+for name in model-10.safetensors latest.tmp state-10.r1.bin; do
+    mkdir "$TMP/d/$name"
+    dsnap() { (cd "$TMP/d" && ls -l --time-style=+%s.%N && cksum latest log.jsonl ./*.bin ./*.safetensors 2>/dev/null); }
+    dsnap >"$TMP/before"
+    run_status 3 "--overwrite with a folder named $name" sa1b-train $common --steps 2 --out "$TMP/d" --overwrite
+    is "$(cat "$TMP/.err")" "sa1b-train: --overwrite: cannot remove '$TMP/d/$name': Is a directory (nothing was removed)" \
+        "one line naming it"
+    dsnap >"$TMP/after"
+    cmp -s "$TMP/before" "$TMP/after"
+    ok $? "nothing of the old run was removed ($name)"
+    rmdir "$TMP/d/$name"
+done
+run_ok "--resume of the old run goes on" sa1b-train --resume "$TMP/d" -q --steps 6
 
 # a new folder named with a trailing slash (shell completion's form) is the
 # folder: created, not refused as the folder it would be created in

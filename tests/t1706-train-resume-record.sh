@@ -79,4 +79,35 @@ is "$(cat "$TMP/.err")" "sa1b-train: --steps 4 is below step 10, where the run i
 cksum "$TMP/d/log.jsonl" | cmp -s - "$TMP/log.before"
 ok $? "and the run is left as it was"
 run_ok "--steps at the run's step: nothing left to do" sa1b-train --resume "$TMP/d" --steps 10 -q
+
+# a state file or model checkpoint of a later version (its format tag
+# sa1b-train-state-2, -model-2) is refused in one line that says so, not
+# "not a sa1b-train state file"
+for kind in state model; do
+    rm -rf "$TMP/fmt" && cp -r "$TMP/a" "$TMP/fmt"
+    f=$(ls "$TMP/fmt/$kind-8".*)
+    sed -i "s/sa1b-train-$kind-1/sa1b-train-$kind-2/" "$f"
+    run_status 3 "--resume with a $kind file of format sa1b-train-$kind-2" sa1b-train --resume "$TMP/fmt" -q --steps 12
+    is "$(cat "$TMP/.err")" "sa1b-train: '$f': format 'sa1b-train-$kind-2': a $([ $kind = state ] && echo "state file" || echo "model checkpoint") of another version of sa1b-train (this one reads sa1b-train-$kind-1)" \
+        "the line names the format and the one this version reads"
+done
+
+# the man page says which options the record leaves out, as the code does:
+# every option of --help is in a state file's record (run.KEY, KEY with
+# '-' for '_'), or in the man page's "never recorded" list, or is no
+# setting a resume takes (a folder, another mode, the planner); none of
+# that list is recorded
+sa1b-train --help | sed -n 's/^ *\(-., \)\{0,1\}\(--[a-z0-9-]*\).*/\2/p' | sort -u >"$TMP/help.opts"
+grep -a -o '"run\.[a-z_0-9]*"' "$TMP/a/state-8.bin" | sed 's/"run\./--/; s/"//; s/_/-/g' | sort -u >"$TMP/rec.opts"
+sed -n '/^not;$/,/are never recorded/p' "$SRC/man/sa1b-train.1" | sed -n 's/^\.Fl \(-[a-z0-9-]*\)\( ,\)\{0,1\}$/-\1/p' |
+    sort -u >"$TMP/never.opts"
+echo --synthetic-batch >>"$TMP/rec.opts" # (recorded by a run of synthetic batches)
+sort -u -o "$TMP/rec.opts" "$TMP/rec.opts"
+printf '%s\n' --help --version --out --resume --init --overwrite --plan --memory-budget --effective-batch --ranks \
+    --eval-only --export --dump-step | sort -u >"$TMP/other.opts"
+test -s "$TMP/rec.opts" && test -s "$TMP/never.opts"
+ok $? "(the record's keys and the man page's list read)"
+is "$(sort -u "$TMP/rec.opts" "$TMP/never.opts" "$TMP/other.opts" | comm -23 "$TMP/help.opts" - | tr '\n' ' ')" "" \
+    "every option is recorded, or in the man page's never-recorded list, or no setting of a run"
+is "$(comm -12 "$TMP/rec.opts" "$TMP/never.opts" | tr '\n' ' ')" "" "no option of the never-recorded list is recorded"
 done_testing

@@ -86,6 +86,9 @@ static int model_kind(const tr_st_file *f, char *err, size_t err_len)
         return snprintf(err, err_len, "a --dump-step debug dump, not a model checkpoint"), -1;
     if (fmt && !strncmp(fmt, "sa1b-train-state-", 17))
         return snprintf(err, err_len, "a training state file, not a model checkpoint"), -1;
+    if (fmt && !strncmp(fmt, "sa1b-train-model-", 17)) /* (a later version's) */
+        return snprintf(err, err_len, "format '%.64s': a model checkpoint of another version of sa1b-train (this one "
+                        "reads %s)", fmt, TR_CKPT_FORMAT_MODEL), -1;
     if (fmt) return snprintf(err, err_len, "format '%.64s' is not a model checkpoint", fmt), -1;
     return 0;
 }
@@ -122,8 +125,16 @@ int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len)
     tr_config c;
     int rc = model_kind(&f, e2, sizeof e2);
     if (!rc) rc = file_config(&f, &c, e2, sizeof e2);
-    if (!rc && memcmp(&c, &m->cfg, sizeof c) != 0) {
-        snprintf(e2, sizeof e2, "model configuration differs from the one asked for");
+    if (!rc && memcmp(&c, &m->cfg, sizeof c) != 0) { /* which, as the options that give them */
+        static const char *const flag[8] = {"--image-size", "--patch", "--enc-width", "--enc-depth",
+                                            "--enc-heads", "--dec-width", "--dec-heads", "--dec-depth"};
+        const int have[8] = {c.S, c.P, c.E, c.L, c.H, c.C, c.h, c.D},
+                  want[8] = {m->cfg.S, m->cfg.P, m->cfg.E, m->cfg.L, m->cfg.H, m->cfg.C, m->cfg.h, m->cfg.D};
+        int n = snprintf(e2, sizeof e2, "model configuration differs from the one asked for: the checkpoint has");
+        for (int i = 0, k = 0; i < 8 && n > 0 && (size_t)n < sizeof e2; i++)
+            if (have[i] != want[i])
+                n += snprintf(e2 + n, sizeof e2 - (size_t)n, "%s %s %d (asked: %d)", k++ ? "," : "", flag[i], have[i],
+                              want[i]);
         rc = -1;
     }
     void *own_p, *own_g; /* read on the host, then uploaded (off the CPU) */
@@ -243,7 +254,10 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
     tr_config c;
     const char *fmt = tr_st_meta(&f, "format"), *rng = tr_st_meta(&f, "rng");
     uint64_t step, t;
-    if (!fmt || strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0)
+    if (fmt && strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0 && !strncmp(fmt, "sa1b-train-state-", 17)) /* (a later version's) */
+        rc = -1, snprintf(e2, sizeof e2, "format '%.64s': a state file of another version of sa1b-train (this one "
+                          "reads %s)", fmt, TR_CKPT_FORMAT_STATE);
+    else if (!fmt || strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0)
         rc = -1, snprintf(e2, sizeof e2, "not a sa1b-train state file");
     else if (file_config(&f, &c, e2, sizeof e2) < 0)
         rc = -1;

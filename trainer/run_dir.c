@@ -141,7 +141,35 @@ static int remove_each(const char *dir, int (*fn)(const char *, const char *, vo
 
 int tr_run_dir_remove_temps(const char *dir, char *err, size_t err_len) { return remove_each(dir, remove_temp, err, err_len); }
 
-int tr_run_dir_clear(const char *dir, char *err, size_t err_len) { return remove_each(dir, remove_one, err, err_len); }
+/* Before any is removed: a run file that unlink would refuse (a folder of
+ * that name) stops the clear with nothing removed, never half of the old
+ * run gone (its latest removed, its earlier checkpoints left). */
+static int removable(const char *dir, const char *name, void *ctx)
+{
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : (snprintf(ctx, 4200, "%s", path), -1);
+    if (!S_ISDIR(st.st_mode)) return 0;
+    snprintf(ctx, 4200, "%s", path);
+    errno = EISDIR;
+    return -1;
+}
+
+int tr_run_dir_clear(const char *dir, char *err, size_t err_len)
+{
+    char failed[4200] = "";
+    if (each_run_file(dir, removable, failed) < 0 && errno != ENOENT) {
+        snprintf(err, err_len, "cannot remove '%s': %s (nothing was removed)", *failed ? failed : dir, strerror(errno));
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0 && errno != ENOENT) { /* (not root: a folder it may not change) */
+        snprintf(err, err_len, "cannot remove the files of the run in '%s': %s (nothing was removed)", dir,
+                 strerror(errno));
+        return -1;
+    }
+    return remove_each(dir, remove_one, err, err_len);
+}
 
 typedef struct same_file {
     dev_t dev;

@@ -54,6 +54,7 @@ static void on_signal(int sig)
  * from here: one line naming where the last checkpoint is, and exit 3. */
 static const char *volatile bus_out = NULL;
 static volatile sig_atomic_t bus_checkpoint; /* a checkpoint of this run is in bus_out (latest names it) */
+static const char *volatile bus_line;         /* after the training: the whole line (nothing is lost) */
 
 static void on_sigbus(int sig)
 {
@@ -63,7 +64,12 @@ static void on_sigbus(int sig)
                       c[] = " continues from it once the shards are whole\n",
                       d[] = "no checkpoint was written: start the run again (--overwrite) once the shards are whole\n",
                       e[] = ": a shard was truncated or could not be read while it was read (SIGBUS)\n";
-    const char *p = cli_prog(), *out = bus_out;
+    const char *p = cli_prog(), *out = bus_out, *line = bus_line;
+    if (line) {
+        int bad = write(2, line, strlen(line)) < 0;
+        (void)bad;
+        _exit(CLI_EXIT_FATAL);
+    }
     int bad = write(2, p, strlen(p)) < 0;
     if (!out) bad = bad || write(2, e, sizeof e - 1) < 0;
     else if (bus_checkpoint)
@@ -78,17 +84,20 @@ static void on_sigbus(int sig)
  * middle of step N's checkpoint (between the model and the state file),
  * val:N as the evaluation of --val after step N begins; once (the
  * checkpoint a stop writes may pass the same point again, where a second
- * signal would end the process at once). */
+ * signal would end the process at once).  SA1B_TEST_BUS=WHAT:N raises
+ * SIGBUS at the same points, and eval:N before batch N of an evaluation
+ * (a shard truncated there, which a test cannot time). */
 void test_hook(const char *what, long n)
 {
     static int fired;
-    const char *k = getenv("SA1B_TEST_KILL");
+    const char *k = getenv("SA1B_TEST_KILL"), *b = getenv("SA1B_TEST_BUS");
     char w[16];
     long at;
     if (!fired && k && sscanf(k, "%15[a-z]:%ld", w, &at) == 2 && strcmp(w, what) == 0 && at == n) {
         fired = 1;
         raise(SIGTERM);
     }
+    if (b && sscanf(b, "%15[a-z]:%ld", w, &at) == 2 && strcmp(w, what) == 0 && at == n) raise(SIGBUS);
 }
 
 /* The loader's worker threads for --data (--loader-threads or all cores but one). */
@@ -301,6 +310,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */
     if (o->rank == 0 && write_latest(o->out, st->step) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
+    if (o->rank == 0) bus_out = o->out; /* (was --resume's folder, resumed into another --out) */
     bus_checkpoint = 1;
 }
 
@@ -369,13 +379,21 @@ static int precision_of(const char *name)
 
 /* The optimizer's state follows the model's trainable set (and with
  * --zero 1 this rank's part of the parameters: owned, NULL for all). */
-static void sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned)
+static int try_sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned, char *err, size_t err_len)
 {
     uint8_t *t = malloc((size_t)m->n_params + 1);
-    if (!t) cli_die(CLI_EXIT_FATAL, "out of memory");
+    if (!t) return snprintf(err, err_len, "out of memory"), -1;
     for (int i = 0; i < m->n_params; i++) t[i] = !m->frozen[i] && (!owned || owned[i]);
-    if (tr_optim_set_trainable(opt, m, t) < 0) cli_die(CLI_EXIT_FATAL, "out of memory for the optimizer");
+    int rc = tr_optim_set_trainable(opt, m, t); /* (a failure leaves the state as it was) */
     free(t);
+    if (rc < 0) snprintf(err, err_len, "out of memory for the optimizer");
+    return rc;
+}
+
+static void sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned)
+{
+    char err[100];
+    if (try_sync_trainable(m, opt, owned, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
 }
 
 static void set_frozen(tr_model *m, const char *group, int frozen)
@@ -430,6 +448,7 @@ int main(int argc, char **argv)
     options o;
     char err[512];
     parse_options(argc, argv, &o);
+    signal(SIGBUS, on_sigbus); /* (--eval-only, --dump-step, the loader's read-ahead before the training: one line) */
     /* the ranks of a job started by mpirun (one process alone otherwise) */
     tr_dist *dist = tr_dist_open(&argc, &argv, o.collective_timeout, err, sizeof err);
     if (!dist) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -557,14 +576,24 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
 }
 
 /* --val after training: a model for one point per mask with the trained
- * weights, evaluated on the whole of --val. */
-static void evaluate_val(const options *o, tr_backend *be, const tr_config *cfg, const tr_model *m)
+ * weights, evaluated on the whole of --val.  The training's model m is
+ * freed first, its weights kept on the host: beside it, the evaluation's
+ * model did not fit under --memory-limit at the planner's peak. */
+static void evaluate_val(const options *o, tr_backend *be, const tr_config *cfg, tr_model *m)
 {
     char err[512];
+    size_t np = m->n_param_floats, nc = (size_t)cfg->C;
+    float *w = malloc((np + nc) * sizeof(float));
+    if (!w) cli_die(CLI_EXIT_FATAL, "out of memory for the evaluation of --val");
+    be->ops->download(be, w, m->param_mem, np * sizeof(float));
+    be->ops->download(be, w + np, m->pe_gaussian, nc * sizeof(float));
+    tr_model_free(m);
+    tr_mem_empty_cache(&be->mem);
     tr_model ev;
     if (tr_model_init(&ev, be, cfg, o->batch, o->masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    be->ops->convert(be, tr_f32(ev.param_mem), tr_f32(m->param_mem), m->n_param_floats); /* (backend memory) */
-    be->ops->convert(be, tr_f32(ev.pe_gaussian), tr_f32(m->pe_gaussian), (size_t)cfg->C);
+    be->ops->upload(be, ev.param_mem, w, np * sizeof(float));
+    be->ops->upload(be, ev.pe_gaussian, w + np, nc * sizeof(float));
+    free(w);
     tr_data_source vs = {0};
     open_source(o, cfg, &vs, be->host_mem, "--val", o->val, 1, 1, 0.0);
     evaluate(o, &ev, &vs, 1);
@@ -582,6 +611,7 @@ int run(const options *op, tr_backend *be)
     tr_config cfg = o.cfg;
     if (o.eval_only) o.points = 1; /* one positive point per mask: the SA-1B point when the shard has it */
     if (o.eval_only && tr_ckpt_read_config(o.eval_only, &cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    o.cfg = cfg; /* (the planner of an out-of-memory line plans the checkpoint's model) */
     tr_model m;
     int prec = precision_of(o.precision);
     tr_model_opts mo = {.ckpt_every = o.ckpt_blocks, .ckpt_decoder = o.ckpt_decoder, .precision = prec};
@@ -618,6 +648,7 @@ int run(const options *op, tr_backend *be)
         open_source(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0);
         warn_incomplete(&o, &vs, "--val", o.val);
         vs.close(vs.ctx);
+        tr_mem_empty_cache(be->host_mem); /* (its buffers, which the planner does not count) */
     }
     if (!o.plan && o.rank == 0) prepare_out(&o); /* rank 0 writes the run's files */
     tr_optim_config oc;
@@ -632,7 +663,12 @@ int run(const options *op, tr_backend *be)
     oc.owned = zero.owned;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
-    if (o.freeze) sync_trainable(&m, &opt, zero.owned); /* the model was created with the groups frozen */
+    if (o.freeze && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) /* (created with the groups frozen) */
+        die_memory(&o, be, err);
+    if (o.plan && o.n_unfreeze) { /* the run's peak: the groups --unfreeze trains later, trained from the start */
+        for (int u = 0; u < o.n_unfreeze; u++) set_frozen(&m, o.unfreeze_group[u], 0);
+        sync_trainable(&m, &opt, zero.owned);
+    }
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
     float lscale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f; /* fp16 dynamic loss scale */
@@ -650,8 +686,11 @@ int run(const options *op, tr_backend *be)
         if (tr_ckpt_load_model(&m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         int unfrozen = 0; /* stages before the checkpoint */
         for (int u = 0; u < o.n_unfreeze; u++)
-            if (o.unfreeze_step[u] < step) set_frozen(&m, o.unfreeze_group[u], 0), unfrozen = 1;
-        if (unfrozen) sync_trainable(&m, &opt, zero.owned);
+            if (o.unfreeze_step[u] < step) {
+                if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0) die_memory(&o, be, err);
+                unfrozen = 1;
+            }
+        if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) die_memory(&o, be, err);
         state_path(&o, o.resume, step, path, sizeof path);
         if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (st.loss_scale > 0 && prec == TR_PREC_FP16) lscale = (float)st.loss_scale, scale_good = st.scale_good;
@@ -680,8 +719,9 @@ int run(const options *op, tr_backend *be)
     struct sigaction hup;
     if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) /* (nohup: left ignored) */
         signal(SIGHUP, on_signal); /* a closed terminal: stop with a checkpoint, as SIGTERM */
-    bus_out = o.plan || o.rank ? NULL : o.out;
-    bus_checkpoint = o.resume != NULL; /* the checkpoint resumed from */
+    /* the checkpoint resumed from is in --resume's folder until --out has one */
+    bus_out = o.plan || o.rank ? NULL : o.resume ? o.resume : o.out;
+    bus_checkpoint = o.resume != NULL;
     signal(SIGBUS, on_sigbus);
     if (!o.quiet) {
         tr_mem_stats ms;
@@ -716,10 +756,22 @@ int run(const options *op, tr_backend *be)
                     die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
                 cur_batch = want, cur_accum = o.batch * o.accum / want;
             }
+            /* out of memory for the gradients, activations or optimizer
+             * state of an unfrozen group: the steps since the last
+             * checkpoint are saved first (the weights and the optimizer's
+             * state are those before the unfreezing, which a resume from
+             * this step does again) */
             int unfrozen = 0;
             for (int u = 0; u < o.n_unfreeze; u++)
-                if (o.unfreeze_step[u] == st.step) set_frozen(&m, o.unfreeze_group[u], 0), unfrozen = 1;
-            if (unfrozen) sync_trainable(&m, &opt, zero.owned);
+                if (o.unfreeze_step[u] == st.step) {
+                    if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0)
+                        die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
+                    unfrozen = 1;
+                }
+            if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) {
+                if (!opt.slot) die_memory(&o, be, err); /* (no update yet: the zero state it dropped, nothing to save) */
+                die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
+            }
         }
         tr_loss L;
         int part = zero.owned && dp; /* --zero 1: this rank's part of the gradients [g_lo, g_hi) is summed */
@@ -809,6 +861,13 @@ int run(const options *op, tr_backend *be)
              o.val ? " (--val not evaluated)" : "", st.step);
     snprintf(after, sizeof after, "%s: %s\n", cli_prog(), msg);
     if (!o.plan) stop_line = o.rank ? "" : after; /* (one line per job) */
+    /* a shard truncated from now on (--val's in its evaluation, or the
+     * loader's read-ahead of --data) loses nothing of the training */
+    static char bus_after[4400];
+    snprintf(bus_after, sizeof bus_after, "%s: a shard was truncated or could not be read while it was read (SIGBUS) "
+             "after the training%s: checkpoint of step %ld written\n", cli_prog(), o.val ? " (--val not evaluated)" : "",
+             st.step);
+    if (!o.plan && o.rank == 0) bus_line = bus_after;
     if (!o.plan && rc_exit == 0 && o.val && (stop_all || stop_requested)) { /* (this rank's: also one after the last sum) */
         if (o.rank == 0) cli_warn("%s", msg);
         rc_exit = 130;
@@ -823,12 +882,16 @@ int run(const options *op, tr_backend *be)
         else fprintf(stderr, "memory report (training, %s backend):\n", be->name);
         tr_mem_report(stderr, &ms);
     }
+    /* its memory for the evaluation of --val (under --memory-limit at the
+     * planner's peak, that evaluation did not fit beside it) */
+    tr_optim_free(&opt, &m);
+    if (o.val && !o.plan) tr_mem_empty_cache(&be->mem);
     if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
         test_hook("val", st.step);
-        evaluate_val(&o, be, &cfg, &m);
+        evaluate_val(&o, be, &cfg, &m); /* (frees m) */
+    } else {
+        tr_model_free(&m);
     }
-    tr_optim_free(&opt, &m);
-    tr_model_free(&m);
     free(zero.owned), free(zero.lo);
     return rc_exit;
 }

@@ -94,6 +94,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
     const float *logits = buf;
     for (long i = 0; whole || i < o->eval_batches; i++) {
         tr_batch *b;
+        test_hook("eval", i);
         int rc = src->next(src->ctx, &b, err, sizeof err);
         if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (rc == 0) break;

@@ -29,6 +29,15 @@ int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size
     o.ckpt_decoder = pt->checkpoint_decoder;
     o.n_stage = 0; /* the planner measures the configured micro-batch */
     o.steps = 3, o.quiet = 1, o.memory_report = 0, o.log_every = 1;
+    /* a run's memory from step 0: never a checkpoint read into the meta
+     * backend's model (which crashed), --resume's latest checked against
+     * these 3 steps (a resume under ulimit -v, or one that ran out of
+     * memory, ended "--steps 3 is below step N", exit 2, before the
+     * checkpoint of its steps), the dump or overlays written; for
+     * --eval-only and --dump-step, which hold less (no optimizer state),
+     * the training of the same model, batch and data */
+    o.resume = NULL, o.init = NULL, o.dump_step = NULL, o.eval_only = NULL, o.export_n = 0;
+    if (!o.data && !o.synthetic) o.data = o.val; /* (--eval-only's data) */
     o.plan_err = err, o.plan_err_len = err_len;
     err[0] = 0;
     return run(&o, be) == 0 ? 0 : -1;
@@ -98,7 +107,9 @@ void failure_line(const options *o, tr_backend *be, const char *err, char *line,
         snprintf(line, n, "--backend cuda: %s", dev);
         return;
     }
-    if (o->plan || strncmp(err, "out of memory", 13) != 0) {
+    const char *why = err; /* (a stage's micro-batch that did not fit: the largest that does, too) */
+    if (strncmp(why, "--stage-batch: ", 15) == 0) why += 15;
+    if (o->plan || strncmp(why, "out of memory", 13) != 0) {
         snprintf(line, n, "%s", err);
         return;
     }

@@ -263,6 +263,11 @@ void parse_options(int argc, char **argv, options *o)
         }
     }
     if (optind < argc) cli_usage_error("unexpected argument '%s'", argv[optind]);
+    /* an empty path is no path ('' + "/latest" would be the root's latest) */
+    const char *paths[] = {o->out, o->resume, o->init, o->data, o->val, o->dump_step, o->eval_only};
+    static const char *const path_opts[] = {"--out", "--resume", "--init", "--data", "--val", "--dump-step", "--eval-only"};
+    for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
+        if (paths[i] && !*paths[i]) cli_usage_error("%s: the path is empty", path_opts[i]);
     if (tr_config_preset(o->config_name, &o->cfg) < 0)
         cli_usage_error("--config: '%s' is not tiny, small or base", o->config_name);
     int *dst[8] = {&o->cfg.S, &o->cfg.P, &o->cfg.E, &o->cfg.L, &o->cfg.H, &o->cfg.C, &o->cfg.h, &o->cfg.D};
@@ -343,6 +348,16 @@ static void refuse_run_in_out(const options *o)
     char what[300];
     int held = tr_run_dir_holds_run(o->out, what, sizeof what);
     if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+    char latest[4200];
+    struct stat st;
+    snprintf(latest, sizeof latest, "%s/latest", o->out);
+    if (held && lstat(latest, &st) != 0) { /* (killed before its first checkpoint): --resume of it cannot work */
+        if (o->resume) /* (--overwrite is not for a resume) */
+            cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: remove them, or "
+                    "give another --out", o->out, what);
+        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: start afresh with "
+                "--overwrite (removes them)", o->out, what);
+    }
     if (held)
         cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
                 "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
