@@ -69,6 +69,22 @@ if command -v flock >/dev/null; then
 else
     skip 3 "no flock(1)"
 fi
+# a shared export folder (writable by a group): another user's --export
+# --overwrite into it takes the lock file the first export left (its mode
+# 0644), which needs no write access (flock(2)); it was refused, exit 3,
+# "cannot create '.../.sa1b-train.lock' ...: Permission denied"
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && chmod 755 "$TMP" && mkdir -p "$TMP/es" && chmod 777 "$TMP/es" &&
+    as_nobody test -r "$TMP/a/model-4.safetensors" -a -r "$TMP/val.shard" -a -w "$TMP/es" 2>/dev/null; then
+    sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 --masks 4 --val "$TMP/val.shard" --export 2 \
+        --out "$TMP/es" -q >/dev/null 2>&1 && chmod 777 "$TMP/es/export"
+    as_nobody sa1b-train --eval-only "$TMP/a/model-4.safetensors" --batch 4 --masks 4 --val "$TMP/val.shard" \
+        --export 1 --out "$TMP/es" -q --overwrite >/dev/null 2>"$TMP/es.err"
+    is "$?:$(cat "$TMP/es.err")" "0:" "--export --overwrite by another user into a shared folder an export locked"
+    is "$(ls "$TMP/es/export" | grep -c 'png$')" "1" "its overlay replaces the first's two"
+else
+    skip 2 "not root, no setpriv(1), or nobody cannot read the test's files"
+fi
 run_status 2 "--export without --eval-only" sa1b-train --export 2 --out "$TMP/x" --synthetic-batch 1
 run_status 3 "shards of another S" sa1b-train --config tiny --batch 2 --masks 2 --steps 1 \
     --data "$TMP/train.shard" --out "$TMP/c" -q

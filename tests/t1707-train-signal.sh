@@ -56,7 +56,14 @@ if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null &&
         is "$(cat "$TMP/v.out")" "" "SIGTERM at $pt with --val: no evaluation"
         is "$(cat "$TMP/v-$pt/latest")" "4" "SIGTERM at $pt with --val: the last checkpoint is written"
     done
+    # once the evaluation's line is printed (evaluated:N), a signal loses
+    # nothing: the run ends as it would have, that line kept (was exit 130,
+    # "--val not evaluated", the line lost in stdout's buffer by _exit)
+    SA1B_TEST_KILL=evaluated:4 sa1b-train $common --steps 4 --ckpt-every 2 --val "$TMP/val.shard" \
+        --out "$TMP/v-done" >"$TMP/v.out" 2>"$TMP/v.err"
+    is "$?:$(cat "$TMP/v.err")" "0:" "SIGTERM once --val is evaluated: exit 0, no line"
+    grep_ok '^[{]"miou": [0-9.]*, "masks": [1-9][0-9]*, ' "$TMP/v.out" "SIGTERM once --val is evaluated: its line kept"
 else
-    skip 8 "sa1b-synth or sa1b-shard not built"
+    skip 10 "sa1b-synth or sa1b-shard not built"
 fi
 done_testing

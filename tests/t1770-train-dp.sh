@@ -89,6 +89,28 @@ mpirun --oversubscribe --bind-to none -np 3 sa1b-train --resume "$TMP/r" --steps
 is "$?:$(grep -c 'was trained by 2 processes and this job has 3' "$TMP/r3.err")" "2:1" \
     "resume with three processes refused, in one line for the job (rank 0's)"
 
+# a signal to a rank other than 0 after its training, while rank 0 still
+# writes the last checkpoint (its rename held 4 s by strace): that rank
+# waits for rank 0 at the job's end; it exited 130 at once, the launcher
+# then killed rank 0 in the middle of it (no latest: every step lost)
+if command -v strace >/dev/null &&
+    strace -qq -o /dev/null -e trace=rename -e inject=rename:delay_enter=1:when=1 true 2>/dev/null; then
+    T=$BUILD/trainer/sa1b-train
+    mpirun --oversubscribe --bind-to none -np 1 strace -qq -o /dev/null -e trace=rename,renameat,renameat2 \
+        -e inject=rename,renameat,renameat2:delay_enter=4000000:when=1 "$T" $five --batch 2 --out "$TMP/sg" : \
+        -np 1 "$T" $five --batch 2 --out "$TMP/sg" >"$TMP/sg.log" 2>&1 &
+    mp=$!
+    i=0
+    until ls "$TMP/sg" 2>/dev/null | grep -q 'model-5.*tmp' || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+    p1=$(ps -eo pid=,ppid=,comm= | awk -v p=$mp '$2 == p && $3 == "sa1b-train" {print $1}')
+    [ -n "$p1" ] && kill -TERM $p1
+    wait $mp
+    is "$?:$(cat "$TMP/sg/latest" 2>/dev/null):${p1:+signalled}" "0:5:signalled" \
+        "SIGTERM to rank 1 while rank 0 writes the last checkpoint: the job ends when it is written (exit 0, latest 5)"
+else
+    skip 1 "no strace (Debian: strace)"
+fi
+
 # --zero 1: each rank keeps its part of the optimizer state, receives the
 # sum of its part of the gradients and gathers the others' weights: the
 # same weights as --zero 0, about half the state on each of two ranks, and

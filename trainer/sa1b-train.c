@@ -31,8 +31,9 @@ static volatile sig_atomic_t stop_requested, stop_signal;
 static const char *volatile stop_line; /* after the training: the line a signal ends the process with */
 /* The first SIGINT/SIGTERM/SIGHUP stops after the step (a checkpoint is
  * written); a second ends the process at once.  Once the training is over
- * (its last checkpoint written, the evaluation of --val to come), the first
- * ends the process at once with stop_line, exit 130. */
+ * on rank 0 (its last checkpoint written, the evaluation of --val to come,
+ * until that evaluation's line is printed), the first ends the process at
+ * once with stop_line, exit 130. */
 static void on_signal(int sig)
 {
     const char *line = stop_line;
@@ -82,7 +83,8 @@ static void on_sigbus(int sig)
 
 /* Tests: SA1B_TEST_KILL=step:N raises SIGTERM after step N, save:N in the
  * middle of step N's checkpoint (between the model and the state file),
- * val:N as the evaluation of --val after step N begins; once (the
+ * val:N as the evaluation of --val after step N begins, evaluated:N once
+ * that evaluation's line is printed; once (the
  * checkpoint a stop writes may pass the same point again, where a second
  * signal would end the process at once).  SA1B_TEST_BUS=WHAT:N raises
  * SIGBUS at the same points, and eval:N before batch N of an evaluation
@@ -597,6 +599,11 @@ static void evaluate_val(const options *o, tr_backend *be, const tr_config *cfg,
     tr_data_source vs = {0};
     open_source(o, cfg, &vs, be->host_mem, "--val", o->val, 1, 1, 0.0);
     evaluate(o, &ev, &vs, 1);
+    /* its line is printed: a signal from now on no longer ends the process
+     * at once saying --val was not evaluated (and losing that line, still
+     * in stdout's buffer); the run ends as it would have */
+    fflush(stdout);
+    stop_line = NULL;
     vs.close(vs.ctx);
     tr_model_free(&ev);
 }
@@ -860,7 +867,11 @@ int run(const options *op, tr_backend *be)
     snprintf(msg, sizeof msg, "interrupted after the training%s: checkpoint of step %ld written",
              o.val ? " (--val not evaluated)" : "", st.step);
     snprintf(after, sizeof after, "%s: %s\n", cli_prog(), msg);
-    if (!o.plan) stop_line = o.rank ? "" : after; /* (one line per job) */
+    /* rank 0 alone: another rank is done here while rank 0 may still be
+     * writing the last checkpoint, and its exit would end the job (the
+     * launcher kills the ranks left) with that checkpoint half-written; it
+     * waits for rank 0 at the job's end, where a first signal is kept */
+    if (!o.plan && o.rank == 0) stop_line = after;
     /* a shard truncated from now on (--val's in its evaluation, or the
      * loader's read-ahead of --data) loses nothing of the training */
     static char bus_after[4400];
@@ -889,6 +900,7 @@ int run(const options *op, tr_backend *be)
     if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
         test_hook("val", st.step);
         evaluate_val(&o, be, &cfg, &m); /* (frees m) */
+        test_hook("evaluated", st.step);
     } else {
         tr_model_free(&m);
     }

@@ -460,9 +460,16 @@ void lock_export(const options *o, const char *dir)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", dir, TR_RUN_LOCK);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the export folder): %s", path, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* else held until the process ends (fd left open) */
+    /* read-only: flock(2) needs no write access, and in a folder shared by
+     * a group the lock file an earlier export left is another user's (its
+     * mode 0644); one that cannot be opened at all locks nothing, as before
+     * exports were locked */
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666), e = errno;
+    if (fd < 0 && (e != EACCES || access(path, F_OK) != 0)) /* (not there, and cannot be created) */
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the export folder): %s", path, strerror(e));
+    if (fd < 0)
+        cli_warn("cannot lock '%s': %s (a second export into it would not be refused)", dir, strerror(e));
+    else if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* else held until the process ends (fd left open) */
         if (errno == EWOULDBLOCK) {
             struct stat st;
             long pid = fstat(fd, &st) == 0 ? lock_holder(&st) : 0;
