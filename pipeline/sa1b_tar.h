@@ -13,10 +13,13 @@
  * earlier member) named like a sample's member never pairs: unless files of
  * its name come too (a folder of links beside the files: nothing said), its
  * sample is reported once, at the end, with its partner if that came.
- * A pair whose stem was returned before (tars concatenated or appended to,
- * two folders of the same images) is reported as a duplicate and skipped:
- * the first copy is the one returned.  The stems returned are kept for
- * that, a few dozen bytes per sample.
+ * A pair whose stem and bytes were returned before (tars concatenated or
+ * appended to, two folders of the same images) is reported as a duplicate
+ * and skipped: the first copy is the one returned.  A pair of a stem
+ * returned before with other bytes (two datasets numbered alike) is no
+ * copy: it is returned.  The stems returned are kept for that, with where
+ * their members lie in the input (compared only when a stem comes again)
+ * or, for copies, their CRC32C: a few dozen bytes per sample.
  *
  * A member whose partner has not arrived yet is kept ("pending") until it
  * does.  Memory is bounded whatever the archive size (but for the stems of

@@ -35,6 +35,17 @@
 enum { KIND_JPG = 0, KIND_JSON = 1 };
 static const char *const kind_ext[2] = {".jpg", ".json"};
 
+/* A pair returned: its stem, and what tells its bytes (the members where
+ * they lie in the input, else their CRC32C), for a pair of its stem that
+ * comes again; others of the stem (other bytes) follow through next. */
+typedef struct done_ent {
+    struct done_ent *next;
+    const uint8_t *at[2];   /* jpg, json in the input (stable), or NULL: crc */
+    size_t len[2];
+    uint32_t crc[2];
+    char stem[];
+} done_ent;
+
 typedef struct member {
     char stem[256];
     int kind;
@@ -60,6 +71,12 @@ struct sa1b_tar {
     size_t n_pending;       /* live members */
     size_t n_owned;         /* of them malloc'ed (the others lie in the input) */
     uint64_t pending_bytes; /* bytes of the malloc'ed ones */
+    size_t *pidx;           /* a long list's index: slot + 1 by (stem, kind or
+                             * link), 0 empty; an entry whose slot is a hole
+                             * is stale (reused); NULL: the list is scanned */
+    size_t pidx_cap;        /* its size, a power of 2 over twice pend_cap */
+    size_t oldest_at[2];    /* no live member in the input (0), malloc'ed (1)
+                             * lies before these slots */
     uint8_t *cur[2];        /* the last returned pair's buffers */
     int cur_owned[2];
     const uint8_t *in;      /* the input in memory (a mapped file or the
@@ -79,7 +96,7 @@ struct sa1b_tar {
     int unread;             /* the current member's data is not consumed yet */
     char unread_base[262];  /* its basename (for a report if skipping it fails) */
     la_int64_t mark;        /* uncompressed bytes consumed before the last header read */
-    char **done;            /* stems of the pairs returned (open addressing) */
+    struct done_ent **done; /* the pairs returned, by stem (open addressing) */
     size_t done_cap, n_done;
 };
 
@@ -251,8 +268,13 @@ void sa1b_tar_free(sa1b_tar *t)
             free(t->pending[i].link);
         }
     free(t->pending);
+    free(t->pidx);
     cur_release(t);
-    for (size_t i = 0; i < t->done_cap; i++) free(t->done[i]);
+    for (size_t i = 0; i < t->done_cap; i++)
+        for (done_ent *d = t->done[i], *n; d; d = n) {
+            n = d->next;
+            free(d);
+        }
     free(t->done);
     if (t->map) munmap(t->map, t->in_len);
     if (t->fd >= 0) close(t->fd);
@@ -293,10 +315,80 @@ static int set_fatal(sa1b_tar *t, int code, sa1b_error *err, const char *msg)
     return sa1b_error_set(err, code, pos(t), "%s", msg);
 }
 
+/* A pending member's key in the index: its kind, or 2 for a link's note
+ * (of either kind). */
+static int pend_key(const member *m)
+{
+    return m->link ? 2 : m->kind;
+}
+
+static size_t pidx_home(const sa1b_tar *t, const char *stem, int key)
+{
+    uint64_t h = 1469598103934665603u; /* FNV-1a */
+    for (const char *p = stem; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+    h = (h ^ (unsigned)key) * 1099511628211u;
+    return (size_t)(h ^ (h >> 32)) & (t->pidx_cap - 1);
+}
+
+/* Enters live slot i in the index, in place of the first empty or stale
+ * entry of its chain (a stale entry's slot is a hole: it never comes back
+ * to life before the next build, so no lookup needs it). */
+static void pidx_put(sa1b_tar *t, size_t i)
+{
+    size_t k = pidx_home(t, t->pending[i].stem, pend_key(&t->pending[i]));
+    while (t->pidx[k] && t->pending[t->pidx[k] - 1].live) k = (k + 1) & (t->pidx_cap - 1);
+    t->pidx[k] = i + 1;
+}
+
+/* Builds the index of a long list (over SA1B_TAR_MAX_PENDING slots: a
+ * plain tar whose members wait in the input), so that finding a member's
+ * partner does not scan up to SA1B_TAR_MAX_PENDING_IN_INPUT of them (a
+ * tar sorted by type, or of unpaired members, took minutes); a short list
+ * drops it and is scanned, as is a long one when memory for it runs out.
+ * The index holds at most pend_used entries in more than twice as many
+ * places, so a chain always ends. */
+static void pidx_build(sa1b_tar *t)
+{
+    size_t cap = 1;
+    while (cap < 2 * t->pend_cap + 2) cap *= 2;
+    if (t->pend_used <= SA1B_TAR_MAX_PENDING || cap != t->pidx_cap) {
+        free(t->pidx);
+        t->pidx = NULL;
+        t->pidx_cap = 0;
+        if (t->pend_used <= SA1B_TAR_MAX_PENDING || !(t->pidx = calloc(cap, sizeof *t->pidx))) return;
+        t->pidx_cap = cap;
+    } else {
+        memset(t->pidx, 0, cap * sizeof *t->pidx);
+    }
+    for (size_t i = t->pend_head; i < t->pend_used; i++)
+        if (t->pending[i].live) pidx_put(t, i);
+}
+
+/* The live pending member of stem and key (pend_key), or (size_t)-1.  There
+ * is at most one (a later copy replaces an earlier one, a link's note is
+ * not added twice), but for the moment between a copy's arrival and the
+ * earlier one's removal, when nothing is looked up. */
+static size_t pending_find(const sa1b_tar *t, const char *stem, int key)
+{
+    if (t->pidx) {
+        for (size_t k = pidx_home(t, stem, key); t->pidx[k]; k = (k + 1) & (t->pidx_cap - 1)) {
+            const member *m = &t->pending[t->pidx[k] - 1];
+            if (m->live && pend_key(m) == key && strcmp(m->stem, stem) == 0) return t->pidx[k] - 1;
+        }
+        return (size_t)-1;
+    }
+    for (size_t i = t->pend_head; i < t->pend_used; i++) {
+        const member *m = &t->pending[i];
+        if (m->live && pend_key(m) == key && strcmp(m->stem, stem) == 0) return i;
+    }
+    return (size_t)-1;
+}
+
 /* Removes pending[i] (keeping the order of the others) and returns its
  * data, ownership passed (*owned: whether it is malloc'ed); its link text
  * is freed.  The list is compacted when it is more holes than members, so
- * that taking one costs O(1) amortised however long it is. */
+ * that taking one costs O(1) amortised however long it is (indices into
+ * it change then: look them up again). */
 static uint8_t *pending_take(sa1b_tar *t, size_t i, size_t *len, int *owned)
 {
     member *m = &t->pending[i];
@@ -318,36 +410,43 @@ static uint8_t *pending_take(sa1b_tar *t, size_t i, size_t *len, int *owned)
             if (t->pending[j].live) t->pending[k++] = t->pending[j];
         t->pend_used = k;
         t->pend_head = 0;
+        t->oldest_at[0] = t->oldest_at[1] = 0;
+        pidx_build(t);
     }
-    if (!t->n_pending) t->pend_used = t->pend_head = 0;
+    if (!t->n_pending) {
+        t->pend_used = t->pend_head = 0;
+        t->oldest_at[0] = t->oldest_at[1] = 0;
+        if (t->pidx) pidx_build(t);
+    }
     return d;
 }
 
 /* The oldest pending member, of those malloc'ed (owned 1), of those in the
- * input (owned 0), or of all (owned -1); (size_t)-1 when there is none. */
-static size_t pending_oldest(const sa1b_tar *t, int owned)
+ * input (owned 0), or of all (owned -1); (size_t)-1 when there is none.
+ * Each kind's search goes on from where its last one stopped. */
+static size_t pending_oldest(sa1b_tar *t, int owned)
 {
-    for (size_t i = t->pend_head; i < t->pend_used; i++)
-        if (t->pending[i].live && (owned < 0 || t->pending[i].owned == owned)) return i;
-    return (size_t)-1;
+    if (owned < 0) {
+        for (size_t i = t->pend_head; i < t->pend_used; i++)
+            if (t->pending[i].live) return i;
+        return (size_t)-1;
+    }
+    size_t i = t->oldest_at[owned] > t->pend_head ? t->oldest_at[owned] : t->pend_head;
+    while (i < t->pend_used && !(t->pending[i].live && t->pending[i].owned == owned)) i++;
+    t->oldest_at[owned] = i;
+    return i < t->pend_used ? i : (size_t)-1;
 }
 
 /* The pending file (not a link's note) of stem and kind, or (size_t)-1. */
 static size_t find_pending(const sa1b_tar *t, const char *stem, int kind)
 {
-    for (size_t i = t->pend_head; i < t->pend_used; i++)
-        if (t->pending[i].live && !t->pending[i].link && t->pending[i].kind == kind &&
-            strcmp(t->pending[i].stem, stem) == 0)
-            return i;
-    return (size_t)-1;
+    return pending_find(t, stem, kind);
 }
 
 /* The pending note of a link member of stem (either kind), or (size_t)-1. */
 static size_t find_link(const sa1b_tar *t, const char *stem)
 {
-    for (size_t i = t->pend_head; i < t->pend_used; i++)
-        if (t->pending[i].live && t->pending[i].link && strcmp(t->pending[i].stem, stem) == 0) return i;
-    return (size_t)-1;
+    return pending_find(t, stem, 2);
 }
 
 static void pending_drop(sa1b_tar *t, size_t i)
@@ -384,38 +483,83 @@ static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *e
     return rc;
 }
 
-/* The stems of the pairs returned so far, to tell a pair that comes again
- * (tars concatenated or appended to, two folders holding the same image).
- * 1 when stem is there (or, add 1, was added), 0 when it is not (or was
- * added), -1 out of memory. */
-static int done_check(sa1b_tar *t, const char *stem, int add)
+/* The pairs returned so far, to tell a pair that comes again (tars
+ * concatenated or appended to, two folders holding the same image) from
+ * another pair of the same stem (two datasets numbered alike): the same
+ * stem and the same bytes.  done_find: the chain of stem's pairs, or NULL. */
+static uint64_t stem_hash(const char *stem)
 {
     uint64_t h = 1469598103934665603u; /* FNV-1a */
     for (const char *p = stem; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
-    if (add && (t->n_done + 1) * 2 > t->done_cap) {
+    return h;
+}
+
+static done_ent **done_slot(const sa1b_tar *t, const char *stem)
+{
+    size_t k = (size_t)stem_hash(stem) & (t->done_cap - 1);
+    for (; t->done[k]; k = (k + 1) & (t->done_cap - 1))
+        if (strcmp(t->done[k]->stem, stem) == 0) break;
+    return &t->done[k];
+}
+
+static const done_ent *done_find(const sa1b_tar *t, const char *stem)
+{
+    return t->done_cap ? *done_slot(t, stem) : NULL;
+}
+
+/* The pair of stem with jpg/json bytes d[2], len[2] (stable: they lie in the
+ * input until sa1b_tar_free) against those returned: 1 when one of the
+ * same stem had the same bytes (a duplicate), else 0 and it is recorded;
+ * -1 out of memory.  A stable pair is compared where it lies (no cost but
+ * on a stem seen before), another by the CRC32C of its bytes. */
+static int done_add(sa1b_tar *t, const char *stem, const uint8_t *const d[2], const size_t len[2], int stable)
+{
+    uint32_t crc[2] = {0, 0};
+    int have_crc = 0;
+    for (const done_ent *e = done_find(t, stem); e; e = e->next) {
+        if (e->len[0] != len[0] || e->len[1] != len[1]) continue;
+        if (e->at[0]) {
+            if (memcmp(e->at[0], d[0], len[0]) == 0 && memcmp(e->at[1], d[1], len[1]) == 0) return 1;
+            continue;
+        }
+        if (!have_crc) {
+            crc[0] = sa1b_crc32c(0, d[0], len[0]);
+            crc[1] = sa1b_crc32c(0, d[1], len[1]);
+            have_crc = 1;
+        }
+        if (e->crc[0] == crc[0] && e->crc[1] == crc[1]) return 1;
+    }
+    if ((t->n_done + 1) * 2 > t->done_cap) {
         size_t ncap = t->done_cap ? t->done_cap * 2 : 1024;
-        char **nd = calloc(ncap, sizeof *nd);
+        done_ent **nd = calloc(ncap, sizeof *nd);
         if (!nd) return -1;
         for (size_t i = 0; i < t->done_cap; i++) {
-            char *d = t->done[i];
-            if (!d) continue;
-            uint64_t g = 1469598103934665603u;
-            for (const char *p = d; *p; p++) g = (g ^ (unsigned char)*p) * 1099511628211u;
-            size_t k = (size_t)g & (ncap - 1);
+            if (!t->done[i]) continue;
+            size_t k = (size_t)stem_hash(t->done[i]->stem) & (ncap - 1);
             while (nd[k]) k = (k + 1) & (ncap - 1);
-            nd[k] = d;
+            nd[k] = t->done[i];
         }
         free(t->done);
         t->done = nd;
         t->done_cap = ncap;
     }
-    if (!t->done_cap) return 0;
-    size_t k = (size_t)h & (t->done_cap - 1);
-    for (; t->done[k]; k = (k + 1) & (t->done_cap - 1))
-        if (strcmp(t->done[k], stem) == 0) return 1;
-    if (!add) return 0;
-    if (!(t->done[k] = strdup(stem))) return -1;
-    t->n_done++;
+    size_t n = strlen(stem);
+    done_ent *e = malloc(sizeof *e + n + 1);
+    if (!e) return -1;
+    memcpy(e->stem, stem, n + 1);
+    for (int k = 0; k < 2; k++) {
+        e->len[k] = len[k];
+        e->at[k] = stable ? d[k] : NULL;
+        e->crc[k] = 0;
+    }
+    if (!stable) {
+        e->crc[0] = have_crc ? crc[0] : sa1b_crc32c(0, d[0], len[0]);
+        e->crc[1] = have_crc ? crc[1] : sa1b_crc32c(0, d[1], len[1]);
+    }
+    done_ent **slot = done_slot(t, stem);
+    e->next = *slot;
+    if (!*slot) t->n_done++;
+    *slot = e;
     return 0;
 }
 
@@ -812,7 +956,7 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
              * A link beside the file itself (a folder of links to the
              * files of another folder of the tar) so loses nothing and
              * says nothing. */
-            if (done_check(t, stem, 0) == 1 || find_link(t, stem) != (size_t)-1) continue;
+            if (done_find(t, stem) || find_link(t, stem) != (size_t)-1) continue;
             const char *hard = archive_entry_hardlink(e), *to = hard ? hard : archive_entry_symlink(e);
             snprintf(link, sizeof link, "a %s link to '%.120s', not a file", hard ? "hard" : "symbolic",
                      to ? to : "");
@@ -833,7 +977,9 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             uint8_t *pdata = pending_take(t, pi, &plen, &powned);
             size_t li = find_link(t, stem); /* the files came: a link's note says nothing */
             if (li != (size_t)-1) pending_drop(t, li);
-            int dup = done_check(t, stem, 1);
+            const uint8_t *pd[2] = {kind == KIND_JPG ? data : pdata, kind == KIND_JPG ? pdata : data};
+            const size_t pl[2] = {kind == KIND_JPG ? len : plen, kind == KIND_JPG ? plen : len};
+            int dup = done_add(t, stem, pd, pl, !owned && !powned);
             if (dup != 0) {
                 if (owned) free(data);
                 if (powned) free(pdata);
@@ -884,6 +1030,10 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             t->n_owned++;
             t->pending_bytes += len;
         }
+        if (t->pend_used > SA1B_TAR_MAX_PENDING && (!t->pidx || t->pidx_cap < 2 * t->pend_cap + 2))
+            pidx_build(t); /* (without memory for it, the list is scanned) */
+        else if (t->pidx)
+            pidx_put(t, t->pend_used - 1);
         if (di != (size_t)-1) {
             size_t dlen;
             int downed;

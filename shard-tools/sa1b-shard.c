@@ -1265,13 +1265,16 @@ typedef struct job {
     size_t ids_cap, n_ids;
 } job;
 
-/* Whether an image of this image_id and file_name was written for this
- * input before: 1, else 0 (and it is recorded), -1 out of memory.  A tar
- * can hold one image under two member names (a copy that a download
- * renamed "sa_1 (1).jpg", the files of two folders merged): the first is
- * written, the others are reported.  Both keys: a shard could not tell
- * the copies apart, while images of one image_id and other names (a
- * dataset of one's own, ids not filled in) are different images. */
+/* Whether an image of this image_id and file_name, with the same prepared
+ * pixels and masks (their CRC32C), was written for this input before: 1,
+ * else 0 (and it is recorded), -1 out of memory.  A tar can hold one image
+ * under two member names (a copy that a download renamed "sa_1 (1).jpg",
+ * the files of two folders merged): the first is written, the others are
+ * reported.  All four keys: a shard could not tell the copies apart, while
+ * images of one image_id and other names (a dataset of one's own, ids not
+ * filled in), or of one image_id and file_name but other pixels or masks
+ * (two datasets of one's own numbered alike, merged into one folder, which
+ * renamed the second "sa_1 (1).jpg") are different images. */
 static uint64_t key_hash(const char *k)
 {
     uint64_t h = 1469598103934665603u; /* FNV-1a */
@@ -1279,10 +1282,10 @@ static uint64_t key_hash(const char *k)
     return h;
 }
 
-static int seen_image(job *j, int64_t id, const char *file_name)
+static int seen_image(job *j, int64_t id, const char *file_name, uint32_t image_crc, uint32_t masks_crc)
 {
     char *key;
-    if (asprintf(&key, "%lld %s", (long long)id, file_name) < 0) return -1;
+    if (asprintf(&key, "%08x %08x %lld %s", image_crc, masks_crc, (long long)id, file_name) < 0) return -1;
     if ((j->n_ids + 1) * 2 > j->ids_cap) {
         size_t ncap = j->ids_cap ? j->ids_cap * 2 : 4096;
         char **ni = calloc(ncap, sizeof *ni);
@@ -1486,7 +1489,8 @@ static void consume(struct job *j, slot *s)
         if (o->strict) set_failed(j);
         return;
     }
-    int seen = seen_image(j, s->out->sample.image_id, s->out->sample.file_name);
+    int seen = seen_image(j, s->out->sample.image_id, s->out->sample.file_name, s->out->image_crc,
+                          s->out->masks_crc);
     if (seen != 0) {
         cli_progress_end(j->bar);
         char label[4200];
@@ -1498,8 +1502,8 @@ static void consume(struct job *j, slot *s)
             return;
         }
         j->t->skipped++;
-        cli_warn("%s: %s: duplicate image (image_id %lld, file_name '%s' came before, under another member "
-                 "name): this copy skipped", label, s->name, (long long)s->out->sample.image_id,
+        cli_warn("%s: %s: duplicate image (image_id %lld, file_name '%s', its pixels and masks came before, "
+                 "under another member name): this copy skipped", label, s->name, (long long)s->out->sample.image_id,
                  s->out->sample.file_name);
         if (o->strict) set_failed(j);
         return;

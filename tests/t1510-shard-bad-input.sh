@@ -83,6 +83,16 @@ grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "pair repeated: counted, the 4 sam
 n=$(sa1b-inspect "$TMP/out.shard" 2>/dev/null | grep -c '"file_name": *"sa_2.jpg"')
 is "$n" 1 "pair repeated: sa_2 once in the shard"
 
+# two tars of one's own numbered alike (sa1b-synth's ids start at 1),
+# concatenated: the pairs of the second have the first's names but other
+# bytes; they are other images, not copies, and all are written
+sa1b-synth --quiet --images 2 --width 200 --height 150 --masks 12 --seed 7 -o "$TMP/seven.tar" || exit 99
+cat "$TMP/good.tar" "$TMP/seven.tar" > "$TMP/cat.tar" || exit 99
+sa1b-shard --json-summary --image-size 64 -o "$TMP/cat.shard" "$TMP/cat.tar" > "$TMP/sum" 2> "$TMP/err"
+is "$?" 0 "two tars numbered alike, concatenated: exit 0"
+grep_ok '"images":6,.*"skipped":0' "$TMP/sum" "two tars numbered alike, concatenated: all 6 images written"
+is "$(grep -c 'duplicate' "$TMP/err")" 0 "two tars numbered alike, concatenated: no duplicate reported"
+
 # one image under another member name (a copy that a download renamed):
 # the same image_id and file_name, written once, the copy reported
 fresh; cp "$TMP/w/sa_2.jpg" "$TMP/w/sa_2 (1).jpg" && cp "$TMP/w/sa_2.json" "$TMP/w/sa_2 (1).json" || exit 99
@@ -90,12 +100,25 @@ make_tar "$TMP/w" $members "sa_2 (1).jpg" "sa_2 (1).json"
 for j in 1 2; do
     sa1b-shard --json-summary -j $j --image-size 64 -o "$TMP/dup$j.shard" "$TMP/bad.tar" > "$TMP/sum" 2> "$TMP/err"
     is "$?" 1 "image renamed, -j $j: exit 1"
-    grep_ok "^sa1b-shard: '$TMP/bad.tar': sa_2 \\(1\\): duplicate image \\(image_id 2, file_name 'sa_2\\.jpg' came before" \
+    grep_ok "^sa1b-shard: '$TMP/bad.tar': sa_2 \\(1\\): duplicate image \\(image_id 2, file_name 'sa_2\\.jpg', its pixels and masks came before" \
         "$TMP/err" "image renamed, -j $j: one line names the input, the member and the image"
     grep_ok '"images":4,.*"skipped":1' "$TMP/sum" "image renamed, -j $j: counted, the 4 images land once"
 done
 cmp -s "$TMP/dup1.shard" "$TMP/dup2.shard"
 ok $? "image renamed: the same shard for -j 1 and -j 2"
+
+# another image of the same image_id and file_name under another member name
+# (two datasets of one's own numbered alike, merged into one folder, which
+# renamed the second one's files): a different image, written too
+fresh; sa1b-synth --quiet --images 1 --width 200 --height 150 --masks 12 --seed 6 --first-id 2 -o "$TMP/other2.tar" || exit 99
+mkdir "$TMP/o2" && tar -xf "$TMP/other2.tar" -C "$TMP/o2" || exit 99
+cp "$TMP/o2/sa_2.jpg" "$TMP/w/sa_2 (1).jpg" && cp "$TMP/o2/sa_2.json" "$TMP/w/sa_2 (1).json" || exit 99
+cmp -s "$TMP/w/sa_2.jpg" "$TMP/w/sa_2 (1).jpg" && exit 99
+make_tar "$TMP/w" $members "sa_2 (1).jpg" "sa_2 (1).json"
+sa1b-shard --json-summary --image-size 64 -o "$TMP/other2.shard" "$TMP/bad.tar" > "$TMP/sum" 2> "$TMP/err"
+is "$?" 0 "another image of one image_id and file_name: exit 0"
+grep_ok '"images":5,.*"skipped":0' "$TMP/sum" "another image of one image_id and file_name: written, not taken for a copy"
+is "$(grep -c 'duplicate' "$TMP/err")" 0 "another image of one image_id and file_name: no duplicate reported"
 
 # a tar cut at a 512-byte boundary between the two members of the last pair
 fresh; cp "$TMP/m/sa_1.jpg" "$TMP/w/sa_5.jpg"
