@@ -322,11 +322,17 @@ static int pend_key(const member *m)
     return m->link ? 2 : m->kind;
 }
 
+/* FNV-1a of a stem: the pending index's and the returned pairs' hash. */
+static uint64_t stem_hash(const char *stem)
+{
+    uint64_t h = 1469598103934665603u;
+    for (const char *p = stem; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
+    return h;
+}
+
 static size_t pidx_home(const sa1b_tar *t, const char *stem, int key)
 {
-    uint64_t h = 1469598103934665603u; /* FNV-1a */
-    for (const char *p = stem; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
-    h = (h ^ (unsigned)key) * 1099511628211u;
+    uint64_t h = (stem_hash(stem) ^ (unsigned)key) * 1099511628211u;
     return (size_t)(h ^ (h >> 32)) & (t->pidx_cap - 1);
 }
 
@@ -487,12 +493,6 @@ static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *e
  * concatenated or appended to, two folders holding the same image) from
  * another pair of the same stem (two datasets numbered alike): the same
  * stem and the same bytes.  done_find: the chain of stem's pairs, or NULL. */
-static uint64_t stem_hash(const char *stem)
-{
-    uint64_t h = 1469598103934665603u; /* FNV-1a */
-    for (const char *p = stem; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211u;
-    return h;
-}
 
 static done_ent **done_slot(const sa1b_tar *t, const char *stem)
 {
