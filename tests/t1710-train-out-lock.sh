@@ -88,4 +88,17 @@ test ! -e "$TMP/a/model-2.safetensors.tmp.99999.0" && test ! -e "$TMP/a/state-2.
 ok $? "removes the temporaries a killed run left"
 test -e "$TMP/a/log.jsonl.tmp.notes"
 ok $? "not a file that only looks like one"
+
+# a run folder shared by a group: another user resumes the run; the lock
+# file the first run left (its mode 0644) needs no write access (flock(2));
+# before, "cannot create '.../.sa1b-train.lock' ...: Permission denied", exit 3
+as_nobody() { setpriv --reuid=nobody --regid=nogroup --clear-groups "$@"; }
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && chmod 755 "$TMP" && mkdir -p "$TMP/sh" && chmod 777 "$TMP/sh" &&
+    as_nobody test -w "$TMP/sh" 2>/dev/null; then
+    sa1b-train $common --steps 2 --ckpt-every 2 --out "$TMP/sh" >/dev/null 2>&1
+    as_nobody sa1b-train --resume "$TMP/sh" -q --steps 4 >/dev/null 2>"$TMP/sh.err"
+    is "$?:$(cat "$TMP/sh.err"):$(cat "$TMP/sh/latest")" "0::4" "another user resumes a run in a shared folder"
+else
+    skip 1 "not root, no setpriv(1), or nobody cannot write the test's folder"
+fi
 done_testing

@@ -434,9 +434,16 @@ void lock_out(options *o, int created)
      * lock folders they write into, and must not wait on a training run */
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", o->out, TR_RUN_LOCK);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0) cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the output folder): %s", path, strerror(errno));
+    /* read-only, as lock_export's: in a run folder shared by a group, the
+     * lock file is the user's who started the run (its mode 0644) */
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666), e = errno;
+    if (fd < 0 && (e != EACCES || access(path, F_OK) != 0)) /* (not there, and cannot be created) */
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the output folder): %s", path, strerror(e));
     o->out_locked = 1;
+    if (fd < 0) {
+        cli_warn("cannot lock output folder '%s': %s (a second run in it would not be refused)", o->out, strerror(e));
+        return;
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* held until the process ends (fd left open) */
         o->out_lock_held = 1;
         /* again under the lock: a run that started in the folder after
