@@ -425,6 +425,30 @@ static long lock_holder(const struct stat *st)
     return pid;
 }
 
+/* Takes the flock(2) lock of the file TR_RUN_LOCK in dir (what: "output
+ * folder", "export folder"), held until the process ends: 1, or 0 with
+ * errno when it cannot be locked (another process holds it: EWOULDBLOCK
+ * and *holder its process id, 0 when unknown).  The file is opened
+ * read-only: flock needs no write access, and in a folder shared by a
+ * group the lock file is the user's who made it (its mode 0644).  One that
+ * is not there and cannot be created ends the process in one line. */
+static int take_lock(const char *dir, const char *what, long *holder)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, TR_RUN_LOCK);
+    *holder = 0;
+    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666), e = errno;
+    if (fd < 0 && (e != EACCES || access(path, F_OK) != 0)) /* (not there, and cannot be created) */
+        cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the %s): %s", path, what, strerror(e));
+    if (fd < 0) return errno = e, 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return 1; /* (fd left open) */
+    e = errno;
+    struct stat st;
+    if (e == EWOULDBLOCK && fstat(fd, &st) == 0) *holder = lock_holder(&st);
+    close(fd);
+    return errno = e, 0;
+}
+
 void lock_out(options *o, int created)
 {
     if (o->out_locked || !o->out) return;
@@ -432,19 +456,10 @@ void lock_out(options *o, int created)
     if (stat(o->out, &st) != 0 && errno == ENOENT && !created) return; /* prepare_out creates it, then locks it */
     /* a file of its own, not the folder: other tools (sa1b-shard's commit)
      * lock folders they write into, and must not wait on a training run */
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", o->out, TR_RUN_LOCK);
-    /* read-only, as lock_export's: in a run folder shared by a group, the
-     * lock file is the user's who started the run (its mode 0644) */
-    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666), e = errno;
-    if (fd < 0 && (e != EACCES || access(path, F_OK) != 0)) /* (not there, and cannot be created) */
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the output folder): %s", path, strerror(e));
+    long pid;
+    int held = take_lock(o->out, "output folder", &pid);
     o->out_locked = 1;
-    if (fd < 0) {
-        cli_warn("cannot lock output folder '%s': %s (a second run in it would not be refused)", o->out, strerror(e));
-        return;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) == 0) { /* held until the process ends (fd left open) */
+    if (held) {
         o->out_lock_held = 1;
         /* again under the lock: a run that started in the folder after
          * check_out looked (two runs into one new folder) and ended before
@@ -453,40 +468,25 @@ void lock_out(options *o, int created)
         return;
     }
     if (errno == EWOULDBLOCK) {
-        long pid = fstat(fd, &st) == 0 ? lock_holder(&st) : 0;
         char who[64] = "";
         if (pid) snprintf(who, sizeof who, " (process %ld)", pid);
         cli_die(CLI_EXIT_USAGE, "output folder '%s' is in use by another sa1b-train run%s: wait for it to end", o->out,
                 who);
     }
     cli_warn("cannot lock output folder '%s': %s (a second run in it would not be refused)", o->out, strerror(errno));
-    close(fd);
 }
 
 void lock_export(const options *o, const char *dir)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, TR_RUN_LOCK);
-    /* read-only: flock(2) needs no write access, and in a folder shared by
-     * a group the lock file an earlier export left is another user's (its
-     * mode 0644); one that cannot be opened at all locks nothing, as before
-     * exports were locked */
-    int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666), e = errno;
-    if (fd < 0 && (e != EACCES || access(path, F_OK) != 0)) /* (not there, and cannot be created) */
-        cli_die(CLI_EXIT_FATAL, "cannot create '%s' (the lock of the export folder): %s", path, strerror(e));
-    if (fd < 0)
-        cli_warn("cannot lock '%s': %s (a second export into it would not be refused)", dir, strerror(e));
-    else if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* else held until the process ends (fd left open) */
+    long pid;
+    if (!take_lock(dir, "export folder", &pid)) { /* (one that cannot be locked: as before exports were locked) */
         if (errno == EWOULDBLOCK) {
-            struct stat st;
-            long pid = fstat(fd, &st) == 0 ? lock_holder(&st) : 0;
             char who[64] = "";
             if (pid) snprintf(who, sizeof who, " (process %ld)", pid);
             cli_die(CLI_EXIT_USAGE, "'%s' is in use by another --export%s: wait for it to end, or give another --out",
                     dir, who);
         }
         cli_warn("cannot lock '%s': %s (a second export into it would not be refused)", dir, strerror(errno));
-        close(fd);
     }
     /* again under the lock: two exports started together had each found
      * the folder without overlays */
