@@ -103,7 +103,7 @@ sed -n '/^not;$/,/are never recorded/p' "$SRC/man/sa1b-train.1" | sed -n 's/^\.F
     sort -u >"$TMP/never.opts"
 echo --synthetic-batch >>"$TMP/rec.opts" # (recorded by a run of synthetic batches)
 sort -u -o "$TMP/rec.opts" "$TMP/rec.opts"
-printf '%s\n' --help --version --out --resume --init --overwrite --plan --memory-budget --effective-batch --ranks \
+printf '%s\n' --help --version --out --resume --auto-resume --init --overwrite --plan --memory-budget --effective-batch --ranks \
     --eval-only --export --dump-step | sort -u >"$TMP/other.opts"
 test -s "$TMP/rec.opts" && test -s "$TMP/never.opts"
 ok $? "(the record's keys and the man page's list read)"

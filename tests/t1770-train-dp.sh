@@ -88,6 +88,16 @@ grep_ok "trained by 2 processes and this job has 1" "$TMP/.err" "the message nam
 mpirun --oversubscribe --bind-to none -np 3 sa1b-train --resume "$TMP/r" --steps 6 --threads 1 -q >/dev/null 2>"$TMP/r3.err"
 is "$?:$(grep -c 'was trained by 2 processes and this job has 3' "$TMP/r3.err")" "2:1" \
     "resume with three processes refused, in one line for the job (rank 0's)"
+# --auto-resume at N=2: the same command stopped after step 2 (or 3) and run
+# again continues on every rank, bit-identical to the run in one go
+mpi -x SA1B_TEST_KILL=step:2 sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --auto-resume --out "$TMP/ar" \
+    >/dev/null 2>&1
+st=$?
+is "$st:$(cat "$TMP/ar/latest" | tr 23 xx)" "130:x" "--auto-resume at 2 ranks: stopped with a checkpoint (the ranks agree on step 2 or 3)"
+mpi sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --auto-resume --out "$TMP/ar" >"$TMP/ar.log" 2>&1
+ok $? "the same command again continues it"
+cmp -s "$TMP/g/model-4.safetensors" "$TMP/ar/model-4.safetensors" && cmp -s "$TMP/g/state-4.bin" "$TMP/ar/state-4.bin"
+ok $? "--auto-resume at 2 ranks ends bit-identical to the run in one go"
 
 # a signal to a rank other than 0 after its training, while rank 0 still
 # writes the last checkpoint (its rename held 4 s by strace): that rank

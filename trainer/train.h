@@ -71,6 +71,8 @@ typedef struct options {
     double collective_timeout;  /* --collective-timeout seconds */
     /* the output folder and resume (issue 19) */
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
+    int auto_resume;            /* --auto-resume: continue the run in --out when it has a checkpoint */
+    int auto_fresh;             /* --auto-resume found none: start afresh, clearing a run without one */
     int out_locked;             /* lock_out ran: --out is this process's (or could not be locked) */
     int out_lock_held;          /* and holds the lock (TR_RUN_LOCK) */
     unsigned char given[1024];  /* given[c]: option c was on the command line */

@@ -47,6 +47,8 @@ static void usage(void)
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
+           "  --auto-resume          with --out DIR: continue the run in DIR when it has a checkpoint\n"
+           "                         (as --resume DIR), else start it (the same command every time)\n"
            "  --overwrite            start afresh in an --out DIR that holds a run (removes its files);\n"
            "                         with --dump-step: replace an earlier dump FILE; with --export:\n"
            "                         replace an earlier export's overlays\n"
@@ -101,7 +103,7 @@ enum {
     O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
-enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS };
+enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS, O_AUTO_RESUME };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH, O_TF32 };
 
 static long parse_long(const char *opt, const char *s, long lo, long hi)
@@ -149,6 +151,30 @@ static void parse_stages(const char *opt, const char *arg, options *o, int batch
     }
 }
 
+/* --auto-resume: --resume OUT when OUT has a checkpoint (OUT/latest: its
+ * --init dropped, the run has its weights), else a new run that clears a
+ * run without one (killed before its first checkpoint) from OUT.  Decided
+ * again by the parse of restore_run, which finds the same. */
+static void auto_resume(options *o)
+{
+    if (o->resume || o->overwrite || o->plan || o->eval_only || o->dump_step)
+        cli_usage_error("--auto-resume continues or starts the training run in --out: not with --resume, --overwrite, "
+                        "--plan, --eval-only or --dump-step");
+    if (!o->out) cli_usage_error("--auto-resume needs --out DIR");
+    char latest[4200];
+    struct stat st;
+    snprintf(latest, sizeof latest, "%s/latest", o->out);
+    if (lstat(latest, &st) == 0) {
+        o->resume = o->out;
+        o->init = NULL;
+        o->auto_fresh = 0;
+    } else if (errno == ENOENT || errno == ENOTDIR) {
+        o->auto_fresh = 1;
+    } else {
+        cli_die(CLI_EXIT_FATAL, "cannot read '%s': %s", latest, strerror(errno));
+    }
+}
+
 void parse_options(int argc, char **argv, options *o)
 {
     static const struct option lo[] = {
@@ -167,7 +193,7 @@ void parse_options(int argc, char **argv, options *o)
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"tf32", 0, 0, O_TF32}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
-        {"overwrite", 0, 0, O_OVERWRITE}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
+        {"overwrite", 0, 0, O_OVERWRITE}, {"auto-resume", 0, 0, O_AUTO_RESUME}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
         {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->config_name = "small";
@@ -253,6 +279,7 @@ void parse_options(int argc, char **argv, options *o)
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
         case O_TF32: o->tf32 = 1; break;
         case O_OVERWRITE: o->overwrite = 1; break;
+        case O_AUTO_RESUME: o->auto_resume = 1; break;
         case O_ZERO: o->zero = (int)parse_long("--zero", optarg, 0, 1); break;
         case O_RANKS: o->plan_ranks = (int)parse_long("--ranks", optarg, 1, 65536); break;
         case O_COLL_TIMEOUT: o->collective_timeout = (double)parse_long("--collective-timeout", optarg, 1, 86400); break;
@@ -268,6 +295,7 @@ void parse_options(int argc, char **argv, options *o)
     static const char *const path_opts[] = {"--out", "--resume", "--init", "--data", "--val", "--dump-step", "--eval-only"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
         if (paths[i] && !*paths[i]) cli_usage_error("%s: the path is empty", path_opts[i]);
+    if (o->auto_resume) auto_resume(o);
     if (tr_config_preset(o->config_name, &o->cfg) < 0)
         cli_usage_error("--config: '%s' is not tiny, small or base", o->config_name);
     int *dst[8] = {&o->cfg.S, &o->cfg.P, &o->cfg.E, &o->cfg.L, &o->cfg.H, &o->cfg.C, &o->cfg.h, &o->cfg.D};
@@ -343,14 +371,21 @@ static void check_dump_out(const options *o)
  * it neither resumes that folder nor has --overwrite. */
 static void refuse_run_in_out(const options *o)
 {
-    if (o->plan || o->dump_step || o->eval_only || !o->out || o->overwrite) return;
+    if (o->plan || o->dump_step || o->eval_only || !o->out) return;
+    char latest[4200];
+    struct stat st;
+    snprintf(latest, sizeof latest, "%s/latest", o->out);
+    if (o->auto_fresh) { /* a run without a checkpoint is cleared; one that has one now is never */
+        if (lstat(latest, &st) == 0)
+            cli_die(CLI_EXIT_USAGE, "output folder '%s' has a checkpoint now (a run wrote it since this one looked): "
+                    "run the command again to continue it", o->out);
+        return;
+    }
+    if (o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
     char what[300];
     int held = tr_run_dir_holds_run(o->out, what, sizeof what);
     if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
-    char latest[4200];
-    struct stat st;
-    snprintf(latest, sizeof latest, "%s/latest", o->out);
     if (held && lstat(latest, &st) != 0) { /* (killed before its first checkpoint): --resume of it cannot work */
         if (o->resume) /* (--overwrite is not for a resume) */
             cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: remove them, or "
@@ -388,10 +423,11 @@ void check_out(const options *o)
     if (o->dump_step && !o->plan && !o->eval_only) check_dump_out(o);
     if (o->plan || o->dump_step || o->eval_only || !o->out) return;
     char name[256];
-    if (o->overwrite && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
-        cli_die(CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which --overwrite removes: copy it out of the "
-                "folder first", o->init, name, o->out);
-    if (o->overwrite) return;
+    if ((o->overwrite || o->auto_fresh) && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
+        cli_die(CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which %s removes: copy it out of the "
+                "folder first", o->init, name, o->out,
+                o->overwrite ? "--overwrite" : "--auto-resume (no checkpoint there: a new run)");
+    if (o->overwrite || o->auto_fresh) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
     struct stat st;
     char parent[4096];
@@ -501,7 +537,15 @@ void prepare_out(options *o)
     char err[4400];
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
     lock_out(o, 1); /* (before anything in it is removed or written) */
-    if (o->overwrite) {
+    if (o->auto_fresh) { /* (under the lock: refuse_run_in_out saw no checkpoint) */
+        char what[300];
+        int held = tr_run_dir_holds_run(o->out, what, sizeof what);
+        if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+        if (held) /* (with --quiet too: files go) */
+            cli_warn("output folder '%s' holds %s but no checkpoint: a new run (--auto-resume) replaces it", o->out,
+                     what);
+        if (held && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
+    } else if (o->overwrite) {
         if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
     } else if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
         /* with the lock, no other run writes here: a temporary is a killed

@@ -1,0 +1,76 @@
+#!/bin/sh
+# t1717: --auto-resume, the one command a scheduler can run again and again
+# (a requeued or preempted job): it starts the run in --out when there is
+# none, continues it from OUT/latest when there is one (bit for bit as an
+# uninterrupted run), does nothing to a finished run, starts afresh over a
+# run killed before its first checkpoint (and says so), refuses a command
+# whose settings contradict the run's without changing anything, and drops
+# --init once the run has a checkpoint.
+. "$top_srcdir/tests/test-lib.sh"
+common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 2 --synthetic-batch 11 --threads 2 -q"
+run="$common --steps 12 --warmup 2 --log-every 1 --ckpt-every 4"
+run_ok "an uninterrupted run" sa1b-train $run --out "$TMP/ref"
+
+# killed after step 6 (SIGTERM: a checkpoint of step 6), then the same command
+SA1B_TEST_KILL=step:6 sa1b-train $run --auto-resume --out "$TMP/a" >"$TMP/k.out" 2>"$TMP/k.err"
+is "$?" "130" "the first attempt is stopped after step 6"
+is "$(cat "$TMP/a/latest")" "6" "with a checkpoint of step 6"
+run_ok "the same command again continues it" sa1b-train $run --auto-resume --out "$TMP/a"
+cmp -s "$TMP/ref/model-12.safetensors" "$TMP/a/model-12.safetensors"
+ok $? "the final checkpoint equals the uninterrupted run's"
+sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/ref/log.jsonl" >"$TMP/ref.loss"
+sed 's/.*"loss": \([0-9.e+-]*\),.*/\1/' "$TMP/a/log.jsonl" >"$TMP/a.loss"
+cmp -s "$TMP/ref.loss" "$TMP/a.loss"
+ok $? "and so do the losses of every step, logged once each"
+
+snap() { (cd "$1" && ls && cksum ./*) } # (names and bytes: a resume rewrites the log, the same records)
+snap "$TMP/a" >"$TMP/before"
+sa1b-train $run --auto-resume --out "$TMP/a" >"$TMP/f.out" 2>"$TMP/f.err"
+is "$?" "0" "a finished run: the command again succeeds"
+snap "$TMP/a" >"$TMP/after"
+cmp -s "$TMP/before" "$TMP/after"
+ok $? "and changes nothing"
+run_status 2 "a command that contradicts the run is refused" sa1b-train $run --lr 1e-3 --auto-resume --out "$TMP/a"
+grep_ok "^sa1b-train: --lr 0.001 contradicts the run in '$TMP/a'" "$TMP/.err" "naming the option and the run"
+snap "$TMP/a" >"$TMP/after"
+cmp -s "$TMP/before" "$TMP/after"
+ok $? "and changes nothing"
+run_ok "--steps given higher goes on" sa1b-train $common --steps 14 --warmup 2 --log-every 1 --ckpt-every 4 \
+    --auto-resume --out "$TMP/a"
+is "$(cat "$TMP/a/latest")" "14" "to the new total"
+
+# a run killed before its first checkpoint (a log, no latest): a new run,
+# said in one line; other files in the folder stay
+mkdir "$TMP/l" && echo '{"step": 1}' >"$TMP/l/log.jsonl" && echo notes >"$TMP/l/notes.txt"
+sa1b-train $run --steps 4 --auto-resume --out "$TMP/l" >"$TMP/l.out" 2>"$TMP/l.err"
+is "$?" "0" "a folder whose run has no checkpoint: a new run"
+grep_ok "^sa1b-train: output folder '$TMP/l' holds .* but no checkpoint: a new run \(--auto-resume\) replaces it$" \
+    "$TMP/l.err" "the line says so"
+is "$(wc -l <"$TMP/l/log.jsonl" | tr -d ' ')" "4" "its log is the new run's"
+is "$(cat "$TMP/l/notes.txt")" "notes" "other files stay"
+# ... but --init naming a file of that run is refused before anything goes
+mkdir "$TMP/m" && echo '{"step": 1}' >"$TMP/m/log.jsonl" && cp "$TMP/ref/model-4.safetensors" "$TMP/m/"
+run_status 2 "--init inside a run it would replace is refused" sa1b-train $run --init "$TMP/m/model-4.safetensors" \
+    --auto-resume --out "$TMP/m"
+test -s "$TMP/m/model-4.safetensors" && test -s "$TMP/m/log.jsonl"
+ok $? "and the folder keeps its files"
+
+# --init starts the run; once it has a checkpoint, the run's weights win
+run_ok "--init with --auto-resume starts from the weights" sa1b-train $common --steps 4 --warmup 2 --ckpt-every 4 \
+    --init "$TMP/ref/model-12.safetensors" --auto-resume --out "$TMP/i"
+run_ok "the same command with more steps continues it" sa1b-train $common --steps 8 --warmup 2 --ckpt-every 4 \
+    --init "$TMP/ref/model-12.safetensors" --auto-resume --out "$TMP/i"
+is "$(cat "$TMP/i/latest")" "8" "from its checkpoint"
+run_ok "(the same with --out, then --resume)" sa1b-train $common --steps 4 --warmup 2 --ckpt-every 4 \
+    --init "$TMP/ref/model-12.safetensors" --out "$TMP/j"
+run_ok "(its --resume)" sa1b-train --resume "$TMP/j" --steps 8 -q
+cmp -s "$TMP/i/model-8.safetensors" "$TMP/j/model-8.safetensors"
+ok $? "the continued run equals a --resume of the same checkpoint"
+
+for bad in "--resume $TMP/a" "--overwrite" "--plan"; do
+    run_status 2 "--auto-resume with $bad is refused" sa1b-train $run --auto-resume --out "$TMP/x" $bad
+done
+run_status 2 "--auto-resume without --out is refused" sa1b-train $run --auto-resume
+test -e "$TMP/x"
+ok $((!$?)) "no folder made by a refused command"
+done_testing
