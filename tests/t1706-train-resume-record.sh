@@ -78,6 +78,9 @@ is "$(cat "$TMP/.err")" "sa1b-train: --steps 4 is below step 10, where the run i
     "in one line"
 cksum "$TMP/d/log.jsonl" | cmp -s - "$TMP/log.before"
 ok $? "and the run is left as it was"
+run_status 2 "... resumed into another --out too" sa1b-train --resume "$TMP/d" --steps 4 -q --out "$TMP/d-into"
+test ! -e "$TMP/d-into"
+ok $? "which is not made (before: an empty folder was left)"
 run_ok "--steps at the run's step: nothing left to do" sa1b-train --resume "$TMP/d" --steps 10 -q
 
 # a state file or model checkpoint of a later version (its format tag

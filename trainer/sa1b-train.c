@@ -459,7 +459,17 @@ int main(int argc, char **argv)
         cli_usage_error("--plan, --eval-only and --dump-step run in one process, not under mpirun with %d", world);
     check_out(&o);
     o.world = world; /* (restore_run compares the run's) */
-    if (o.resume) restore_run(&o, argc, argv, rank == 0);
+    if (o.resume) {
+        restore_run(&o, argc, argv, rank == 0);
+        long step = read_latest(o.resume);
+        if (!o.eval_only && !o.dump_step && o.steps < step) { /* never a resume that does nothing and says it
+                                                                 succeeded (before --out is made) */
+            if (rank == 0)
+                cli_die(CLI_EXIT_USAGE, "--steps %ld is below step %ld, where the run in '%s' is: --steps is the run's "
+                        "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
+            exit(CLI_EXIT_USAGE); /* (one line per job) */
+        }
+    }
     o.dist = dist, o.rank = rank, o.world = world;
     if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) {
@@ -682,12 +692,6 @@ int run(const options *op, tr_backend *be)
     long scale_good = 0;
     if (o.resume) {
         long step = read_latest(o.resume);
-        if (o.steps < step) { /* never a resume that does nothing and says it succeeded */
-            if (o.rank == 0)
-                cli_die(CLI_EXIT_USAGE, "--steps %ld is below step %ld, where the run in '%s' is: --steps is the run's "
-                        "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
-            exit(CLI_EXIT_USAGE); /* (one line per job) */
-        }
         char path[4096];
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o.resume, step);
         if (tr_ckpt_load_model(&m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
