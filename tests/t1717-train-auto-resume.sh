@@ -39,20 +39,35 @@ run_ok "--steps given higher goes on" sa1b-train $common --steps 14 --warmup 2 -
     --auto-resume --out "$TMP/a"
 is "$(cat "$TMP/a/latest")" "14" "to the new total"
 
-# a run killed before its first checkpoint (a log, no latest): a new run,
-# said in one line; other files in the folder stay
-mkdir "$TMP/l" && echo '{"step": 1}' >"$TMP/l/log.jsonl" && echo notes >"$TMP/l/notes.txt"
+# a run killed before its first checkpoint (a log of step records, the last
+# one cut short; no latest): a new run, said in one line; other files stay
+mkdir "$TMP/l" && printf '{"step": 1, "loss": 3.5}\n{"step": 2, "lo' >"$TMP/l/log.jsonl" && echo notes >"$TMP/l/notes.txt"
+: >"$TMP/l/model-2.safetensors.tmp.123.0"
 sa1b-train $run --steps 4 --auto-resume --out "$TMP/l" >"$TMP/l.out" 2>"$TMP/l.err"
 is "$?" "0" "a folder whose run has no checkpoint: a new run"
-grep_ok "^sa1b-train: output folder '$TMP/l' holds .* but no checkpoint: a new run \(--auto-resume\) replaces it$" \
-    "$TMP/l.err" "the line says so"
-is "$(wc -l <"$TMP/l/log.jsonl" | tr -d ' ')" "4" "its log is the new run's"
+is "$(cat "$TMP/l.err")" "sa1b-train: output folder '$TMP/l' holds the log of a run killed before its first checkpoint: a new run (--auto-resume) replaces it" \
+    "the line says so"
+is "$(wc -l <"$TMP/l/log.jsonl" | tr -d ' '):$(ls "$TMP/l" | grep -c tmp)" "4:0" "its log is the new run's, the temporary gone"
 is "$(cat "$TMP/l/notes.txt")" "notes" "other files stay"
-# ... but --init naming a file of that run is refused before anything goes
-mkdir "$TMP/m" && echo '{"step": 1}' >"$TMP/m/log.jsonl" && cp "$TMP/ref/model-4.safetensors" "$TMP/m/"
-run_status 2 "--init inside a run it would replace is refused" sa1b-train $run --init "$TMP/m/model-4.safetensors" \
+# anything more than that is never replaced: a checkpoint's files without
+# latest (a kill between the state file and latest), a model file kept
+# there, a log that is not sa1b-train's (exit 2, nothing changes)
+mkdir "$TMP/c" && cp "$TMP/ref/model-4.safetensors" "$TMP/ref/state-4.bin" "$TMP/c/" &&
+    head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
+mkdir "$TMP/m" && cp "$TMP/ref/model-12.safetensors" "$TMP/m/"
+mkdir "$TMP/n" && echo '{"event": "my notes"}' >"$TMP/n/log.jsonl"
+for d in c m n; do
+    snap "$TMP/$d" >"$TMP/$d.before"
+    run_status 2 "--auto-resume never replaces more than a killed start's log ($d)" sa1b-train $run --auto-resume \
+        --out "$TMP/$d"
+    snap "$TMP/$d" | cmp -s - "$TMP/$d.before"
+    ok $? "($d) nothing in the folder changed"
+done
+grep_ok "^sa1b-train: output folder '$TMP/n' has no checkpoint to continue \(no 'latest'\) but holds 'log.jsonl' that is not a log of sa1b-train's, which --auto-resume never replaces" \
+    "$TMP/.err" "the line names the file"
+run_status 2 "--init inside such a folder is refused too" sa1b-train $run --init "$TMP/m/model-12.safetensors" \
     --auto-resume --out "$TMP/m"
-test -s "$TMP/m/model-4.safetensors" && test -s "$TMP/m/log.jsonl"
+test -s "$TMP/m/model-12.safetensors"
 ok $? "and the folder keeps its files"
 
 # --init starts the run; once it has a checkpoint, the run's weights win

@@ -98,6 +98,16 @@ mpi sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --auto-resume --out "$TM
 ok $? "the same command again continues it"
 cmp -s "$TMP/g/model-4.safetensors" "$TMP/ar/model-4.safetensors" && cmp -s "$TMP/g/state-4.bin" "$TMP/ar/state-4.bin"
 ok $? "--auto-resume at 2 ranks ends bit-identical to the run in one go"
+# ranks that do not see the same run (here: rank 1 given another --out, as
+# a node whose --out is not the shared one): the job ends at once in one
+# line, never training rank 0's run on with a rank that started afresh
+cp -r "$TMP/g" "$TMP/gs" && cksum "$TMP/gs"/* >"$TMP/gs.before"
+mpirun --oversubscribe --bind-to none -np 1 sa1b-train $five --steps 6 --ckpt-every 2 --batch 2 --auto-resume --out "$TMP/gs" : \
+    -np 1 sa1b-train $five --steps 6 --ckpt-every 2 --batch 2 --auto-resume --out "$TMP/gs-other" >/dev/null 2>"$TMP/gs.err"
+is "$?:$(grep -c 'the ranks do not see the same run: rank 0 continues .* from step 4' "$TMP/gs.err")" "3:1" \
+    "ranks that see different runs: exit 3, one line"
+cksum "$TMP/gs"/* | cmp -s - "$TMP/gs.before" && test ! -e "$TMP/gs-other"
+ok $? "and nothing written"
 
 # a signal to a rank other than 0 after its training, while rank 0 still
 # writes the last checkpoint (its rename held 4 s by strace): that rank

@@ -116,6 +116,80 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len)
     return 1;
 }
 
+/* Each line of the log f is a step record ("{\"step\": "...), the last
+ * one perhaps cut short anywhere: 1, else 0 (-1: a read error). */
+static int step_records(FILE *f)
+{
+    static const char head[] = "{\"step\": ";
+    const size_t hn = sizeof head - 1;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int ok = 1;
+    while (ok && (n = getline(&line, &cap, f)) > 0) {
+        int whole = line[n - 1] == '\n';
+        size_t k = (size_t)n < hn ? (size_t)n : hn;
+        /* a whole line begins with the head; a cut last one with as much of it as it has */
+        ok = strncmp(line, head, k) == 0 && (k == hn || !whole);
+    }
+    int bad = ferror(f);
+    free(line);
+    return bad ? -1 : ok;
+}
+
+typedef struct killed_ctx {
+    char *what;
+    size_t what_len;
+    int more; /* a file more than a killed start leaves */
+    int err;  /* errno of a log that could not be read */
+} killed_ctx;
+
+static int killed_one(const char *dir, const char *name, void *ctx)
+{
+    killed_ctx *k = ctx;
+    if (k->more || k->err || temp_base(name)) return 0;
+    if (strcmp(name, "log.jsonl") != 0) {
+        snprintf(k->what, k->what_len, "'%s'", name);
+        k->more = 1;
+        return 0;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = tr_run_dir_fopen(path);
+    if (!f && errno == EINVAL) { /* not a regular file */
+        snprintf(k->what, k->what_len, "'%s' (not a regular file)", name);
+        k->more = 1;
+        return 0;
+    }
+    if (!f) {
+        k->err = errno;
+        snprintf(k->what, k->what_len, "cannot read '%s': %s", path, strerror(errno));
+        return 0;
+    }
+    int r = step_records(f);
+    fclose(f);
+    if (r < 0) {
+        k->err = EIO;
+        snprintf(k->what, k->what_len, "cannot read '%s': %s", path, strerror(EIO));
+    } else if (!r) {
+        snprintf(k->what, k->what_len, "'%s' that is not a log of sa1b-train's", name);
+        k->more = 1;
+    }
+    return 0;
+}
+
+int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len)
+{
+    killed_ctx k = {what, what_len, 0, 0};
+    if (each_run_file(dir, killed_one, &k) < 0) {
+        if (errno == ENOENT) return 1;
+        snprintf(what, what_len, "%s", strerror(errno));
+        return -1;
+    }
+    if (k.err) return -1;
+    return !k.more;
+}
+
 static int remove_one(const char *dir, const char *name, void *ctx)
 {
     char path[4200];

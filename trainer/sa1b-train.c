@@ -459,17 +459,7 @@ int main(int argc, char **argv)
         cli_usage_error("--plan, --eval-only and --dump-step run in one process, not under mpirun with %d", world);
     check_out(&o);
     o.world = world; /* (restore_run compares the run's) */
-    if (o.resume) {
-        restore_run(&o, argc, argv, rank == 0);
-        long step = read_latest(o.resume);
-        if (!o.eval_only && !o.dump_step && o.steps < step) { /* never a resume that does nothing and says it
-                                                                 succeeded (before --out is made) */
-            if (rank == 0)
-                cli_die(CLI_EXIT_USAGE, "--steps %ld is below step %ld, where the run in '%s' is: --steps is the run's "
-                        "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
-            exit(CLI_EXIT_USAGE); /* (one line per job) */
-        }
-    }
+    if (o.resume) restore_run(&o, argc, argv, rank == 0);
     o.dist = dist, o.rank = rank, o.world = world;
     if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) {
@@ -482,6 +472,16 @@ int main(int argc, char **argv)
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
     if (!o.eval_only && !o.dump_step && rank == 0) lock_out(&o, 0); /* rank 0 writes the run's files */
+    if (o.resume) { /* (after the lock: a resume of a running run is told that it runs) */
+        long step = read_latest(o.resume);
+        if (!o.eval_only && !o.dump_step && o.steps < step) { /* never a resume that does nothing and says it
+                                                                 succeeded (before --out is made) */
+            if (rank == 0)
+                cli_die(CLI_EXIT_USAGE, "--steps %ld is below step %ld, where the run in '%s' is: --steps is the run's "
+                        "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
+            exit(CLI_EXIT_USAGE); /* (one line per job) */
+        }
+    }
     check_thread_room(&o);
     /* under mpirun the CUDA backend takes the device of the local rank and
      * sums over NCCL (with one rank too); the ranks agree on a failure */
@@ -491,6 +491,24 @@ int main(int argc, char **argv)
     char mine[700] = "";
     if (!be) rank_line(mine, sizeof mine, &o, err); /* no CUDA built, or no device */
     if (tr_dist_settle(dist, !be, mine, err, sizeof err) < 0) die_ranks(dist, be, err);
+    /* every rank starts where rank 0 does (a new run, or the same step):
+     * a rank that sees another --out (a folder not shared, a stale cache)
+     * would otherwise train on from other weights, or (--auto-resume) from
+     * scratch, and its gradients go into rank 0's checkpoints */
+    if (world > 1 && !o.eval_only && !o.dump_step) {
+        double s = o.resume ? (double)read_latest(o.resume) : -1.0, v[3] = {rank == 0 ? s : 0.0, s, s * s};
+        if (tr_dist_sum_d(dist, v, 3, err, sizeof err) < 0) die_ranks(dist, be, rank == 0 ? err : "");
+        if (v[1] != world * v[0] || v[2] != world * v[0] * v[0]) {
+            if (v[0] >= 0)
+                snprintf(mine, sizeof mine, "the ranks do not see the same run: rank 0 continues '%s' from step %.0f, "
+                         "and another rank does not (every rank must see --out, on a file system they share)",
+                         o.resume, v[0]);
+            else
+                snprintf(mine, sizeof mine, "the ranks do not see the same run: rank 0 starts a new one in '%s', and "
+                         "another rank continues one (every rank must see --out, on a file system they share)", o.out);
+            die_ranks(dist, be, rank == 0 ? mine : "");
+        }
+    }
     if (on_device && tr_dist_use_device(dist, be, err, sizeof err) < 0) { /* NCCL absent, or its setup failed */
         if (*err) rank_line(mine, sizeof mine, &o, err);
         die_ranks(dist, be, *err ? mine : "");

@@ -375,10 +375,17 @@ static void refuse_run_in_out(const options *o)
     char latest[4200];
     struct stat st;
     snprintf(latest, sizeof latest, "%s/latest", o->out);
-    if (o->auto_fresh) { /* a run without a checkpoint is cleared; one that has one now is never */
+    if (o->auto_fresh) { /* the log of a run killed before its first checkpoint is replaced; nothing else */
         if (lstat(latest, &st) == 0)
             cli_die(CLI_EXIT_USAGE, "output folder '%s' has a checkpoint now (a run wrote it since this one looked): "
                     "run the command again to continue it", o->out);
+        char what[300];
+        int k = tr_run_dir_killed_start(o->out, what, sizeof what);
+        if (k < 0) cli_die(CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
+        if (!k)
+            cli_die(CLI_EXIT_USAGE, "output folder '%s' has no checkpoint to continue (no 'latest') but holds %s, "
+                    "which --auto-resume never replaces (only the log of a run killed before its first checkpoint): "
+                    "move it away, or give another --out", o->out, what);
         return;
     }
     if (o->overwrite) return;
@@ -423,11 +430,10 @@ void check_out(const options *o)
     if (o->dump_step && !o->plan && !o->eval_only) check_dump_out(o);
     if (o->plan || o->dump_step || o->eval_only || !o->out) return;
     char name[256];
-    if ((o->overwrite || o->auto_fresh) && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
-        cli_die(CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which %s removes: copy it out of the "
-                "folder first", o->init, name, o->out,
-                o->overwrite ? "--overwrite" : "--auto-resume (no checkpoint there: a new run)");
-    if (o->overwrite || o->auto_fresh) return;
+    if (o->overwrite && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
+        cli_die(CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which --overwrite removes: copy it out of the "
+                "folder first", o->init, name, o->out);
+    if (o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
     struct stat st;
     char parent[4096];
@@ -537,14 +543,14 @@ void prepare_out(options *o)
     char err[4400];
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
     lock_out(o, 1); /* (before anything in it is removed or written) */
-    if (o->auto_fresh) { /* (under the lock: refuse_run_in_out saw no checkpoint) */
-        char what[300];
-        int held = tr_run_dir_holds_run(o->out, what, sizeof what);
-        if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
-        if (held) /* (with --quiet too: files go) */
-            cli_warn("output folder '%s' holds %s but no checkpoint: a new run (--auto-resume) replaces it", o->out,
-                     what);
-        if (held && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
+    if (o->auto_fresh) { /* (under the lock: refuse_run_in_out found no more than a killed start's files) */
+        char log[4200];
+        struct stat st;
+        snprintf(log, sizeof log, "%s/log.jsonl", o->out);
+        if (lstat(log, &st) == 0) /* (with --quiet too: a file goes) */
+            cli_warn("output folder '%s' holds the log of a run killed before its first checkpoint: a new run "
+                     "(--auto-resume) replaces it", o->out);
+        if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
     } else if (o->overwrite) {
         if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
     } else if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
