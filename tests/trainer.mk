@@ -16,11 +16,12 @@ EXTRA_DIST += tests/losses_agree.py tests/t1705-train-out-dir.sh tests/t1706-tra
 TESTS += tests/t1708-train-dump-out.sh tests/t1709-train-dump-device.sh tests/t1710-train-out-lock.sh \
 	tests/t1711-train-init-overwrite.sh tests/t1712-train-log-errors.sh tests/t1713-train-stdout.sh \
 	tests/t1714-train-resume-data.sh tests/t1715-train-shard-bus.sh tests/t1716-train-step-fails.sh \
-	tests/t1717-train-auto-resume.sh
+	tests/t1717-train-auto-resume.sh tests/t1718-train-slurm-recipe.sh
+EXTRA_DIST += contrib/sa1b-train.sbatch
 EXTRA_DIST += tests/t1708-train-dump-out.sh tests/t1709-train-dump-device.sh tests/t1710-train-out-lock.sh \
 	tests/t1711-train-init-overwrite.sh tests/t1712-train-log-errors.sh tests/t1713-train-stdout.sh \
 	tests/t1714-train-resume-data.sh tests/t1715-train-shard-bus.sh tests/t1716-train-step-fails.sh \
-	tests/t1717-train-auto-resume.sh
+	tests/t1717-train-auto-resume.sh tests/t1718-train-slurm-recipe.sh
 EXTRA_DIST += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t1702-train-run.sh tests/t1703-train-shards.sh tests/t1704-train-init.sh \
 	tests/reference/sam_ref.py
 
