@@ -56,15 +56,23 @@ mkdir "$TMP/c" && cp "$TMP/ref/model-4.safetensors" "$TMP/ref/state-4.bin" "$TMP
     head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
 mkdir "$TMP/m" && cp "$TMP/ref/model-12.safetensors" "$TMP/m/"
 mkdir "$TMP/n" && echo '{"event": "my notes"}' >"$TMP/n/log.jsonl"
-for d in c m n; do
+# (another trainer's JSON lines, as json.dumps writes them; a line longer
+# than a record; a record, then binary bytes)
+mkdir "$TMP/p" && printf '{"step": 100, "train/loss": 0.5}\n{"step": 200, "train/loss": 0.4}\n' >"$TMP/p/log.jsonl"
+mkdir "$TMP/q" && { printf '{"step": 1, "loss": '; head -c 5000 /dev/zero | tr '\0' 7; printf '}\n'; } >"$TMP/q/log.jsonl"
+mkdir "$TMP/r" && { printf '{"step": 1, "loss": 2}\n{"step": '; printf '\001\002\377binary'; } >"$TMP/r/log.jsonl"
+for d in c m n p q r; do
     snap "$TMP/$d" >"$TMP/$d.before"
     run_status 2 "--auto-resume never replaces more than a killed start's log ($d)" sa1b-train $run --auto-resume \
         --out "$TMP/$d"
     snap "$TMP/$d" | cmp -s - "$TMP/$d.before"
     ok $? "($d) nothing in the folder changed"
 done
-grep_ok "^sa1b-train: output folder '$TMP/n' has no checkpoint to continue \(no 'latest'\) but holds 'log.jsonl' that is not a log of sa1b-train's, which --auto-resume never replaces" \
+grep_ok "^sa1b-train: output folder '$TMP/r' has no checkpoint to continue \(no 'latest'\) but holds 'log.jsonl' that is not a log of sa1b-train's, which --auto-resume never replaces" \
     "$TMP/.err" "the line names the file"
+# the zeros a crash may leave at the end of a log are a cut record's
+mkdir "$TMP/z" && { head -3 "$TMP/ref/log.jsonl"; head -c 100 /dev/zero; } >"$TMP/z/log.jsonl"
+run_ok "a log of records ending in zeros (a crash) is a killed start's" sa1b-train $run --steps 2 --auto-resume --out "$TMP/z"
 run_status 2 "--init inside such a folder is refused too" sa1b-train $run --init "$TMP/m/model-12.safetensors" \
     --auto-resume --out "$TMP/m"
 test -s "$TMP/m/model-12.safetensors"

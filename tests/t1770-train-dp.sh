@@ -104,9 +104,16 @@ ok $? "--auto-resume at 2 ranks ends bit-identical to the run in one go"
 cp -r "$TMP/g" "$TMP/gs" && cksum "$TMP/gs"/* >"$TMP/gs.before"
 mpirun --oversubscribe --bind-to none -np 1 sa1b-train $five --steps 6 --ckpt-every 2 --batch 2 --auto-resume --out "$TMP/gs" : \
     -np 1 sa1b-train $five --steps 6 --ckpt-every 2 --batch 2 --auto-resume --out "$TMP/gs-other" >/dev/null 2>"$TMP/gs.err"
-is "$?:$(grep -c 'the ranks do not see the same run: rank 0 continues .* from step 4' "$TMP/gs.err")" "3:1" \
-    "ranks that see different runs: exit 3, one line"
-cksum "$TMP/gs"/* | cmp -s - "$TMP/gs.before" && test ! -e "$TMP/gs-other"
+is "$?:$(grep -c "^sa1b-train: rank 1 of 2 does not see the run that rank 0 does: rank 0 continues from step 4, rank 1 starts a new one in '$TMP/gs-other'" "$TMP/gs.err")" "3:1" \
+    "ranks that see different runs: exit 3, one line naming the rank"
+# ... the same step of two different runs (other settings: here --seed)
+mpi sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --seed 9 --out "$TMP/gs2" >/dev/null 2>&1
+cksum "$TMP/gs2"/* >"$TMP/gs2.before"
+mpirun --oversubscribe --bind-to none -np 1 sa1b-train $five --steps 6 --ckpt-every 2 --batch 2 --resume "$TMP/gs" : \
+    -np 1 sa1b-train $five --steps 6 --ckpt-every 2 --batch 2 --seed 9 --auto-resume --out "$TMP/gs2" >/dev/null 2>"$TMP/gs2.err"
+is "$?:$(grep -c "rank 1 of 2 does not see the run that rank 0 does: rank 0 continues from step 4, rank 1 too, with other settings" "$TMP/gs2.err")" "3:1" \
+    "the same step of another run: refused too"
+cksum "$TMP/gs"/* | cmp -s - "$TMP/gs.before" && test ! -e "$TMP/gs-other" && cksum "$TMP/gs2"/* | cmp -s - "$TMP/gs2.before"
 ok $? "and nothing written"
 
 # a signal to a rank other than 0 after its training, while rank 0 still

@@ -116,25 +116,42 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len)
     return 1;
 }
 
-/* Each line of the log f is a step record ("{\"step\": "...), the last
- * one perhaps cut short anywhere: 1, else 0 (-1: a read error). */
+/* The log f is sa1b-train's: each line a step record of sa1b-train's own
+ * form ("{\"step\": N, \"loss\": ...}", N rising), each at most 4 KiB,
+ * the last one perhaps cut short anywhere (then printable text, or the
+ * zeros a crash may leave at a file's end).  1, else 0 (-1: a read error). */
 static int step_records(FILE *f)
 {
     static const char head[] = "{\"step\": ";
     const size_t hn = sizeof head - 1;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int ok = 1;
-    while (ok && (n = getline(&line, &cap, f)) > 0) {
-        int whole = line[n - 1] == '\n';
-        size_t k = (size_t)n < hn ? (size_t)n : hn;
-        /* a whole line begins with the head; a cut last one with as much of it as it has */
-        ok = strncmp(line, head, k) == 0 && (k == hn || !whole);
+    char line[4096];
+    long prev = 0;
+    for (;;) {
+        if (!fgets(line, sizeof line, f)) return ferror(f) ? -1 : 1;
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\n') {
+            long step;
+            int k = -1;
+            if (sscanf(line, "{\"step\": %ld, \"loss\": %n", &step, &k) < 1 || k < 0 || step <= prev || n < 3 ||
+                line[n - 2] != '}')
+                return 0;
+            prev = step;
+            continue;
+        }
+        /* no newline: a cut last line (at the end of the file), else a line
+         * too long or with a zero byte inside: not sa1b-train's */
+        int c = fgetc(f);
+        if (c != EOF) {
+            /* zeros to the end (a crash's) are a cut line's */
+            while (c == 0) c = fgetc(f);
+            if (c != EOF) return 0;
+        }
+        if (ferror(f)) return -1;
+        if (strncmp(line, head, n < hn ? n : hn) != 0) return 0;
+        for (size_t i = 0; i < n; i++)
+            if (line[i] < 0x20 || line[i] > 0x7e) return 0;
+        return 1;
     }
-    int bad = ferror(f);
-    free(line);
-    return bad ? -1 : ok;
 }
 
 typedef struct killed_ctx {

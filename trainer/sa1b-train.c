@@ -491,23 +491,29 @@ int main(int argc, char **argv)
     char mine[700] = "";
     if (!be) rank_line(mine, sizeof mine, &o, err); /* no CUDA built, or no device */
     if (tr_dist_settle(dist, !be, mine, err, sizeof err) < 0) die_ranks(dist, be, err);
-    /* every rank starts where rank 0 does (a new run, or the same step):
-     * a rank that sees another --out (a folder not shared, a stale cache)
-     * would otherwise train on from other weights, or (--auto-resume) from
-     * scratch, and its gradients go into rank 0's checkpoints */
+    /* every rank starts the run that rank 0 does (a new one or the same
+     * step, with the same record: settings, data): a rank that sees
+     * another --out (a folder not shared, a stale cache) or was given
+     * other options would otherwise train on from other weights, or
+     * (--auto-resume) from scratch, and its gradients go into rank 0's
+     * checkpoints.  Rank 0's step and record digest reach every rank (a
+     * sum to which rank 0 alone adds), and the lowest rank that differs
+     * says so. */
     if (world > 1 && !o.eval_only && !o.dump_step) {
-        double s = o.resume ? (double)read_latest(o.resume) : -1.0, v[3] = {rank == 0 ? s : 0.0, s, s * s};
-        if (tr_dist_sum_d(dist, v, 3, err, sizeof err) < 0) die_ranks(dist, be, rank == 0 ? err : "");
-        if (v[1] != world * v[0] || v[2] != world * v[0] * v[0]) {
-            if (v[0] >= 0)
-                snprintf(mine, sizeof mine, "the ranks do not see the same run: rank 0 continues '%s' from step %.0f, "
-                         "and another rank does not (every rank must see --out, on a file system they share)",
-                         o.resume, v[0]);
-            else
-                snprintf(mine, sizeof mine, "the ranks do not see the same run: rank 0 starts a new one in '%s', and "
-                         "another rank continues one (every rank must see --out, on a file system they share)", o.out);
-            die_ranks(dist, be, rank == 0 ? mine : "");
-        }
+        long step = o.resume ? read_latest(o.resume) : -1;
+        uint32_t h = 2166136261u; /* FNV-1a of the run record */
+        for (const char *c = o.record ? o.record : ""; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
+        double v[2] = {rank == 0 ? (double)step : 0.0, rank == 0 ? (double)h : 0.0};
+        if (tr_dist_sum_d(dist, v, 2, err, sizeof err) < 0) die_ranks(dist, be, rank == 0 ? err : "");
+        int differs = v[0] != (double)step || v[1] != (double)h;
+        char r0[64], me[64];
+        snprintf(r0, sizeof r0, v[0] < 0 ? "starts a new run" : "continues from step %.0f", v[0]);
+        snprintf(me, sizeof me, step < 0 ? "starts a new one" : "continues from step %ld", step);
+        if (v[0] == (double)step) snprintf(me, sizeof me, "%s, with other settings", step < 0 ? "starts one too" : "too");
+        snprintf(mine, sizeof mine, "rank %d of %d does not see the run that rank 0 does: rank 0 %s, rank %d %s in '%s' "
+                 "(every rank must see --out, on a file system they share, and be given the same options)",
+                 rank, world, r0, rank, me, o.out);
+        if (tr_dist_settle(dist, differs, mine, err, sizeof err) < 0) die_ranks(dist, be, err);
     }
     if (on_device && tr_dist_use_device(dist, be, err, sizeof err) < 0) { /* NCCL absent, or its setup failed */
         if (*err) rank_line(mine, sizeof mine, &o, err);

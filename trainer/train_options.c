@@ -543,14 +543,30 @@ void prepare_out(options *o)
     char err[4400];
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
     lock_out(o, 1); /* (before anything in it is removed or written) */
-    if (o->auto_fresh) { /* (under the lock: refuse_run_in_out found no more than a killed start's files) */
-        char log[4200];
-        struct stat st;
+    if (o->auto_fresh) {
+        /* what a run killed before its first checkpoint left, and nothing
+         * more (checked again now: the folder's files may have changed
+         * since lock_out looked), and only under the lock */
+        char what[300], log[4200];
+        int k = tr_run_dir_killed_start(o->out, what, sizeof what);
+        if (k < 0) cli_die(CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
+        if (!k)
+            cli_die(CLI_EXIT_USAGE, "output folder '%s' has no checkpoint to continue (no 'latest') but holds %s, "
+                    "which --auto-resume never replaces: move it away, or give another --out", o->out, what);
+        int held = tr_run_dir_holds_run(o->out, what, sizeof what);
+        if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+        if (held && !o->out_lock_held)
+            cli_die(CLI_EXIT_FATAL, "output folder '%s' could not be locked: --auto-resume replaces no file there "
+                    "without its lock", o->out);
         snprintf(log, sizeof log, "%s/log.jsonl", o->out);
-        if (lstat(log, &st) == 0) /* (with --quiet too: a file goes) */
+        struct stat st;
+        if (lstat(log, &st) == 0) { /* (with --quiet too: a file goes) */
             cli_warn("output folder '%s' holds the log of a run killed before its first checkpoint: a new run "
                      "(--auto-resume) replaces it", o->out);
-        if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
+            if (unlink(log) != 0 && errno != ENOENT)
+                cli_die(CLI_EXIT_FATAL, "--auto-resume: cannot remove '%s': %s", log, strerror(errno));
+        }
+        if (tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
     } else if (o->overwrite) {
         if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
     } else if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
