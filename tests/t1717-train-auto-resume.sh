@@ -41,7 +41,8 @@ is "$(cat "$TMP/a/latest")" "14" "to the new total"
 
 # a run killed before its first checkpoint (a log of step records, the last
 # one cut short; no latest): a new run, said in one line; other files stay
-mkdir "$TMP/l" && printf '{"step": 1, "loss": 3.5}\n{"step": 2, "lo' >"$TMP/l/log.jsonl" && echo notes >"$TMP/l/notes.txt"
+mkdir "$TMP/l" && { head -1 "$TMP/ref/log.jsonl"; sed -n 2p "$TMP/ref/log.jsonl" | head -c 50; } >"$TMP/l/log.jsonl" &&
+    echo notes >"$TMP/l/notes.txt"
 : >"$TMP/l/model-2.safetensors.tmp.123.0"
 sa1b-train $run --steps 4 --auto-resume --out "$TMP/l" >"$TMP/l.out" 2>"$TMP/l.err"
 is "$?" "0" "a folder whose run has no checkpoint: a new run"
@@ -61,14 +62,18 @@ mkdir "$TMP/n" && echo '{"event": "my notes"}' >"$TMP/n/log.jsonl"
 mkdir "$TMP/p" && printf '{"step": 100, "train/loss": 0.5}\n{"step": 200, "train/loss": 0.4}\n' >"$TMP/p/log.jsonl"
 mkdir "$TMP/q" && { printf '{"step": 1, "loss": '; head -c 5000 /dev/zero | tr '\0' 7; printf '}\n'; } >"$TMP/q/log.jsonl"
 mkdir "$TMP/r" && { printf '{"step": 1, "loss": 2}\n{"step": '; printf '\001\002\377binary'; } >"$TMP/r/log.jsonl"
-for d in c m n p q r; do
+# (a json.dumps log of {"step", "loss"} dicts; a cut record with a zero
+# byte and then other bytes)
+mkdir "$TMP/s" && printf '{"step": 100, "loss": 0.5}\n{"step": 200, "loss": 0.4, "acc": 0.9}\n' >"$TMP/s/log.jsonl"
+mkdir "$TMP/t" && { head -2 "$TMP/ref/log.jsonl"; printf '{"step": 3\000'; printf 'my data \001\377\n'; } >"$TMP/t/log.jsonl"
+for d in c m n p q r s t; do
     snap "$TMP/$d" >"$TMP/$d.before"
     run_status 2 "--auto-resume never replaces more than a killed start's log ($d)" sa1b-train $run --auto-resume \
         --out "$TMP/$d"
     snap "$TMP/$d" | cmp -s - "$TMP/$d.before"
     ok $? "($d) nothing in the folder changed"
 done
-grep_ok "^sa1b-train: output folder '$TMP/r' has no checkpoint to continue \(no 'latest'\) but holds 'log.jsonl' that is not a log of sa1b-train's, which --auto-resume never replaces" \
+grep_ok "^sa1b-train: output folder '$TMP/t' has no checkpoint to continue \(no 'latest'\) but holds 'log.jsonl' that is not a log of sa1b-train's, which --auto-resume never replaces" \
     "$TMP/.err" "the line names the file"
 # the zeros a crash may leave at the end of a log are a cut record's
 mkdir "$TMP/z" && { head -3 "$TMP/ref/log.jsonl"; head -c 100 /dev/zero; } >"$TMP/z/log.jsonl"

@@ -116,41 +116,63 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len)
     return 1;
 }
 
-/* The log f is sa1b-train's: each line a step record of sa1b-train's own
- * form ("{\"step\": N, \"loss\": ...}", N rising), each at most 4 KiB,
- * the last one perhaps cut short anywhere (then printable text, or the
- * zeros a crash may leave at a file's end).  1, else 0 (-1: a read error). */
-static int step_records(FILE *f)
+/* A cut last record (text up to the end of the file, or up to the zeros a
+ * crash may leave there): printable, and as much of a record's start as
+ * it has. */
+static int cut_record(const char *line, size_t n)
 {
     static const char head[] = "{\"step\": ";
     const size_t hn = sizeof head - 1;
+    for (size_t i = 0; i < n; i++)
+        if (line[i] < 0x20 || line[i] > 0x7e) return 0;
+    return strncmp(line, head, n < hn ? n : hn) == 0;
+}
+
+/* A whole record of sa1b-train's log: "{\"step\": N, \"loss\": ..., then
+ * the other keys of its first fields in their order ...}" with N above
+ * prev.  (A log whose lines only begin like it, as json.dumps writes a
+ * {"step", "loss"} dict, is another program's.) */
+static int whole_record(const char *line, size_t n, long *prev)
+{
+    static const char *const keys[] = {", \"focal\": ", ", \"dice\": ", ", \"iou_mse\": ", ", \"miou\": ",
+                                       ", \"lr\": ", ", \"grad_norm\": "};
+    long step;
+    int k = -1;
+    if (n < 3 || line[n - 2] != '}' || sscanf(line, "{\"step\": %ld, \"loss\": %n", &step, &k) < 1 || k < 0 ||
+        step <= *prev)
+        return 0;
+    const char *p = line + k;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!(p = strstr(p, keys[i]))) return 0;
+    *prev = step;
+    return 1;
+}
+
+/* The log f is sa1b-train's: each line one of its step records (at most
+ * 4 KiB, steps rising), the last one perhaps cut short anywhere, and
+ * perhaps followed by zeros to the end of the file (what a crash may leave
+ * at a file's end).  1, else 0 (-1: a read error). */
+static int step_records(FILE *f)
+{
     char line[4096];
     long prev = 0;
     for (;;) {
-        if (!fgets(line, sizeof line, f)) return ferror(f) ? -1 : 1;
-        size_t n = strlen(line);
-        if (n && line[n - 1] == '\n') {
-            long step;
-            int k = -1;
-            if (sscanf(line, "{\"step\": %ld, \"loss\": %n", &step, &k) < 1 || k < 0 || step <= prev || n < 3 ||
-                line[n - 2] != '}')
-                return 0;
-            prev = step;
-            continue;
-        }
-        /* no newline: a cut last line (at the end of the file), else a line
-         * too long or with a zero byte inside: not sa1b-train's */
-        int c = fgetc(f);
-        if (c != EOF) {
-            /* zeros to the end (a crash's) are a cut line's */
-            while (c == 0) c = fgetc(f);
-            if (c != EOF) return 0;
+        size_t n = 0;
+        int c = EOF;
+        while (n < sizeof line - 1 && (c = getc(f)) != EOF && c != 0) {
+            line[n++] = (char)c;
+            if (c == '\n') break;
         }
         if (ferror(f)) return -1;
-        if (strncmp(line, head, n < hn ? n : hn) != 0) return 0;
-        for (size_t i = 0; i < n; i++)
-            if (line[i] < 0x20 || line[i] > 0x7e) return 0;
-        return 1;
+        line[n] = 0;
+        if (c == 0) { /* zeros: to the end of the file, after a cut record (or none) */
+            while ((c = getc(f)) == 0) continue;
+            if (ferror(f)) return -1;
+            return c == EOF && cut_record(line, n);
+        }
+        if (c == EOF) return cut_record(line, n); /* the end (n = 0), or a cut last line */
+        if (c != '\n') return 0;                 /* a line longer than 4 KiB */
+        if (!whole_record(line, n, &prev)) return 0;
     }
 }
 
