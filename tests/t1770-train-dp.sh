@@ -98,6 +98,11 @@ mpi sa1b-train $five --steps 4 --ckpt-every 2 --batch 2 --auto-resume --out "$TM
 ok $? "the same command again continues it"
 cmp -s "$TMP/g/model-4.safetensors" "$TMP/ar/model-4.safetensors" && cmp -s "$TMP/g/state-4.bin" "$TMP/ar/state-4.bin"
 ok $? "--auto-resume at 2 ranks ends bit-identical to the run in one go"
+# a folder --auto-resume refuses (another program's log): one line for the job
+mkdir "$TMP/arn" && echo '{"event": 1}' >"$TMP/arn/log.jsonl"
+mpi sa1b-train $five --steps 4 --batch 2 --auto-resume --out "$TMP/arn" >/dev/null 2>"$TMP/arn.err"
+is "$?:$(grep -c "^sa1b-train: output folder '$TMP/arn' has no checkpoint" "$TMP/arn.err"):$(cat "$TMP/arn/log.jsonl")" \
+    '2:1:{"event": 1}' "--auto-resume refused at 2 ranks: exit 2, one line, the log kept"
 # ranks that do not see the same run (here: rank 1 given another --out, as
 # a node whose --out is not the shared one): the job ends at once in one
 # line, never training rank 0's run on with a rank that started afresh

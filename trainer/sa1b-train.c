@@ -457,6 +457,7 @@ int main(int argc, char **argv)
     int rank = tr_dist_rank(dist), world = tr_dist_world(dist);
     if (world > 1 && (o.plan || o.eval_only || o.dump_step))
         cli_usage_error("--plan, --eval-only and --dump-step run in one process, not under mpirun with %d", world);
+    o.rank = rank; /* (check_out's refusals: rank 0 says them) */
     check_out(&o);
     o.world = world; /* (restore_run compares the run's) */
     if (o.resume) restore_run(&o, argc, argv, rank == 0);

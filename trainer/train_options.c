@@ -367,6 +367,14 @@ static void check_dump_out(const options *o)
                 o->dump_step);
 }
 
+/* cli_die on rank 0 of an mpirun job; the other ranks, which find the
+ * same in the folder they share, end without a word (one line a job). */
+#define out_die(o, code, ...)                                                                                           \
+    do {                                                                                                                \
+        if ((o)->rank == 0) cli_die(code, __VA_ARGS__);                                                                 \
+        exit(code);                                                                                                     \
+    } while (0)
+
 /* Exit 2 when --out holds a run that this training run would start over:
  * it neither resumes that folder nor has --overwrite. */
 static void refuse_run_in_out(const options *o)
@@ -377,13 +385,13 @@ static void refuse_run_in_out(const options *o)
     snprintf(latest, sizeof latest, "%s/latest", o->out);
     if (o->auto_fresh) { /* the log of a run killed before its first checkpoint is replaced; nothing else */
         if (lstat(latest, &st) == 0)
-            cli_die(CLI_EXIT_USAGE, "output folder '%s' has a checkpoint now (a run wrote it since this one looked): "
+            out_die(o, CLI_EXIT_USAGE, "output folder '%s' has a checkpoint now (a run wrote it since this one looked): "
                     "run the command again to continue it", o->out);
         char what[300];
         int k = tr_run_dir_killed_start(o->out, what, sizeof what);
-        if (k < 0) cli_die(CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
+        if (k < 0) out_die(o, CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
         if (!k)
-            cli_die(CLI_EXIT_USAGE, "output folder '%s' has no checkpoint to continue (no 'latest') but holds %s, "
+            out_die(o, CLI_EXIT_USAGE, "output folder '%s' has no checkpoint to continue (no 'latest') but holds %s, "
                     "which --auto-resume never replaces (only the log of a run killed before its first checkpoint): "
                     "move it away, or give another --out", o->out, what);
         return;
@@ -392,16 +400,16 @@ static void refuse_run_in_out(const options *o)
     if (o->resume && same_dir(o->out, o->resume)) return;
     char what[300];
     int held = tr_run_dir_holds_run(o->out, what, sizeof what);
-    if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
+    if (held < 0) out_die(o, CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
     if (held && lstat(latest, &st) != 0) { /* (killed before its first checkpoint): --resume of it cannot work */
         if (o->resume) /* (--overwrite is not for a resume) */
-            cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: remove them, or "
+            out_die(o, CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: remove them, or "
                     "give another --out", o->out, what);
-        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: start afresh with "
+        out_die(o, CLI_EXIT_USAGE, "output folder '%s' holds %s but no checkpoint to continue: start afresh with "
                 "--overwrite (removes them)", o->out, what);
     }
     if (held)
-        cli_die(CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
+        out_die(o, CLI_EXIT_USAGE, "output folder '%s' holds %s: continue it with --resume %s, or start afresh with "
                 "--overwrite (removes its log and checkpoints)", o->out, what, o->out);
 }
 
@@ -431,7 +439,7 @@ void check_out(const options *o)
     if (o->plan || o->dump_step || o->eval_only || !o->out) return;
     char name[256];
     if (o->overwrite && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
-        cli_die(CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which --overwrite removes: copy it out of the "
+        out_die(o, CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which --overwrite removes: copy it out of the "
                 "folder first", o->init, name, o->out);
     if (o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
@@ -443,7 +451,7 @@ void check_out(const options *o)
     char *slash = strrchr(parent, '/');
     if (slash) *slash = 0;
     if (stat(o->out, &st) != 0 && slash && slash != parent && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)))
-        cli_die(CLI_EXIT_FATAL, "output folder '%s' does not exist (--out %s is created in it)", parent, o->out);
+        out_die(o, CLI_EXIT_FATAL, "output folder '%s' does not exist (--out %s is created in it)", parent, o->out);
     refuse_run_in_out(o);
 }
 
