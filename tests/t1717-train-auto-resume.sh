@@ -50,11 +50,10 @@ is "$(cat "$TMP/l.err")" "sa1b-train: output folder '$TMP/l' holds the log of a 
     "the line says so"
 is "$(wc -l <"$TMP/l/log.jsonl" | tr -d ' '):$(ls "$TMP/l" | grep -c tmp)" "4:0" "its log is the new run's, the temporary gone"
 is "$(cat "$TMP/l/notes.txt")" "notes" "other files stay"
-# anything more than that is never replaced: a checkpoint's files without
-# latest (a kill between the state file and latest), a model file kept
-# there, a log that is not sa1b-train's (exit 2, nothing changes)
-mkdir "$TMP/c" && cp "$TMP/ref/model-4.safetensors" "$TMP/ref/state-4.bin" "$TMP/c/" &&
-    head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
+# anything more than that is never replaced: a model file without its
+# state (as no checkpoint leaves it), a model file kept there, a log that
+# is not sa1b-train's (exit 2, nothing changes)
+mkdir "$TMP/c" && cp "$TMP/ref/model-4.safetensors" "$TMP/c/" && head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
 mkdir "$TMP/m" && cp "$TMP/ref/model-12.safetensors" "$TMP/m/"
 mkdir "$TMP/n" && echo '{"event": "my notes"}' >"$TMP/n/log.jsonl"
 # (another trainer's JSON lines, as json.dumps writes them; a line longer
@@ -94,6 +93,45 @@ run_ok "(the same with --out, then --resume)" sa1b-train $common --steps 4 --war
 run_ok "(its --resume)" sa1b-train --resume "$TMP/j" --steps 8 -q
 cmp -s "$TMP/i/model-8.safetensors" "$TMP/j/model-8.safetensors"
 ok $? "the continued run equals a --resume of the same checkpoint"
+
+# a folder whose files are refused while another run holds its lock (a
+# run writing its first checkpoint): told that it is in use, not to move
+# the files away
+if command -v flock >/dev/null 2>&1; then
+    mkdir "$TMP/v" && cp "$TMP/ref/model-4.safetensors" "$TMP/v/" && : >"$TMP/v/.sa1b-train.lock"
+    run_status 2 "a folder in use" flock "$TMP/v/.sa1b-train.lock" sa1b-train $run --auto-resume --out "$TMP/v"
+    grep_ok "^sa1b-train: output folder '$TMP/v' is in use by another sa1b-train run" "$TMP/.err" \
+        "is said to be in use"
+else
+    skip 2 "no flock"
+fi
+# a run killed between its first checkpoint's files and latest: the next
+# start has latest name that checkpoint and goes on, bit for bit
+SA1B_TEST_KILL=step:4 sa1b-train $run --out "$TMP/u" >/dev/null 2>&1
+rm "$TMP/u/latest" && : >"$TMP/u/latest.tmp"
+sa1b-train $run --auto-resume --out "$TMP/u" >"$TMP/u.out" 2>"$TMP/u.err"
+is "$?:$(cat "$TMP/u/latest")" "0:12" "a checkpoint latest did not name yet: the run goes on from it"
+grep_ok "holds the checkpoint of step 4 that 'latest' did not name yet" "$TMP/u.err" "and says so"
+cmp -s "$TMP/ref/model-12.safetensors" "$TMP/u/model-12.safetensors"
+ok $? "bit for bit"
+# a first checkpoint that a full disk cut (its model written, its state
+# not): no half checkpoint left, and the next start, with room, runs
+msize=$(wc -c <"$TMP/ref/model-4.safetensors") ssize=$(wc -c <"$TMP/ref/state-4.bin")
+u=""
+if unshare -m true 2>/dev/null; then u="unshare -m"; elif unshare -rm true 2>/dev/null; then u="unshare -rm"; fi
+# shellcheck disable=SC2016
+[ -n "$u" ] && $u sh -c 'mkdir "$1/fm" && mount -t tmpfs -o size=$(( ($3 + $4 / 2) / 1024 + 64 ))k tmpfs "$1/fm" 2>/dev/null || exit 0
+    sa1b-train $2 --auto-resume --out "$1/fm/r" >/dev/null 2>"$1/fm.err"; echo $? >"$1/fm.rc"; ls "$1/fm/r" >"$1/fm.ls"
+    mount -o remount,size=64m "$1/fm" && sa1b-train $2 --auto-resume --out "$1/fm/r" >/dev/null 2>"$1/fm2.err"
+    echo $? >"$1/fm2.rc"; cmp -s "$1/ref/model-12.safetensors" "$1/fm/r/model-12.safetensors"; echo $? >"$1/fm.cmp"' \
+    sh "$TMP" "$run" "$msize" "$ssize"
+if [ -s "$TMP/fm.rc" ]; then
+    is "$(cat "$TMP/fm.rc"):$(grep -c 'model-\|state-\|latest' "$TMP/fm.ls")" "3:0" \
+        "a full disk at the first checkpoint: exit 3, no half checkpoint left"
+    is "$(cat "$TMP/fm2.rc"):$(cat "$TMP/fm.cmp")" "0:0" "the next start, with room, runs the whole run (bit for bit)"
+else
+    skip 2 "no mount namespace for a small tmpfs"
+fi
 
 for bad in "--resume $TMP/a" "--overwrite" "--plan"; do
     run_status 2 "--auto-resume with $bad is refused" sa1b-train $run --auto-resume --out "$TMP/x" $bad

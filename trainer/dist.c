@@ -9,6 +9,14 @@
 #include <time.h>
 #include <unistd.h>
 
+int tr_dist_env_rank(void)
+{
+    const char *v = getenv("OMPI_COMM_WORLD_RANK");
+    if (!v) v = getenv("PMI_RANK");
+    if (!v) v = getenv("PMIX_RANK");
+    return v ? atoi(v) : 0;
+}
+
 #ifdef HAVE_MPI
 #include <mpi.h>
 #else

@@ -31,6 +31,9 @@ int tr_dist_rank(const tr_dist *d);
 int tr_dist_world(const tr_dist *d);
 /* This rank's index among the job's ranks on its machine (0 alone). */
 int tr_dist_local_rank(const tr_dist *d);
+/* This process's rank as its launcher's environment says it, before
+ * tr_dist_open (0 when not launched by one). */
+int tr_dist_env_rank(void);
 /* 1 when the job was started by an MPI launcher (also with one rank). */
 int tr_dist_launched(const tr_dist *d);
 

@@ -34,6 +34,13 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
  * reason).  --auto-resume replaces such a run, and no other. */
 int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len);
 
+/* The step N of a checkpoint that latest does not name yet (a run killed
+ * between its checkpoint's files and latest): dir has no latest, and its
+ * run files are a killed start's (tr_run_dir_killed_start) plus exactly
+ * model-N.safetensors and state-N.bin (with its ranks' parts
+ * state-N.rR.bin, if any), regular files.  -1 otherwise. */
+long tr_run_dir_unnamed_checkpoint(const char *dir);
+
 #define TR_RUN_LOCK ".sa1b-train.lock"
 
 /* fopen(path, "r") of a run file (latest, log.jsonl) that is a regular

@@ -306,7 +306,15 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     }
     state_path(o, o->out, st->step, path, sizeof path);
     st->run = o->record;
-    if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) {
+        /* no half checkpoint left (a full disk): its model file goes, which
+         * latest never named (it names an earlier step, or none) */
+        if (o->rank == 0) {
+            snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
+            unlink(path);
+        }
+        cli_die(CLI_EXIT_FATAL, "%s", err);
+    }
     /* every part written before latest names it */
     if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
     if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "safetensors.h"
+#include "dist.h"
 #include "train.h"
 
 static void usage(void)
@@ -164,6 +165,23 @@ static void auto_resume(options *o)
     char latest[4200];
     struct stat st;
     snprintf(latest, sizeof latest, "%s/latest", o->out);
+    long unnamed = lstat(latest, &st) != 0 && errno == ENOENT ? tr_run_dir_unnamed_checkpoint(o->out) : -1;
+    if (unnamed >= 0) { /* a run killed between its checkpoint and latest: latest names it now */
+        char tmp[4300];
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", latest, (long)getpid()); /* (each rank its own) */
+        FILE *f = fopen(tmp, "w");
+        int ok = f && fprintf(f, "%ld\n", unnamed) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+        if (f && fclose(f) != 0) ok = 0;
+        if (!ok || rename(tmp, latest) != 0) {
+            int e = errno;
+            unlink(tmp);
+            cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", latest, strerror(e));
+        }
+        cli_sync_dir(o->out);
+        if (tr_dist_env_rank() == 0) /* (every rank of a job does the same: one line) */
+            cli_warn("output folder '%s' holds the checkpoint of step %ld that 'latest' did not name yet (a run "
+                     "killed as it wrote it): 'latest' names it now", o->out, unnamed);
+    }
     if (lstat(latest, &st) == 0) {
         o->resume = o->out;
         o->init = NULL;
@@ -367,6 +385,8 @@ static void check_dump_out(const options *o)
                 o->dump_step);
 }
 
+static int take_lock(const char *dir, const char *what, long *holder);
+
 /* cli_die on rank 0 of an mpirun job; the other ranks, which find the
  * same in the folder they share, end without a word (one line a job). */
 #define out_die(o, code, ...)                                                                                           \
@@ -390,10 +410,20 @@ static void refuse_run_in_out(const options *o)
         char what[300];
         int k = tr_run_dir_killed_start(o->out, what, sizeof what);
         if (k < 0) out_die(o, CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
-        if (!k)
+        if (!k) {
+            long pid;
+            if (o->rank == 0 && !o->out_locked && !take_lock(o->out, "output folder", &pid) &&
+                errno == EWOULDBLOCK) {
+                /* (a run writing there now: its first checkpoint, not a stray file) */
+                char who[64] = "";
+                if (pid) snprintf(who, sizeof who, " (process %ld)", pid);
+                out_die(o, CLI_EXIT_USAGE, "output folder '%s' is in use by another sa1b-train run%s: wait for it to "
+                        "end", o->out, who);
+            }
             out_die(o, CLI_EXIT_USAGE, "output folder '%s' has no checkpoint to continue (no 'latest') but holds %s, "
                     "which --auto-resume never replaces (only the log of a run killed before its first checkpoint): "
                     "move it away, or give another --out", o->out, what);
+        }
         return;
     }
     if (o->overwrite) return;
