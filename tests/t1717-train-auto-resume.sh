@@ -50,10 +50,10 @@ is "$(cat "$TMP/l.err")" "sa1b-train: output folder '$TMP/l' holds the log of a 
     "the line says so"
 is "$(wc -l <"$TMP/l/log.jsonl" | tr -d ' '):$(ls "$TMP/l" | grep -c tmp)" "4:0" "its log is the new run's, the temporary gone"
 is "$(cat "$TMP/l/notes.txt")" "notes" "other files stay"
-# anything more than that is never replaced: a model file without its
-# state (as no checkpoint leaves it), a model file kept there, a log that
-# is not sa1b-train's (exit 2, nothing changes)
-mkdir "$TMP/c" && cp "$TMP/ref/model-4.safetensors" "$TMP/c/" && head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
+# anything more than that is never replaced: a model file of a step the
+# log has not reached, a model file kept there, a log that is not
+# sa1b-train's (exit 2, nothing changes)
+mkdir "$TMP/c" && cp "$TMP/ref/model-12.safetensors" "$TMP/c/" && head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
 mkdir "$TMP/m" && cp "$TMP/ref/model-12.safetensors" "$TMP/m/"
 mkdir "$TMP/n" && echo '{"event": "my notes"}' >"$TMP/n/log.jsonl"
 # (another trainer's JSON lines, as json.dumps writes them; a line longer
@@ -105,6 +105,13 @@ if command -v flock >/dev/null 2>&1; then
 else
     skip 2 "no flock"
 fi
+# a SIGKILL inside the first checkpoint, between its model file and its
+# state file (the log has reached its step): a killed start, replaced
+mkdir "$TMP/w" && cp "$TMP/ref/model-4.safetensors" "$TMP/w/" && head -4 "$TMP/ref/log.jsonl" >"$TMP/w/log.jsonl"
+sa1b-train $run --auto-resume --out "$TMP/w" >/dev/null 2>"$TMP/w.err"
+is "$?:$(cat "$TMP/w/latest")" "0:12" "a first checkpoint cut before its state: a new run"
+cmp -s "$TMP/ref/model-12.safetensors" "$TMP/w/model-12.safetensors"
+ok $? "bit for bit (the cut model file replaced)"
 # a run killed between its first checkpoint's files and latest: the next
 # start has latest name that checkpoint and goes on, bit for bit
 SA1B_TEST_KILL=step:4 sa1b-train $run --out "$TMP/u" >/dev/null 2>&1

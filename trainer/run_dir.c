@@ -152,10 +152,11 @@ static int whole_record(const char *line, size_t n, long *prev)
  * 4 KiB, steps rising), the last one perhaps cut short anywhere, and
  * perhaps followed by zeros to the end of the file (what a crash may leave
  * at a file's end).  1, else 0 (-1: a read error). */
-static int step_records(FILE *f)
+static int step_records(FILE *f, long *last)
 {
     char line[4096];
     long prev = 0;
+    *last = 0;
     for (;;) {
         size_t n = 0;
         int c = EOF;
@@ -173,20 +174,32 @@ static int step_records(FILE *f)
         if (c == EOF) return cut_record(line, n); /* the end (n = 0), or a cut last line */
         if (c != '\n') return 0;                 /* a line longer than 4 KiB */
         if (!whole_record(line, n, &prev)) return 0;
+        *last = prev;
     }
 }
 
 typedef struct killed_ctx {
     char *what;
     size_t what_len;
-    int more; /* a file more than a killed start leaves */
-    int err;  /* errno of a log that could not be read */
+    int more;    /* a file more than a killed start leaves */
+    int err;     /* errno of a log that could not be read */
+    long models; /* model-N.safetensors files (N: model_step) */
+    long model_step, logged; /* the last step the log has (0: none) */
+    char model_name[64];
 } killed_ctx;
 
 static int killed_one(const char *dir, const char *name, void *ctx)
 {
     killed_ctx *k = ctx;
     if (k->more || k->err || temp_base(name)) return 0;
+    if (numbered(name, "model-", ".safetensors") && strlen(name) < sizeof k->model_name) {
+        /* a model file without its state: a run killed within its first
+         * checkpoint, when the log has reached its step (below) */
+        k->models++;
+        k->model_step = strtol(name + 6, NULL, 10);
+        snprintf(k->model_name, sizeof k->model_name, "%s", name);
+        return 0;
+    }
     if (strcmp(name, "log.jsonl") != 0) {
         snprintf(k->what, k->what_len, "'%s'", name);
         k->more = 1;
@@ -205,7 +218,7 @@ static int killed_one(const char *dir, const char *name, void *ctx)
         snprintf(k->what, k->what_len, "cannot read '%s': %s", path, strerror(errno));
         return 0;
     }
-    int r = step_records(f);
+    int r = step_records(f, &k->logged);
     fclose(f);
     if (r < 0) {
         k->err = EIO;
@@ -264,20 +277,25 @@ long tr_run_dir_unnamed_checkpoint(const char *dir)
     snprintf(path, sizeof path, "%s/log.jsonl", dir);
     FILE *f = tr_run_dir_fopen(path);
     if (!f) return errno == ENOENT ? u.model : -1;
-    int r = step_records(f);
+    long last;
+    int r = step_records(f, &last);
     fclose(f);
     return r == 1 ? u.model : -1;
 }
 
 int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len)
 {
-    killed_ctx k = {what, what_len, 0, 0};
+    killed_ctx k = {what, what_len, 0, 0, 0, -1, 0, ""};
     if (each_run_file(dir, killed_one, &k) < 0) {
         if (errno == ENOENT) return 1;
         snprintf(what, what_len, "%s", strerror(errno));
         return -1;
     }
     if (k.err) return -1;
+    if (!k.more && k.models && (k.models > 1 || k.model_step <= 0 || k.model_step > k.logged)) {
+        snprintf(what, what_len, "'%s'", k.model_name); /* (one kept there, not a killed checkpoint's) */
+        return 0;
+    }
     return !k.more;
 }
 

@@ -598,13 +598,12 @@ void prepare_out(options *o)
                     "without its lock", o->out);
         snprintf(log, sizeof log, "%s/log.jsonl", o->out);
         struct stat st;
-        if (lstat(log, &st) == 0) { /* (with --quiet too: a file goes) */
+        if (lstat(log, &st) == 0) /* (with --quiet too: a file goes) */
             cli_warn("output folder '%s' holds the log of a run killed before its first checkpoint: a new run "
                      "(--auto-resume) replaces it", o->out);
-            if (unlink(log) != 0 && errno != ENOENT)
-                cli_die(CLI_EXIT_FATAL, "--auto-resume: cannot remove '%s': %s", log, strerror(errno));
-        }
-        if (tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
+        /* (just checked, under the lock: its log, temporaries, and the
+         * model file of a first checkpoint cut before its state) */
+        if (held && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
     } else if (o->overwrite) {
         if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
     } else if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
