@@ -50,10 +50,11 @@ is "$(cat "$TMP/l.err")" "sa1b-train: output folder '$TMP/l' holds the log of a 
     "the line says so"
 is "$(wc -l <"$TMP/l/log.jsonl" | tr -d ' '):$(ls "$TMP/l" | grep -c tmp)" "4:0" "its log is the new run's, the temporary gone"
 is "$(cat "$TMP/l/notes.txt")" "notes" "other files stay"
-# anything more than that is never replaced: a model file of a step the
-# log has not reached, a model file kept there, a log that is not
-# sa1b-train's (exit 2, nothing changes)
-mkdir "$TMP/c" && cp "$TMP/ref/model-12.safetensors" "$TMP/c/" && head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
+# anything more than that is never replaced: two model files, a model file
+# kept there without a log, a log that is not sa1b-train's (exit 2,
+# nothing changes)
+mkdir "$TMP/c" && cp "$TMP/ref/model-4.safetensors" "$TMP/ref/model-8.safetensors" "$TMP/c/" &&
+    head -4 "$TMP/ref/log.jsonl" >"$TMP/c/log.jsonl"
 mkdir "$TMP/m" && cp "$TMP/ref/model-12.safetensors" "$TMP/m/"
 mkdir "$TMP/n" && echo '{"event": "my notes"}' >"$TMP/n/log.jsonl"
 # (another trainer's JSON lines, as json.dumps writes them; a line longer
@@ -112,6 +113,14 @@ sa1b-train $run --auto-resume --out "$TMP/w" >/dev/null 2>"$TMP/w.err"
 is "$?:$(cat "$TMP/w/latest")" "0:12" "a first checkpoint cut before its state: a new run"
 cmp -s "$TMP/ref/model-12.safetensors" "$TMP/w/model-12.safetensors"
 ok $? "bit for bit (the cut model file replaced)"
+# ... also where the log has no record yet (--log-every above the step)
+mkdir "$TMP/w2" && cp "$TMP/ref/model-4.safetensors" "$TMP/w2/" && : >"$TMP/w2/log.jsonl"
+run_status 2 "--init naming that model file is refused" sa1b-train $run --init "$TMP/w2/model-4.safetensors" \
+    --auto-resume --out "$TMP/w2"
+test -s "$TMP/w2/model-4.safetensors"
+ok $? "and it stays"
+sa1b-train $run --auto-resume --out "$TMP/w2" >/dev/null 2>&1
+is "$?:$(cat "$TMP/w2/latest")" "0:12" "a cut first checkpoint beside an empty log: a new run"
 # a run killed between its first checkpoint's files and latest: the next
 # start has latest name that checkpoint and goes on, bit for bit
 SA1B_TEST_KILL=step:4 sa1b-train $run --out "$TMP/u" >/dev/null 2>&1

@@ -185,6 +185,7 @@ typedef struct killed_ctx {
     int err;     /* errno of a log that could not be read */
     long models; /* model-N.safetensors files (N: model_step) */
     long model_step, logged; /* the last step the log has (0: none) */
+    int log;     /* a log of sa1b-train's is there */
     char model_name[64];
 } killed_ctx;
 
@@ -194,7 +195,7 @@ static int killed_one(const char *dir, const char *name, void *ctx)
     if (k->more || k->err || temp_base(name)) return 0;
     if (numbered(name, "model-", ".safetensors") && strlen(name) < sizeof k->model_name) {
         /* a model file without its state: a run killed within its first
-         * checkpoint, when the log has reached its step (below) */
+         * checkpoint, when the run's log is there (below) */
         k->models++;
         k->model_step = strtol(name + 6, NULL, 10);
         snprintf(k->model_name, sizeof k->model_name, "%s", name);
@@ -226,6 +227,8 @@ static int killed_one(const char *dir, const char *name, void *ctx)
     } else if (!r) {
         snprintf(k->what, k->what_len, "'%s' that is not a log of sa1b-train's", name);
         k->more = 1;
+    } else {
+        k->log = 1;
     }
     return 0;
 }
@@ -285,14 +288,16 @@ long tr_run_dir_unnamed_checkpoint(const char *dir)
 
 int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len)
 {
-    killed_ctx k = {what, what_len, 0, 0, 0, -1, 0, ""};
+    killed_ctx k = {what, what_len, 0, 0, 0, -1, 0, 0, ""};
     if (each_run_file(dir, killed_one, &k) < 0) {
         if (errno == ENOENT) return 1;
         snprintf(what, what_len, "%s", strerror(errno));
         return -1;
     }
     if (k.err) return -1;
-    if (!k.more && k.models && (k.models > 1 || k.model_step <= 0 || k.model_step > k.logged)) {
+    /* (the log is made when the run starts, its records every --log-every
+     * steps: it may hold none yet) */
+    if (!k.more && k.models && (k.models > 1 || k.model_step <= 0 || !k.log)) {
         snprintf(what, what_len, "'%s'", k.model_name); /* (one kept there, not a killed checkpoint's) */
         return 0;
     }

@@ -28,7 +28,8 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
 /* 1 when the run files of dir are what a run killed before its first
  * checkpoint leaves, and nothing more: temporaries, and a log.jsonl (a
  * regular file) of sa1b-train's step records only, its last line perhaps
- * cut short; also when dir holds no run file or does not exist.  0 when one
+ * cut short, and beside that log one model file without its state (a
+ * first checkpoint cut); also when dir holds no run file or does not exist.  0 when one
  * is more (latest, a checkpoint's model or state file, another program's
  * log: what names it), -1 when dir or the log cannot be read (what: the
  * reason).  --auto-resume replaces such a run, and no other. */

@@ -468,9 +468,10 @@ void check_out(const options *o)
     if (o->dump_step && !o->plan && !o->eval_only) check_dump_out(o);
     if (o->plan || o->dump_step || o->eval_only || !o->out) return;
     char name[256];
-    if (o->overwrite && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
-        out_die(o, CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which --overwrite removes: copy it out of the "
-                "folder first", o->init, name, o->out);
+    if ((o->overwrite || o->auto_fresh) && o->init && tr_run_dir_has_file(o->out, o->init, name, sizeof name))
+        out_die(o, CLI_EXIT_USAGE, "--init '%s' is %s of the run in '%s', which %s removes: copy it out of the "
+                "folder first", o->init, name, o->out,
+                o->overwrite ? "--overwrite" : "--auto-resume (no checkpoint there: a new run)");
     if (o->overwrite) return;
     if (o->resume && same_dir(o->out, o->resume)) return;
     struct stat st;
