@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend_cuda.h"
+#include "sa1b_shard.h" /* sa1b_crc32c */
 #include "train.h"
 
 static volatile sig_atomic_t stop_requested, stop_signal;
@@ -152,20 +153,21 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
     cli_usage_error("no data: give %s GLOB or --synthetic-batch SEED", what);
 }
 
-static int write_latest(const char *dir, long step)
+int write_latest(const char *dir, long step, int own_tmp)
 {
     char path[4096], tmp[4200];
     snprintf(path, sizeof path, "%s/latest", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (own_tmp) snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", path, (long)getpid());
+    else snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
-    if (!f) return -1;
-    fprintf(f, "%ld\n", step);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        fclose(f);
+    int ok = f && fprintf(f, "%ld\n", step) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
         return -1;
     }
-    if (fclose(f) != 0) return -1;
-    if (rename(tmp, path) != 0) return -1;
     cli_sync_dir(dir);
     return 0;
 }
@@ -318,7 +320,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     /* every part written before latest names it */
     if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
     if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */
-    if (o->rank == 0 && write_latest(o->out, st->step) < 0)
+    if (o->rank == 0 && write_latest(o->out, st->step, 0) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
     if (o->rank == 0) bus_out = o->out; /* (was --resume's folder, resumed into another --out) */
     bus_checkpoint = 1;
@@ -510,8 +512,7 @@ int main(int argc, char **argv)
      * says so. */
     if (world > 1 && !o.eval_only && !o.dump_step) {
         long step = o.resume ? read_latest(o.resume) : -1;
-        uint32_t h = 2166136261u; /* FNV-1a of the run record */
-        for (const char *c = o.record ? o.record : ""; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
+        uint32_t h = o.record ? sa1b_crc32c(0, o.record, strlen(o.record)) : 0; /* the run record's digest */
         double v[2] = {rank == 0 ? (double)step : 0.0, rank == 0 ? (double)h : 0.0};
         if (tr_dist_sum_d(dist, v, 2, err, sizeof err) < 0) die_ranks(dist, be, rank == 0 ? err : "");
         int differs = v[0] != (double)step || v[1] != (double)h;

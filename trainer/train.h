@@ -122,6 +122,10 @@ void check_address_space(const options *o, tr_backend *be);
 /* sa1b-train.c */
 int run(const options *op, tr_backend *be);
 long read_latest(const char *dir);
+/* Names step in dir/latest (a temporary renamed over it, synced; own_tmp:
+ * a temporary of this process's own, for processes that write it at
+ * once): 0, or -1 with errno. */
+int write_latest(const char *dir, long step, int own_tmp);
 int src_workers(const options *o);
 void test_hook(const char *what, long n);
 

@@ -167,17 +167,8 @@ static void auto_resume(options *o)
     snprintf(latest, sizeof latest, "%s/latest", o->out);
     long unnamed = lstat(latest, &st) != 0 && errno == ENOENT ? tr_run_dir_unnamed_checkpoint(o->out) : -1;
     if (unnamed >= 0) { /* a run killed between its checkpoint and latest: latest names it now */
-        char tmp[4300];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", latest, (long)getpid()); /* (each rank its own) */
-        FILE *f = fopen(tmp, "w");
-        int ok = f && fprintf(f, "%ld\n", unnamed) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
-        if (f && fclose(f) != 0) ok = 0;
-        if (!ok || rename(tmp, latest) != 0) {
-            int e = errno;
-            unlink(tmp);
-            cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", latest, strerror(e));
-        }
-        cli_sync_dir(o->out);
+        if (write_latest(o->out, unnamed, 1) < 0) /* (every rank of a job at once) */
+            cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", latest, strerror(errno));
         if (tr_dist_env_rank() == 0) /* (every rank of a job does the same: one line) */
             cli_warn("output folder '%s' holds the checkpoint of step %ld that 'latest' did not name yet (a run "
                      "killed as it wrote it): 'latest' names it now", o->out, unnamed);
@@ -586,12 +577,8 @@ void prepare_out(options *o)
         /* what a run killed before its first checkpoint left, and nothing
          * more (checked again now: the folder's files may have changed
          * since lock_out looked), and only under the lock */
+        refuse_run_in_out(o);
         char what[300], log[4200];
-        int k = tr_run_dir_killed_start(o->out, what, sizeof what);
-        if (k < 0) cli_die(CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
-        if (!k)
-            cli_die(CLI_EXIT_USAGE, "output folder '%s' has no checkpoint to continue (no 'latest') but holds %s, "
-                    "which --auto-resume never replaces: move it away, or give another --out", o->out, what);
         int held = tr_run_dir_holds_run(o->out, what, sizeof what);
         if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
         if (held && !o->out_lock_held)
