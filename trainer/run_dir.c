@@ -234,35 +234,25 @@ static int killed_one(const char *dir, const char *name, void *ctx)
 }
 
 typedef struct unnamed_ctx {
-    long model, state; /* the step of the one model and state file (-1: none) */
-    int bad;           /* another run file, a second step, not a regular file */
+    long model, state; /* the step of the model file, of the state file and its parts (-1: none) */
+    int whole;         /* state-N.bin itself is there (not its ranks' parts alone) */
+    int bad;           /* another run file, a second model, two steps, not a regular file */
 } unnamed_ctx;
-
-static long step_of(const char *name, const char *prefix)
-{
-    return strtol(name + strlen(prefix), NULL, 10);
-}
 
 static int unnamed_one(const char *dir, const char *name, void *ctx)
 {
     unnamed_ctx *u = ctx;
     if (temp_base(name) || !strcmp(name, "log.jsonl")) return 0; /* (tr_run_dir_killed_start's) */
+    int model = numbered(name, "model-", ".safetensors");
+    if (!model && strncmp(name, "state-", 6) != 0) return u->bad = 1, 0; /* (latest: not there) */
+    long step = strtol(name + 6, NULL, 10), *slot = model ? &u->model : &u->state; /* (model-, state-) */
     char path[4200];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    long *slot = numbered(name, "model-", ".safetensors") ? &u->model : numbered(name, "state-", ".bin") ? &u->state
-                                                                                                       : NULL;
-    long step = slot ? step_of(name, slot == &u->model ? "model-" : "state-") : -1;
-    if (!slot) { /* a rank's part state-N.rR.bin: of the same step */
-        if (strncmp(name, "state-", 6) != 0) return u->bad = 1, 0;
-        step = step_of(name, "state-");
-        slot = &u->state;
-        if (*slot >= 0 && *slot != step) return u->bad = 1, 0;
-    } else if (*slot >= 0) { /* a second model or state file */
+    if ((*slot >= 0 && (model || *slot != step)) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return u->bad = 1, 0;
-    }
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || step < 0) return u->bad = 1, 0;
     *slot = step;
+    u->whole |= !model && numbered(name, "state-", ".bin");
     return 0;
 }
 
@@ -272,10 +262,9 @@ long tr_run_dir_unnamed_checkpoint(const char *dir)
     struct stat st;
     snprintf(path, sizeof path, "%s/latest", dir);
     if (lstat(path, &st) == 0 || errno != ENOENT) return -1;
-    unnamed_ctx u = {-1, -1, 0};
-    if (each_run_file(dir, unnamed_one, &u) < 0 || u.bad || u.model < 0 || u.model != u.state) return -1;
-    snprintf(path, sizeof path, "%s/state-%ld.bin", dir, u.state);
-    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode)) return -1; /* (parts alone: not whole) */
+    unnamed_ctx u = {-1, -1, 0, 0};
+    if (each_run_file(dir, unnamed_one, &u) < 0 || u.bad || u.model < 0 || u.model != u.state || !u.whole)
+        return -1;
     /* and the log, if any, sa1b-train's */
     snprintf(path, sizeof path, "%s/log.jsonl", dir);
     FILE *f = tr_run_dir_fopen(path);
