@@ -5,7 +5,8 @@
 # the gradient, so the ranks' reduction order shows as noise, not as +-lr),
 # with accumulation and in bf16; several default steps give the same
 # losses; a run resumed at N=2 is bit-identical to the one in one go; a
-# different number of processes is refused on resume; --zero 1
+# different number of processes is refused on resume (--auto-resume also
+# over a --zero 1 first checkpoint cut between the ranks' parts); --zero 1
 # reduce-scatters the gradients and agrees with --zero 0 where clipping
 # and fp16's skipped steps read them; a rank that hangs
 # ends the job after --collective-timeout, a rank that dies ends it too.
@@ -169,6 +170,24 @@ mpi sa1b-train --resume "$TMP/zr" --threads 1 -q >/dev/null 2>&1
 ok $? "--zero 1: resume from the parts"
 cmp -s "$TMP/z1/model-4.safetensors" "$TMP/zr/model-4.safetensors" && cmp -s "$TMP/z1/state-4.r1.bin" "$TMP/zr/state-4.r1.bin"
 ok $? "--zero 1: the resumed run ends bit-identical to the one in one go"
+# a first checkpoint cut between the ranks' parts (killed after rank 0's
+# state file, before rank 1's part and latest): no resume can read it, so
+# --auto-resume starts the run over it (one line) and ends bit-identical;
+# with no log of the run beside it, it is refused and kept
+mkdir "$TMP/zc" "$TMP/zn"
+cp "$TMP/z1/model-2.safetensors" "$TMP/z1/state-2.bin" "$TMP/zc/"
+cp "$TMP/z1/model-2.safetensors" "$TMP/z1/state-2.bin" "$TMP/zn/"
+grep '^{"step": [12],' "$TMP/z1/log.jsonl" >"$TMP/zc/log.jsonl"
+mpi sa1b-train $z --zero 1 --auto-resume --out "$TMP/zc" >/dev/null 2>"$TMP/zc.err"
+st=$?
+is "$st:$(grep -c "as it wrote its first checkpoint (step 2 lacks a rank's part" "$TMP/zc.err")" "0:1" \
+    "--zero 1 --auto-resume: a new run over a first checkpoint cut between the ranks' parts (one line)"
+cmp -s "$TMP/z1/model-4.safetensors" "$TMP/zc/model-4.safetensors" && cmp -s "$TMP/z1/state-4.r1.bin" "$TMP/zc/state-4.r1.bin"
+ok $? "--zero 1 --auto-resume: that run ends bit-identical to the one in one go"
+mpi sa1b-train $z --zero 1 --auto-resume --out "$TMP/zn" >/dev/null 2>"$TMP/zn.err"
+st=$?
+is "$st:$(grep -c "holds 'model-2.safetensors'" "$TMP/zn.err"):$(ls "$TMP/zn" | tr '\n' ' ')" \
+    "2:1:model-2.safetensors state-2.bin " "--zero 1 --auto-resume: such a cut checkpoint with no log of the run is refused, kept"
 
 # --zero 1 moves the gradients with a reduce-scatter (each rank receives the
 # sum of its own part: one MPI_Reduce to each part's rank), not an

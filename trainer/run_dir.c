@@ -181,6 +181,8 @@ static int step_records(FILE *f, long *last)
 typedef struct killed_ctx {
     char *what;
     size_t what_len;
+    long cut;    /* the step of a first checkpoint cut between its ranks' parts (-1: none) */
+    long cut_files; /* its files */
     int more;    /* a file more than a killed start leaves */
     int err;     /* errno of a log that could not be read */
     long models; /* model-N.safetensors files (N: model_step) */
@@ -189,10 +191,24 @@ typedef struct killed_ctx {
     char model_name[64];
 } killed_ctx;
 
+/* name is model-STEP.safetensors, state-STEP.bin or state-STEP.rR.bin. */
+static int checkpoint_file(const char *name, long step)
+{
+    char want[64];
+    size_t n = (size_t)snprintf(want, sizeof want, "state-%ld.", step);
+    if (!strncmp(name, want, n) && (!strcmp(name + n, "bin") || numbered(name + n, "r", ".bin"))) return 1;
+    snprintf(want, sizeof want, "model-%ld.safetensors", step);
+    return !strcmp(name, want);
+}
+
 static int killed_one(const char *dir, const char *name, void *ctx)
 {
     killed_ctx *k = ctx;
     if (k->more || k->err || temp_base(name)) return 0;
+    if (k->cut >= 0 && checkpoint_file(name, k->cut)) { /* (its model file named too, if no log is there) */
+        if (!k->cut_files++) snprintf(k->model_name, sizeof k->model_name, "model-%ld.safetensors", k->cut);
+        return 0;
+    }
     if (numbered(name, "model-", ".safetensors") && strlen(name) < sizeof k->model_name) {
         /* a model file without its state: a run killed within its first
          * checkpoint, when the run's log is there (below) */
@@ -275,9 +291,9 @@ long tr_run_dir_unnamed_checkpoint(const char *dir)
     return r == 1 ? u.model : -1;
 }
 
-int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len)
+int tr_run_dir_killed_start(const char *dir, long cut, char *what, size_t what_len)
 {
-    killed_ctx k = {what, what_len, 0, 0, 0, -1, 0, 0, ""};
+    killed_ctx k = {what, what_len, cut, 0, 0, 0, 0, -1, 0, 0, ""};
     if (each_run_file(dir, killed_one, &k) < 0) {
         if (errno == ENOENT) return 1;
         snprintf(what, what_len, "%s", strerror(errno));
@@ -286,7 +302,8 @@ int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len)
     if (k.err) return -1;
     /* (the log is made when the run starts, its records every --log-every
      * steps: it may hold none yet) */
-    if (!k.more && k.models && (k.models > 1 || k.model_step <= 0 || !k.log)) {
+    long cuts = k.models + (k.cut_files > 0); /* first checkpoints cut short */
+    if (!k.more && cuts && (cuts > 1 || (k.models && k.model_step <= 0) || !k.log)) {
         snprintf(what, what_len, "'%s'", k.model_name); /* (one kept there, not a killed checkpoint's) */
         return 0;
     }

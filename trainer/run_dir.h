@@ -28,12 +28,15 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
 /* 1 when the run files of dir are what a run killed before its first
  * checkpoint leaves, and nothing more: temporaries, and a log.jsonl (a
  * regular file) of sa1b-train's step records only, its last line perhaps
- * cut short, and beside that log one model file without its state (a
- * first checkpoint cut); also when dir holds no run file or does not exist.  0 when one
- * is more (latest, a checkpoint's model or state file, another program's
- * log: what names it), -1 when dir or the log cannot be read (what: the
- * reason).  --auto-resume replaces such a run, and no other. */
-int tr_run_dir_killed_start(const char *dir, char *what, size_t what_len);
+ * cut short, and beside that log a first checkpoint cut short: one model
+ * file without its state, or, where cut >= 0 (the caller found the
+ * checkpoint of step cut missing a rank's part of its state: a --zero 1
+ * job killed between its ranks' writes), that checkpoint's files; also
+ * when dir holds no run file or does not exist.  0 when one is more
+ * (latest, a checkpoint's model or state file, another program's log: what
+ * names it), -1 when dir or the log cannot be read (what: the reason).
+ * --auto-resume replaces such a run, and no other. */
+int tr_run_dir_killed_start(const char *dir, long cut, char *what, size_t what_len);
 
 /* The step N of a checkpoint that latest does not name yet (a run killed
  * between its checkpoint's files and latest): dir has no latest, and its

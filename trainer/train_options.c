@@ -152,6 +152,31 @@ static void parse_stages(const char *opt, const char *arg, options *o, int batch
     }
 }
 
+/* The first checkpoint of a --zero 1 job that a kill cut between its
+ * ranks' writes: the step N of a checkpoint that out/latest does not name
+ * (tr_run_dir_unnamed_checkpoint) whose state-N.bin records a job of W > 1
+ * processes with --zero 1 and that misses a part state-N.rR.bin (0 < R <
+ * W).  Its resume could never read it, and no earlier checkpoint exists:
+ * what a run killed before its first checkpoint leaves.  -1 otherwise
+ * (a record that cannot be read too: the resume says why). */
+static long cut_first_checkpoint(const char *out)
+{
+    char path[4200], err[512], v[32], *rec = NULL;
+    struct stat st;
+    long step = tr_run_dir_unnamed_checkpoint(out), cut = -1;
+    if (step < 0) return -1;
+    snprintf(path, sizeof path, "%s/state-%ld.bin", out, step);
+    if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0 || !rec) return -1;
+    long world = tr_run_rec_get(rec, "world", v, sizeof v) ? atol(v) : 1;
+    int zero = tr_run_rec_get(rec, "zero", v, sizeof v) && atoi(v) != 0;
+    free(rec);
+    for (long r = 1; zero && world <= 65536 && r < world && cut < 0; r++) {
+        snprintf(path, sizeof path, "%s/state-%ld.r%ld.bin", out, step, r);
+        if (lstat(path, &st) != 0) cut = step;
+    }
+    return cut;
+}
+
 /* --auto-resume: --resume OUT when OUT has a checkpoint (OUT/latest: its
  * --init dropped, the run has its weights), else a new run that clears a
  * run without one (killed before its first checkpoint) from OUT.  Decided
@@ -166,6 +191,7 @@ static void auto_resume(options *o)
     struct stat st;
     snprintf(latest, sizeof latest, "%s/latest", o->out);
     long unnamed = lstat(latest, &st) != 0 && errno == ENOENT ? tr_run_dir_unnamed_checkpoint(o->out) : -1;
+    if (unnamed >= 0 && cut_first_checkpoint(o->out) == unnamed) unnamed = -1; /* (a new run replaces it) */
     if (unnamed >= 0) { /* a run killed between its checkpoint and latest: latest names it now */
         if (write_latest(o->out, unnamed, 1) < 0) /* (every rank of a job at once) */
             cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", latest, strerror(errno));
@@ -399,7 +425,7 @@ static void refuse_run_in_out(const options *o)
             out_die(o, CLI_EXIT_USAGE, "output folder '%s' has a checkpoint now (a run wrote it since this one looked): "
                     "run the command again to continue it", o->out);
         char what[300];
-        int k = tr_run_dir_killed_start(o->out, what, sizeof what);
+        int k = tr_run_dir_killed_start(o->out, cut_first_checkpoint(o->out), what, sizeof what);
         if (k < 0) out_die(o, CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
         if (!k) {
             long pid;
@@ -586,11 +612,17 @@ void prepare_out(options *o)
                     "without its lock", o->out);
         snprintf(log, sizeof log, "%s/log.jsonl", o->out);
         struct stat st;
-        if (lstat(log, &st) == 0) /* (with --quiet too: a file goes) */
+        long cut = cut_first_checkpoint(o->out);
+        if (cut >= 0) /* (with --quiet too: files go) */
+            cli_warn("output folder '%s' holds a run killed as it wrote its first checkpoint (step %ld lacks a "
+                     "rank's part of the optimizer state; no resume can read it): a new run (--auto-resume) "
+                     "replaces it", o->out, cut);
+        else if (lstat(log, &st) == 0)
             cli_warn("output folder '%s' holds the log of a run killed before its first checkpoint: a new run "
                      "(--auto-resume) replaces it", o->out);
         /* (just checked, under the lock: its log, temporaries, and the
-         * model file of a first checkpoint cut before its state) */
+         * files of a first checkpoint cut before its state, or before a
+         * rank's part of it) */
         if (held && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
     } else if (o->overwrite) {
         if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
