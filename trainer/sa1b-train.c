@@ -333,7 +333,9 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
  * begun).  Not after a device failure (its line alone), nor on a rank
  * other than 0 (rank 0 writes checkpoints; it waits in a collective and
  * ends through its timeout) or where the ranks write parts of the
- * checkpoint together (--zero 1).  The reason's line comes first (a save
+ * checkpoint together (--zero 1): a data-parallel job saves a step that
+ * failed in its gradients on any rank through die_step_ranks, which every
+ * rank reaches.  The reason's line comes first (a save
  * that fails then ends the run with its own), then the checkpoint's, exit
  * 3.  saved: the step of the last checkpoint (of the one resumed from). */
 _Noreturn static void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
@@ -347,6 +349,33 @@ _Noreturn static void die_step(const options *o, tr_backend *be, tr_model *m, tr
     save_checkpoint(o, m, opt, st, src, pos, log);
     cli_die(CLI_EXIT_FATAL, "step %ld failed: checkpoint of step %ld written (--resume %s goes on from it)",
             st->step + 1, st->step, o->out);
+}
+
+/* A step that failed on fails ranks of a data-parallel job (rank: the
+ * one, when fails is 1), which every rank learned from the step's sums and
+ * whose reason the lowest of them printed (step_gradients): no rank updated
+ * its weights or optimizer state, so the job saves the steps done since
+ * the last checkpoint as die_step does for one process, each rank its part
+ * with --zero 1, at pos (rank 0's data position when the step began), and
+ * rank 0 says so.  Every rank then waits for the others (a rank that ends
+ * first ends the job: its launcher kills the ones left, rank 0 perhaps
+ * mid-write) and ends with exit 3. */
+_Noreturn static void die_step_ranks(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
+                                     tr_data_source *src, long saved, const uint64_t *pos, FILE *log, int fails,
+                                     int rank)
+{
+    char err[512], on[40];
+    check_device(be);
+    if (fails == 1) snprintf(on, sizeof on, "rank %d", rank);
+    else snprintf(on, sizeof on, "%d ranks", fails);
+    if (!o->plan && st->step > saved) {
+        save_checkpoint(o, m, opt, st, src, pos, log);
+        if (o->rank == 0)
+            cli_warn("step %ld failed on %s: checkpoint of step %ld written (--resume %s goes on from it)",
+                     st->step + 1, on, st->step, o->out);
+    }
+    if (tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
+    exit(CLI_EXIT_FATAL);
 }
 
 /* --zero 1: rank r keeps the optimizer state of the parameters in floats
@@ -582,19 +611,28 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
  * this rank's part alone holds the sums.  L: the step's loss means.  0
  * when the data ended (the step is dropped: every rank ends at the same
  * step), 1 done, -1 failed (its data could not be read, or memory ran
- * out: err says why; the weights and optimizer state are untouched). */
+ * out: err says why; the weights and optimizer state are untouched).  Data
+ * parallel, a failure on one rank is every rank's -1, learned from the
+ * step's sums: *fails ranks failed (*fail_rank the one, when one did), the
+ * lowest of them printed why. */
 static int step_gradients(const options *o, tr_model *m, tr_data_source *src, int accum, float lscale,
-                          const size_t *parts, tr_loss *L, double *sync_s, int *stop_all, char *err, size_t err_len)
+                          const size_t *parts, tr_loss *L, double *sync_s, int *stop_all, int *fails,
+                          int *fail_rank, char *err, size_t err_len)
 {
-    int dp = data_parallel(o);
+    int dp = data_parallel(o), bad = 0; /* bad: this rank's part of the step failed (err) */
     long n_valid = 0;
     tr_loss acc = {0};
+    *fails = 0;
     for (int k = 0; k < accum; k++) {
         tr_batch *b;
         int rc = src->next(src->ctx, &b, err, err_len);
-        if (rc <= 0) return rc;
+        if (rc == 0) return 0;
         tr_loss Lk; /* forward + backward (fused per decoder chunk with --checkpoint-decoder) */
-        if (tr_model_step(m, b, k == 0, lscale, accum > 1 || dp, &Lk, err, err_len) < 0) return -1;
+        if (rc < 0 || tr_model_step(m, b, k == 0, lscale, accum > 1 || dp, &Lk, err, err_len) < 0) {
+            if (!dp) return -1;
+            bad = 1; /* the other ranks learn it from the sums below */
+            break;
+        }
         src->release(src->ctx, b);
         if (accum == 1 && !dp) {
             acc = Lk;
@@ -605,14 +643,25 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
         n_valid += Lk.n_valid;
     }
     if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
-        double t[7] = {(double)n_valid, acc.loss, acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0};
+        double t[9] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0,
+                       (double)bad, bad ? (double)o->rank : 0.0};
         double t0 = cli_now();
-        int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, err, err_len)
-                       : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, err, err_len);
-        if (rc < 0 || tr_dist_sum_d(o->dist, t, 7, err, err_len) < 0) die_collective(o, err);
+        char cerr[512];
+        /* (a failed rank's gradients are summed too, and never used) */
+        int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, cerr, sizeof cerr)
+                       : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, cerr, sizeof cerr);
+        if (rc < 0 || tr_dist_sum_d(o->dist, t, 9, cerr, sizeof cerr) < 0) die_collective(o, cerr);
         n_valid = (long)t[0], acc.loss = t[1], acc.focal = t[2], acc.dice = t[3], acc.iou_mse = t[4], acc.miou = t[5];
         *stop_all = t[6] > 0;
         *sync_s += cli_now() - t0;
+        if (t[7] > 0) { /* a rank's step failed: the lowest failing rank says why, in one line for the job */
+            char line[1200] = "", mine[1300];
+            if (bad) failure_line(o, m->be, err, line, sizeof line);
+            snprintf(mine, sizeof mine, "rank %d: %s", o->rank, line);
+            if (tr_dist_settle(o->dist, bad, mine, cerr, sizeof cerr) < 0 && *cerr) cli_warn("%s", cerr);
+            *fails = (int)t[7], *fail_rank = (int)t[8];
+            return -1;
+        }
     }
     if ((accum > 1 || dp) && n_valid)
         acc.loss /= n_valid, acc.focal /= n_valid, acc.dice /= n_valid, acc.iou_mse /= n_valid, acc.miou /= n_valid;
@@ -823,8 +872,11 @@ int run(const options *op, tr_backend *be)
         if (part) zero_grad_parts(&m, o.world, &zero);
         uint64_t pos[2] = {0, 0}; /* where the data stands before the step */
         if (src.position) src.position(src.ctx, &pos[0], &pos[1]);
-        int got = step_gradients(&o, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all, err,
-                                 sizeof err);
+        int fails = 0, fail_rank = 0;
+        int got = step_gradients(&o, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all,
+                                 &fails, &fail_rank, err, sizeof err);
+        if (got < 0 && fails)
+            die_step_ranks(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, log, fails, fail_rank);
         if (got < 0) die_step(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, log, err);
         if (got == 0) break;
         long n_valid = L.n_valid;
