@@ -37,11 +37,12 @@ run_ok "--resume DIR alone" sa1b-train --resume "$TMP/c" -q
 cmp -s "$TMP/a/model-8.safetensors" "$TMP/c/model-8.safetensors"
 ok $? "continues the run from its recorded data"
 
-# contradictions: refused in one line, nothing touched
+# contradictions: refused in one line, nothing touched (float values in
+# their fewest digits: 0.05, not the record's 0.050000000000000003)
 from4 "$TMP/d"
 for flag in "--masks 16:--masks 3" "--config small:--config tiny" "--enc-depth 2:--enc-depth 1" \
     "--precision fp32:--precision bf16" "--batch 8:--batch 3" "--lr 1e-3:--lr 0.002" "--points 2:--points 1" \
-    "--synthetic-batch 3:--data $TMP/train.shard"; do
+    "--synthetic-batch 3:--data $TMP/train.shard" "--weight-decay 0.3:--weight-decay 0.05"; do
     give=${flag%%:*} has=${flag#*:}
     # shellcheck disable=SC2086
     run_status 2 "--resume with $give is refused" sa1b-train --resume "$TMP/d" $give

@@ -691,6 +691,21 @@ static void field_text(const options *o, const run_field *f, char *buf, size_t l
     }
 }
 
+/* A value of the record as a message shows it: a float field's (kept at
+ * 17 digits, "0.00029999999999999997") in its fewest digits that read
+ * back as the same double ("0.0003"); the text itself otherwise. */
+static const char *shown(const run_field *f, const char *v, char *buf, size_t len)
+{
+    char *end;
+    double d = strtod(v, &end);
+    if (f->kind != RF_DBL || end == v || *end) return v;
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, len, "%.*g", p, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+    return buf;
+}
+
 /* "--enc-depth" for the key "enc_depth" */
 static const char *field_flag(const run_field *f, char *buf, size_t len)
 {
@@ -769,9 +784,11 @@ void restore_run(options *o, int argc, char **argv, int report)
             refuse(report, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
                     "leave --synthetic-batch out to continue it", o->synthetic_seed, o->resume, v);
         field_text(o, f, mine, sizeof mine);
+        char ms[40], vs[40];
         if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0)
-            refuse(report, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it",
-                    flag, *mine ? mine : "(none)", o->resume, flag, *v ? v : "(none)", flag);
+            refuse(report, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it", flag,
+                   *mine ? shown(f, mine, ms, sizeof ms) : "(none)", o->resume, flag, *v ? shown(f, v, vs, sizeof vs) : "(none)",
+                   flag);
         if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
         if (f->opt == O_CKPT_DEC) {
             if (strcmp(v, "0") != 0) push_arg(&r, flag, NULL);
