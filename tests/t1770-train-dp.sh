@@ -180,10 +180,23 @@ cp "$TMP/z1/model-2.safetensors" "$TMP/z1/state-2.bin" "$TMP/zn/"
 grep '^{"step": [12],' "$TMP/z1/log.jsonl" >"$TMP/zc/log.jsonl"
 mpi sa1b-train $z --zero 1 --auto-resume --out "$TMP/zc" >/dev/null 2>"$TMP/zc.err"
 st=$?
-is "$st:$(grep -c "as it wrote its first checkpoint (step 2 lacks a rank's part" "$TMP/zc.err")" "0:1" \
+is "$st:$(grep -c "as it wrote its first checkpoint (that of step 2 lacks a file of a rank's" "$TMP/zc.err")" "0:1" \
     "--zero 1 --auto-resume: a new run over a first checkpoint cut between the ranks' parts (one line)"
 cmp -s "$TMP/z1/model-4.safetensors" "$TMP/zc/model-4.safetensors" && cmp -s "$TMP/z1/state-4.r1.bin" "$TMP/zc/state-4.r1.bin"
 ok $? "--zero 1 --auto-resume: that run ends bit-identical to the one in one go"
+# the other orders of that cut (rank 1 writes its part while rank 0 writes
+# the model, then state-2.bin): rank 1's part with the model file, or alone
+for cut in "model-2.safetensors state-2.r1.bin" "state-2.r1.bin"; do
+    rm -rf "$TMP/zc"
+    mkdir "$TMP/zc"
+    for f in $cut; do cp "$TMP/z1/$f" "$TMP/zc/"; done
+    grep '^{"step": [12],' "$TMP/z1/log.jsonl" >"$TMP/zc/log.jsonl"
+    mpi sa1b-train $z --zero 1 --auto-resume --out "$TMP/zc" >/dev/null 2>"$TMP/zc.err"
+    st=$?
+    cmp -s "$TMP/z1/model-4.safetensors" "$TMP/zc/model-4.safetensors"
+    is "$st:$?:$(grep -c "as it wrote its first checkpoint (that of step 2" "$TMP/zc.err")" "0:0:1" \
+        "--zero 1 --auto-resume: a new run over a first checkpoint cut to $cut, bit-identical"
+done
 mpi sa1b-train $z --zero 1 --auto-resume --out "$TMP/zn" >/dev/null 2>"$TMP/zn.err"
 st=$?
 is "$st:$(grep -c "holds 'model-2.safetensors'" "$TMP/zn.err"):$(ls "$TMP/zn" | tr '\n' ' ')" \

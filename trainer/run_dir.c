@@ -250,9 +250,11 @@ static int killed_one(const char *dir, const char *name, void *ctx)
 }
 
 typedef struct unnamed_ctx {
-    long model, state; /* the step of the model file, of the state file and its parts (-1: none) */
-    int whole;         /* state-N.bin itself is there (not its ranks' parts alone) */
-    int bad;           /* another run file, a second model, two steps, not a regular file */
+    long step;   /* the step of every checkpoint file (-1: none yet) */
+    int model;   /* model-N.safetensors is there */
+    int state;   /* state-N.bin is there */
+    long part;   /* the lowest R of a part state-N.rR.bin there (-1: none) */
+    int bad;     /* another run file, two steps, not a regular file */
 } unnamed_ctx;
 
 static int unnamed_one(const char *dir, const char *name, void *ctx)
@@ -261,34 +263,47 @@ static int unnamed_one(const char *dir, const char *name, void *ctx)
     if (temp_base(name) || !strcmp(name, "log.jsonl")) return 0; /* (tr_run_dir_killed_start's) */
     int model = numbered(name, "model-", ".safetensors");
     if (!model && strncmp(name, "state-", 6) != 0) return u->bad = 1, 0; /* (latest: not there) */
-    long step = strtol(name + 6, NULL, 10), *slot = model ? &u->model : &u->state; /* (model-, state-) */
+    char *end;
+    long step = strtol(name + 6, &end, 10); /* (model-, state-) */
     char path[4200];
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    if ((*slot >= 0 && (model || *slot != step)) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+    if ((u->step >= 0 && u->step != step) || (model && u->model) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
         return u->bad = 1, 0;
-    *slot = step;
-    u->whole |= !model && numbered(name, "state-", ".bin");
+    u->step = step;
+    if (model) u->model = 1;
+    else if (!strcmp(end, ".bin")) u->state = 1;
+    else if (u->part < 0 || strtol(end + 2, NULL, 10) < u->part) u->part = strtol(end + 2, NULL, 10); /* ".rR.bin" */
     return 0;
 }
 
-long tr_run_dir_unnamed_checkpoint(const char *dir)
+long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *part)
 {
     char path[4200];
     struct stat st;
     snprintf(path, sizeof path, "%s/latest", dir);
     if (lstat(path, &st) == 0 || errno != ENOENT) return -1;
-    unnamed_ctx u = {-1, -1, 0, 0};
-    if (each_run_file(dir, unnamed_one, &u) < 0 || u.bad || u.model < 0 || u.model != u.state || !u.whole)
-        return -1;
+    unnamed_ctx u = {-1, 0, 0, -1, 0};
+    if (each_run_file(dir, unnamed_one, &u) < 0 || u.bad || u.step < 0) return -1;
     /* and the log, if any, sa1b-train's */
     snprintf(path, sizeof path, "%s/log.jsonl", dir);
     FILE *f = tr_run_dir_fopen(path);
-    if (!f) return errno == ENOENT ? u.model : -1;
-    long last;
-    int r = step_records(f, &last);
-    fclose(f);
-    return r == 1 ? u.model : -1;
+    if (!f && errno != ENOENT) return -1;
+    if (f) {
+        long last;
+        int r = step_records(f, &last);
+        fclose(f);
+        if (r != 1) return -1;
+    }
+    *model = u.model, *state = u.state, *part = u.part;
+    return u.step;
+}
+
+long tr_run_dir_unnamed_checkpoint(const char *dir)
+{
+    int model, state;
+    long part, step = tr_run_dir_one_checkpoint(dir, &model, &state, &part);
+    return step >= 0 && model && state ? step : -1;
 }
 
 int tr_run_dir_killed_start(const char *dir, long cut, char *what, size_t what_len)

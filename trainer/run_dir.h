@@ -38,11 +38,18 @@ int tr_run_dir_holds_run(const char *dir, char *what, size_t what_len);
  * --auto-resume replaces such a run, and no other. */
 int tr_run_dir_killed_start(const char *dir, long cut, char *what, size_t what_len);
 
+/* The step N of the one checkpoint, whole or cut short, that a run killed
+ * in its first leaves: dir has no latest, its log (if any) is sa1b-train's
+ * and its other run files, but for temporaries, are regular files of step
+ * N alone: model-N.safetensors (*model), state-N.bin (*state), and ranks'
+ * parts state-N.rR.bin (*part: the lowest such R, -1 when none).  -1
+ * otherwise. */
+long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *part);
+
 /* The step N of a checkpoint that latest does not name yet (a run killed
- * between its checkpoint's files and latest): dir has no latest, and its
- * run files are a killed start's (tr_run_dir_killed_start) plus exactly
- * model-N.safetensors and state-N.bin (with its ranks' parts
- * state-N.rR.bin, if any), regular files.  -1 otherwise. */
+ * between its checkpoint's files and latest): tr_run_dir_one_checkpoint's,
+ * with its model and state file there (and whatever parts; the caller
+ * checks them against the run's record).  -1 otherwise. */
 long tr_run_dir_unnamed_checkpoint(const char *dir);
 
 #define TR_RUN_LOCK ".sa1b-train.lock"

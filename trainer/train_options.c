@@ -153,28 +153,33 @@ static void parse_stages(const char *opt, const char *arg, options *o, int batch
 }
 
 /* The first checkpoint of a --zero 1 job that a kill cut between its
- * ranks' writes: the step N of a checkpoint that out/latest does not name
- * (tr_run_dir_unnamed_checkpoint) whose state-N.bin records a job of W > 1
- * processes with --zero 1 and that misses a part state-N.rR.bin (0 < R <
- * W).  Its resume could never read it, and no earlier checkpoint exists:
- * what a run killed before its first checkpoint leaves.  -1 otherwise
- * (a record that cannot be read too: the resume says why). */
+ * ranks' writes (each rank writes its part of the optimizer state as rank
+ * 0 writes the model and state-N.bin; latest comes after all): the step N
+ * of the one checkpoint in out (tr_run_dir_one_checkpoint) whose record,
+ * in any of its state files, says a job of W > 1 processes with --zero 1,
+ * and which lacks a file of that job's: model-N, state-N.bin or a part
+ * state-N.rR.bin (0 < R < W).  No resume could read it, and no earlier
+ * checkpoint exists: what a run killed before its first checkpoint leaves.
+ * -1 otherwise (a model file alone is tr_run_dir_killed_start's case).  The
+ * records are read from the files' headers alone. */
 static long cut_first_checkpoint(const char *out)
 {
-    char path[4200], err[512], v[32], *rec = NULL;
+    char path[4200], v[32];
     struct stat st;
-    long step = tr_run_dir_unnamed_checkpoint(out), cut = -1;
-    if (step < 0) return -1;
-    snprintf(path, sizeof path, "%s/state-%ld.bin", out, step);
-    if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0 || !rec) return -1;
-    long world = tr_run_rec_get(rec, "world", v, sizeof v) ? atol(v) : 1;
-    int zero = tr_run_rec_get(rec, "zero", v, sizeof v) && atoi(v) != 0;
-    free(rec);
-    for (long r = 1; zero && world <= 65536 && r < world && cut < 0; r++) {
+    int model, state;
+    long part, step = tr_run_dir_one_checkpoint(out, &model, &state, &part);
+    if (step < 0 || (!state && part < 0)) return -1;
+    if (state) snprintf(path, sizeof path, "%s/state-%ld.bin", out, step);
+    else snprintf(path, sizeof path, "%s/state-%ld.r%ld.bin", out, step, part);
+    long world = tr_st_peek_meta(path, "run.world", v, sizeof v) ? atol(v) : 1;
+    int zero = tr_st_peek_meta(path, "run.zero", v, sizeof v) && atoi(v) != 0;
+    if (!zero || world < 2 || world > 65536) return -1;
+    if (!model || !state) return step;
+    for (long r = 1; r < world; r++) {
         snprintf(path, sizeof path, "%s/state-%ld.r%ld.bin", out, step, r);
-        if (lstat(path, &st) != 0) cut = step;
+        if (lstat(path, &st) != 0) return step;
     }
-    return cut;
+    return -1;
 }
 
 /* --auto-resume: --resume OUT when OUT has a checkpoint (OUT/latest: its
@@ -614,9 +619,9 @@ void prepare_out(options *o)
         struct stat st;
         long cut = cut_first_checkpoint(o->out);
         if (cut >= 0) /* (with --quiet too: files go) */
-            cli_warn("output folder '%s' holds a run killed as it wrote its first checkpoint (step %ld lacks a "
-                     "rank's part of the optimizer state; no resume can read it): a new run (--auto-resume) "
-                     "replaces it", o->out, cut);
+            cli_warn("output folder '%s' holds a run killed as it wrote its first checkpoint (that of step %ld "
+                     "lacks a file of a rank's; no resume can read it): a new run (--auto-resume) replaces it",
+                     o->out, cut);
         else if (lstat(log, &st) == 0)
             cli_warn("output folder '%s' holds the log of a run killed before its first checkpoint: a new run "
                      "(--auto-resume) replaces it", o->out);
