@@ -205,8 +205,8 @@ static int killed_one(const char *dir, const char *name, void *ctx)
 {
     killed_ctx *k = ctx;
     if (k->more || k->err || temp_base(name)) return 0;
-    if (k->cut >= 0 && checkpoint_file(name, k->cut)) { /* (its model file named too, if no log is there) */
-        if (!k->cut_files++) snprintf(k->model_name, sizeof k->model_name, "model-%ld.safetensors", k->cut);
+    if (k->cut >= 0 && checkpoint_file(name, k->cut)) { /* (one of its files named, if no log is there) */
+        if (!k->cut_files++) snprintf(k->model_name, sizeof k->model_name, "%s", name);
         return 0;
     }
     if (numbered(name, "model-", ".safetensors") && strlen(name) < sizeof k->model_name) {
