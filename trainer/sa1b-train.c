@@ -357,18 +357,19 @@ _Noreturn static void die_step(const options *o, tr_backend *be, tr_model *m, tr
  * its weights or optimizer state, so the job saves the steps done since
  * the last checkpoint as die_step does for one process, each rank its part
  * with --zero 1, at pos (rank 0's data position when the step began), and
- * rank 0 says so.  Every rank then waits for the others (a rank that ends
- * first ends the job: its launcher kills the ones left, rank 0 perhaps
- * mid-write) and ends with exit 3. */
+ * rank 0 says so.  Not where a writer's device failed (dev_fails: one did;
+ * with --zero 1 every rank writes, so none does then).  Every rank then
+ * waits for the others (a rank that ends first ends the job: its launcher
+ * kills the ones left, rank 0 perhaps mid-write) and ends with exit 3. */
 _Noreturn static void die_step_ranks(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
                                      tr_data_source *src, long saved, const uint64_t *pos, FILE *log, int fails,
-                                     int rank)
+                                     int rank, int dev_fails)
 {
     char err[512], on[40];
-    check_device(be);
+    int parts = o->zero && o->world > 1, writes = parts || o->rank == 0;
     if (fails == 1) snprintf(on, sizeof on, "rank %d", rank);
     else snprintf(on, sizeof on, "%d ranks", fails);
-    if (!o->plan && st->step > saved) {
+    if (!o->plan && st->step > saved && writes && !(parts && dev_fails) && !tr_backend_cuda_error(be, err, sizeof err)) {
         save_checkpoint(o, m, opt, st, src, pos, log);
         if (o->rank == 0)
             cli_warn("step %ld failed on %s: checkpoint of step %ld written (--resume %s goes on from it)",
@@ -612,12 +613,13 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
  * when the data ended (the step is dropped: every rank ends at the same
  * step), 1 done, -1 failed (its data could not be read, or memory ran
  * out: err says why; the weights and optimizer state are untouched).  Data
- * parallel, a failure on one rank is every rank's -1, learned from the
- * step's sums: *fails ranks failed (*fail_rank the one, when one did), the
- * lowest of them printed why. */
+ * parallel, a failure on one rank (its device's too) is every rank's -1,
+ * learned from the step's sums: *fails ranks failed (*fail_rank the one,
+ * when one did; *dev_fails: a device among them), the lowest of them
+ * printed why. */
 static int step_gradients(const options *o, tr_model *m, tr_data_source *src, int accum, float lscale,
                           const size_t *parts, tr_loss *L, double *sync_s, int *stop_all, int *fails,
-                          int *fail_rank, char *err, size_t err_len)
+                          int *fail_rank, int *dev_fails, char *err, size_t err_len)
 {
     int dp = data_parallel(o), bad = 0; /* bad: this rank's part of the step failed (err) */
     long n_valid = 0;
@@ -643,23 +645,29 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
         n_valid += Lk.n_valid;
     }
     if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
-        double t[9] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0,
-                       (double)bad, bad ? (double)o->rank : 0.0};
+        /* a device that failed (its ops record the failure) fails its rank's step too */
+        char dev[8];
+        int dev_bad = tr_backend_cuda_error(m->be, dev, sizeof dev);
+        if (dev_bad && !bad) err[0] = 0; /* (failure_line says the device's) */
+        bad |= dev_bad;
+        double t[10] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0,
+                        (double)bad, bad ? (double)o->rank : 0.0, (double)dev_bad};
         double t0 = cli_now();
-        char cerr[512];
+        char cerr[1300];
         /* (a failed rank's gradients are summed too, and never used) */
         int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, cerr, sizeof cerr)
                        : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, cerr, sizeof cerr);
-        if (rc < 0 || tr_dist_sum_d(o->dist, t, 9, cerr, sizeof cerr) < 0) die_collective(o, cerr);
+        if (rc < 0 || tr_dist_sum_d(o->dist, t, 10, cerr, sizeof cerr) < 0) die_collective(o, cerr);
         n_valid = (long)t[0], acc.loss = t[1], acc.focal = t[2], acc.dice = t[3], acc.iou_mse = t[4], acc.miou = t[5];
         *stop_all = t[6] > 0;
         *sync_s += cli_now() - t0;
         if (t[7] > 0) { /* a rank's step failed: the lowest failing rank says why, in one line for the job */
             char line[1200] = "", mine[1300];
             if (bad) failure_line(o, m->be, err, line, sizeof line);
-            snprintf(mine, sizeof mine, "rank %d: %s", o->rank, line);
+            if (o->world > 1) snprintf(mine, sizeof mine, "rank %d: %s", o->rank, line);
+            else snprintf(mine, sizeof mine, "%s", line);
             if (tr_dist_settle(o->dist, bad, mine, cerr, sizeof cerr) < 0 && *cerr) cli_warn("%s", cerr);
-            *fails = (int)t[7], *fail_rank = (int)t[8];
+            *fails = (int)t[7], *fail_rank = (int)t[8], *dev_fails = t[9] > 0;
             return -1;
         }
     }
@@ -872,11 +880,12 @@ int run(const options *op, tr_backend *be)
         if (part) zero_grad_parts(&m, o.world, &zero);
         uint64_t pos[2] = {0, 0}; /* where the data stands before the step */
         if (src.position) src.position(src.ctx, &pos[0], &pos[1]);
-        int fails = 0, fail_rank = 0;
+        int fails = 0, fail_rank = 0, dev_fails = 0;
         int got = step_gradients(&o, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all,
-                                 &fails, &fail_rank, err, sizeof err);
+                                 &fails, &fail_rank, &dev_fails, err, sizeof err);
         if (got < 0 && fails)
-            die_step_ranks(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, log, fails, fail_rank);
+            die_step_ranks(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, log, fails, fail_rank,
+                           dev_fails);
         if (got < 0) die_step(&o, be, &m, &opt, &st, &src, saved, src.position ? pos : NULL, log, err);
         if (got == 0) break;
         long n_valid = L.n_valid;
