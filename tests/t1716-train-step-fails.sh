@@ -54,11 +54,7 @@ ok $? "ends with the weights of the run that never failed, bit for bit"
 # failing rank ended at once and its launcher killed the job, every step
 # since the last checkpoint lost.
 if command -v mpirun >/dev/null && ldd "$BUILD/trainer/sa1b-train" 2>/dev/null | grep -q libmpi; then
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-    export OMPI_MCA_mca_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
-    export PMIX_MCA_pdl_pdlopen_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+    mpi_env
     mpi() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
     # --zero 0 takes the first image that fails a step after the first
     # (rank 1's), --zero 1 (with accumulation: a micro-batch of two) one

@@ -15,14 +15,7 @@ PY=/usr/bin/python3
 command -v mpirun >/dev/null || skip_all "no mpirun (Debian: openmpi-bin)"
 ldd "$BUILD/trainer/sa1b-train" 2>/dev/null | grep -q libmpi || skip_all "sa1b-train built without MPI"
 "$PY" -c 'import numpy' 2>/dev/null || skip_all "no numpy for /usr/bin/python3"
-# CI runs as root.  Open MPI's own allocations are not ours to report: its
-# plugins stay loaded (so that LeakSanitizer can name them) and are
-# suppressed by name; full unwinding finds the library behind each.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_mca_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
-export PMIX_MCA_pdl_pdlopen_disable_dlclose=1
-export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+mpi_env # (as root in CI, Open MPI's allocations suppressed under LeakSanitizer)
 mpi() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
 
 cat > "$TMP/upd.py" <<'PYEOF'

@@ -9,11 +9,7 @@
 . "$top_srcdir/tests/test-lib.sh"
 command -v mpirun >/dev/null || skip_all "no mpirun (Debian: openmpi-bin)"
 ldd "$BUILD/trainer/sa1b-train" 2>/dev/null | grep -q libmpi || skip_all "sa1b-train built without MPI"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
-export OMPI_MCA_mca_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
-export PMIX_MCA_pdl_pdlopen_disable_dlclose=1
-export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+mpi_env
 
 args="--config tiny --batch 2 --masks 4 --synthetic-batch 5 --steps 2 --threads 1 -q"
 sa1b-train --backend cuda $args --out "$TMP/alone" >"$TMP/alone.log" 2>&1

@@ -10,6 +10,7 @@
 #   is GOT WANT DESC             string equality
 #   grep_ok PATTERN FILE DESC    file contains an extended-regex match
 #   skip N WHY / skip_all WHY / done_testing
+#   mpi_env                      Open MPI's environment for a test's mpirun
 # Tests print their own plan at the end (done_testing) unless they call plan.
 
 set -u
@@ -31,6 +32,18 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/sa1b-test.XXXXXX") || exit 99
 if [ -z "${SA1B_KEEP_TMP:-}" ]; then
     trap 'rm -rf "$TMP"' EXIT
 fi
+
+# Open MPI as the tests run it: as root (CI), with copies through shared
+# memory (no CMA in containers), and, under LeakSanitizer, its plugins kept
+# loaded (so that their allocations can be named) and suppressed by name
+# (not ours to report), unwinding in full to find the library behind each.
+mpi_env() {
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    export OMPI_MCA_mca_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
+    export PMIX_MCA_pdl_pdlopen_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+}
 
 test_n=0
 test_failed=0
