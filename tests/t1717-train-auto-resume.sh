@@ -113,6 +113,22 @@ sa1b-train $run --auto-resume --out "$TMP/w" >/dev/null 2>"$TMP/w.err"
 is "$?:$(cat "$TMP/w/latest")" "0:12" "a first checkpoint cut before its state: a new run"
 cmp -s "$TMP/ref/model-12.safetensors" "$TMP/w/model-12.safetensors"
 ok $? "bit for bit (the cut model file replaced)"
+# the replacement removes the log last, after the cut checkpoint and the
+# temporaries: a kill in between leaves files beside their log, which the
+# next start tells apart, never checkpoint files alone, which it refuses
+# for good (the log went first in readdir's order before)
+if command -v strace >/dev/null && strace -f -qq -o /dev/null -e trace=unlink true 2>/dev/null; then
+    mkdir "$TMP/wo" && cp "$TMP/ref/model-4.safetensors" "$TMP/wo/" && head -4 "$TMP/ref/log.jsonl" >"$TMP/wo/log.jsonl"
+    for i in $(seq 1 24); do : >"$TMP/wo/model-4.safetensors.tmp.$i.0"; done
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o "$TMP/wo.trace" \
+        -e trace=unlink,unlinkat sa1b-train $run --steps 4 --auto-resume --out "$TMP/wo" >/dev/null 2>&1
+    st=$?
+    sed -n 's/.*unlink[at]*(.*"[^"]*\/\([^"/]*\)".*= 0$/\1/p' "$TMP/wo.trace" | grep -v '^\.sa1b' >"$TMP/wo.order"
+    is "$st:$(wc -l <"$TMP/wo.order" | tr -d ' '):$(tail -1 "$TMP/wo.order")" "0:26:log.jsonl" \
+        "the cut checkpoint's replacement removes its 25 other files, then the log"
+else
+    skip 1 "no strace (Debian: strace)"
+fi
 # ... also where the log has no record yet (--log-every above the step)
 mkdir "$TMP/w2" && cp "$TMP/ref/model-4.safetensors" "$TMP/w2/" && : >"$TMP/w2/log.jsonl"
 run_status 2 "--init naming that model file is refused" sa1b-train $run --init "$TMP/w2/model-4.safetensors" \

@@ -339,6 +339,16 @@ static int remove_temp(const char *dir, const char *name, void *ctx)
     return temp_base(name) ? remove_one(dir, name, ctx) : 0;
 }
 
+static int remove_but_log(const char *dir, const char *name, void *ctx)
+{
+    return strcmp(name, "log.jsonl") != 0 ? remove_one(dir, name, ctx) : 0;
+}
+
+static int remove_log(const char *dir, const char *name, void *ctx)
+{
+    return strcmp(name, "log.jsonl") == 0 ? remove_one(dir, name, ctx) : 0;
+}
+
 /* Removes the run files of dir that fn takes (remove_one: all). */
 static int remove_each(const char *dir, int (*fn)(const char *, const char *, void *), char *err, size_t err_len)
 {
@@ -377,7 +387,11 @@ int tr_run_dir_clear(const char *dir, char *err, size_t err_len)
                  strerror(errno));
         return -1;
     }
-    return remove_each(dir, remove_one, err, err_len);
+    /* the log last: a kill in the middle leaves files of a run beside its
+     * log, which --auto-resume tells (a checkpoint cut short, a killed
+     * start's), never checkpoint files alone, which it refuses for good */
+    if (remove_each(dir, remove_but_log, err, err_len) < 0) return -1;
+    return remove_each(dir, remove_log, err, err_len);
 }
 
 typedef struct same_file {

@@ -308,14 +308,20 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     }
     state_path(o, o->out, st->step, path, sizeof path);
     st->run = o->record;
-    if (tr_ckpt_save_state(m, opt, st, path, err, sizeof err) < 0) {
+    int rc = tr_ckpt_save_state(m, opt, st, path, err, sizeof err);
+    /* a device that failed while the files read its memory (its downloads
+     * then give bytes it could not read) makes them no checkpoint either */
+    char dev[512];
+    int dev_failed = tr_backend_cuda_error(m->be, dev, sizeof dev);
+    if (rc == 0 && dev_failed) unlink(path);
+    if (rc < 0 || dev_failed) {
         /* no half checkpoint left (a full disk): its model file goes, which
          * latest never named (it names an earlier step, or none) */
         if (o->rank == 0) {
             snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
             unlink(path);
         }
-        cli_die(CLI_EXIT_FATAL, "%s", err);
+        cli_die(CLI_EXIT_FATAL, "%s%s", dev_failed ? "--backend cuda: " : "", dev_failed ? dev : err);
     }
     /* every part written before latest names it */
     if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
