@@ -2,7 +2,8 @@
 # t1704: sa1b-train --init CKPT starts a run from another run's weights:
 # loaded verbatim (an lr-0 run writes them back bit for bit), used by the
 # forward whatever --seed says, repacked for bf16, kept under --freeze;
-# refused with a wrong model, a missing file, --resume, --eval-only, --plan.
+# refused with a wrong model, a missing file, a non-finite weight, --resume,
+# --eval-only, --plan; a loss that overflows is null in the log.
 . "$top_srcdir/tests/test-lib.sh"
 PY=/usr/bin/python3
 common="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 2 --synthetic-batch 11 --threads 2 -q"
@@ -60,6 +61,41 @@ grep_ok "cannot open '.*none'" "$TMP/.err" "the error names the file"
 printf 'not a checkpoint' >"$TMP/junk.safetensors"
 run_status 3 "--init of a malformed file" sa1b-train $common --steps 1 --init "$TMP/junk.safetensors" --out "$TMP/x"
 is "$(wc -l <"$TMP/.err" | tr -d ' ')" "1" "one line of error"
+# weights scaled by F (standard library only): 3000 (finite, but fp16's
+# forward overflows) and infinity (a damaged file)
+scaled() { # F OUT
+    "$PY" - "$W" "$2" "$1" <<'EOF'
+import array, json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h, d = json.loads(b[8:8 + n]), bytearray(b[8 + n:])
+for k, v in h.items():
+    if k != "__metadata__":
+        s, e = v["data_offsets"]
+        a = array.array("f", bytes(d[s:e]))
+        d[s:e] = array.array("f", (x * float(sys.argv[3]) for x in a)).tobytes()
+open(sys.argv[2], "wb").write(b[:8 + n] + bytes(d))
+EOF
+}
+if [ -x "$PY" ]; then
+    scaled inf "$TMP/inf.safetensors"
+    run_status 3 "--init of a file holding an infinite weight" sa1b-train $common --steps 1 --init "$TMP/inf.safetensors" \
+        --out "$TMP/x"
+    grep_ok "inf.safetensors': tensor '[a-z_.0-9]+': element 0 is infinite, not a weight$" "$TMP/.err" \
+        "the error names the file, the tensor and the element"
+    # a loss that overflows is null in the log (JSON has no NaN: "-nan" broke its readers)
+    scaled 3000 "$TMP/big.safetensors"
+    run_ok "fp16 from weights 3000 times larger (its loss overflows)" sa1b-train $common --steps 2 --log-every 1 \
+        --precision fp16 --init "$TMP/big.safetensors" --out "$TMP/big"
+    "$PY" -c '
+import json, sys
+def no(c): raise ValueError(c)
+rows = [json.loads(l, parse_constant=no) for l in open(sys.argv[1])]
+sys.exit(not (len(rows) == 2 and all(r["loss"] is None for r in rows)))' "$TMP/big/log.jsonl"
+    ok $? "each record of the log is JSON, its loss null"
+else
+    skip 4 "no /usr/bin/python3"
+fi
 run_status 2 "--init with --resume" sa1b-train $common --init "$W" --resume "$TMP/a"
 run_status 2 "--init with --eval-only" sa1b-train $common --init "$W" --eval-only "$W"
 run_status 2 "--init with --plan" sa1b-train $common --init "$W" --plan

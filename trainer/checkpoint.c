@@ -5,6 +5,7 @@
 #include "checkpoint.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,6 +115,10 @@ static int get_f32(const tr_st_file *f, const char *name, float *dst, size_t cou
         return snprintf(err, err_len, "tensor '%s': %s with %llu elements, want F32 with %zu", name,
                         tr_st_dtype_name(t->dtype), (unsigned long long)t->count, count), -1;
     memcpy(dst, t->data, count * sizeof(float));
+    for (size_t i = 0; i < count; i++) /* (a damaged file; training never stores one: such steps are skipped) */
+        if (!isfinite(dst[i]))
+            return snprintf(err, err_len, "tensor '%s': element %zu is %s, not a weight", name, i,
+                            isnan(dst[i]) ? "NaN" : "infinite"), -1;
     return 0;
 }
 

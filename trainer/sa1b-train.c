@@ -578,6 +578,16 @@ int main(int argc, char **argv)
     return rc;
 }
 
+/* v with digits significant digits (%g), or digits decimals with fixed,
+ * into buf[32]; "null" when it is not finite: JSON has no NaN or infinity
+ * (printf's "-nan" broke every reader of the log). */
+static const char *json_num(char buf[32], double v, int digits, int fixed)
+{
+    if (!isfinite(v)) return "null";
+    snprintf(buf, 32, fixed ? "%.*f" : "%.*g", digits, v);
+    return buf;
+}
+
 /* --dump-step: one forward and backward on the first batch, in the
  * configured precision (fp16 scales the loss, halved until no gradient
  * overflows), written as MODEL.md's debug dump; the loss on stdout. */
@@ -604,8 +614,10 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
     if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) signal(SIGHUP, on_signal);
     if (tr_dump_step(m, b, &L, o->dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     if (stop_requested) signal(stop_signal, SIG_DFL), raise(stop_signal);
-    printf("{\"loss\": %.8g, \"focal\": %.8g, \"dice\": %.8g, \"iou_mse\": %.8g, \"valid\": %d}\n", L.loss, L.focal,
-           L.dice, L.iou_mse, L.n_valid);
+    char jl[4][32];
+    printf("{\"loss\": %s, \"focal\": %s, \"dice\": %s, \"iou_mse\": %s, \"valid\": %d}\n",
+           json_num(jl[0], L.loss, 8, 0), json_num(jl[1], L.focal, 8, 0), json_num(jl[2], L.dice, 8, 0),
+           json_num(jl[3], L.iou_mse, 8, 0), L.n_valid);
     src->release(src->ctx, b);
     src->close(src->ctx);
 }
@@ -940,12 +952,15 @@ int run(const options *op, tr_backend *be)
                 snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"ranks\": %d, \"sync_pct\": %.1f",
                          o.world, dt > 0 ? 100 * sync_s / dt : 0.0);
             errno = 0;
-            if (log) fprintf(log, "{\"step\": %ld, \"loss\": %.6g, \"focal\": %.6g, \"dice\": %.6g, \"iou_mse\": %.6g, "
-                    "\"miou\": %.4f, \"lr\": %.6g, \"grad_norm\": %.6g, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
+            char jl[6][32]; /* a loss term that overflowed (fp16; weights grown large): null, valid JSON */
+            if (log) fprintf(log, "{\"step\": %ld, \"loss\": %s, \"focal\": %s, \"dice\": %s, \"iou_mse\": %s, "
+                    "\"miou\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
                     "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
                     ", \"mem_sys_allocs\": %" PRIu64 ", \"step_s\": %.4f%s}\n",
-                    st.step, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, gnorm, ips, dw, ms.total,
-                    ms.total_peak, ms.reserved, ms.n_sys_allocs, since ? dt / since : 0.0, extra);
+                    st.step, json_num(jl[0], L.loss, 6, 0), json_num(jl[1], L.focal, 6, 0),
+                    json_num(jl[2], L.dice, 6, 0), json_num(jl[3], L.iou_mse, 6, 0), json_num(jl[4], L.miou, 4, 1),
+                    lr, json_num(jl[5], gnorm, 6, 0), ips, dw, ms.total, ms.total_peak, ms.reserved, ms.n_sys_allocs,
+                    since ? dt / since : 0.0, extra);
             if (log) {
                 test_log_hook(log, st.step);
                 if (fflush(log) != 0 || ferror(log)) log = log_failed(log, logpath, st.step, &log_bad);
