@@ -42,6 +42,27 @@ run_ok "an empty existing folder" sa1b-train $common --steps 2 --out "$TMP/e"
 run_ok "a folder with other files" sa1b-train $common --steps 2 --out "$TMP/o"
 is "$(cat "$TMP/o/readme")" "x" "whose files stay"
 
+# the clear removes latest first and the log last: a kill in the middle
+# never leaves a latest naming a removed checkpoint (every resume of it
+# failed), nor checkpoint files without their log
+if command -v strace >/dev/null && strace -f -qq -o /dev/null -e trace=unlink true 2>/dev/null; then
+    cp -a "$TMP/a" "$TMP/ao"
+    # temporaries of the run until one comes before latest in the folder's
+    # own order (readdir's, which the clear followed: on ext4 a hash)
+    i=0
+    while [ $i -lt 16 ] || { [ "$(ls -U "$TMP/ao" | grep -v notes.txt | head -1)" = latest ] && [ $i -lt 400 ]; }; do
+        i=$((i + 1))
+        : >"$TMP/ao/model-8.safetensors.tmp.$i.0"
+    done
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o "$TMP/ao.trace" \
+        -e trace=unlink,unlinkat sa1b-train $common --steps 2 --out "$TMP/ao" --overwrite >/dev/null 2>&1
+    st=$?
+    sed -n 's/.*unlink[at]*(.*"[^"]*\/\([^"/]*\)".*= 0$/\1/p' "$TMP/ao.trace" | grep -v '^\.sa1b' >"$TMP/ao.order"
+    is "$st:$(head -1 "$TMP/ao.order"):$(tail -1 "$TMP/ao.order")" "0:latest:log.jsonl" \
+        "--overwrite removes latest first, the log last ($(wc -l <"$TMP/ao.order" | tr -d ' ') files)"
+else
+    skip 1 "no strace (Debian: strace)"
+fi
 run_ok "--overwrite starts afresh" sa1b-train $common --steps 2 --warmup 1 --log-every 1 --out "$TMP/a" --overwrite
 is "$(cd "$TMP/a" && ls | tr '\n' ' ')" "latest log.jsonl model-2.safetensors notes.txt state-2.bin " \
     "only the new run's files and the folder's other files remain"

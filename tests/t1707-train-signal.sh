@@ -26,6 +26,18 @@ for pt in step:1 step:2 step:3 step:5 step:7 save:3 save:6 step:4 step:6 save:8;
     cmp -s "$TMP/whole/model-8.safetensors" "$d/model-8.safetensors"
     ok $? "SIGTERM at $pt: the resumed run ends bit-identical to the one in one go"
 done
+# a stop inside a checkpoint ends after it without writing that step again:
+# a second write replaced the files latest names, and removed them where it
+# failed (a full disk; a device that failed as the files read its memory)
+if command -v strace >/dev/null && strace -f -qq -o /dev/null -e trace=rename true 2>/dev/null; then
+    SA1B_TEST_KILL=save:3 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" strace -f -qq -o "$TMP/sv.trace" \
+        -e trace=rename sa1b-train $common --steps 8 --ckpt-every 3 --out "$TMP/sv" >/dev/null 2>&1
+    st=$?
+    is "$st:$(grep -c '"[^"]*/model-3\.safetensors") = 0' "$TMP/sv.trace"):$(grep -c '"[^"]*/state-3\.bin") = 0' "$TMP/sv.trace")" \
+        "130:1:1" "SIGTERM inside the checkpoint of step 3: its files are written once"
+else
+    skip 1 "no strace (Debian: strace)"
+fi
 mkdir "$TMP/ev"
 # progress lines to a reader that went away (| tee killed by the same
 # Ctrl-C, | head): the write fails, the run goes on and stops with its

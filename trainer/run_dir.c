@@ -339,9 +339,14 @@ static int remove_temp(const char *dir, const char *name, void *ctx)
     return temp_base(name) ? remove_one(dir, name, ctx) : 0;
 }
 
-static int remove_but_log(const char *dir, const char *name, void *ctx)
+static int remove_latest(const char *dir, const char *name, void *ctx)
 {
-    return strcmp(name, "log.jsonl") != 0 ? remove_one(dir, name, ctx) : 0;
+    return strcmp(name, "latest") == 0 ? remove_one(dir, name, ctx) : 0;
+}
+
+static int remove_middle(const char *dir, const char *name, void *ctx)
+{
+    return strcmp(name, "latest") != 0 && strcmp(name, "log.jsonl") != 0 ? remove_one(dir, name, ctx) : 0;
 }
 
 static int remove_log(const char *dir, const char *name, void *ctx)
@@ -387,10 +392,12 @@ int tr_run_dir_clear(const char *dir, char *err, size_t err_len)
                  strerror(errno));
         return -1;
     }
-    /* the log last: a kill in the middle leaves files of a run beside its
-     * log, which --auto-resume tells (a checkpoint cut short, a killed
-     * start's), never checkpoint files alone, which it refuses for good */
-    if (remove_each(dir, remove_but_log, err, err_len) < 0) return -1;
+    /* latest first, the log last: a kill in the middle never leaves a
+     * latest that names a removed file (every resume failed on it), nor
+     * checkpoint files without their log (which --auto-resume refuses for
+     * good; beside their log it tells a checkpoint cut short) */
+    if (remove_each(dir, remove_latest, err, err_len) < 0 || remove_each(dir, remove_middle, err, err_len) < 0)
+        return -1;
     return remove_each(dir, remove_log, err, err_len);
 }
 

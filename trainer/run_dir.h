@@ -62,8 +62,8 @@ FILE *tr_run_dir_fopen(const char *path);
 
 /* Removes the run's files from dir (the files tr_run_dir_holds_run counts;
  * nothing else), once each is known to be removable (none a folder; dir
- * writable): nothing is removed when one is not.  log.jsonl goes last.  0,
- * or -1 with err naming the file that could not go. */
+ * writable): nothing is removed when one is not.  latest goes first,
+ * log.jsonl last.  0, or -1 with err naming the file that could not go. */
 int tr_run_dir_clear(const char *dir, char *err, size_t err_len);
 
 /* Removes the temporaries of run files (NAME.tmp, NAME.tmp.PID.N) from

@@ -332,6 +332,13 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     bus_checkpoint = 1;
 }
 
+/* a and b name one folder (the same file, however spelled) */
+static int same_folder(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* A step that cannot go on (its data could not be read, memory ran out, the
  * micro-batch could not change): the steps done since the last checkpoint
  * are saved first, at pos (where the data stood when the failed step
@@ -858,10 +865,15 @@ int run(const options *op, tr_backend *be)
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum, log_bad = 0;
     int dp = data_parallel(&o), stop_all = 0; /* data parallel: the stop the ranks agreed on */
     long saved = st.step;               /* the step of the last checkpoint (die_step) */
+    /* the step whose checkpoint --out holds whole (written by this run, or
+     * resumed from that folder), which a stop never writes again: a second
+     * write of it would replace the files latest names, and remove them if
+     * it failed (a full disk, a device that failed mid-download) */
+    long in_out = o.resume && same_folder(o.resume, o.out) ? st.step : -1;
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {
-            save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);
+            if (st.step != in_out) save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);
             if (o.rank == 0) cli_warn("interrupted: checkpoint of step %ld written", st.step); /* one line per job */
             rc_exit = 130;
             break;
@@ -973,7 +985,7 @@ int run(const options *op, tr_backend *be)
         }
         if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) {
             save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);
-            saved = st.step;
+            saved = in_out = st.step;
         }
         if (o.empty_cache_every && st.step % o.empty_cache_every == 0) tr_mem_empty_cache(&be->mem);
     }
