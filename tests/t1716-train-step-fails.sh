@@ -44,6 +44,15 @@ cp "$TMP/good.shard" "$TMP/d.shard"
 run_ok "--resume once the shard is whole again" sa1b-train --resume "$TMP/r" -q
 cmp -s "$TMP/r/model-10.safetensors" "$TMP/clean/model-10.safetensors"
 ok $? "ends with the weights of the run that never failed, bit for bit"
+# a device that fails as a checkpoint's files read its memory (its downloads
+# give bytes it could not read: SA1B_TEST_DEVICE makes one up on any
+# backend): that checkpoint's files go, latest keeps the step before
+SA1B_TEST_DEVICE=save:4 sa1b-train $common --data "$TMP/d.shard" --steps 10 --ckpt-every 2 --out "$TMP/dv" 2>"$TMP/err"
+is "$?:$(cat "$TMP/dv/latest"):$(ls "$TMP/dv" | grep -c -- '-4\.')" "3:2:0" \
+    "a device failed in the checkpoint of step 4: exit 3, latest at step 2, no file of step 4"
+grep_ok "^sa1b-train: --backend cuda: a device error made up by SA1B_TEST_DEVICE$" "$TMP/err" "one line says the device's"
+sa1b-train --resume "$TMP/dv" -q 2>/dev/null && cmp -s "$TMP/dv/model-10.safetensors" "$TMP/clean/model-10.safetensors"
+ok $? "--resume ends with the weights of the run that never failed"
 
 # Under mpirun (2 ranks; --zero 0, and 1 where each rank writes its part of
 # the optimizer state): a step that fails on one rank (its slice of the
@@ -96,8 +105,21 @@ if command -v mpirun >/dev/null && ldd "$BUILD/trainer/sa1b-train" 2>/dev/null |
         ok $? "$more: --resume at 2 ranks once the shard is whole again"
         cmp -s "$TMP/m$zero/model-6.safetensors" "$TMP/mc$zero/model-6.safetensors"
         ok $? "$more: ends with the weights of the run that never failed, bit for bit"
+        # rank 1's device fails after step 3 (made up: SA1B_TEST_DEVICE):
+        # every rank learns it from step 4's sums; without --zero 1 rank 0
+        # saves step 3, with it no rank writes a part (no whole checkpoint
+        # could come of it) and latest stays at step 2
+        mpi -x SA1B_TEST_DEVICE=step:3:1 sa1b-train $common $more --collective-timeout 60 --data "$TMP/d.shard" \
+            --steps 6 --ckpt-every 2 --out "$TMP/dv$zero" >/dev/null 2>"$TMP/merr"
+        rc=$?
+        if [ $zero = 0 ]; then want="3:3:2:1" at=3; else want="3:2:0:1" at=2; fi
+        is "$rc:$(cat "$TMP/dv$zero/latest"):$(ls "$TMP/dv$zero" | grep -c -- '-3\.'):$(grep -c "^sa1b-train: rank 1: --backend cuda: a device error made up" "$TMP/merr")" \
+            "$want" "$more: rank 1's device fails: exit 3, latest at step $at, the reason in one line"
+        mpi sa1b-train --resume "$TMP/dv$zero" -q >/dev/null 2>&1 &&
+            cmp -s "$TMP/dv$zero/model-6.safetensors" "$TMP/mc$zero/model-6.safetensors"
+        ok $? "$more: after rank 1's device failed, --resume ends with the weights of the run that never failed"
     done
 else
-    skip 13 "no mpirun, or sa1b-train built without MPI: the data-parallel failing step"
+    skip 17 "no mpirun, or sa1b-train built without MPI: the data-parallel failing step"
 fi
 done_testing

@@ -103,6 +103,31 @@ void test_hook(const char *what, long n)
     if (b && sscanf(b, "%15[a-z]:%ld", w, &at) == 2 && strcmp(w, what) == 0 && at == n) raise(SIGBUS);
 }
 
+/* Tests: SA1B_TEST_DEVICE=WHAT:N[:R] makes the device of rank R (0 when
+ * not given) fail, from then on, as the CUDA backend records a failure:
+ * WHAT step after step N, save once the files of step N's checkpoint are
+ * written (its downloads).  Any backend: the paths that a failed device
+ * takes, run without one. */
+static int test_device_failed;
+
+void test_device_hook(const char *what, long n, int rank)
+{
+    const char *k = getenv("SA1B_TEST_DEVICE");
+    char w[16];
+    long at;
+    int r = 0;
+    if (k && sscanf(k, "%15[a-z]:%ld:%d", w, &at, &r) >= 2 && strcmp(w, what) == 0 && at == n && r == rank)
+        test_device_failed = 1;
+}
+
+int device_error(tr_backend *be, char *err, size_t err_len)
+{
+    if (tr_backend_cuda_error(be, err, err_len)) return 1;
+    if (!test_device_failed) return 0;
+    snprintf(err, err_len, "a device error made up by SA1B_TEST_DEVICE");
+    return 1;
+}
+
 /* The loader's worker threads for --data (--loader-threads or all cores but one). */
 int src_workers(const options *o)
 {
@@ -275,7 +300,7 @@ static void state_path(const options *o, const char *dir, long step, char *path,
 static void check_device(tr_backend *be)
 {
     char err[512];
-    if (tr_backend_cuda_error(be, err, sizeof err)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
+    if (device_error(be, err, sizeof err)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
 }
 
 /* A collective that failed on this rank (the others wait for it): the line
@@ -309,10 +334,11 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     state_path(o, o->out, st->step, path, sizeof path);
     st->run = o->record;
     int rc = tr_ckpt_save_state(m, opt, st, path, err, sizeof err);
+    test_device_hook("save", st->step, o->rank);
     /* a device that failed while the files read its memory (its downloads
      * then give bytes it could not read) makes them no checkpoint either */
     char dev[512];
-    int dev_failed = tr_backend_cuda_error(m->be, dev, sizeof dev);
+    int dev_failed = device_error(m->be, dev, sizeof dev);
     if (rc == 0 && dev_failed) unlink(path);
     if (rc < 0 || dev_failed) {
         /* no half checkpoint left (a full disk): its model file goes, which
@@ -382,7 +408,7 @@ _Noreturn static void die_step_ranks(const options *o, tr_backend *be, tr_model 
     int parts = o->zero && o->world > 1, writes = parts || o->rank == 0;
     if (fails == 1) snprintf(on, sizeof on, "rank %d", rank);
     else snprintf(on, sizeof on, "%d ranks", fails);
-    if (!o->plan && st->step > saved && writes && !(parts && dev_fails) && !tr_backend_cuda_error(be, err, sizeof err)) {
+    if (!o->plan && st->step > saved && writes && !(parts && dev_fails) && !device_error(be, err, sizeof err)) {
         save_checkpoint(o, m, opt, st, src, pos, log);
         if (o->rank == 0)
             cli_warn("step %ld failed on %s: checkpoint of step %ld written (--resume %s goes on from it)",
@@ -671,8 +697,8 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
     }
     if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
         /* a device that failed (its ops record the failure) fails its rank's step too */
-        char dev[8];
-        int dev_bad = tr_backend_cuda_error(m->be, dev, sizeof dev);
+        char dev[128];
+        int dev_bad = device_error(m->be, dev, sizeof dev);
         if (dev_bad && !bad) err[0] = 0; /* (failure_line says the device's) */
         bad |= dev_bad;
         double t[10] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, stop_requested ? 1.0 : 0.0,
@@ -948,6 +974,7 @@ int run(const options *op, tr_backend *be)
         if (prec == TR_PREC_FP16) st.loss_scale = lscale, st.scale_good = scale_good;
         st.step++;
         test_hook("step", st.step);
+        test_device_hook("step", st.step, o.rank);
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = src.wait_seconds ? src.wait_seconds(src.ctx) : 0;

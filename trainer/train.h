@@ -128,5 +128,9 @@ long read_latest(const char *dir);
 int write_latest(const char *dir, long step, int own_tmp);
 int src_workers(const options *o);
 void test_hook(const char *what, long n);
+/* The device's failure, as tr_backend_cuda_error says it (1 and err), or
+ * one that the test suite makes up on any backend (test_device_hook). */
+int device_error(tr_backend *be, char *err, size_t err_len);
+void test_device_hook(const char *what, long n, int rank);
 
 #endif
