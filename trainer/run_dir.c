@@ -152,11 +152,10 @@ static int whole_record(const char *line, size_t n, long *prev)
  * 4 KiB, steps rising), the last one perhaps cut short anywhere, and
  * perhaps followed by zeros to the end of the file (what a crash may leave
  * at a file's end).  1, else 0 (-1: a read error). */
-static int step_records(FILE *f, long *last)
+static int step_records(FILE *f)
 {
     char line[4096];
     long prev = 0;
-    *last = 0;
     for (;;) {
         size_t n = 0;
         int c = EOF;
@@ -174,7 +173,6 @@ static int step_records(FILE *f, long *last)
         if (c == EOF) return cut_record(line, n); /* the end (n = 0), or a cut last line */
         if (c != '\n') return 0;                 /* a line longer than 4 KiB */
         if (!whole_record(line, n, &prev)) return 0;
-        *last = prev;
     }
 }
 
@@ -186,7 +184,7 @@ typedef struct killed_ctx {
     int more;    /* a file more than a killed start leaves */
     int err;     /* errno of a log that could not be read */
     long models; /* model-N.safetensors files (N: model_step) */
-    long model_step, logged; /* the last step the log has (0: none) */
+    long model_step;
     int log;     /* a log of sa1b-train's is there */
     char model_name[64];
 } killed_ctx;
@@ -235,7 +233,7 @@ static int killed_one(const char *dir, const char *name, void *ctx)
         snprintf(k->what, k->what_len, "cannot read '%s': %s", path, strerror(errno));
         return 0;
     }
-    int r = step_records(f, &k->logged);
+    int r = step_records(f);
     fclose(f);
     if (r < 0) {
         k->err = EIO;
@@ -249,17 +247,17 @@ static int killed_one(const char *dir, const char *name, void *ctx)
     return 0;
 }
 
-typedef struct unnamed_ctx {
+typedef struct one_ctx {
     long step;   /* the step of every checkpoint file (-1: none yet) */
     int model;   /* model-N.safetensors is there */
     int state;   /* state-N.bin is there */
     long part;   /* the lowest R of a part state-N.rR.bin there (-1: none) */
     int bad;     /* another run file, two steps, not a regular file */
-} unnamed_ctx;
+} one_ctx;
 
-static int unnamed_one(const char *dir, const char *name, void *ctx)
+static int one_file(const char *dir, const char *name, void *ctx)
 {
-    unnamed_ctx *u = ctx;
+    one_ctx *u = ctx;
     if (temp_base(name) || !strcmp(name, "log.jsonl")) return 0; /* (tr_run_dir_killed_start's) */
     int model = numbered(name, "model-", ".safetensors");
     if (!model && strncmp(name, "state-", 6) != 0) return u->bad = 1, 0; /* (latest: not there) */
@@ -283,15 +281,14 @@ long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *pa
     struct stat st;
     snprintf(path, sizeof path, "%s/latest", dir);
     if (lstat(path, &st) == 0 || errno != ENOENT) return -1;
-    unnamed_ctx u = {-1, 0, 0, -1, 0};
-    if (each_run_file(dir, unnamed_one, &u) < 0 || u.bad || u.step < 0) return -1;
+    one_ctx u = {-1, 0, 0, -1, 0};
+    if (each_run_file(dir, one_file, &u) < 0 || u.bad || u.step < 0) return -1;
     /* and the log, if any, sa1b-train's */
     snprintf(path, sizeof path, "%s/log.jsonl", dir);
     FILE *f = tr_run_dir_fopen(path);
     if (!f && errno != ENOENT) return -1;
     if (f) {
-        long last;
-        int r = step_records(f, &last);
+        int r = step_records(f);
         fclose(f);
         if (r != 1) return -1;
     }
@@ -299,16 +296,9 @@ long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *pa
     return u.step;
 }
 
-long tr_run_dir_unnamed_checkpoint(const char *dir)
-{
-    int model, state;
-    long part, step = tr_run_dir_one_checkpoint(dir, &model, &state, &part);
-    return step >= 0 && model && state ? step : -1;
-}
-
 int tr_run_dir_killed_start(const char *dir, long cut, char *what, size_t what_len)
 {
-    killed_ctx k = {what, what_len, cut, 0, 0, 0, 0, -1, 0, 0, ""};
+    killed_ctx k = {what, what_len, cut, 0, 0, 0, 0, -1, 0, ""};
     if (each_run_file(dir, killed_one, &k) < 0) {
         if (errno == ENOENT) return 1;
         snprintf(what, what_len, "%s", strerror(errno));

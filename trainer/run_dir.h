@@ -46,12 +46,6 @@ int tr_run_dir_killed_start(const char *dir, long cut, char *what, size_t what_l
  * otherwise. */
 long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *part);
 
-/* The step N of a checkpoint that latest does not name yet (a run killed
- * between its checkpoint's files and latest): tr_run_dir_one_checkpoint's,
- * with its model and state file there (and whatever parts; the caller
- * checks them against the run's record).  -1 otherwise. */
-long tr_run_dir_unnamed_checkpoint(const char *dir);
-
 #define TR_RUN_LOCK ".sa1b-train.lock"
 
 /* fopen(path, "r") of a run file (latest, log.jsonl) that is a regular

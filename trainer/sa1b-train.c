@@ -358,13 +358,6 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     bus_checkpoint = 1;
 }
 
-/* a and b name one folder (the same file, however spelled) */
-static int same_folder(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
 /* A step that cannot go on (its data could not be read, memory ran out, the
  * micro-batch could not change): the steps done since the last checkpoint
  * are saved first, at pos (where the data stood when the failed step
@@ -895,7 +888,7 @@ int run(const options *op, tr_backend *be)
      * resumed from that folder), which a stop never writes again: a second
      * write of it would replace the files latest names, and remove them if
      * it failed (a full disk, a device that failed mid-download) */
-    long in_out = o.resume && same_folder(o.resume, o.out) ? st.step : -1;
+    long in_out = o.resume && same_dir(o.resume, o.out) ? st.step : -1;
     double sync_s = 0;                  /* and the time spent in the sums since the last log line */
     while (st.step < o.steps) {
         if (dp ? stop_all : stop_requested) {

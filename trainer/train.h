@@ -85,6 +85,9 @@ typedef struct options {
 void parse_options(int argc, char **argv, options *o);
 /* Refuses --out when it holds a run that this one does not continue. */
 void check_out(const options *o);
+/* a and b name one folder (the same file; the same spelling where either
+ * is not there). */
+int same_dir(const char *a, const char *b);
 /* Creates --out and locks it (lock_out), then with --overwrite empties it of
  * the earlier run's files. */
 void prepare_out(options *o);

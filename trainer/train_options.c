@@ -152,17 +152,16 @@ static void parse_stages(const char *opt, const char *arg, options *o, int batch
     }
 }
 
-/* The first checkpoint of a --zero 1 job that a kill cut between its
- * ranks' writes (each rank writes its part of the optimizer state as rank
- * 0 writes the model and state-N.bin; latest comes after all): the step N
- * of the one checkpoint in out (tr_run_dir_one_checkpoint) whose record,
- * in any of its state files, says a job of W > 1 processes with --zero 1,
- * and which lacks a file of that job's: model-N, state-N.bin or a part
- * state-N.rR.bin (0 < R < W).  No resume could read it, and no earlier
- * checkpoint exists: what a run killed before its first checkpoint leaves.
- * -1 otherwise (a model file alone is tr_run_dir_killed_start's case).  The
- * records are read from the files' headers alone. */
-static long cut_first_checkpoint(const char *out)
+/* The one checkpoint that a run killed in its first leaves in out, with
+ * no latest (tr_run_dir_one_checkpoint): its step, and *whole when it has
+ * every file its job writes (model-N and state-N.bin, and with --zero 1
+ * under W > 1 processes, as the record in any of its state files says,
+ * each part state-N.rR.bin, 0 < R < W), so that a resume can read it.
+ * -1 when there is none, a model file alone (no record:
+ * tr_run_dir_killed_start's case), or one not whole but of another job
+ * than such a --zero 1 one.  The records are read from the files' headers
+ * alone. */
+static long first_checkpoint(const char *out, int *whole)
 {
     char path[4200], v[32];
     struct stat st;
@@ -172,14 +171,26 @@ static long cut_first_checkpoint(const char *out)
     if (state) snprintf(path, sizeof path, "%s/state-%ld.bin", out, step);
     else snprintf(path, sizeof path, "%s/state-%ld.r%ld.bin", out, step, part);
     long world = tr_st_peek_meta(path, "run.world", v, sizeof v) ? atol(v) : 1;
-    int zero = tr_st_peek_meta(path, "run.zero", v, sizeof v) && atoi(v) != 0;
-    if (!zero || world < 2 || world > 65536) return -1;
-    if (!model || !state) return step;
-    for (long r = 1; r < world; r++) {
+    int parts = tr_st_peek_meta(path, "run.zero", v, sizeof v) && atoi(v) != 0 && world >= 2 && world <= 65536;
+    *whole = model && state;
+    for (long r = 1; *whole && parts && r < world; r++) {
         snprintf(path, sizeof path, "%s/state-%ld.r%ld.bin", out, step, r);
-        if (lstat(path, &st) != 0) return step;
+        *whole = lstat(path, &st) == 0;
     }
-    return -1;
+    return *whole || parts ? step : -1;
+}
+
+/* The first checkpoint of a --zero 1 job that a kill cut between its
+ * ranks' writes (each rank writes its part of the optimizer state as rank
+ * 0 writes the model and state-N.bin; latest comes after all): the step of
+ * the checkpoint of first_checkpoint that is not whole.  No resume could
+ * read it, and no earlier checkpoint exists: what a run killed before its
+ * first checkpoint leaves.  -1 otherwise. */
+static long cut_first_checkpoint(const char *out)
+{
+    int whole;
+    long step = first_checkpoint(out, &whole);
+    return step >= 0 && !whole ? step : -1;
 }
 
 /* --auto-resume: --resume OUT when OUT has a checkpoint (OUT/latest: its
@@ -195,9 +206,9 @@ static void auto_resume(options *o)
     char latest[4200];
     struct stat st;
     snprintf(latest, sizeof latest, "%s/latest", o->out);
-    long unnamed = lstat(latest, &st) != 0 && errno == ENOENT ? tr_run_dir_unnamed_checkpoint(o->out) : -1;
-    if (unnamed >= 0 && cut_first_checkpoint(o->out) == unnamed) unnamed = -1; /* (a new run replaces it) */
-    if (unnamed >= 0) { /* a run killed between its checkpoint and latest: latest names it now */
+    int whole = 0; /* (not whole: a new run replaces it) */
+    long unnamed = first_checkpoint(o->out, &whole);
+    if (unnamed >= 0 && whole) { /* a run killed between its checkpoint and latest: latest names it now */
         if (write_latest(o->out, unnamed, 1) < 0) /* (every rank of a job at once) */
             cli_die(CLI_EXIT_FATAL, "cannot write '%s': %s", latest, strerror(errno));
         if (tr_dist_env_rank() == 0) /* (every rank of a job does the same: one line) */
@@ -384,7 +395,7 @@ void parse_options(int argc, char **argv, options *o)
 
 /* ---- the output folder (issue 19) ---------------------------------------- */
 
-static int same_dir(const char *a, const char *b)
+int same_dir(const char *a, const char *b)
 {
     struct stat sa, sb;
     if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return strcmp(a, b) == 0;
