@@ -14,15 +14,20 @@ cp "$TMP/d.shard" "$TMP/good.shard"
 common="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 1 --threads 1 -q"
 run_ok "a run that never fails" sa1b-train $common --data "$TMP/d.shard" --steps 10 --ckpt-every 1 --out "$TMP/clean"
 
-# damage one image's pixels (one byte), each image in turn, until one is
-# read after the first step (the loader's order decides which step reads it)
-n=""
-for k in $(seq 0 23); do
-    off=$(sa1b-inspect "$TMP/d.shard" | sed -n "s/.*\"index\": $k, .*\"image_offset\": \([0-9]*\),.*/\1/p")
+# damage K: one byte of the pixels of image K of $TMP/d.shard changed
+damage() {
+    off=$(sa1b-inspect "$TMP/d.shard" | sed -n "s/.*\"index\": $1, .*\"image_offset\": \([0-9]*\),.*/\1/p")
     pos=$((off + 100))
     b=$(od -An -tu1 -j $pos -N1 "$TMP/d.shard" | tr -d ' ')
     # shellcheck disable=SC2059
     printf "\\$(printf %o $(((b + 1) % 256)))" | dd of="$TMP/d.shard" bs=1 seek=$pos conv=notrunc 2>/dev/null
+}
+
+# damage one image's pixels (one byte), each image in turn, until one is
+# read after the first step (the loader's order decides which step reads it)
+n=""
+for k in $(seq 0 23); do
+    damage $k
     rm -rf "$TMP/r"
     sa1b-train $common --data "$TMP/d.shard" --steps 10 --ckpt-every 100 --out "$TMP/r" 2>"$TMP/err"
     rc=$?
@@ -77,11 +82,7 @@ if command -v mpirun >/dev/null && ldd "$BUILD/trainer/sa1b-train" 2>/dev/null |
         n=""
         for k in $(seq 0 23); do   # (each step reads 4 images: 2 a rank)
             cp "$TMP/good.shard" "$TMP/d.shard"
-            off=$(sa1b-inspect "$TMP/d.shard" | sed -n "s/.*\"index\": $k, .*\"image_offset\": \([0-9]*\),.*/\1/p")
-            pos=$((off + 100))
-            b=$(od -An -tu1 -j $pos -N1 "$TMP/d.shard" | tr -d ' ')
-            # shellcheck disable=SC2059
-            printf "\\$(printf %o $(((b + 1) % 256)))" | dd of="$TMP/d.shard" bs=1 seek=$pos conv=notrunc 2>/dev/null
+            damage $k
             rm -rf "$TMP/m$zero"
             mpi sa1b-train $common $more --collective-timeout 60 --data "$TMP/d.shard" --steps 6 --ckpt-every 100 \
                 --out "$TMP/m$zero" >/dev/null 2>"$TMP/merr"
