@@ -8,7 +8,7 @@ tests_test_anno_SOURCES = tests/test-anno.c
 tests_test_anno_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(JANSSON_CFLAGS)
 tests_test_anno_LDADD = $(SA1B_LIBS)
 tests_test_image_SOURCES = tests/test-image.c
-tests_test_image_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(TURBOJPEG_CFLAGS)
+tests_test_image_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(TURBOJPEG_CFLAGS) $(JPEG_CFLAGS)
 tests_test_image_LDADD = $(SA1B_LIBS)
 
 # fuzz targets: corpora replayed by make check; libFuzzer builds with --enable-fuzzing

@@ -17,14 +17,18 @@
  * bytes of the same pixels.  An allocation that fails inside libjpeg is
  * SA1B_ENOMEM, not a bad JPEG.
  */
+#include <setjmp.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <turbojpeg.h>
 #include <unistd.h>
+#include <jpeglib.h>
 
 #include "image_internal.h"
 #include "sa1b_image.h"
 #include "tap.h"
+#include "ycc_internal.h"
 
 static const uint8_t quad_rgb[4][3] = {{200, 30, 40}, {20, 180, 60}, {40, 50, 220}, {240, 240, 90}};
 
@@ -60,6 +64,175 @@ static uint8_t *tj_encode(const uint8_t *rgb, uint32_t w, uint32_t h, int subsam
     tjFree(buf);
     *len = n;
     return out;
+}
+
+/* ---- the letterbox's reference ---------------------------------------------
+ *
+ * From libjpeg, TurboJPEG and the public resize alone, as sa1b_image.h
+ * defines the letterbox: the JPEG decoded at the DCT scale
+ * sa1b_jpeg_decode_scaled picks; where that decode's planes are YCbCr with
+ * the luma plane its full size and each chroma plane an exact integer
+ * fraction of it, one smaller (4:2:0 at 1/1, an even size), each plane
+ * resized by sa1b_resize_area and converted to RGB as libjpeg converts
+ * (its jdcolor.c tables, built here from its FIX() of the JFIF
+ * constants); else TurboJPEG's RGB decode resized by sa1b_resize_area. */
+
+/* floor(v / 2^16) */
+static int floor_div16(long v)
+{
+    return (int)(v >= 0 ? v / 65536 : -((-v + 65535) / 65536));
+}
+
+static long fix16(double x)
+{
+    return (long)(x * 65536.0 + 0.5);
+}
+
+static uint8_t clamp_byte(int v)
+{
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* libjpeg's YCbCr -> RGB of one pixel */
+static void ref_ycc(int y, int cb, int cr, uint8_t *rgb)
+{
+    const long u = cb - 128, v = cr - 128;
+    rgb[0] = clamp_byte(y + floor_div16(fix16(1.40200) * v + 32768));
+    rgb[1] = clamp_byte(y + floor_div16(-fix16(0.34414) * u + 32768 - fix16(0.71414) * v));
+    rgb[2] = clamp_byte(y + floor_div16(fix16(1.77200) * u + 32768));
+}
+
+typedef struct ref_err {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+} ref_err;
+
+static void ref_exit(j_common_ptr ci)
+{
+    longjmp(((ref_err *)(void *)ci->err)->jump, 1);
+}
+
+static void ref_emit(j_common_ptr ci, int level)
+{
+    if (level < 0) ref_exit(ci); /* warnings (cut or corrupt data) fail, as the library's */
+}
+
+static void ref_output(j_common_ptr ci) { (void)ci; }
+
+#if JPEG_LIB_VERSION >= 70
+#define REF_DCT(ci) ((ci)->DCT_h_scaled_size)
+#define REF_MIN_DCT(d) ((d)->min_DCT_h_scaled_size)
+#else
+#define REF_DCT(ci) ((ci)->DCT_scaled_size)
+#define REF_MIN_DCT(d) ((d)->min_DCT_scaled_size)
+#endif
+
+typedef struct ref_planes {
+    uint8_t *p[3];
+    uint32_t w[3], h[3];
+    int planar;  /* the planar rule holds */
+} ref_planes;
+
+/* The JPEG at scale 1/denom to its three planes (libjpeg's raw output),
+ * and whether the planar rule holds.  0, or -1 where libjpeg fails. */
+static int ref_decode_planes(const uint8_t *jpg, size_t len, unsigned denom, int always,
+                             ref_planes *rp)
+{
+    static struct jpeg_decompress_struct d;
+    static ref_err e;
+    memset(rp, 0, sizeof *rp);
+    d.err = jpeg_std_error(&e.pub);
+    e.pub.error_exit = ref_exit;
+    e.pub.emit_message = ref_emit;
+    e.pub.output_message = ref_output;
+    jpeg_create_decompress(&d);
+    if (setjmp(e.jump)) {
+        jpeg_destroy_decompress(&d);
+        for (int k = 0; k < 3; k++) free(rp->p[k]), rp->p[k] = NULL;
+        return -1;
+    }
+    jpeg_mem_src(&d, jpg, (unsigned long)len);
+    jpeg_read_header(&d, TRUE);
+    if (d.jpeg_color_space != JCS_YCbCr || d.num_components != 3) {
+        jpeg_destroy_decompress(&d);
+        return 0; /* not planar */
+    }
+    d.raw_data_out = TRUE;
+    d.dct_method = JDCT_ISLOW;
+    d.scale_num = 1;
+    d.scale_denom = denom;
+    jpeg_start_decompress(&d);
+    size_t stride[3];
+    uint32_t rows[3];
+    int smaller = 0, exact = 1;
+    for (int k = 0; k < 3; k++) {
+        jpeg_component_info *ci = &d.comp_info[k];
+        rp->w[k] = ci->downsampled_width;
+        rp->h[k] = ci->downsampled_height;
+        rows[k] = (uint32_t)(ci->v_samp_factor * REF_DCT(ci));
+        stride[k] = (size_t)ci->width_in_blocks * REF_DCT(ci);
+        if (rp->w[k] < d.output_width || rp->h[k] < d.output_height) smaller = 1;
+        if (d.output_width % rp->w[k] || d.output_height % rp->h[k]) exact = 0;
+        if (k == 0 && (rp->w[k] != d.output_width || rp->h[k] != d.output_height)) exact = 0;
+    }
+    if (!always && (!smaller || !exact)) { /* decided from the header: the data is not read */
+        jpeg_destroy_decompress(&d);
+        return 0;
+    }
+    for (int k = 0; k < 3; k++) rp->p[k] = calloc(stride[k] * d.total_iMCU_rows * rows[k], 1);
+    for (JDIMENSION m = 0; m < d.total_iMCU_rows; m++) {
+        JSAMPROW r[3][64];
+        JSAMPARRAY a[3] = {r[0], r[1], r[2]};
+        for (int k = 0; k < 3; k++)
+            for (uint32_t i = 0; i < rows[k]; i++) r[k][i] = rp->p[k] + ((size_t)m * rows[k] + i) * stride[k];
+        jpeg_read_raw_data(&d, a, (JDIMENSION)(d.max_v_samp_factor * REF_MIN_DCT(&d)));
+    }
+    jpeg_finish_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    /* packed planes (w bytes a row) for sa1b_resize_area */
+    for (int k = 0; k < 3; k++)
+        for (uint32_t y = 0; y < rp->h[k]; y++) memmove(rp->p[k] + (size_t)y * rp->w[k], rp->p[k] + y * stride[k], rp->w[k]);
+    rp->planar = smaller && exact;
+    return 0;
+}
+
+static void ref_free(ref_planes *rp)
+{
+    for (int k = 0; k < 3; k++) free(rp->p[k]);
+}
+
+/* The reference letterbox image (new_w x new_h RGB, packed) of g into ref;
+ * *planar: which rule made it.  SA1B_OK or an error (of either decoder). */
+static int letterbox_ref(sa1b_imgctx *c, const uint8_t *jpg, size_t len, const sa1b_letterbox *g,
+                         uint8_t *ref, int *planar)
+{
+    const uint8_t *dec;
+    uint32_t bw, bh;
+    sa1b_error err;
+    *planar = 0;
+    int rc = sa1b_jpeg_decode_scaled(c, jpg, len, g->new_w, g->new_h, &dec, &bw, &bh, &err);
+    if (rc != SA1B_OK) return rc;
+    if (bw == g->new_w && bh == g->new_h) { /* the DCT scale is the target: no resize */
+        memcpy(ref, dec, (size_t)bw * bh * 3);
+        return SA1B_OK;
+    }
+    unsigned denom = 1;
+    while (denom < 8 && (g->orig_w + denom - 1) / denom != bw) denom *= 2;
+    ref_planes rp;
+    if (ref_decode_planes(jpg, len, denom, 0, &rp) != 0) return SA1B_EFORMAT;
+    if (!rp.planar) {
+        ref_free(&rp);
+        return sa1b_resize_area(dec, bw, bh, ref, g->new_w, g->new_h, 3, &err);
+    }
+    const size_t n = (size_t)g->new_w * g->new_h;
+    uint8_t *q = malloc(3 * n);
+    for (int k = 0; k < 3 && rc == SA1B_OK; k++)
+        rc = sa1b_resize_area(rp.p[k], rp.w[k], rp.h[k], q + k * n, g->new_w, g->new_h, 1, &err);
+    for (size_t i = 0; rc == SA1B_OK && i < n; i++) ref_ycc(q[i], q[n + i], q[2 * n + i], ref + 3 * i);
+    free(q);
+    ref_free(&rp);
+    *planar = rc == SA1B_OK;
+    return rc;
 }
 
 static int near(const uint8_t *p, const uint8_t *q, int tol)
@@ -109,18 +282,16 @@ static void check_letterbox(sa1b_imgctx *c, uint32_t w, uint32_t h, uint32_t S, 
     tap_ok(pad_ok, "%ux%u -> S=%u: padding is zero", w, h, S);
     tap_ok(col_ok, "%ux%u -> S=%u: flat colours preserved within 8", w, h, S);
 
-    /* the letterbox is exactly the scaled decode then the area resize */
-    const uint8_t *dec;
-    uint32_t dw, dh;
-    rc = sa1b_jpeg_decode_scaled(c, jpg, len, lb.new_w, lb.new_h, &dec, &dw, &dh, &err);
+    /* the letterbox is exactly its reference */
     uint8_t *ref = malloc((size_t)lb.new_w * lb.new_h * 3);
-    if (rc == SA1B_OK)
-        rc = sa1b_resize_area(dec, dw, dh, ref, lb.new_w, lb.new_h, 3, &err);
+    int planar = 0;
+    rc = letterbox_ref(c, jpg, len, &lb, ref, &planar);
     int same = rc == SA1B_OK;
     for (uint32_t y = 0; same && y < lb.new_h; y++)
         same = memcmp(out + (size_t)y * S * 3, ref + (size_t)y * lb.new_w * 3,
                       (size_t)lb.new_w * 3) == 0;
-    tap_ok(same, "%ux%u -> S=%u: equals decode_scaled (%ux%u) + resize_area", w, h, S, dw, dh);
+    tap_ok(same, "%ux%u -> S=%u: equals its reference (%s)", w, h, S,
+           planar ? "planes resized, then RGB" : "RGB decode, then resized");
     free(ref);
 done:
     free(out);
@@ -646,7 +817,7 @@ static void test_decoder_nomem(void)
  * 2000x1500 -> 1024), widths and heights off the MCU grid; and the same
  * verdict on cut and corrupt data. */
 static int letterbox_vs_tj(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S,
-                           uint8_t *out, int *both_failed)
+                           uint8_t *out, int *both_failed, int *planar)
 {
     sa1b_letterbox lb;
     sa1b_error err;
@@ -655,11 +826,10 @@ static int letterbox_vs_tj(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint3
     int rs = sa1b_jpeg_size(c, jpg, len, &w, &h, &err);
     sa1b_letterbox g;
     if (rs == SA1B_OK) rs = sa1b_letterbox_geometry(w, h, S, &g, &err);
-    const uint8_t *dec = NULL;
-    uint32_t dw = 0, dh = 0;
-    if (rs == SA1B_OK) rs = sa1b_jpeg_decode_scaled(c, jpg, len, g.new_w, g.new_h, &dec, &dw, &dh, &err);
     uint8_t *ref = rs == SA1B_OK ? malloc((size_t)g.new_w * g.new_h * 3) : NULL;
-    if (ref) rs = sa1b_resize_area(dec, dw, dh, ref, g.new_w, g.new_h, 3, &err);
+    int is_planar = 0;
+    if (ref) rs = letterbox_ref(c, jpg, len, &g, ref, &is_planar);
+    if (planar) *planar = is_planar;
     *both_failed = rc != SA1B_OK && rs != SA1B_OK;
     int same = rc == SA1B_OK && rs == SA1B_OK;
     for (uint32_t y = 0; same && y < g.new_h; y++)
@@ -670,33 +840,43 @@ static int letterbox_vs_tj(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint3
 
 static void test_letterbox_stream(sa1b_imgctx *c)
 {
-    static const struct { uint32_t w, h, S; int samp, flags; } t[] = {
-        {2000, 1500, 1024, TJSAMP_420, 0},   /* 1/1, then the resize */
-        {2250, 1500, 1024, TJSAMP_420, 0},   /* 1/2 */
-        {1500, 2250, 1024, TJSAMP_420, TJFLAG_PROGRESSIVE},
-        {1001, 777, 300, TJSAMP_422, 0},
-        {777, 1001, 300, TJSAMP_444, 0},
-        {1234, 999, 200, TJSAMP_440, 0},
-        {999, 517, 120, TJSAMP_GRAY, 0},
-        {1300, 901, 640, TJSAMP_420, TJFLAG_PROGRESSIVE},
-        {67, 2000, 64, TJSAMP_420, 0},       /* 1/8, a source row of a few bytes */
-        {3, 900, 64, TJSAMP_444, 0},
+    /* planar: the way the letterbox must go */
+    static const struct { uint32_t w, h, S; int samp, flags, planar; } t[] = {
+        {2000, 1500, 1024, TJSAMP_420, 0, 1},   /* 1/1, then the resize */
+        {2250, 1500, 1024, TJSAMP_420, 0, 0},   /* 1/2: libjpeg's chroma is full size */
+        {1500, 2250, 1024, TJSAMP_420, TJFLAG_PROGRESSIVE, 0},
+        {1500, 2000, 1024, TJSAMP_420, TJFLAG_PROGRESSIVE, 1},
+        {1001, 777, 300, TJSAMP_422, 0, 0},     /* 1/2 */
+        {1001, 777, 600, TJSAMP_422, 0, 0},     /* 1/1, an odd width: chroma covers 1002 */
+        {1000, 777, 600, TJSAMP_422, 0, 1},     /* 1/1, chroma half as wide */
+        {777, 1001, 300, TJSAMP_444, 0, 0},
+        {1234, 999, 200, TJSAMP_440, 0, 1},     /* 1/4: libjpeg's chroma half as tall */
+        {1234, 998, 700, TJSAMP_440, 0, 1},     /* 1/1, chroma half as tall */
+        {999, 517, 120, TJSAMP_GRAY, 0, 0},
+        {1300, 901, 640, TJSAMP_420, TJFLAG_PROGRESSIVE, 0},
+        {1300, 902, 1000, TJSAMP_420, 0, 1},    /* 1/1 and up */
+        {67, 2000, 64, TJSAMP_420, 0, 0},       /* 1/8, a source row of a few bytes */
+        {3, 900, 64, TJSAMP_444, 0, 0},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
         uint8_t *rgb = make_texture(t[i].w, t[i].h, (uint32_t)i + 7);
         size_t len = 0;
         uint8_t *jpg = tj_encode_flags(rgb, t[i].w, t[i].h, t[i].samp, t[i].flags, &len);
         uint8_t *out = malloc((size_t)t[i].S * t[i].S * 3);
-        int failed = 0;
-        tap_ok(jpg && letterbox_vs_tj(c, jpg, len, t[i].S, out, &failed) && !failed,
-               "%ux%u (subsampling %d%s) -> S=%u: the banded decode gives TurboJPEG's pixels",
-               t[i].w, t[i].h, t[i].samp, t[i].flags ? ", progressive" : "", t[i].S);
-        if (jpg && i < 3) {
+        int failed = 0, planar = 0;
+        const int same_px = jpg && letterbox_vs_tj(c, jpg, len, t[i].S, out, &failed, &planar);
+        tap_ok(same_px && !failed,
+               "%ux%u (subsampling %d%s) -> S=%u: the letterbox gives its reference's pixels (%s)",
+               t[i].w, t[i].h, t[i].samp, t[i].flags ? ", progressive" : "", t[i].S,
+               planar ? "planes resized, then RGB" : "RGB decode, then resized");
+        tap_ok(planar == t[i].planar, "%ux%u (subsampling %d) -> S=%u: %s", t[i].w, t[i].h,
+               t[i].samp, t[i].S, t[i].planar ? "the planar way" : "the RGB way");
+        if (jpg && i < 4) {
             /* cut anywhere: an error from both (never a picture from one) */
             int agree = 1;
             for (int k = 1; k <= 8 && agree; k++) {
                 size_t cut = k < 8 ? len * (size_t)k / 8 : len - 2;
-                agree = letterbox_vs_tj(c, jpg, cut, t[i].S, out, &failed) && failed;
+                agree = letterbox_vs_tj(c, jpg, cut, t[i].S, out, &failed, NULL) && failed;
             }
             tap_ok(agree, "%ux%u%s cut at 8 places: both fail", t[i].w, t[i].h,
                    t[i].flags ? " progressive" : "");
@@ -708,13 +888,106 @@ static void test_letterbox_stream(sa1b_imgctx *c)
                 uint8_t keep = jpg[at];
                 jpg[at] = (uint8_t)(keep ^ (0x11u << (k % 4)));
                 if (jpg[at] == 0xFF || keep == 0xFF) jpg[at] = keep;
-                same = letterbox_vs_tj(c, jpg, len, t[i].S, out, &failed);
+                same = letterbox_vs_tj(c, jpg, len, t[i].S, out, &failed, NULL);
                 jpg[at] = keep;
             }
             tap_ok(same, "%ux%u%s with corrupt bytes: the same verdict and pixels", t[i].w,
                    t[i].h, t[i].flags ? " progressive" : "");
         }
         free(out), free(jpg), free(rgb);
+    }
+}
+
+/* The colour conversion of the planar path: both implementations give
+ * libjpeg's RGB (ref_ycc, from its tables) for all 2^24 inputs, in rows of
+ * lengths that leave every tail; and on a 4:4:4 photograph (no chroma
+ * upsampling) libjpeg's planes converted are TurboJPEG's RGB decode, byte
+ * for byte. */
+static void test_ycc(sa1b_imgctx *c)
+{
+    enum { N = 4096 + 13 };
+    uint8_t *y = malloc(N), *cb = malloc(N), *cr = malloc(N), *out = malloc(3 * N), *want = malloc(3 * N);
+    for (int impl = YCC_PORTABLE; impl <= YCC_AVX2; impl++) {
+        if (!ycc_rgb_supported(impl)) {
+            tap_skip(1, impl == YCC_AVX2 ? "YCbCr kernel avx2: not on this CPU" : "YCbCr kernel: not here");
+            continue;
+        }
+        uint64_t bad = 0;
+        uint32_t v = 0;
+        const uint32_t total = 1u << 24;
+        for (size_t len = 1; v < total; len = len % (N - 6) + 7) { /* 1 .. N */
+            size_t n = 0;
+            for (; n < len && v < total; n++, v++) {
+                y[n] = (uint8_t)(v >> 16), cb[n] = (uint8_t)(v >> 8), cr[n] = (uint8_t)v;
+                ref_ycc(y[n], cb[n], cr[n], want + 3 * n);
+            }
+            if (ycc_rgb_row(y, cb, cr, out, n, impl) != 0 || memcmp(out, want, 3 * n) != 0) bad++;
+        }
+        tap_ok(bad == 0, "YCbCr kernel %s: libjpeg's RGB for all 2^24 inputs (%llu rows differ)",
+               impl == YCC_PORTABLE ? "portable" : "avx2", (unsigned long long)bad);
+    }
+    tap_is_int(ycc_rgb_row(y, cb, cr, out, 1, 99), -1, "YCbCr: an unknown kernel is refused");
+    free(y), free(cb), free(cr), free(out), free(want);
+
+    enum { W = 333, H = 250 };
+    uint8_t *rgb = make_texture(W, H, 3);
+    size_t len = 0;
+    uint8_t *jpg = tj_encode_flags(rgb, W, H, TJSAMP_444, 0, &len);
+    uint8_t *tj = malloc((size_t)W * H * 3), *mine = malloc((size_t)W * H * 3);
+    sa1b_error err;
+    ref_planes rp;
+    int ok = jpg && sa1b_jpeg_decode(c, jpg, len, tj, W, H, &err) == SA1B_OK &&
+             ref_decode_planes(jpg, len, 1, 1, &rp) == 0 && rp.p[0];
+    for (uint32_t r = 0; ok && r < H; r++)
+        ycc_rgb_row(rp.p[0] + (size_t)r * W, rp.p[1] + (size_t)r * W, rp.p[2] + (size_t)r * W,
+                    mine + (size_t)r * W * 3, W, YCC_AUTO);
+    tap_ok(ok && memcmp(tj, mine, (size_t)W * H * 3) == 0,
+           "4:4:4: libjpeg's planes converted are TurboJPEG's RGB decode");
+    if (ok) ref_free(&rp);
+    free(tj), free(mine), free(jpg), free(rgb);
+}
+
+/* PSNR (dB) of a (rows stride_a bytes apart) against b (packed), w x h RGB */
+static double psnr(const uint8_t *a, size_t stride_a, const uint8_t *b, uint32_t w, uint32_t h)
+{
+    double sq = 0;
+    for (uint32_t y = 0; y < h; y++)
+        for (size_t i = 0; i < (size_t)w * 3; i++) {
+            double d = (double)a[(size_t)y * stride_a + i] - b[(size_t)y * w * 3 + i];
+            sq += d * d;
+        }
+    return sq > 0 ? 10 * log10(255.0 * 255.0 * (double)w * h * 3 / sq) : 999;
+}
+
+/* The planar way is as good a picture as the RGB one: a 4:2:0 JPEG of a
+ * picture (smooth, and textured with noise in every channel: chroma
+ * detail the JPEG loses), letterboxed both ways, against the picture
+ * itself resized: the planar letterbox is as close to it as the RGB one
+ * (PSNR within 0.25 dB, or better). */
+static void test_planar_quality(sa1b_imgctx *c)
+{
+    enum { W = 2000, H = 1500, S = 1024 };
+    for (int textured = 0; textured <= 1; textured++) {
+        uint8_t *rgb = textured ? make_texture(W, H, 11) : make_quads(W, H);
+        size_t len = 0;
+        uint8_t *jpg = tj_encode_flags(rgb, W, H, TJSAMP_420, 0, &len);
+        uint8_t *out = malloc((size_t)S * S * 3);
+        sa1b_letterbox lb;
+        sa1b_error err;
+        const uint8_t *dec;
+        uint32_t bw, bh;
+        int ok = jpg && sa1b_jpeg_letterbox(c, jpg, len, S, out, &lb, &err) == SA1B_OK &&
+                 sa1b_jpeg_decode_scaled(c, jpg, len, lb.new_w, lb.new_h, &dec, &bw, &bh, &err) == SA1B_OK;
+        uint8_t *ref = malloc((size_t)lb.new_w * lb.new_h * 3), *truth = malloc((size_t)lb.new_w * lb.new_h * 3);
+        ok = ok && sa1b_resize_area(dec, bw, bh, ref, lb.new_w, lb.new_h, 3, &err) == SA1B_OK &&
+             sa1b_resize_area(rgb, W, H, truth, lb.new_w, lb.new_h, 3, &err) == SA1B_OK;
+        double p_planar = ok ? psnr(out, (size_t)S * 3, truth, lb.new_w, lb.new_h) : 0;
+        double p_rgb = ok ? psnr(ref, (size_t)lb.new_w * 3, truth, lb.new_w, lb.new_h) : 0;
+        double p_between = ok ? psnr(out, (size_t)S * 3, ref, lb.new_w, lb.new_h) : 0;
+        tap_ok(ok && p_between < 999 && p_planar >= p_rgb - 0.25,
+               "2000x1500 4:2:0 %s -> 1024: PSNR against the picture: planar %.2f dB, RGB %.2f dB "
+               "(the two: %.1f dB apart)", textured ? "noise" : "flat quadrants", p_planar, p_rgb, p_between);
+        free(truth), free(ref), free(out), free(jpg), free(rgb);
     }
 }
 
@@ -876,6 +1149,8 @@ int main(void)
     test_bad(c);
     test_region(c);
     test_letterbox_stream(c);
+    test_ycc(c);
+    test_planar_quality(c);
     test_encode(c);
     test_decoder_nomem();
     sa1b_letterbox lb;
