@@ -41,6 +41,15 @@ typedef struct image_resizer image_resizer;
 image_resizer *image_resizer_new(void);
 void image_resizer_free(image_resizer *r);   /* r may be NULL */
 
+/* The resizes that follow on r take their source as a plane subsampled
+ * up_x x up_y times from an image up_x times as wide and up_y times as
+ * tall (a JPEG's chroma): each axis is reconstructed by linear
+ * interpolation between the samples' centres (each in the middle of its
+ * pixels; beyond the first and last centre that sample alone: libjpeg's
+ * "fancy" triangle for 2, in exact arithmetic), then area-filtered to the
+ * destination.  0 or 1: the plain area filter (what a new resizer does). */
+void image_resizer_set_up(image_resizer *r, uint32_t up_x, uint32_t up_y);
+
 /* 1 if this build and CPU can run impl. */
 int image_resize_supported(int impl);
 

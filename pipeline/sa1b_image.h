@@ -17,7 +17,7 @@
  * would upsample chroma (a whole decode of 4:2:0, as of a 2000x1500
  * photograph at S = 1024): there it decodes the YCbCr planes as they are
  * stored, resizes each over the image's extent and converts the result to
- * RGB (the planar way, see sa1b_jpeg_letterbox), a fifth less work.
+ * RGB (the planar way, see sa1b_jpeg_letterbox), a sixth less work.
  *
  * Untrusted input: corrupt or truncated JPEGs are clean errors (TurboJPEG
  * warnings such as "Premature end of JPEG file" count as errors), images
@@ -93,14 +93,19 @@ int sa1b_letterbox_geometry(uint32_t w, uint32_t h, uint32_t S, sa1b_letterbox *
  * whose chroma planes are each an exact integer fraction of it, one
  * smaller (4:2:0 or 4:2:2 at 1/1 with an even width, 4:4:0 with an even
  * height; libjpeg decodes chroma at full size at 1/2 and below for 4:2:0),
- * each plane, as libjpeg decodes it (raw, ISLOW), is resized by
- * sa1b_resize_area to new_w x new_h and the three converted to RGB with
- * libjpeg's integers (R = Y + floor((91881 Cr' + 2^15) / 2^16),
+ * each plane, as libjpeg decodes it (raw, ISLOW), is resized to new_w x
+ * new_h (luma by sa1b_resize_area; chroma reconstructed over the image by
+ * linear interpolation between its samples' centres, libjpeg's "fancy"
+ * triangle in exact arithmetic, then area-filtered the same way) and the
+ * three are converted to RGB with libjpeg's integers
+ * (R = Y + floor((91881 Cr' + 2^15) / 2^16),
  * G = Y + floor((-22554 Cb' - 46802 Cr' + 2^15) / 2^16),
  * B = Y + floor((116130 Cb' + 2^15) / 2^16), Cb' = Cb - 128,
- * Cr' = Cr - 128, clamped to 0..255): a chroma sample is a box over the
- * pixels it covers instead of libjpeg's triangle-filtered upsampling, and
- * is as close to the picture (tests/test-image.c). */
+ * Cr' = Cr - 128, clamped to 0..255).  The planes are rounded to 8 bits
+ * before that conversion, which adds a little rounding noise: against the
+ * picture resized, 0.0-0.55 dB less PSNR than the RGB way on ten
+ * photographs (41-56 dB), 1.1 dB on a smooth colour field, as close on
+ * sharp colour edges (tests/test-image.c). */
 int sa1b_jpeg_letterbox(sa1b_imgctx *c, const uint8_t *jpg, size_t len, uint32_t S,
                         uint8_t *out /* [S][S][3] */, sa1b_letterbox *lb, sa1b_error *err);
 

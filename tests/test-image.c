@@ -120,16 +120,21 @@ static void ref_emit(j_common_ptr ci, int level)
 static void ref_output(j_common_ptr ci) { (void)ci; }
 
 #if JPEG_LIB_VERSION >= 70
-#define REF_DCT(ci) ((ci)->DCT_h_scaled_size)
-#define REF_MIN_DCT(d) ((d)->min_DCT_h_scaled_size)
+#define REF_DCT_H(ci) ((ci)->DCT_h_scaled_size)
+#define REF_DCT_V(ci) ((ci)->DCT_v_scaled_size)
+#define REF_MIN_DCT_H(d) ((d)->min_DCT_h_scaled_size)
+#define REF_MIN_DCT_V(d) ((d)->min_DCT_v_scaled_size)
 #else
-#define REF_DCT(ci) ((ci)->DCT_scaled_size)
-#define REF_MIN_DCT(d) ((d)->min_DCT_scaled_size)
+#define REF_DCT_H(ci) ((ci)->DCT_scaled_size)
+#define REF_DCT_V(ci) ((ci)->DCT_scaled_size)
+#define REF_MIN_DCT_H(d) ((d)->min_DCT_scaled_size)
+#define REF_MIN_DCT_V(d) ((d)->min_DCT_scaled_size)
 #endif
 
 typedef struct ref_planes {
     uint8_t *p[3];
     uint32_t w[3], h[3];
+    uint32_t up_x[3], up_y[3]; /* the decode's size over the plane's */
     int planar;  /* the planar rule holds */
 } ref_planes;
 
@@ -169,11 +174,20 @@ static int ref_decode_planes(const uint8_t *jpg, size_t len, unsigned denom, int
         jpeg_component_info *ci = &d.comp_info[k];
         rp->w[k] = ci->downsampled_width;
         rp->h[k] = ci->downsampled_height;
-        rows[k] = (uint32_t)(ci->v_samp_factor * REF_DCT(ci));
-        stride[k] = (size_t)ci->width_in_blocks * REF_DCT(ci);
-        if (rp->w[k] < d.output_width || rp->h[k] < d.output_height) smaller = 1;
-        if (d.output_width % rp->w[k] || d.output_height % rp->h[k]) exact = 0;
-        if (k == 0 && (rp->w[k] != d.output_width || rp->h[k] != d.output_height)) exact = 0;
+        rows[k] = (uint32_t)(ci->v_samp_factor * REF_DCT_V(ci));
+        stride[k] = (size_t)ci->width_in_blocks * REF_DCT_H(ci);
+        /* the sampling ratio (libjpeg's upsampler's): integer, and the
+         * plane that many times over exactly the decode's size */
+        const int nx = d.max_h_samp_factor * REF_MIN_DCT_H(&d), dx = ci->h_samp_factor * REF_DCT_H(ci);
+        const int ny = d.max_v_samp_factor * REF_MIN_DCT_V(&d), dy = ci->v_samp_factor * REF_DCT_V(ci);
+        if (nx % dx || ny % dy) {
+            exact = 0;
+            continue;
+        }
+        rp->up_x[k] = (uint32_t)(nx / dx), rp->up_y[k] = (uint32_t)(ny / dy);
+        if (rp->up_x[k] > 1 || rp->up_y[k] > 1) smaller = 1;
+        if (rp->w[k] * rp->up_x[k] != d.output_width || rp->h[k] * rp->up_y[k] != d.output_height) exact = 0;
+        if (k == 0 && (rp->up_x[k] != 1 || rp->up_y[k] != 1)) exact = 0;
     }
     if (!always && (!smaller || !exact)) { /* decided from the header: the data is not read */
         jpeg_destroy_decompress(&d);
@@ -185,7 +199,7 @@ static int ref_decode_planes(const uint8_t *jpg, size_t len, unsigned denom, int
         JSAMPARRAY a[3] = {r[0], r[1], r[2]};
         for (int k = 0; k < 3; k++)
             for (uint32_t i = 0; i < rows[k]; i++) r[k][i] = rp->p[k] + ((size_t)m * rows[k] + i) * stride[k];
-        jpeg_read_raw_data(&d, a, (JDIMENSION)(d.max_v_samp_factor * REF_MIN_DCT(&d)));
+        jpeg_read_raw_data(&d, a, (JDIMENSION)(d.max_v_samp_factor * REF_MIN_DCT_V(&d)));
     }
     jpeg_finish_decompress(&d);
     jpeg_destroy_decompress(&d);
@@ -226,8 +240,13 @@ static int letterbox_ref(sa1b_imgctx *c, const uint8_t *jpg, size_t len, const s
     }
     const size_t n = (size_t)g->new_w * g->new_h;
     uint8_t *q = malloc(3 * n);
-    for (int k = 0; k < 3 && rc == SA1B_OK; k++)
-        rc = sa1b_resize_area(rp.p[k], rp.w[k], rp.h[k], q + k * n, g->new_w, g->new_h, 1, &err);
+    image_resizer *r = image_resizer_new();
+    for (int k = 0; k < 3 && rc == SA1B_OK; k++) {
+        image_resizer_set_up(r, rp.up_x[k], rp.up_y[k]);
+        rc = image_resize(r, rp.p[k], rp.w[k], rp.h[k], q + k * n, g->new_w, g->new_w, g->new_h, 1,
+                          IMAGE_RESIZE_PORTABLE, NULL, &err);
+    }
+    image_resizer_free(r);
     for (size_t i = 0; rc == SA1B_OK && i < n; i++) ref_ycc(q[i], q[n + i], q[2 * n + i], ref + 3 * i);
     free(q);
     ref_free(&rp);
@@ -846,7 +865,9 @@ static void test_letterbox_stream(sa1b_imgctx *c)
         {2250, 1500, 1024, TJSAMP_420, 0, 0},   /* 1/2: libjpeg's chroma is full size */
         {1500, 2250, 1024, TJSAMP_420, TJFLAG_PROGRESSIVE, 0},
         {1500, 2000, 1024, TJSAMP_420, TJFLAG_PROGRESSIVE, 1},
-        {1001, 777, 300, TJSAMP_422, 0, 0},     /* 1/2 */
+        {1001, 777, 300, TJSAMP_422, 0, 0},     /* 1/2, an odd width */
+        {1000, 778, 300, TJSAMP_422, 0, 1},     /* 1/2: libjpeg's 4:2:2 chroma half as wide */
+        {1600, 900, 1000, TJSAMP_411, 0, 1},    /* 1/1, chroma a quarter as wide */
         {1001, 777, 600, TJSAMP_422, 0, 0},     /* 1/1, an odd width: chroma covers 1002 */
         {1000, 777, 600, TJSAMP_422, 0, 1},     /* 1/1, chroma half as wide */
         {777, 1001, 300, TJSAMP_444, 0, 0},
@@ -895,6 +916,115 @@ static void test_letterbox_stream(sa1b_imgctx *c)
                    t[i].h, t[i].flags ? " progressive" : "");
         }
         free(out), free(jpg), free(rgb);
+    }
+}
+
+/* A subsampled plane (image_resizer_set_up): the double-precision
+ * definition (each pixel of the up-times-larger image the linear
+ * interpolation between the two nearest sample centres, the first or last
+ * sample alone beyond them; then the box filter of those pixels) rounded,
+ * as the area filter is checked above; every SIMD kernel gives the portable
+ * bytes; and a resizer that goes from subsampled to plain and back on the
+ * same sizes rebuilds what it must (each result equals a fresh resizer's). */
+static double lin_at(const uint8_t *src, uint32_t n, uint32_t up, size_t stride, uint32_t p)
+{
+    double c = p + 0.5, pos = c / up - 0.5; /* in samples: centre j at j */
+    if (pos <= 0) return src[0];
+    if (pos >= n - 1) return src[(size_t)(n - 1) * stride];
+    uint32_t j = (uint32_t)floor(pos);
+    double f = pos - j;
+    return (1 - f) * src[(size_t)j * stride] + f * src[(size_t)(j + 1) * stride];
+}
+
+static void test_resize_up(void)
+{
+    int all = 1, cases = 0, near_half = 0;
+    double worst = 0;
+    for (int trial = 0; trial < 300 && all; trial++) {
+        uint32_t ux = 1 + rnd(4), uy = 1 + rnd(4);
+        uint32_t sw = 1 + rnd(20), sh = 1 + rnd(20), dw = 1 + rnd(50), dh = 1 + rnd(50);
+        uint8_t *src = malloc((size_t)sw * sh), *dst = malloc((size_t)dw * dh);
+        fill_src(src, (size_t)sw * sh, (int)rnd(5));
+        image_resizer *r = image_resizer_new();
+        image_resizer_set_up(r, ux, uy);
+        sa1b_error err;
+        all &= image_resize(r, src, sw, sh, dst, dw, dw, dh, 1, IMAGE_RESIZE_PORTABLE, NULL, &err) == SA1B_OK;
+        image_resizer_free(r);
+        /* the image: rows reconstructed first, then columns (separable) */
+        const uint32_t W = sw * ux, H = sh * uy;
+        double *rows = malloc(sizeof(double) * W * sh), *img = malloc(sizeof(double) * W * H);
+        for (uint32_t y = 0; y < sh; y++)
+            for (uint32_t x = 0; x < W; x++) rows[(size_t)y * W + x] = lin_at(src + (size_t)y * sw, sw, ux, 1, x);
+        for (uint32_t y = 0; y < H; y++)
+            for (uint32_t x = 0; x < W; x++) {
+                double pos = (y + 0.5) / uy - 0.5, v;
+                if (pos <= 0) v = rows[x];
+                else if (pos >= sh - 1) v = rows[(size_t)(sh - 1) * W + x];
+                else {
+                    uint32_t j = (uint32_t)floor(pos);
+                    double f = pos - j;
+                    v = (1 - f) * rows[(size_t)j * W + x] + f * rows[(size_t)(j + 1) * W + x];
+                }
+                img[(size_t)y * W + x] = v;
+            }
+        for (uint32_t y = 0; all && y < dh; y++)
+            for (uint32_t x = 0; x < dw; x++) {
+                double x0 = (double)x * W / dw, x1 = (double)(x + 1) * W / dw;
+                double y0 = (double)y * H / dh, y1 = (double)(y + 1) * H / dh, sum = 0;
+                for (uint32_t j = (uint32_t)y0; j < H && j < y1; j++)
+                    for (uint32_t i = (uint32_t)x0; i < W && i < x1; i++)
+                        sum += (fmin(x1, i + 1.0) - fmax(x0, (double)i)) * (fmin(y1, j + 1.0) - fmax(y0, (double)j)) *
+                               img[(size_t)j * W + i];
+                double want = sum / ((x1 - x0) * (y1 - y0));
+                int got = dst[(size_t)y * dw + x];
+                if (got != (int)floor(want + 0.5)) near_half++;
+                if (fabs(got - want) - 0.5 > worst) worst = fabs(got - want) - 0.5;
+                if (fabs(got - want) > 0.5 + RESIZE_TOL) {
+                    tap_diag("up %ux%u: %ux%u -> %ux%u at (%u,%u): got %d, exact %.6f", ux, uy, sw, sh, dw, dh, x, y,
+                             got, want);
+                    all = 0;
+                    break;
+                }
+            }
+        cases++;
+        free(rows), free(img), free(src), free(dst);
+    }
+    tap_ok(all, "subsampled planes: the linear reconstruction then the box filter, rounded (%d cases; %d values "
+                "within %g of a .5 boundary rounded the other way, worst %.5f)",
+           cases, near_half, RESIZE_TOL, worst);
+
+    int impls[2] = {IMAGE_RESIZE_AVX2, IMAGE_RESIZE_AVX512};
+    for (int m = 0; m < 2; m++) {
+        if (!image_resize_supported(impls[m])) {
+            tap_skip(1, "resize kernel not supported by this build or CPU");
+            continue;
+        }
+        image_resizer *r = image_resizer_new();
+        int same = 1, n = 0;
+        for (int trial = 0; trial < 400 && same; trial++) {
+            /* chroma-like: a plane of about half the image's size, to about the image's */
+            uint32_t ux = trial % 5 == 0 ? 1 : 1 + rnd(3), uy = 1 + rnd(2);
+            uint32_t sw = 8 + rnd(600), sh = 1 + rnd(12), dw = 1 + rnd(sw * ux + 64), dh = 1 + rnd(sh * uy + 4);
+            if (trial % 3 != 2) /* one size twice in a row: subsampled, then plain */
+                sw = 1000, sh = 10, dw = 1024, dh = 11, ux = uy = trial % 3 == 0 ? 2 : 1;
+            uint8_t *src = malloc((size_t)sw * sh);
+            fill_src(src, (size_t)sw * sh, (int)rnd(5));
+            uint8_t *a = malloc((size_t)dw * dh), *b = malloc((size_t)dw * dh);
+            image_resizer *p = image_resizer_new();
+            image_resizer_set_up(r, ux, uy); /* r: reused across the trials, up changing */
+            image_resizer_set_up(p, ux, uy);
+            sa1b_error err;
+            same = image_resize(r, src, sw, sh, a, dw, dw, dh, 1, impls[m], NULL, &err) == SA1B_OK &&
+                   image_resize(p, src, sw, sh, b, dw, dw, dh, 1, IMAGE_RESIZE_PORTABLE, NULL, &err) == SA1B_OK &&
+                   memcmp(a, b, (size_t)dw * dh) == 0;
+            if (!same) tap_diag("up %ux%u: %ux%u -> %ux%u differs from the portable bytes", ux, uy, sw, sh, dw, dh);
+            image_resizer_free(p);
+            free(src), free(a), free(b);
+            n++;
+        }
+        image_resizer_free(r);
+        tap_ok(same, "subsampled planes: %s equals the portable reference, one resizer reused with up changing "
+                     "(%d cases)", m ? "avx512" : "avx2", n);
     }
 }
 
@@ -959,16 +1089,31 @@ static double psnr(const uint8_t *a, size_t stride_a, const uint8_t *b, uint32_t
     return sq > 0 ? 10 * log10(255.0 * 255.0 * (double)w * h * 3 / sq) : 999;
 }
 
-/* The planar way is as good a picture as the RGB one: a 4:2:0 JPEG of a
- * picture (smooth, and textured with noise in every channel: chroma
- * detail the JPEG loses), letterboxed both ways, against the picture
- * itself resized: the planar letterbox is as close to it as the RGB one
- * (PSNR within 0.25 dB, or better). */
+/* A smooth colour field: slow sinusoids, another in each channel */
+static uint8_t *make_smooth(uint32_t w, uint32_t h)
+{
+    uint8_t *p = malloc((size_t)w * h * 3);
+    for (uint32_t y = 0; y < h; y++)
+        for (uint32_t x = 0; x < w; x++)
+            for (int c = 0; c < 3; c++)
+                p[((size_t)y * w + x) * 3 + c] =
+                    (uint8_t)(128 + 100 * sin(x * (0.011 + 0.004 * c) + y * (0.007 - 0.002 * c) + c));
+    return p;
+}
+
+/* The planar way is about as good a picture as the RGB one: a 4:2:0 JPEG
+ * of a picture (flat quadrants: sharp colour edges; a smooth colour field;
+ * noise in every channel: chroma detail the JPEG loses), letterboxed both
+ * ways, against the picture itself resized: the planar letterbox's PSNR is
+ * within 0.25 dB of the RGB one's, or above it, except on the smooth field,
+ * where the planes' rounding to 8 bits before the conversion costs about
+ * 1 dB (at 50 dB; sa1b_image.h): within 1.5 dB there. */
 static void test_planar_quality(sa1b_imgctx *c)
 {
     enum { W = 2000, H = 1500, S = 1024 };
-    for (int textured = 0; textured <= 1; textured++) {
-        uint8_t *rgb = textured ? make_texture(W, H, 11) : make_quads(W, H);
+    static const char *kinds[] = {"flat quadrants", "smooth colour", "noise"};
+    for (int kind = 0; kind < 3; kind++) {
+        uint8_t *rgb = kind == 2 ? make_texture(W, H, 11) : kind == 1 ? make_smooth(W, H) : make_quads(W, H);
         size_t len = 0;
         uint8_t *jpg = tj_encode_flags(rgb, W, H, TJSAMP_420, 0, &len);
         uint8_t *out = malloc((size_t)S * S * 3);
@@ -984,9 +1129,9 @@ static void test_planar_quality(sa1b_imgctx *c)
         double p_planar = ok ? psnr(out, (size_t)S * 3, truth, lb.new_w, lb.new_h) : 0;
         double p_rgb = ok ? psnr(ref, (size_t)lb.new_w * 3, truth, lb.new_w, lb.new_h) : 0;
         double p_between = ok ? psnr(out, (size_t)S * 3, ref, lb.new_w, lb.new_h) : 0;
-        tap_ok(ok && p_between < 999 && p_planar >= p_rgb - 0.25,
+        tap_ok(ok && p_between < 999 && p_planar >= p_rgb - (kind == 1 ? 1.5 : 0.25),
                "2000x1500 4:2:0 %s -> 1024: PSNR against the picture: planar %.2f dB, RGB %.2f dB "
-               "(the two: %.1f dB apart)", textured ? "noise" : "flat quadrants", p_planar, p_rgb, p_between);
+               "(the two: %.1f dB apart)", kinds[kind], p_planar, p_rgb, p_between);
         free(truth), free(ref), free(out), free(jpg), free(rgb);
     }
 }
@@ -1146,6 +1291,7 @@ int main(void)
     test_scale_choice(c);
     test_resize();
     test_resize_paths();
+    test_resize_up();
     test_bad(c);
     test_region(c);
     test_letterbox_stream(c);
