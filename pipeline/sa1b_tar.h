@@ -26,9 +26,7 @@
  * the pairs returned, above): at most SA1B_TAR_MAX_PENDING members and
  * SA1B_TAR_MAX_PENDING_BYTES bytes are kept as copies (a compressed tar, a
  * pipe); past either cap the oldest of them is reported as unpaired and
- * dropped, and its partner, should it come later, is dropped without a
- * second report (one sample, one report; the stems of up to 65536 such
- * members are kept for that).  A member that lies in the input (a plain tar opened by path,
+ * dropped.  A member that lies in the input (a plain tar opened by path,
  * which is mapped) is kept where it lies, without a copy: up to
  * SA1B_TAR_MAX_PENDING_IN_INPUT of them wait for their partners (past that,
  * the oldest is reported alike), so that a plain tar pairs its members in

@@ -98,22 +98,7 @@ struct sa1b_tar {
     la_int64_t mark;        /* uncompressed bytes consumed before the last header read */
     struct done_ent **done; /* the pairs returned, by stem (open addressing) */
     size_t done_cap, n_done;
-    struct evicted *ev;     /* the members dropped at the pending cap, by stem
-                             * (open addressing; stem NULL: empty, kind -1:
-                             * removed), whose partner coming later is dropped
-                             * without a second report: one sample, one report */
-    size_t ev_cap, n_ev;    /* (n_ev counts the removed entries too) */
 };
-
-/* A member dropped at the pending cap (report_unpaired). */
-struct evicted {
-    char *stem;
-    int kind;
-};
-
-/* At most this many evicted stems are remembered (a few MB); the partners
- * of later ones are reported when they come (or at the end), as before. */
-#define TAR_MAX_EVICTED 65536
 
 #define BLOCK_SIZE (128 * 1024)
 /* a mapped input keeps at most about this much behind the read position
@@ -291,8 +276,6 @@ void sa1b_tar_free(sa1b_tar *t)
             free(d);
         }
     free(t->done);
-    for (size_t i = 0; i < t->ev_cap; i++) free(t->ev[i].stem);
-    free(t->ev);
     if (t->map) munmap(t->map, t->in_len);
     if (t->fd >= 0) close(t->fd);
     free(t->rbuf);
@@ -480,64 +463,10 @@ static void pending_drop(sa1b_tar *t, size_t i)
     if (owned) free(d);
 }
 
-/* The slot of stem's evicted entry of kind, or of the first empty one
- * (t->ev non-empty). */
-static size_t ev_slot(const sa1b_tar *t, const char *stem, int kind)
-{
-    size_t k = (size_t)stem_hash(stem) & (t->ev_cap - 1);
-    for (; t->ev[k].stem; k = (k + 1) & (t->ev_cap - 1))
-        if (t->ev[k].kind == kind && strcmp(t->ev[k].stem, stem) == 0) break;
-    return k;
-}
-
-/* Remembers that stem's member of kind was dropped at the pending cap
- * (nothing when memory or TAR_MAX_EVICTED says no: its partner is then
- * reported as before). */
-static void ev_add(sa1b_tar *t, const char *stem, int kind)
-{
-    if (t->n_ev >= TAR_MAX_EVICTED) return;
-    if (2 * (t->n_ev + 1) > t->ev_cap) {
-        size_t cap = t->ev_cap ? 2 * t->ev_cap : 64;
-        struct evicted *nv = calloc(cap, sizeof *nv), *old = t->ev;
-        if (!nv) return;
-        size_t old_cap = t->ev_cap;
-        t->ev = nv;
-        t->ev_cap = cap;
-        t->n_ev = 0;
-        for (size_t i = 0; i < old_cap; i++) {
-            if (old[i].stem && old[i].kind >= 0) {
-                t->ev[ev_slot(t, old[i].stem, old[i].kind)] = old[i];
-                t->n_ev++;
-            } else {
-                free(old[i].stem);
-            }
-        }
-        free(old);
-    }
-    size_t k = ev_slot(t, stem, kind);
-    if (t->ev[k].stem) return; /* there already */
-    if (!(t->ev[k].stem = strdup(stem))) return;
-    t->ev[k].kind = kind;
-    t->n_ev++;
-}
-
-/* Whether stem's member of kind was dropped at the pending cap; forgets it
- * (a later member of the stem is news). */
-static int ev_take(sa1b_tar *t, const char *stem, int kind)
-{
-    if (!t->n_ev) return 0;
-    size_t k = ev_slot(t, stem, kind);
-    if (!t->ev[k].stem) return 0;
-    t->ev[k].kind = -1; /* removed: the chain goes on through it */
-    return 1;
-}
-
 /* Reports pending[i] and drops it: a file without its partner, or a
  * sample that a link member made unreadable (a file of the same stem
- * waiting goes with it: one bad sample, one report).  evicted: it goes at
- * the pending cap, so its partner may still come (then dropped without
- * a report: ev_take). */
-static int report_unpaired(sa1b_tar *t, size_t i, const char *why, int evicted, sa1b_error *err)
+ * waiting goes with it: one bad sample, one report). */
+static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *err)
 {
     member *m = &t->pending[i];
     size_t li = m->link ? i : find_link(t, m->stem);
@@ -556,7 +485,6 @@ static int report_unpaired(sa1b_tar *t, size_t i, const char *why, int evicted, 
     }
     rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: no matching %s%s%s", m->stem, kind_ext[m->kind],
                         m->stem, kind_ext[!m->kind], why);
-    if (evicted) ev_add(t, m->stem, m->kind);
     pending_drop(t, i);
     return rc;
 }
@@ -944,11 +872,11 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
         /* memory bounds: one eviction per call */
         if (t->n_owned > SA1B_TAR_MAX_PENDING ||
             (t->n_owned > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES))
-            return report_unpaired(t, pending_oldest(t, 1), " (pending limit reached)", 1, err);
+            return report_unpaired(t, pending_oldest(t, 1), " (pending limit reached)", err);
         if (t->n_pending - t->n_owned > SA1B_TAR_MAX_PENDING_IN_INPUT)
-            return report_unpaired(t, pending_oldest(t, 0), " (pending limit reached)", 1, err);
+            return report_unpaired(t, pending_oldest(t, 0), " (pending limit reached)", err);
         if (t->at_end) {
-            if (t->n_pending) return report_unpaired(t, pending_oldest(t, -1), "", 0, err);
+            if (t->n_pending) return report_unpaired(t, pending_oldest(t, -1), "", err);
             return sa1b_error_set(err, SA1B_EOF, pos(t), "end of archive");
         }
 
@@ -1042,7 +970,6 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             drop_behind(t);
         }
 
-        if (!link[0]) (void)ev_take(t, stem, kind); /* a new copy: an eviction of its kind is old news */
         size_t pi = link[0] ? (size_t)-1 : find_pending(t, stem, !kind);
         if (pi != (size_t)-1) {
             size_t plen;
@@ -1074,12 +1001,6 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             return SA1B_OK;
         }
 
-        /* the partner was dropped at the pending cap and reported then:
-         * this half of the sample goes too, without a second report */
-        if (!link[0] && ev_take(t, stem, !kind)) {
-            if (owned) free(data);
-            continue;
-        }
         /* no partner yet: keep it; a same-named earlier copy is dropped */
         size_t di = link[0] ? (size_t)-1 : find_pending(t, stem, kind);
         char *ml = link[0] ? strdup(link) : NULL;

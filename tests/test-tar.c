@@ -607,41 +607,6 @@ int main(void)
         free(tar);
     }
     {
-        /* the partner of a member dropped at the cap comes later: the
-         * sample was reported once, when its .jpg went, and is not reported
-         * (counted) again; a pair of that stem coming after is news and
-         * comes whole */
-        mem_file f[70];
-        char names[70][32];
-        int n = 0;
-        for (int i = 0; i < 65; i++) {
-            snprintf(names[n], sizeof names[n], "sa_%d.jpg", i);
-            f[n] = (mem_file){names[n], 10, 0}, n++;
-        }
-        f[n++] = (mem_file){"sa_0.json", 12, 0};   /* sa_0.jpg went at the cap */
-        f[n++] = (mem_file){"sa_3.json", 12, 0};   /* sa_3.jpg still waits: a pair */
-        f[n++] = (mem_file){"sa_0.jpg", 11, 0};    /* a new copy of both: a pair */
-        f[n++] = (mem_file){"sa_0.json", 13, 0};
-        tar = build_tar(f, (size_t)n, 1, &len, NULL);
-        sa1b_tar *t;
-        sa1b_error err;
-        char log[16384];
-        sa1b_tar_open_memory(&t, tar, len, "late", &err);
-        run_reader(t, log, sizeof log, 0);
-        int sa0 = 0, lines = 0, pairs = 0;
-        for (const char *p = log; *p; p++) lines += *p == '\n';
-        for (const char *p = log; (p = strstr(p, "sa_0.")) != NULL; p++) sa0++;
-        for (const char *p = log; (p = strstr(p, "pair ")) != NULL; p++) pairs++;
-        const char *first = "error 4 sa_0.jpg: no matching sa_0.json (pending limit reached)\n";
-        tap_ok(strncmp(log, first, strlen(first)) == 0, "the cap drops sa_0.jpg, reported");
-        tap_is_int(sa0, 2, "sa_0 named by one line only, the cap's (its late .json dropped without a second report)");
-        tap_ok(strstr(log, "pair sa_3 10 12\n") && strstr(log, "pair sa_0 11 13\n") && pairs == 2,
-               "the pairs that come after are returned");
-        tap_is_int(lines, 1 + 2 + 63 + 1, "1 report at the cap, 2 pairs, 63 unpaired at the end, eof (no line for the late sa_0.json)");
-        sa1b_tar_free(t);
-        free(tar);
-    }
-    {
         /* every .jpg first, then every .json (a tar re-packed by type): the
          * members lie in the input, so more than SA1B_TAR_MAX_PENDING of
          * them wait for their partners, and every pair comes, in the order
