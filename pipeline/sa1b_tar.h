@@ -26,7 +26,11 @@
  * the pairs returned, above): at most SA1B_TAR_MAX_PENDING members and
  * SA1B_TAR_MAX_PENDING_BYTES bytes are kept as copies (a compressed tar, a
  * pipe); past either cap the oldest of them is reported as unpaired and
- * dropped.  A member that lies in the input (a plain tar opened by path,
+ * dropped.  Its partner, should it come later, waits and pairs as any
+ * member does (with a member of its stem that comes after it: another
+ * dataset numbered alike, a copy), but goes without a second report if it
+ * goes unpaired too: one sample, one report (the stems of up to 65536
+ * such dropped members are kept at once for that, about 18 MB at most).  A member that lies in the input (a plain tar opened by path,
  * which is mapped) is kept where it lies, without a copy: up to
  * SA1B_TAR_MAX_PENDING_IN_INPUT of them wait for their partners (past that,
  * the oldest is reported alike), so that a plain tar pairs its members in

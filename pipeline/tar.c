@@ -54,6 +54,10 @@ typedef struct member {
     int owned;              /* data is malloc'ed (else it lies in the input) */
     int live;               /* 0: taken (a hole in the list until it is compacted) */
     char *link;             /* not NULL: a link member, what it is (no data) */
+    int reported;           /* came after its partner of the other kind was dropped at
+                             * the pending cap (and reported): it pairs as any
+                             * member, but should it go unpaired too, it goes
+                             * without a second report (one sample, one report) */
 } member;
 
 struct sa1b_tar {
@@ -98,7 +102,22 @@ struct sa1b_tar {
     la_int64_t mark;        /* uncompressed bytes consumed before the last header read */
     struct done_ent **done; /* the pairs returned, by stem (open addressing) */
     size_t done_cap, n_done;
+    struct evicted *ev;     /* the members dropped at the pending cap, by stem and
+                             * kind (open addressing; stem NULL: empty; kind -1:
+                             * removed, a chain goes on through it) */
+    size_t ev_cap, n_ev, n_ev_dead; /* slots; live entries; removed ones */
 };
+
+/* A member dropped at the pending cap (report_unpaired). */
+struct evicted {
+    char *stem;
+    int kind;
+};
+
+/* At most this many of them are remembered at once (their stems: up to
+ * about 18 MB); a partner of one more is reported when it goes unpaired,
+ * as before. */
+#define TAR_MAX_EVICTED 65536
 
 #define BLOCK_SIZE (128 * 1024)
 /* a mapped input keeps at most about this much behind the read position
@@ -276,6 +295,8 @@ void sa1b_tar_free(sa1b_tar *t)
             free(d);
         }
     free(t->done);
+    for (size_t i = 0; i < t->ev_cap; i++) free(t->ev[i].stem);
+    free(t->ev);
     if (t->map) munmap(t->map, t->in_len);
     if (t->fd >= 0) close(t->fd);
     free(t->rbuf);
@@ -463,10 +484,72 @@ static void pending_drop(sa1b_tar *t, size_t i)
     if (owned) free(d);
 }
 
+/* The slot of stem's entry of kind, or the first empty one (ev_cap > 0). */
+static size_t ev_slot(const sa1b_tar *t, const char *stem, int kind)
+{
+    size_t k = (size_t)stem_hash(stem) & (t->ev_cap - 1);
+    for (; t->ev[k].stem; k = (k + 1) & (t->ev_cap - 1))
+        if (t->ev[k].kind == kind && strcmp(t->ev[k].stem, stem) == 0) break;
+    return k;
+}
+
+/* Remembers that stem's member of kind was dropped at the pending cap
+ * (nothing where memory or TAR_MAX_EVICTED says no).  Before live and
+ * removed entries fill half of the table it is built again without the
+ * removed ones, twice as large where the live ones need it: every chain
+ * ends, and removals never use up the room. */
+static void ev_add(sa1b_tar *t, const char *stem, int kind)
+{
+    if (t->n_ev >= TAR_MAX_EVICTED) return;
+    if (2 * (t->n_ev + t->n_ev_dead + 1) > t->ev_cap) {
+        size_t cap = t->ev_cap ? t->ev_cap : 64;
+        while (4 * (t->n_ev + 1) > cap) cap *= 2;
+        struct evicted *nv = calloc(cap, sizeof *nv), *old = t->ev;
+        if (!nv) return;
+        const size_t old_cap = t->ev_cap;
+        t->ev = nv;
+        t->ev_cap = cap;
+        t->n_ev = t->n_ev_dead = 0;
+        for (size_t i = 0; i < old_cap; i++) {
+            if (old[i].stem && old[i].kind >= 0) {
+                t->ev[ev_slot(t, old[i].stem, old[i].kind)] = old[i];
+                t->n_ev++;
+            } else {
+                free(old[i].stem);
+            }
+        }
+        free(old);
+    }
+    size_t k = ev_slot(t, stem, kind);
+    if (t->ev[k].stem) return; /* there already */
+    if (!(t->ev[k].stem = strdup(stem))) return;
+    t->ev[k].kind = kind;
+    t->n_ev++;
+}
+
+/* Whether stem's member of kind was dropped at the pending cap (and not
+ * taken since); forgets it. */
+static int ev_take(sa1b_tar *t, const char *stem, int kind)
+{
+    if (!t->n_ev) return 0;
+    size_t k = ev_slot(t, stem, kind);
+    if (!t->ev[k].stem) return 0;
+    t->ev[k].kind = -1;
+    t->n_ev--;
+    t->n_ev_dead++;
+    return 1;
+}
+
+/* report_unpaired's answer when it dropped a member without a report */
+#define TAR_SILENT (-1) /* (no SA1B_ code) */
+
 /* Reports pending[i] and drops it: a file without its partner, or a
  * sample that a link member made unreadable (a file of the same stem
- * waiting goes with it: one bad sample, one report). */
-static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *err)
+ * waiting goes with it: one bad sample, one report).  A file whose sample
+ * was reported already (m->reported) goes without a report: TAR_SILENT.
+ * evicted: it goes at the pending cap, and its partner may come yet (that
+ * one is marked reported: tar_next). */
+static int report_unpaired(sa1b_tar *t, size_t i, const char *why, int evicted, sa1b_error *err)
 {
     member *m = &t->pending[i];
     size_t li = m->link ? i : find_link(t, m->stem);
@@ -483,8 +566,13 @@ static int report_unpaired(sa1b_tar *t, size_t i, const char *why, sa1b_error *e
             pending_drop(t, fi);
         return rc;
     }
+    if (m->reported) {
+        pending_drop(t, i);
+        return TAR_SILENT;
+    }
     rc = sa1b_error_set(err, SA1B_EFORMAT, pos(t), "%s%s: no matching %s%s%s", m->stem, kind_ext[m->kind],
                         m->stem, kind_ext[!m->kind], why);
+    if (evicted) ev_add(t, m->stem, m->kind);
     pending_drop(t, i);
     return rc;
 }
@@ -870,13 +958,22 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
 
     for (;;) {
         /* memory bounds: one eviction per call */
+        int urc;
         if (t->n_owned > SA1B_TAR_MAX_PENDING ||
-            (t->n_owned > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES))
-            return report_unpaired(t, pending_oldest(t, 1), " (pending limit reached)", err);
-        if (t->n_pending - t->n_owned > SA1B_TAR_MAX_PENDING_IN_INPUT)
-            return report_unpaired(t, pending_oldest(t, 0), " (pending limit reached)", err);
+            (t->n_owned > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES)) {
+            if ((urc = report_unpaired(t, pending_oldest(t, 1), " (pending limit reached)", 1, err)) != TAR_SILENT)
+                return urc;
+            continue;
+        }
+        if (t->n_pending - t->n_owned > SA1B_TAR_MAX_PENDING_IN_INPUT) {
+            if ((urc = report_unpaired(t, pending_oldest(t, 0), " (pending limit reached)", 1, err)) != TAR_SILENT)
+                return urc;
+            continue;
+        }
         if (t->at_end) {
-            if (t->n_pending) return report_unpaired(t, pending_oldest(t, -1), "", err);
+            if (t->n_pending && (urc = report_unpaired(t, pending_oldest(t, -1), "", 0, err)) != TAR_SILENT)
+                return urc;
+            if (t->n_pending) continue;
             return sa1b_error_set(err, SA1B_EOF, pos(t), "end of archive");
         }
 
@@ -970,6 +1067,7 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
             drop_behind(t);
         }
 
+        if (!link[0]) (void)ev_take(t, stem, kind); /* a new copy: an eviction of its kind is old news */
         size_t pi = link[0] ? (size_t)-1 : find_pending(t, stem, !kind);
         if (pi != (size_t)-1) {
             size_t plen;
@@ -1019,6 +1117,10 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
         }
         member *m = &t->pending[t->pend_used++];
         snprintf(m->stem, sizeof m->stem, "%s", stem);
+        /* the partner of a member dropped at the cap (or another member of
+         * its stem): it waits and pairs as any member; unpaired too, it
+         * goes without a second report */
+        m->reported = !link[0] && ev_take(t, stem, !kind);
         m->kind = kind;
         m->data = data;
         m->len = len;

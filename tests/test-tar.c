@@ -607,6 +607,121 @@ int main(void)
         free(tar);
     }
     {
+        /* A member dropped at the pending cap is one skipped sample: its
+         * partner, coming later, waits as any member, pairs with any member
+         * of its stem that comes (two datasets numbered alike, a copy: no
+         * sample is lost), and goes without a second report only if it
+         * goes unpaired too (gzip: every member a copy). */
+        static const struct {
+            const char *what;
+            const char *tail[4];   /* after "<prefix>sa_0.jpg" and 64 unpaired fillers */
+            size_t len[4];
+            const char *want;      /* the pair expected, or NULL */
+            int lines;             /* all lines, eof included */
+        } cases[] = {
+            {"its .json later, nothing else", {"sa_0.json"}, {12}, NULL, 1 + 64 + 1},
+            {"another dataset's sa_0.json then sa_0.jpg", {"B/sa_0.json", "B/sa_0.jpg"}, {20, 21},
+             "pair sa_0 21 20\n", 1 + 1 + 64 + 1},
+            {"its .json, then a copy of the .jpg", {"sa_0.json", "again/sa_0.jpg"}, {20, 10},
+             "pair sa_0 10 20\n", 1 + 1 + 64 + 1},
+        };
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            mem_file f[70];
+            char names[70][32];
+            int n = 0;
+            f[n++] = (mem_file){"A/sa_0.jpg", 10, 0};
+            for (int i = 0; i < 64; i++) {
+                snprintf(names[n], sizeof names[n], "A/sa_f%d.jpg", i);
+                f[n] = (mem_file){names[n], 5, 0}, n++;
+            }
+            for (int k = 0; k < 4 && cases[c].tail[k]; k++) f[n++] = (mem_file){cases[c].tail[k], cases[c].len[k], 0};
+            tar = build_tar(f, (size_t)n, 1, &len, NULL);
+            sa1b_tar *t;
+            sa1b_error err;
+            char log[16384];
+            sa1b_tar_open_memory(&t, tar, len, "late", &err);
+            run_reader(t, log, sizeof log, 0);
+            int lines = 0, sa0 = 0;
+            for (const char *p = log; *p; p++) lines += *p == '\n';
+            for (const char *p = log; (p = strstr(p, "sa_0.")) != NULL; p++) sa0++;
+            const char *first = "error 4 sa_0.jpg: no matching sa_0.json (pending limit reached)\n";
+            tap_ok(strncmp(log, first, strlen(first)) == 0 && (cases[c].want ? strstr(log, cases[c].want) != NULL : sa0 == 2),
+                   "dropped at the cap, then %s: %s", cases[c].what,
+                   cases[c].want ? "the pair is returned" : "one line for the sample");
+            tap_is_int(lines, cases[c].lines, "dropped at the cap, then %s: every line", cases[c].what);
+            sa1b_tar_free(t);
+            free(tar);
+        }
+    }
+    {
+        /* two datasets in one stream: A json-first (its sa_5.jpg missing),
+         * then B in SA-1B's order: B's samples all come, sa_5 included
+         * (A's sa_5.json went at the cap) */
+        mem_file f[230];
+        char names[230][32];
+        int n = 0;
+        for (int i = 0; i < 100; i++) {
+            snprintf(names[n], sizeof names[n], "A/ann/sa_%d.json", i);
+            f[n] = (mem_file){names[n], 7, 0}, n++;
+        }
+        for (int i = 0; i < 100; i++)
+            if (i != 5) {
+                snprintf(names[n], sizeof names[n], "A/img/sa_%d.jpg", i);
+                f[n] = (mem_file){names[n], 8, 0}, n++;
+            }
+        for (int i = 0; i < 10; i++) {
+            snprintf(names[n], sizeof names[n], "B/sa_%d.jpg", i);
+            f[n] = (mem_file){names[n], 30, 0}, n++;
+            snprintf(names[n], sizeof names[n], "B/sa_%d.json", i);
+            f[n] = (mem_file){names[n], 31, 0}, n++;
+        }
+        tar = build_tar(f, (size_t)n, 1, &len, NULL);
+        sa1b_tar *t;
+        sa1b_error err;
+        sa1b_tar_sample s;
+        sa1b_tar_open_memory(&t, tar, len, "two", &err);
+        int b_pairs = 0, errors = 0, rc;
+        while ((rc = sa1b_tar_next(t, &s, &err)) != SA1B_EOF && !sa1b_tar_fatal(t)) {
+            if (rc == SA1B_OK) b_pairs += s.jpg_len == 30 && s.json_len == 31;
+            else errors++;
+        }
+        tap_is_int(b_pairs, 10, "two datasets in one stream: the second's 10 samples all come");
+        tap_ok(errors > 0 && errors <= 100, "two datasets in one stream: %d lines for the first's lost samples (at most one each)", errors);
+        sa1b_tar_free(t);
+        free(tar);
+    }
+    {
+        /* many: every .json 65 members after its .jpg (one eviction per
+         * sample; the set of evicted stems grows, and fills with removed
+         * entries, again and again): each sample reported once */
+        enum { NS = 5000 };
+        static mem_file f[2 * NS + 65];
+        static char names[2 * NS + 65][32];
+        int n = 0;
+        for (int i = 0; i < NS + 65; i++) {
+            snprintf(names[n], sizeof names[n], "sa_%d.jpg", i);
+            f[n] = (mem_file){names[n], 1, 0}, n++;
+            if (i >= 65 && i - 65 < NS) {
+                snprintf(names[n], sizeof names[n], "sa_%d.json", i - 65);
+                f[n] = (mem_file){names[n], 1, 0}, n++;
+            }
+        }
+        tar = build_tar(f, (size_t)n, 1, &len, NULL);
+        sa1b_tar *t;
+        sa1b_error err;
+        sa1b_tar_sample s;
+        sa1b_tar_open_memory(&t, tar, len, "window", &err);
+        int pairs = 0, errors = 0, rc;
+        while ((rc = sa1b_tar_next(t, &s, &err)) != SA1B_EOF && !sa1b_tar_fatal(t)) {
+            if (rc == SA1B_OK) pairs++;
+            else errors++;
+        }
+        tap_ok(pairs == 0 && errors == NS + 65, "%d samples, each .json 65 members late: %d lines (want %d), %d pairs",
+               NS, errors, NS + 65, pairs);
+        sa1b_tar_free(t);
+        free(tar);
+    }
+    {
         /* every .jpg first, then every .json (a tar re-packed by type): the
          * members lie in the input, so more than SA1B_TAR_MAX_PENDING of
          * them wait for their partners, and every pair comes, in the order
