@@ -28,9 +28,12 @@
  * pipe); past either cap the oldest of them is reported as unpaired and
  * dropped.  Its partner, should it come later, waits and pairs as any
  * member does (with a member of its stem that comes after it: another
- * dataset numbered alike, a copy), but goes without a second report if it
- * goes unpaired too: one sample, one report (the stems of up to 65536
- * such dropped members are kept at once for that, about 18 MB at most).  A member that lies in the input (a plain tar opened by path,
+ * dataset numbered alike, a copy), but goes without a second report if
+ * it goes unpaired too: one sample, one report.  The stems of up to 65536
+ * such dropped members are kept at once for that (about 22 MB at most).
+ * Limits: a member of the stem that has no partner of its own (another
+ * dataset's broken sample) is taken for the partner and goes without a
+ * line of its own; a link member of the stem is still reported apart.  A member that lies in the input (a plain tar opened by path,
  * which is mapped) is kept where it lies, without a copy: up to
  * SA1B_TAR_MAX_PENDING_IN_INPUT of them wait for their partners (past that,
  * the oldest is reported alike), so that a plain tar pairs its members in

@@ -957,7 +957,8 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
     if (t->fatal) return sa1b_error_set(err, t->fatal_code, pos(t), "%s", t->fatal_msg);
 
     for (;;) {
-        /* memory bounds: one eviction per call */
+        /* memory bounds: one reported eviction per call (a silent one,
+         * of a member whose sample was reported, goes on to the next) */
         int urc;
         if (t->n_owned > SA1B_TAR_MAX_PENDING ||
             (t->n_owned > 1 && t->pending_bytes > SA1B_TAR_MAX_PENDING_BYTES)) {
@@ -1120,7 +1121,8 @@ static int tar_next(sa1b_tar *t, sa1b_tar_sample *s, sa1b_error *err)
         /* the partner of a member dropped at the cap (or another member of
          * its stem): it waits and pairs as any member; unpaired too, it
          * goes without a second report */
-        m->reported = !link[0] && ev_take(t, stem, !kind);
+        m->reported = !link[0] && (ev_take(t, stem, !kind) ||
+                                   (di != (size_t)-1 && t->pending[di].reported)); /* a copy keeps the mark */
         m->kind = kind;
         m->data = data;
         m->len = len;
