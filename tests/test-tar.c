@@ -86,6 +86,28 @@ static uint8_t *build_tar(const mem_file *f, size_t n, int filter, size_t *out_l
 }
 
 /* Reads everything, describing each result on one line of log. */
+/* Builds a gzip tar of the n members of f and reads it to its end:
+ * *pairs (those with a .jpg of jpg_len and a .json of json_len bytes; 0:
+ * any length) and *errors (problems reported). */
+static void gz_counts(const mem_file *f, size_t n, const char *name, size_t jpg_len, size_t json_len,
+                      int *pairs, int *errors)
+{
+    size_t len;
+    uint8_t *tar = build_tar(f, n, 1, &len, NULL);
+    sa1b_tar *t;
+    sa1b_error err;
+    sa1b_tar_sample s;
+    *pairs = *errors = 0;
+    sa1b_tar_open_memory(&t, tar, len, name, &err);
+    int rc;
+    while ((rc = sa1b_tar_next(t, &s, &err)) != SA1B_EOF && !sa1b_tar_fatal(t)) {
+        if (rc != SA1B_OK) (*errors)++;
+        else if ((!jpg_len || s.jpg_len == jpg_len) && (!json_len || s.json_len == json_len)) (*pairs)++;
+    }
+    sa1b_tar_free(t);
+    free(tar);
+}
+
 static void run_reader(sa1b_tar *t, char *log, size_t cap, int check_data)
 {
     sa1b_tar_sample s;
@@ -678,20 +700,10 @@ int main(void)
             snprintf(names[n], sizeof names[n], "B/sa_%d.json", i);
             f[n] = (mem_file){names[n], 31, 0}, n++;
         }
-        tar = build_tar(f, (size_t)n, 1, &len, NULL);
-        sa1b_tar *t;
-        sa1b_error err;
-        sa1b_tar_sample s;
-        sa1b_tar_open_memory(&t, tar, len, "two", &err);
-        int b_pairs = 0, errors = 0, rc;
-        while ((rc = sa1b_tar_next(t, &s, &err)) != SA1B_EOF && !sa1b_tar_fatal(t)) {
-            if (rc == SA1B_OK) b_pairs += s.jpg_len == 30 && s.json_len == 31;
-            else errors++;
-        }
+        int b_pairs, errors;
+        gz_counts(f, (size_t)n, "two", 30, 31, &b_pairs, &errors);
         tap_is_int(b_pairs, 10, "two datasets in one stream: the second's 10 samples all come");
         tap_is_int(errors, 100, "two datasets in one stream: one line for each of the first's 100 samples (all lost at the cap)");
-        sa1b_tar_free(t);
-        free(tar);
     }
     {
         /* many: every .json 65 members after its .jpg (one eviction per
@@ -709,20 +721,10 @@ int main(void)
                 f[n] = (mem_file){names[n], 1, 0}, n++;
             }
         }
-        tar = build_tar(f, (size_t)n, 1, &len, NULL);
-        sa1b_tar *t;
-        sa1b_error err;
-        sa1b_tar_sample s;
-        sa1b_tar_open_memory(&t, tar, len, "window", &err);
-        int pairs = 0, errors = 0, rc;
-        while ((rc = sa1b_tar_next(t, &s, &err)) != SA1B_EOF && !sa1b_tar_fatal(t)) {
-            if (rc == SA1B_OK) pairs++;
-            else errors++;
-        }
+        int pairs, errors;
+        gz_counts(f, (size_t)n, "window", 0, 0, &pairs, &errors);
         tap_ok(pairs == 0 && errors == NS + 65, "%d samples, each .json 65 members late: %d lines (want %d), %d pairs",
                NS, errors, NS + 65, pairs);
-        sa1b_tar_free(t);
-        free(tar);
     }
     {
         /* every .jpg first, then every .json (a tar re-packed by type): the
