@@ -2,7 +2,9 @@
 # t0004: what of scripts/gpu-check runs without a GPU: its usage, the
 # autotools checksum that guards the carried .gpu/autotools.tar, the dump
 # comparison of `verify` (tests/bench/gpu_dumpcmp.py: identical dumps pass,
-# one gradient off by 1e-3 or other inputs fail) and the PyTorch peer of
+# one gradient off by 1e-3 or other inputs fail; its 16-bit rule --ref: a
+# gradient 20% off fails, bf16 held to fp16's distance from fp32 fails, fp16
+# to bf16's passes) and the PyTorch peer of
 # `bench` (tests/bench/gpu_torch.py) on the CPU; verify without a device;
 # verify and bench through on the CPU backend (GPU_CHECK_SELFTEST=cpu), so
 # that a change of sa1b-train's output that the script parses fails here,
@@ -51,6 +53,33 @@ EOF
 run_status 1 "dumpcmp: a gradient off by 1e-3" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/g.st" "$TMP/a.st"
 grep_ok 'MISMATCH grad.dec.layers.0.mlp.fc1.w: relative error 1.0' "$TMP/.out" "names the gradient and its error"
 run_status 1 "dumpcmp: other inputs" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/i.st" "$TMP/a.st"
+# the 16-bit rule (--ref: the error against the fp32 dump, over the CPU's
+# own): bf16 against itself passes; a gradient 20% off (the CPU's bf16 is
+# within 2% of fp32 on that weight of tiny), or the bf16 dump held to the
+# fp16 one's distance from fp32, fails
+run_ok "a bf16 dump of the same step" sa1b-train $args --precision bf16 --dump-step "$TMP/b.st"
+run_ok "dumpcmp --ref: a bf16 dump against itself" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/b.st" "$TMP/b.st" \
+    --ref "$TMP/a.st"
+grep_ok '^ok: [0-9]+ tensors.*\(ratios: ' "$TMP/.out" "it says ok, in ratios"
+$PY - "$TMP/b.st" "$TMP/b5.st" <<'EOF'
+import json, struct, sys
+import numpy as np
+buf = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", buf[:8])[0]
+b, e = json.loads(buf[8:8 + n])["grad.enc.blocks.0.mlp.fc1.w"]["data_offsets"]
+a = np.frombuffer(bytes(buf[8 + n + b:8 + n + e]), dtype=np.float32) * np.float32(1.2)
+buf[8 + n + b:8 + n + e] = a.astype(np.float32).tobytes()
+open(sys.argv[2], "wb").write(bytes(buf))
+EOF
+run_status 1 "dumpcmp --ref: a gradient 20% off" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/b5.st" "$TMP/b.st" \
+    --ref "$TMP/a.st"
+grep_ok '^MISMATCH grad.enc.blocks.0.mlp.fc1.w: error against fp32 ' "$TMP/.out" "names the gradient"
+run_ok "an fp16 dump of the same step" sa1b-train $args --precision fp16 --dump-step "$TMP/h.st"
+run_status 1 "dumpcmp --ref: bf16 held to fp16's error" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/b.st" \
+    "$TMP/h.st" --ref "$TMP/a.st"
+grep_ok '^MISMATCH grad\.\*: error against fp32 ' "$TMP/.out" "over all gradients too"
+run_ok "dumpcmp --ref: fp16 held to bf16's error" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/h.st" "$TMP/b.st" \
+    --ref "$TMP/a.st"
 run_ok "gpu_torch.py flops" $PY "$SRC/tests/bench/gpu_torch.py" flops "$TMP/a.st"
 grep_ok '"flops_per_step": [1-9][0-9.e+]*, "batch": 2, "masks": 3, "points": 2' "$TMP/.out" "FLOPs of the dump's batch"
 if $PY -c 'import torch' 2>/dev/null; then
