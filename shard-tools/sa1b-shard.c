@@ -770,18 +770,42 @@ static void remove_temps(void)
         if (p->used) unlink(p->path);
 }
 
+/* The commit's window (commit_open .. commit_close): from the removal of
+ * the old part 0 until the last new part is renamed into place, a SIGINT,
+ * SIGTERM or SIGHUP waits: neither set is whole there, and the new parts
+ * not yet renamed may be the only copy of their images (an input read from
+ * standard input cannot be read again), so the handler must not remove
+ * them; the signal is acted on once they are in place.  One state, changed
+ * only by atomic exchanges (the handler runs in any thread): 0 outside the
+ * window, COMMIT_OPEN in it, COMMIT_OPEN | sig once a signal came. */
+enum { COMMIT_OPEN = 0x100 };
+static atomic_int commit_state;
+
 static void on_terminate(int sig)
 {
+    int s = atomic_load(&commit_state);
+    while (s & COMMIT_OPEN) /* in the window: noted, acted on by commit_close */
+        if (atomic_compare_exchange_weak(&commit_state, &s, COMMIT_OPEN | (s & 0xff ? s & 0xff : sig))) return;
     remove_temps();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-/* Tests: SA1B_TEST_KILL=WHAT:N raises SIGTERM at a fixed point of the run,
- * after the N-th sample written (sample), part finished (part) or output
- * renamed into place (commit), counted over the whole run. */
+static void commit_open(void) { atomic_store(&commit_state, COMMIT_OPEN); }
+
+/* Ends the window: a signal that came in it is acted on now. */
+static void commit_close(void)
+{
+    int s = atomic_exchange(&commit_state, 0);
+    if (s & 0xff) on_terminate(s & 0xff);
+}
+
+/* Tests: SA1B_TEST_KILL=WHAT:N[:kill] raises SIGTERM (SIGKILL) at a fixed
+ * point of the run, after the N-th sample written (sample), part finished
+ * (part) or output renamed into place (commit), counted over the whole
+ * run. */
 static struct {
-    char what[16];
+    char what[16], sig[8];
     unsigned long long n, count[3];
 } kill_hook;
 
@@ -789,7 +813,7 @@ static void test_hook(int what)
 {
     static const char *const names[] = {"sample", "part", "commit"};
     if (kill_hook.n && strcmp(kill_hook.what, names[what]) == 0 && ++kill_hook.count[what] == kill_hook.n)
-        raise(SIGTERM);
+        raise(strcmp(kill_hook.sig, "kill") == 0 ? SIGKILL : SIGTERM);
 }
 
 /* Tests: SA1B_TEST_PAUSE=WHAT:N:FIFO stops the run at the N-th WHAT,
@@ -830,7 +854,7 @@ static void init_signals(void)
     const char *f = getenv("SA1B_TEST_FAIL");
     if (f && strncmp(f, "nomem:", 6) == 0) snprintf(fail_nomem, sizeof fail_nomem, "%s", f + 6);
     const char *k = getenv("SA1B_TEST_KILL");
-    if (k && sscanf(k, "%15[a-z]:%llu", kill_hook.what, &kill_hook.n) != 2) kill_hook.n = 0;
+    if (k && sscanf(k, "%15[a-z]:%llu:%7s", kill_hook.what, &kill_hook.n, kill_hook.sig) < 2) kill_hook.n = 0;
     k = getenv("SA1B_TEST_PAUSE");
     if (k && sscanf(k, "%15[a-z]:%llu:%4095s", pause_hook.what, &pause_hook.n, pause_hook.path) != 3)
         pause_hook.n = 0;
@@ -1839,8 +1863,10 @@ static int commit(job *j, int cut)
         goto out;
     }
     /* this form's part 0 is replaced anyway (check_finals allowed it) */
+    commit_open();
     int removed0 = unlink(j->finals[0]) == 0;
     if (!removed0 && errno != ENOENT) {
+        commit_close();
         cli_warn("cannot remove '%s' (left from an earlier run of this output): %s: nothing of %s put in place, "
                  "the earlier output left as it was", j->finals[0], strerror(errno), label);
         drop_parts(j);
@@ -1856,6 +1882,7 @@ static int commit(job *j, int cut)
         } else if (errno != ENOENT && is0 && !removed0) { /* nothing touched yet */
             cli_warn("cannot remove '%s' (left from an earlier run of this output): %s: nothing of %s put in "
                      "place, the earlier output left as it was", old.paths[i], strerror(errno), label);
+            commit_close();
             drop_parts(j);
             old_files_free(&old);
             rc = -1;
@@ -1882,6 +1909,7 @@ static int commit(job *j, int cut)
         test_hook(2);
     }
     cli_sync_dir(s.dir);
+    commit_close();
     if (cut) report_cut(j);
 out:
     unlock_folder(lock);
