@@ -802,7 +802,6 @@ int run(const options *op, tr_backend *be)
         vs.close(vs.ctx);
         tr_mem_empty_cache(be->host_mem); /* (its buffers, which the planner does not count) */
     }
-    if (!o.plan && o.rank == 0) prepare_out(&o); /* rank 0 writes the run's files */
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
     oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
@@ -851,6 +850,11 @@ int run(const options *op, tr_backend *be)
         if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
             cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
     }
+    /* rank 0 writes the run's files; --overwrite's and --auto-resume's
+     * removals come after everything that can fail before the first step
+     * (the optimizer's memory, the checkpoint resumed from), so that a
+     * refused start leaves the earlier run as it was */
+    if (!o.plan && o.rank == 0) prepare_out(&o);
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
     if (o.resume && o.rank == 0) trim_log(logpath, st.step);
