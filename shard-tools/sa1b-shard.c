@@ -656,10 +656,20 @@ static void check_not_input(const options *o, int single_file, const char *stem,
     }
 }
 
+/* Whether --skip-existing skips the input (its outputs are complete): a
+ * link among them is then never replaced, and allowed. */
+static int up_to_date(const options *o, int single_file, const char *stem, const char *input)
+{
+    char why[200];
+    return o->skip_existing && strcmp(input, "-") != 0 && outputs_complete(o, single_file, stem, input, why, sizeof why);
+}
+
 /* Before anything is opened for writing: no output may be an input (the
  * same file, or stdin redirected from it), two inputs may not share an
- * output, and an existing output that is not a shard of this tool is
- * replaced only with --force.  Exit 2 otherwise. */
+ * output, an output that is a symbolic link (which the commit would refuse
+ * after all the work) is one --skip-existing skips, and an existing output
+ * that is not a shard of this tool is replaced only with --force.  Exit 2
+ * otherwise. */
 static void check_outputs(const options *o, int single_file, int argc, char **argv)
 {
     struct stat st; /* the folder of OUT must exist (a directory OUT is created) */
@@ -681,8 +691,15 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
         for (uint64_t part = 0;; part++) {
             char *path = part_path(o, single_file, stem, part);
             if (!path) cli_die(CLI_EXIT_FATAL, "out of memory");
-            struct stat out_st;
-            if (stat(path, &out_st) != 0) {
+            struct stat out_st; /* the link itself, as the commit sees it (check_finals) */
+            if (lstat(path, &out_st) != 0) {
+                free(path);
+                break;
+            }
+            if (S_ISLNK(out_st.st_mode) && !up_to_date(o, single_file, stem, argv[i]))
+                cli_usage_error("output '%s' is a symbolic link: only a regular file is replaced (remove the link, "
+                                "or give -o its target's folder)", path);
+            if (S_ISLNK(out_st.st_mode) && stat(path, &out_st) != 0) { /* (a set --skip-existing skips) */
                 free(path);
                 break;
             }
@@ -1647,9 +1664,22 @@ static void report_cut(job *j)
 }
 
 /* Drops every finished part of the input (its set is not put in place). */
+/* The images of an input whose shards were not put in place are not
+ * counted as written (drop_parts). */
+static void uncount(job *j)
+{
+    j->t->images -= j->images;
+    j->t->masks_kept -= j->masks_kept;
+    j->t->masks_dropped -= j->masks_dropped;
+    j->images = j->masks_kept = j->masks_dropped = 0;
+}
+
+/* Drops the parts of an input that puts none in place: their files and
+ * their images' counts. */
 static void drop_parts(job *j)
 {
     for (size_t i = 0; i < j->n_finals; i++) drop_part(j, i);
+    uncount(j);
 }
 
 /* Before the old set is touched: every finished part is still there, as
@@ -1793,16 +1823,6 @@ static int check_finals(const job *j, const char *label)
     return 0;
 }
 
-/* The images of an input whose shards were not put in place are not
- * counted as written. */
-static void uncount(job *j)
-{
-    j->t->images -= j->images;
-    j->t->masks_kept -= j->masks_kept;
-    j->t->masks_dropped -= j->masks_dropped;
-    j->images = j->masks_kept = j->masks_dropped = 0;
-}
-
 /* Puts the finished parts of the input in place, or keeps a complete
  * output that a shard of a truncated input (cut) would replace.  Holds the
  * folder's lock meanwhile (lock_folder), so that two runs writing one
@@ -1841,7 +1861,6 @@ static int commit(job *j, int cut)
     if (have) {
         /* the complete output may be the only intact copy of that data */
         drop_parts(j);
-        uncount(j);
         report_cut(j);
         if (kept_input && strcmp(kept_input, j->stem) != 0)
             cli_warn("'%s' (%s of '%s') kept, not replaced by the shard of %s, which was truncated (--force "
@@ -1855,10 +1874,8 @@ static int commit(job *j, int cut)
         goto out;
     }
     old_files old;
-    int refused = 0;
-    if (check_parts(j, label) != 0 || (refused = check_finals(j, label) != 0) || list_old_set(j, &s, &old) != 0) {
+    if (check_parts(j, label) != 0 || check_finals(j, label) != 0 || list_old_set(j, &s, &old) != 0) {
         drop_parts(j);
-        if (refused) uncount(j);
         rc = -1;
         goto out;
     }

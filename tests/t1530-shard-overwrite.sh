@@ -3,7 +3,8 @@
 # write: an output that is an input (the same file, a hard link, or stdin
 # redirected from it) or two inputs with one output name are refused with
 # exit 2 before anything is written; an existing output that is not a
-# shard of sa1b-shard needs --force; an earlier shard is replaced as before.
+# shard of sa1b-shard needs --force; an earlier shard is replaced as before;
+# an output that is a symbolic link is refused at start-up.
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 run_ok "synthesise" sa1b-synth -n 3 -W 120 -H 80 -m 4 -s 1 -o "$TMP/a.tar" --quiet
@@ -49,6 +50,16 @@ run_ok "an earlier shard of this tool is replaced without --force" sa1b-shard $o
 mkdir "$TMP/out" && echo "x" >"$TMP/out/a.shard"
 run_status 2 "the same in a directory output" sa1b-shard $opts -o "$TMP/out" "$TMP/a.tar"
 is "$(cat "$TMP/out/a.shard")" "x" "which is left alone"
+
+# an output that is a symbolic link (to a shard of this very input) is
+# refused at start-up, as the commit would refuse it after all the work
+mkdir "$TMP/store" "$TMP/lk"
+run_ok "a shard elsewhere" sa1b-shard $opts -o "$TMP/store/a.shard" "$TMP/a.tar"
+ln -s ../store/a.shard "$TMP/lk/a.shard"
+run_status 2 "an output that is a symbolic link: refused at start-up" sa1b-shard $opts -o "$TMP/lk" "$TMP/a.tar"
+grep_ok "^sa1b-shard: output '$TMP/lk/a.shard' is a symbolic link: only a regular file is replaced" "$TMP/.err" \
+    "says so"
+test -L "$TMP/lk/a.shard" && run_ok "the link and its shard are left as they were" sa1b-verify -q "$TMP/store/a.shard"
 
 # two inputs, one output name
 mkdir "$TMP/d1" "$TMP/d2" && cp "$TMP/a.tar" "$TMP/d1/" && cp "$TMP/a.tar" "$TMP/d2/"

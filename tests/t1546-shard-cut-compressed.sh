@@ -45,8 +45,10 @@ for z in $filters; do
     run_status 4 "$z: sa1b-verify calls the shard incomplete" sa1b-verify -q "$TMP/$z.shard"
     shard_pipe 1 "$z, the same through a pipe: exit 1" "$TMP/cut.$z" -q -o "$TMP/p$z.shard"
     grep_ok "^sa1b-shard: standard input: input ends early, after sample sa_7" "$TMP/.err" "$z, pipe: says so"
-    run_status 3 "$z, --strict: exit 3" sa1b-shard $opts -q --strict -o "$TMP/s$z.shard" "$TMP/cut.$z"
+    run_status 3 "$z, --strict: exit 3" sa1b-shard $opts -q --strict --json-summary -o "$TMP/s$z.shard" "$TMP/cut.$z"
     grep_ok "input ends early, after sample sa_7" "$TMP/.err" "$z, --strict: says why"
+    grep_ok '^\{"images":0,"masks_kept":0,"masks_dropped":0,.*"shards":0,' "$TMP/.out" \
+        "$z, --strict: no image counted as written"
     [ ! -e "$TMP/s$z.shard" ] && [ -z "$(ls "$TMP" | grep "^s$z.shard")" ]
     ok $? "$z, --strict: nothing written, no temporary left"
     shard_pipe 3 "$z, --strict through a pipe: exit 3" "$TMP/cut.$z" -q --strict -o "$TMP/sp$z.shard"
