@@ -230,11 +230,13 @@ done:
 
 /* Opens where the tar goes (cli_out: a regular file through a temporary
  * renamed when complete, a device or a pipe in place, standard output for
- * NULL or "-", never a terminal); dies with exit 2 or 3 on failure. */
+ * NULL or "-", never a terminal nor a shard); dies with exit 2 or 3 on
+ * failure. */
 static void open_output(cli_out *out, const char *path)
 {
     if ((!path || strcmp(path, "-") == 0) && isatty(STDOUT_FILENO))
         cli_usage_error("refusing to write a tar to a terminal (use -o FILE or a redirection)");
+    if (path && strcmp(path, "-") != 0) cli_check_output(path, NULL, 0); /* never a shard (a typo for the tar) */
     cli_out_open(out, path);
 }
 

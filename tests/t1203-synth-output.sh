@@ -1,6 +1,7 @@
 #!/bin/sh
 # t1203-synth-output.sh - output errors: a clean one-line message, exit 3,
-# and no partial file; devices are written in place.
+# and no partial file; devices are written in place; a shard is never
+# replaced (exit 2).
 . "$top_srcdir/tests/test-lib.sh"
 
 S="-n 2 -W 64 -H 48 -m 5"
@@ -41,6 +42,15 @@ is "$(ls -A "$TMP" | grep -c '^\.\{0,1\}out\.tar.')" 0 "no temporary file left"
 chmod 600 "$TMP/out.tar"
 run_ok "overwrite a private tar" sa1b-synth $S -o "$TMP/out.tar"
 is "$(stat -c %a "$TMP/out.tar")" 600 "... which stays private (mode 600)"
+
+# a shard is never replaced (-o x.shard for x.tar: a typo that would lose it)
+mkdir "$TMP/sh"
+run_ok "a shard" sa1b-shard -q --image-size 32 -o "$TMP/sh/a.shard" "$TMP/out.tar"
+cp "$TMP/sh/a.shard" "$TMP/sh/keep"
+run_status 2 "-o a shard: refused" sa1b-synth $S -o "$TMP/sh/a.shard"
+grep_ok "^sa1b-synth: -o '$TMP/sh/a.shard' is a shard: not replaced; give another file$" "$TMP/.err" "in one line"
+cmp -s "$TMP/sh/a.shard" "$TMP/sh/keep"
+ok $? "the shard is left as it was"
 
 # a killed run leaves neither the output nor a temporary file
 mkdir "$TMP/kill"
