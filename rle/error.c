@@ -34,7 +34,7 @@ const char *sa1b_strerror(int code)
     case SA1B_EFORMAT: return "malformed input";
     case SA1B_ERANGE: return "value out of range";
     case SA1B_ECHECKSUM: return "checksum mismatch";
-    case SA1B_ETRUNC: return "truncated input";
+    case SA1B_ETRUNC: return "truncated";
     case SA1B_EMISMATCH: return "inputs disagree";
     case SA1B_EUNSUPPORTED: return "unsupported";
     case SA1B_EOF: return "end of stream";

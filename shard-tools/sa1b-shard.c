@@ -398,6 +398,26 @@ static json_t *read_provenance(const char *path, char *unreadable, size_t len)
 
 static json_t *our_provenance(const char *path) { return read_provenance(path, NULL, 0); }
 
+/* For a file read_provenance found no shard of this tool in: 1 with why
+ * (sa1b_shard_open's reason) when it begins as a shard does, but does not
+ * open as one (cut short, damaged): told apart from a file that is no
+ * shard at all in the messages. */
+static int damaged_shard(const char *path, char *why, size_t len)
+{
+    char magic[8];
+    FILE *f = fopen(path, "rb");
+    int begins = f && fread(magic, 1, sizeof magic, f) == sizeof magic && !memcmp(magic, SA1B_SHARD_MAGIC, 8);
+    if (f) fclose(f);
+    sa1b_shard *sh = NULL;
+    sa1b_error e;
+    if (!begins || sa1b_shard_open(&sh, path, &e) == SA1B_OK) {
+        sa1b_shard_close(sh);
+        return 0;
+    }
+    snprintf(why, len, "%s", e.msg);
+    return 1;
+}
+
 /* One part against what this run would write: 1 the same, 0 not (why says
  * so when there is a reason to tell).  Only what shapes the output counts:
  * the input's name, the part, the options, and in the input's last part its
@@ -709,6 +729,10 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
             json_t *prov = read_provenance(path, unreadable, sizeof unreadable);
             if (*unreadable) /* whose it is cannot be told: never taken for a file that is no shard */
                 cli_die(CLI_EXIT_FATAL, "cannot read output '%s': %s", path, unreadable);
+            char damage[300];
+            if (!o->force && !prov && damaged_shard(path, damage, sizeof damage))
+                cli_usage_error("output '%s' is a damaged shard (%s), whose input cannot be told: give --force to "
+                                "replace it, or remove it", path, damage);
             if (!o->force && !prov)
                 cli_usage_error("output '%s' exists and is not a shard of sa1b-shard: give --force to replace it", path);
             const char *in = json_string_value(json_object_get(prov, "input"));
@@ -1813,9 +1837,12 @@ static int check_finals(const job *j, const char *label)
                      "output: shard them into different folders): nothing of it put in place, the earlier output "
                      "left as it was", j->finals[i], what, in ? in : "?", label);
         } else if (!ok) {
-            cli_warn("'%s' exists and is not a shard of sa1b-shard: not replaced by the shard of %s (give --force "
-                     "to replace it): nothing of it put in place, the earlier output left as it was",
-                     j->finals[i], label);
+            char damage[300];
+            int damaged = damaged_shard(j->finals[i], damage, sizeof damage);
+            cli_warn("'%s' %s%s%s: not replaced by the shard of %s (give --force to replace it): nothing of it put "
+                     "in place, the earlier output left as it was", j->finals[i],
+                     damaged ? "is a damaged shard (" : "exists and is not a shard of sa1b-shard",
+                     damaged ? damage : "", damaged ? "), whose input cannot be told" : "", label);
         }
         json_decref(prov);
         if (!ok) return -1;

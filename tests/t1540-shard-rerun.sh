@@ -3,7 +3,8 @@
 # short.  Provenance records each input's size, CRC32C and clean end; a tar
 # cut short says so (summary line, provenance, sa1b-verify exit 4); a rerun
 # with --skip-existing re-shards exactly the inputs that changed or were
-# read to an early end, with one line saying why, and keeps the others.
+# read to an early end, with one line saying why, and keeps the others; a
+# part cut short is named a damaged shard (--force replaces it).
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 mkdir "$TMP/full" "$TMP/tars"
@@ -124,4 +125,15 @@ sa1b-shard -q -j 2 --image-size 32 -o "$TMP/pc.shard" "$TMP/cut.tar" 2>/dev/null
 cat "$TMP/cut.tar" | sa1b-shard -q -j 2 --image-size 32 --name cut -o "$TMP/sc.shard" - 2>/dev/null
 cmp -s "$TMP/pc.shard" "$TMP/sc.shard"
 ok $? "also for a cut tar (path, and through a pipe)"
+# a part of the set cut short (a copy, a disk): the rerun cannot tell whose
+# it is and says what it is, not "not a shard"; --force replaces it
+mkdir "$TMP/dm"
+run_ok "a set of parts" sa1b-shard -q -j 2 --image-size 32 --max-images 4 -o "$TMP/dm" "$TMP/full/d.tar"
+truncate -s 3000 "$TMP/dm/d-00001.shard"
+run_status 2 "--skip-existing over a part cut short: exit 2" \
+    sa1b-shard -q -j 2 --image-size 32 --max-images 4 --skip-existing -o "$TMP/dm" "$TMP/full/d.tar"
+grep_ok "^sa1b-shard: output '$TMP/dm/d-00001.shard' is a damaged shard \(file is 3000 bytes but its header says [0-9]+: truncated\), whose input cannot be told: give --force to replace it, or remove it$" \
+    "$TMP/.err" "one line says it is a damaged shard"
+run_ok "--force replaces it" sa1b-shard -q -j 2 --image-size 32 --max-images 4 --force -o "$TMP/dm" "$TMP/full/d.tar"
+run_ok "the set is whole again" sa1b-verify -q "$TMP"/dm/d-*.shard
 done_testing
