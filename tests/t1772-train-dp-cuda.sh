@@ -60,11 +60,14 @@ ok $? "mpirun -np 1 sa1b-train --backend cuda --batch 4"
 ok $? "--batch 4: the losses of 4 steps agree to 1e-3"
 
 # two ranks on a machine of one GPU: rank 1 has no device of its own (NCCL
-# refuses two ranks on one GPU): the job ends in rank 1's line
+# refuses two ranks on one GPU): the job ends in rank 1's line.  Without
+# CUDA_VISIBLE_DEVICES, which a container may set to 0 for the whole job:
+# then each rank takes the one device it sees (as a launcher's binding of a
+# GPU per rank sets it) and NCCL refuses the pair in other words
 ndev=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ "$ndev" = 1 ]; then
-    timeout -s KILL 300 mpirun --oversubscribe --bind-to none -np 2 "$T" $args --batch 2 --out "$TMP/two" \
-        >"$TMP/two.log" 2>&1
+    timeout -s KILL 300 mpirun --oversubscribe --bind-to none -np 2 env -u CUDA_VISIBLE_DEVICES "$T" $args \
+        --batch 2 --out "$TMP/two" >"$TMP/two.log" 2>&1
     is "$?" 3 "two ranks on one GPU: the job ends (exit status 3)"
     is "$(grep -c '^sa1b-train: ' "$TMP/two.log")" 1 "in one line"
     grep_ok "^sa1b-train: rank 1 of 2: --backend cuda: no CUDA device 1: this machine has 1" "$TMP/two.log" \

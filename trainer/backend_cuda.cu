@@ -936,7 +936,10 @@ double cu_sumsq(tr_backend *be, const float *g, size_t n)
     cuda_backend *c = CB(be);
     if (c->failed) return NAN;
     double *part = static_cast<double *>(work(be, SUMSQ_BLOCKS * sizeof(double))), h[SUMSQ_BLOCKS];
-    if (!part) return NAN;
+    if (!part) { // outside a guarded step (tr_model_scale_grads): a NaN alone would pass for an fp16 overflow
+        record(c, __FILE__, __LINE__, "cu_sumsq", "out of device memory for 2 KiB of workspace");
+        return NAN;
+    }
     k_sumsq<<<SUMSQ_BLOCKS, TPB, 0, c->st>>>(part, g, n);
     LAUNCHED(c, "k_sumsq");
     cu_download(be, h, part, sizeof h);
