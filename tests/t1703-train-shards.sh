@@ -1,6 +1,7 @@
 #!/bin/sh
 # t1703: sa1b-train on real shards: sa1b-synth -> sa1b-shard -> train with
-# the loader, evaluate on validation shards (a bad --val fails first), resume
+# the loader, evaluate on validation shards (a bad --val fails first; the
+# line after the training is --eval-only's of the last checkpoint), resume
 # bit for bit; shards of source-size masks train as the packed shard at the
 # model's R.
 . "$top_srcdir/tests/test-lib.sh"
@@ -13,6 +14,7 @@ common="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 4 --ma
 run_ok "train on shards with --val" sa1b-train $common --steps 8 --log-every 1 --ckpt-every 4 \
     --data "$TMP/train.shard" --val "$TMP/val.shard" --out "$TMP/a"
 grep_ok '"miou": [0-9.]+, "masks": 16,' "$TMP/.out" "evaluates every validation mask once"
+grep '"miou"' "$TMP/.out" >"$TMP/val.line"
 is "$(cat "$TMP/a/latest")" "8" "latest names the last step"
 mkdir -p "$TMP/b"
 cp "$TMP/a/model-4.safetensors" "$TMP/a/state-4.bin" "$TMP/b/"
@@ -29,6 +31,8 @@ ok $? "final checkpoint bit-identical"
 run_ok "--eval-only on shards" sa1b-train --eval-only "$TMP/a/model-8.safetensors" --batch 4 --masks 4 \
     --val "$TMP/val.shard" -q
 grep_ok '"masks": 16,' "$TMP/.out" "eval-only sees every validation mask"
+is "$(grep '"miou"' "$TMP/.out")" "$(cat "$TMP/val.line")" \
+    "the training's --val line is --eval-only's of its last checkpoint (both at the stored SA-1B points)"
 run_ok "--eval-only --export 3" sa1b-train --eval-only "$TMP/a/model-8.safetensors" --batch 4 --masks 4 \
     --val "$TMP/val.shard" --export 3 --out "$TMP/ev" -q
 is "$(ls "$TMP/ev/export" | grep -c '^0000[0-2]-iou[0-9][0-9][0-9]\.png$')" "3" "three PNG overlays written"

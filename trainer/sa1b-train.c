@@ -161,10 +161,13 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
         return;
     }
     if (glob) {
-        int train = glob == o->data; /* training data: this rank's slice; evaluation: rank 0 reads it all */
+        /* training data: this rank's slice; evaluation (--val, after the
+         * training and --eval-only alike): rank 0 reads it all, at the
+         * stored SA-1B points */
+        int train = glob == o->data;
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
-                               .stored_point = o->eval_only != NULL, .threads = o->loader_threads, .mem = mem,
+                               .stored_point = !train, .threads = o->loader_threads, .mem = mem,
                                .rank = train ? o->rank : 0, .world = train ? o->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
         return;
