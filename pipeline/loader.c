@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1043,6 +1044,47 @@ static int ld_manifest_names(const char *file, sa1b_manifest **man, char ***name
     return SA1B_OK;
 }
 
+typedef struct ld_file_id {
+    dev_t dev;
+    ino_t ino;
+    size_t i; /* the shard's index */
+} ld_file_id;
+
+static int ld_file_id_cmp(const void *a, const void *b)
+{
+    const ld_file_id *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino) return x->ino < y->ino ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* One file under two names in a glob or a manifest (a link beside its
+ * target, a row through another folder) would be read twice an epoch
+ * without anyone asking for it: refused, naming both (the first two in the
+ * loader's order).  A list of paths may name a shard twice: read as often
+ * (a weighting the caller chose). */
+static int ld_unique_files(const sa1b_loader *L, sa1b_error *err)
+{
+    if (L->n_shards < 2) return SA1B_OK;
+    ld_file_id *ids = calloc(L->n_shards, sizeof *ids);
+    if (!ids) return sa1b_error_set(err, SA1B_ENOMEM, -1, "loader: %zu shards", L->n_shards);
+    size_t n = 0;
+    for (size_t i = 0; i < L->n_shards; i++) {
+        struct stat st;
+        if (stat(L->shards[i].path, &st) == 0) ids[n++] = (ld_file_id){st.st_dev, st.st_ino, i};
+    }
+    qsort(ids, n, sizeof *ids, ld_file_id_cmp);
+    size_t a = SIZE_MAX, b = SIZE_MAX;
+    for (size_t k = 1; k < n; k++)
+        if (ids[k].dev == ids[k - 1].dev && ids[k].ino == ids[k - 1].ino && ids[k].i < b)
+            a = ids[k - 1].i, b = ids[k].i;
+    free(ids);
+    if (b == SIZE_MAX) return SA1B_OK;
+    return sa1b_error_set(err, SA1B_EINVAL, -1, "'%s' and '%s' are one file: a shard is read once an epoch "
+                          "(a link beside it, or another path to it)", L->shards[a].path,
+                          L->shards[b].path);
+}
+
 static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_error *err)
 {
     char **names = NULL;
@@ -1158,6 +1200,7 @@ static int ld_open_shards(sa1b_loader *L, const sa1b_loader_config *cfg, sa1b_er
         }
         total += in->n_images;
     }
+    if (cfg->n_paths == 0 && (rc = ld_unique_files(L, err))) goto out; /* a list may repeat a shard on purpose */
     L->N = total;
 out:
     if (have_glob) globfree(&g);

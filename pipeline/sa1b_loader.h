@@ -123,12 +123,16 @@ typedef struct sa1b_allocator {
 } sa1b_allocator;
 
 typedef struct sa1b_loader_config {
-    const char *const *paths; /* [n_paths] shard files, in this order */
+    const char *const *paths; /* [n_paths] shard files, in this order (one
+                                 named twice is read twice) */
     size_t n_paths;
     const char *glob;         /* used when n_paths == 0: glob(3) pattern, sorted;
                                  a name ending in ".json" is a manifest
                                  (sa1b_manifest.h): its files, in its order,
-                                 each with the size and image count it lists */
+                                 each with the size and image count it lists;
+                                 two names of one file (a link beside its
+                                 target, a row through another folder) are
+                                 refused (SA1B_EINVAL) */
     uint32_t batch_size;      /* B: images per rank per batch, >= 1 */
     uint32_t max_masks;       /* M: masks per image, >= 1 */
     uint32_t points;          /* K: points per mask, >= 1 */

@@ -325,6 +325,20 @@ static int check_row(const sa1b_manifest_shard *r, const options *o)
     return verify(r->path, o);
 }
 
+/* A manifest row's file, as stat(2) knows it. */
+typedef struct row_file {
+    dev_t dev;
+    ino_t ino;
+    const char *file; /* the row's name */
+} row_file;
+
+static int row_file_cmp(const void *a, const void *b)
+{
+    const row_file *x = a, *y = b;
+    if (x->dev != y->dev) return x->dev < y->dev ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
 static int check_manifest(char **args, int n, const options *o)
 {
     sa1b_manifest *m = NULL;
@@ -337,8 +351,15 @@ static int check_manifest(char **args, int n, const options *o)
     size_t ng = 0;
     given *g = collect(args, n, &ng);
     int status = CLI_EXIT_OK;
+    /* the rows' files (device, inode), to find two rows that are one file
+     * (a path through another folder, a link): the loader refuses that */
+    row_file *rows = calloc(m->n_shards ? m->n_shards : 1, sizeof *rows);
+    if (!rows) cli_die(CLI_EXIT_FATAL, "out of memory");
+    size_t nr = 0;
     for (size_t i = 0; i < m->n_shards; i++) {
         const sa1b_manifest_shard *r = &m->shards[i];
+        struct stat fs;
+        if (stat(r->path, &fs) == 0) rows[nr++] = (row_file){fs.st_dev, fs.st_ino, r->file};
         char *real = real_place(r->path);
         given key = {.real = real}, *hit = real && ng ? bsearch(&key, g, ng, sizeof *g, given_cmp) : NULL;
         free(real);
@@ -349,9 +370,24 @@ static int check_manifest(char **args, int n, const options *o)
             while (hi + 1 < ng && !given_cmp(&g[hi + 1], hit)) hi++;
             for (size_t k = lo; k <= hi; k++) g[k].listed = 1;
         }
-        int st = check_row(r, o);
+        int st;
+        if (n > 0 && !hit) { /* files were given: the data set is those, and this row's file is not among them */
+            cli_warn("'%s': listed in '%s' as '%s', but not among the files given", r->path, o->manifest, r->file);
+            if (!o->quiet) printf("%s: missing (listed in the manifest)\n", r->path);
+            st = CLI_EXIT_PARTIAL;
+        } else {
+            st = check_row(r, o);
+        }
         if (status_rank(st) > status_rank(status)) status = st;
     }
+    qsort(rows, nr, sizeof *rows, row_file_cmp);
+    for (size_t i = 1; i < nr; i++)
+        if (!row_file_cmp(&rows[i - 1], &rows[i])) {
+            cli_warn("'%s': its rows '%s' and '%s' are one file: a shard is listed once", o->manifest,
+                     rows[i - 1].file, rows[i].file);
+            if (status_rank(CLI_EXIT_PARTIAL) > status_rank(status)) status = CLI_EXIT_PARTIAL;
+        }
+    free(rows);
     for (size_t k = 0; k < ng; k++) {
         if (!g[k].listed) {
             cli_warn("'%s': not in the manifest '%s'", g[k].arg, o->manifest);

@@ -1,7 +1,10 @@
 #!/bin/sh
 # t1311: a manifest.  sa1b-inspect --manifest lists the shards (sizes,
 # CRC32C, counts, provenance); sa1b-verify --manifest checks the files and a
-# folder against it (missing, added, changed); sa1b-loadbench and sa1b-train
+# folder against it (missing, added, changed; a folder given that holds
+# none of it: each row missing; two rows that are one file); the loader
+# refuses one file under two names in a glob or a manifest (a list may
+# repeat one); sa1b-loadbench and sa1b-train
 # --data read it instead of a glob and see the same data; a hostile
 # manifest is refused with one line; -o in another folder than the
 # relative names is refused (the names would be read from there).
@@ -54,6 +57,42 @@ grep_ok "^sa1b-verify: 'out/link.shard': not in the manifest 'manifest.json'$" "
 is "$(wc -l <"$TMP/.err" | tr -d ' ')" "1" "and only it"
 rm out/link.shard
 run_ok "the folder named twice is one data set" sa1b-verify -q --manifest manifest.json out ./out/
+mkdir copy
+run_status 1 "a folder given that holds none of the set (an empty copy): exit 1" \
+    sa1b-verify --manifest manifest.json copy/
+grep_ok "^sa1b-verify: 'out/a.shard': listed in 'manifest.json' as 'out/a.shard', but not among the files given$" \
+    "$TMP/.err" "a line names each listed shard"
+is "$(grep -c ': missing (listed in the manifest)$' "$TMP/.out")" "3" "and each is missing"
+rmdir copy
+# one file under two names: read twice an epoch, so refused
+ln -s a.shard out/z-link.shard
+run_status 3 "sa1b-train --data: a glob matching a link beside its shard" \
+    sa1b-train --config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 2 --masks 2 --steps 1 -q \
+    --data 'out/*.shard' --out lk
+grep_ok "^sa1b-train: --data: 'out/a.shard' and 'out/z-link.shard' are one file: a shard is read once an epoch" \
+    "$TMP/.err" "one line names both"
+test ! -e lk
+ok $? "nothing written"
+rm out/z-link.shard
+run_ok "a list of files may name a shard twice (read twice: a weighting)" \
+    sa1b-loadbench -q out/a.shard out/b.shard ./out/a.shard
+if [ -x /usr/bin/python3 ]; then
+    /usr/bin/python3 - <<'PYEOF'
+import json, os
+m = json.load(open("manifest.json"))
+r = dict(m["shards"][0], file="../%s/out/a.shard" % os.path.basename(os.getcwd()))
+m["shards"].append(r)
+for k in ("images", "masks", "bytes"):
+    m[k] += r[k]
+json.dump(m, open("dup.json", "w"))
+PYEOF
+    run_status 1 "sa1b-verify: two rows that are one file" sa1b-verify -q --manifest dup.json
+    grep_ok "^sa1b-verify: 'dup.json': its rows 'out/a.shard' and '\.\./.*/out/a.shard' are one file: a shard is listed once$" \
+        "$TMP/.err" "one line names both rows"
+    run_status 2 "the loader refuses that manifest" sa1b-loadbench -q dup.json
+else
+    skip 3 "no /usr/bin/python3"
+fi
 mv out/b.shard b.keep
 run_status 1 "a listed shard missing: exit 1" sa1b-verify --manifest manifest.json
 grep_ok "^sa1b-verify: 'out/b.shard': listed in 'manifest.json' as 'out/b.shard': cannot open: No such file or directory$" \
