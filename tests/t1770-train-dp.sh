@@ -9,7 +9,9 @@
 # over a --zero 1 first checkpoint cut between the ranks' parts); --zero 1
 # reduce-scatters the gradients and agrees with --zero 0 where clipping
 # and fp16's skipped steps read them; a rank that hangs
-# ends the job after --collective-timeout, a rank that dies ends it too.
+# ends the job after --collective-timeout, a rank that dies ends it too;
+# ranks that read other shards, or a rank whose --data or rank 0's --val
+# matches nothing, end it at once in one line.
 . "$top_srcdir/tests/test-lib.sh"
 PY=/usr/bin/python3
 command -v mpirun >/dev/null || skip_all "no mpirun (Debian: openmpi-bin)"
@@ -269,4 +271,37 @@ timeout -s KILL 120 mpirun --oversubscribe --bind-to none -np 1 "$T" $hang --out
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 137 ] || [ "$(grep -c . "$TMP/k.log")" -gt 0 ]
 ok $? "a killed rank: the job ends (exit $rc)"
+
+# ranks that read other shards under one --data (a relative pattern run from
+# another working directory, a folder not shared): the job ends at once in
+# one line naming the rank, never training on two data sets; a rank whose
+# pattern matches nothing, and a --val that matches nothing, end it in one
+# line too, not after a collective timeout
+if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null; then
+    mkdir -p "$TMP/ds/out" "$TMP/ds2/out" "$TMP/ds3"
+    { sa1b-synth -n 6 -W 120 -H 80 -m 4 -s 1 -o "$TMP/ds/a.tar" --quiet &&
+        sa1b-synth -n 4 -W 120 -H 80 -m 4 -s 2 --first-id 50 -o "$TMP/ds/b.tar" --quiet &&
+        sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/ds/out" "$TMP/ds/a.tar" "$TMP/ds/b.tar"; } || exit 99
+    cp "$TMP/ds/out/a.shard" "$TMP/ds2/out/"
+    sa="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 1 --threads 1 -q --steps 2"
+    # shellcheck disable=SC2086
+    mpirun --oversubscribe --bind-to none -np 1 --wdir "$TMP/ds" sa1b-train $sa --data 'out/*.shard' --out "$TMP/dsr" : \
+        -np 1 --wdir "$TMP/ds2" sa1b-train $sa --data 'out/*.shard' --out "$TMP/dsr" >/dev/null 2>"$TMP/ds.err"
+    is "$?:$(grep -c "^sa1b-train: rank 1 of 2 reads other shards than rank 0 under --data 'out/\*\.shard': rank 0 2 shards of 10 images, rank 1 1 of 6 " "$TMP/ds.err"):$(grep -c '^sa1b-train' "$TMP/ds.err")" \
+        "3:1:1" "ranks that read other shards: exit 3, one line naming the rank"
+    test ! -e "$TMP/dsr"
+    ok $? "and nothing written"
+    # shellcheck disable=SC2086
+    mpirun --oversubscribe --bind-to none -np 1 --wdir "$TMP/ds" sa1b-train $sa --data 'out/*.shard' --out "$TMP/dsr" : \
+        -np 1 --wdir "$TMP/ds3" sa1b-train $sa --data 'out/*.shard' --out "$TMP/dsr" >/dev/null 2>"$TMP/ds3.err"
+    is "$?:$(grep -c "^sa1b-train: rank 1 of 2: --data: loader: 'out/\*\.shard': no shard matches$" "$TMP/ds3.err"):$(grep -c '^sa1b-train' "$TMP/ds3.err")" \
+        "3:1:1" "a rank whose pattern matches nothing: exit 3, one line naming the rank"
+    # shellcheck disable=SC2086
+    mpi sa1b-train $sa --data "$TMP/ds/out/*.shard" --val "$TMP/none-*.shard" --collective-timeout 2 --out "$TMP/dv" \
+        >/dev/null 2>"$TMP/dv.err"
+    is "$?:$(grep -c "^sa1b-train: --val: loader: '$TMP/none-\*\.shard': no shard matches$" "$TMP/dv.err"):$(grep -c '^sa1b-train' "$TMP/dv.err")" \
+        "3:1:1" "a --val that matches nothing: exit 3, one line (no collective timeout)"
+else
+    skip 5 "sa1b-synth or sa1b-shard not built"
+fi
 done_testing

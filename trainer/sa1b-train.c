@@ -148,9 +148,12 @@ static void warn_incomplete(const options *o, const tr_data_source *src, const c
 }
 
 /* Opens a data source: shards matching glob through the loader, else the
- * synthetic batches; points K and epochs as given (eval: K 1, one epoch). */
-static void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
-                        const char *what, const char *glob, int K, uint64_t max_epochs, double flip)
+ * synthetic batches; points K and epochs as given (eval: K 1, one epoch).
+ * Shards that cannot be opened end the process in one line, or with why
+ * (the ranks of a job settle it) return -1 with that line in why. */
+static int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
+                           const char *what, const char *glob, int K, uint64_t max_epochs, double flip, char *why,
+                           size_t why_len)
 {
     char err[512];
     int R = 4 * (cfg->S / cfg->P);
@@ -158,7 +161,7 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
         int n = glob ? src_workers(o) + 2 : 1;
         if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the planner");
-        return;
+        return 0;
     }
     if (glob) {
         /* training data: this rank's slice; evaluation (--val, after the
@@ -169,16 +172,26 @@ static void open_source(const options *o, const tr_config *cfg, tr_data_source *
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
                                .stored_point = !train, .threads = o->loader_threads, .mem = mem,
                                .rank = train ? o->rank : 0, .world = train ? o->world : 1};
-        if (tr_shard_source_open(src, &so, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
-        return;
+        if (tr_shard_source_open(src, &so, err, sizeof err) < 0) {
+            if (!why) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
+            snprintf(why, why_len, "%s: %s", what, err);
+            return -1;
+        }
+        return 0;
     }
     if (o->synthetic) {
         if (tr_synthetic_source_open_rank(src, mem, o->batch, o->masks, K, cfg->S, R, o->synthetic_seed, o->rank,
                                           o->world) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the synthetic batches");
-        return;
+        return 0;
     }
     cli_usage_error("no data: give %s GLOB or --synthetic-batch SEED", what);
+}
+
+static void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem,
+                        const char *what, const char *glob, int K, uint64_t max_epochs, double flip)
+{
+    (void)open_source_why(o, cfg, src, mem, what, glob, K, max_epochs, flip, NULL, 0);
 }
 
 int write_latest(const char *dir, long step, int own_tmp)
@@ -512,6 +525,33 @@ _Noreturn static void die_ranks(tr_dist *dist, tr_backend *be, const char *msg)
     exit(CLI_EXIT_FATAL);
 }
 
+/* Under mpirun every rank opens --data itself.  A rank that could not
+ * (failed: its line, else ""), or that reads other shards than rank 0 (a
+ * folder not shared, a relative pattern run from another working
+ * directory, a stale copy: the data's identity differs) would leave the
+ * others waiting, or train the job on other images without a word.  The
+ * ranks agree: the lowest rank that differs says so in one line naming
+ * itself, and every rank ends (exit 3). */
+static void same_data(const options *o, tr_data_source *src, const char *failed, tr_backend *be)
+{
+    char err[1200], mine[1200] = "";
+    if (*failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->rank, o->world, failed);
+    if (tr_dist_settle(o->dist, *failed != 0, mine, err, sizeof err) < 0) die_ranks(o->dist, be, err);
+    char id[128] = "";
+    if (src->identity) src->identity(src->ctx, id, sizeof id); /* "N shards, M images, digest D" */
+    unsigned long long n = 0, images = 0;
+    if (sscanf(id, "%llu shards, %llu images", &n, &images) != 2) n = images = 0;
+    uint32_t h = sa1b_crc32c(0, id, strlen(id));
+    double v[3] = {o->rank == 0 ? (double)h : 0.0, o->rank == 0 ? (double)n : 0.0, o->rank == 0 ? (double)images : 0.0};
+    if (tr_dist_sum_d(o->dist, v, 3, err, sizeof err) < 0) die_ranks(o->dist, be, o->rank == 0 ? err : "");
+    const char *how = v[1] == (double)n && v[2] == (double)images ? " (other shards of as many images)" : "";
+    snprintf(mine, sizeof mine, "rank %d of %d reads other shards than rank 0 under --data '%s': rank 0 %.0f "
+             "shard%s of %.0f images, rank %d %llu of %llu%s (every rank must read the same files: on a file system "
+             "they share, by a pattern that does not depend on the working directory)", o->rank, o->world, o->data,
+             v[1], v[1] == 1 ? "" : "s", v[2], o->rank, n, images, how);
+    if (tr_dist_settle(o->dist, v[0] != (double)h, mine, err, sizeof err) < 0) die_ranks(o->dist, be, err);
+}
+
 /* Data parallel: sums over the ranks (more than one, or on the device
  * under mpirun: the same path with one rank). */
 static int data_parallel(const options *o)
@@ -788,7 +828,11 @@ int run(const options *op, tr_backend *be)
         tr_model_free(&m);
         return 0;
     }
-    open_source(&o, &cfg, &src, be->host_mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip);
+    char why[700] = "";
+    const int ranks = o.world > 1 && !o.plan; /* (--eval-only and --dump-step run in one process) */
+    (void)open_source_why(&o, &cfg, &src, be->host_mem, "--data", o.data, o.points, 0, o.dump_step ? 0.0 : o.flip,
+                          ranks ? why : NULL, sizeof why);
+    if (ranks) same_data(&o, &src, why, be);
     warn_incomplete(&o, &src, "--data", o.data);
 
     if (o.dump_step) {
@@ -798,12 +842,19 @@ int run(const options *op, tr_backend *be)
     }
 
     /* training */
-    if (o.val && !o.plan && o.rank == 0) { /* a --val that cannot be read fails now, not after the training */
-        tr_data_source vs = {0};
-        open_source(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0);
-        warn_incomplete(&o, &vs, "--val", o.val);
-        vs.close(vs.ctx);
-        tr_mem_empty_cache(be->host_mem); /* (its buffers, which the planner does not count) */
+    if (o.val && !o.plan) { /* a --val that cannot be read fails now, not after the training */
+        char vwhy[700] = "", settled[800];
+        if (o.rank == 0) { /* (rank 0 evaluates; the others learn whether it can) */
+            tr_data_source vs = {0};
+            if (open_source_why(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0, ranks ? vwhy : NULL,
+                                sizeof vwhy) == 0) {
+                warn_incomplete(&o, &vs, "--val", o.val);
+                vs.close(vs.ctx);
+            }
+            tr_mem_empty_cache(be->host_mem); /* (its buffers, which the planner does not count) */
+        }
+        if (ranks && tr_dist_settle(o.dist, *vwhy != 0, vwhy, settled, sizeof settled) < 0)
+            die_ranks(o.dist, be, settled);
     }
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
