@@ -11,7 +11,8 @@
 # and fp16's skipped steps read them; a rank that hangs
 # ends the job after --collective-timeout, a rank that dies ends it too;
 # ranks that read other shards, or a rank whose --data or rank 0's --val
-# matches nothing, end it at once in one line.
+# matches nothing, end it at once in one line; --overwrite removes nothing
+# when a rank other than 0 cannot start.
 . "$top_srcdir/tests/test-lib.sh"
 PY=/usr/bin/python3
 command -v mpirun >/dev/null || skip_all "no mpirun (Debian: openmpi-bin)"
@@ -304,4 +305,18 @@ if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null; then
 else
     skip 5 "sa1b-synth or sa1b-shard not built"
 fi
+
+# --overwrite under mpirun where rank 1 cannot start (its optimizer does
+# not fit --memory-limit): the job ends before rank 0 removes anything
+ow="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 1 --synthetic-batch 5 --threads 1 -q"
+# shellcheck disable=SC2086
+mpi sa1b-train $ow --steps 4 --ckpt-every 2 --out "$TMP/ow" >/dev/null 2>&1 || exit 99
+before=$(ls "$TMP/ow" | tr '\n' ' ')
+# shellcheck disable=SC2086
+mpirun --oversubscribe --bind-to none -np 1 sa1b-train $ow --steps 2 --overwrite --collective-timeout 30 --out "$TMP/ow" : \
+    -np 1 sa1b-train $ow --steps 2 --overwrite --memory-limit 7M --collective-timeout 30 --out "$TMP/ow" \
+    >/dev/null 2>"$TMP/ow.err"
+is "$?:$(grep -c '^sa1b-train: out of memory for the optimizer' "$TMP/ow.err")" "3:1" \
+    "--overwrite, rank 1 out of memory for its optimizer: exit 3, its line"
+is "$(ls "$TMP/ow" | tr '\n' ' ')" "$before" "the earlier run is left as it was"
 done_testing

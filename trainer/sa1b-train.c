@@ -908,6 +908,9 @@ int run(const options *op, tr_backend *be)
      * removals come after everything that can fail before the first step
      * (the optimizer's memory, the checkpoint resumed from), so that a
      * refused start leaves the earlier run as it was */
+    /* every rank can start (its optimizer, its part of --resume): one
+     * that cannot ends the job here, before rank 0 removes anything */
+    if (ranks && tr_dist_barrier(o.dist, err, sizeof err) < 0) die_collective(&o, err);
     if (!o.plan && o.rank == 0) prepare_out(&o);
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
