@@ -818,21 +818,35 @@ static void remove_temps(void)
  * standard input cannot be read again), so the handler must not remove
  * them; the signal is acted on once they are in place.  One state, changed
  * only by atomic exchanges (the handler runs in any thread): 0 outside the
- * window, COMMIT_OPEN in it, COMMIT_OPEN | sig once a signal came. */
-enum { COMMIT_OPEN = 0x100 };
+ * window, COMMIT_OPEN in it, COMMIT_OPEN | sig once a signal came,
+ * COMMIT_DYING once a handler outside the window ends the run (the window
+ * never opens then: commit_open waits for the end). */
+enum { COMMIT_OPEN = 0x100, COMMIT_DYING = 0x200 };
 static atomic_int commit_state;
 
 static void on_terminate(int sig)
 {
+    /* in the window: noted, acted on by commit_close; outside it: marked
+     * dying in the same exchange, so that commit_open never opens it now */
     int s = atomic_load(&commit_state);
-    while (s & COMMIT_OPEN) /* in the window: noted, acted on by commit_close */
-        if (atomic_compare_exchange_weak(&commit_state, &s, COMMIT_OPEN | (s & 0xff ? s & 0xff : sig))) return;
+    while (!(s & COMMIT_DYING)) {
+        int to = s & COMMIT_OPEN ? COMMIT_OPEN | (s & 0xff ? s & 0xff : sig) : COMMIT_DYING;
+        if (atomic_compare_exchange_weak(&commit_state, &s, to)) {
+            if (to & COMMIT_OPEN) return;
+            break;
+        }
+    }
     remove_temps();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
-static void commit_open(void) { atomic_store(&commit_state, COMMIT_OPEN); }
+static void commit_open(void)
+{
+    int s = 0;
+    if (!atomic_compare_exchange_strong(&commit_state, &s, COMMIT_OPEN))
+        for (;;) pause(); /* a handler in another thread is ending the run: the old set stays untouched */
+}
 
 /* Ends the window: a signal that came in it is acted on now. */
 static void commit_close(void)
@@ -892,6 +906,7 @@ static char fail_nomem[256];
 static void init_signals(void)
 {
     cli_on_termination(on_terminate);
+    signal(SIGPIPE, SIG_IGN); /* a reader of stderr that went away (| tee killed by the same Ctrl-C) */
     const char *f = getenv("SA1B_TEST_FAIL");
     if (f && strncmp(f, "nomem:", 6) == 0) snprintf(fail_nomem, sizeof fail_nomem, "%s", f + 6);
     const char *k = getenv("SA1B_TEST_KILL");
@@ -1687,9 +1702,8 @@ static void report_cut(job *j)
         cli_warn("%s: input ends early, before its first sample: no image read", label);
 }
 
-/* Drops every finished part of the input (its set is not put in place). */
 /* The images of an input whose shards were not put in place are not
- * counted as written (drop_parts). */
+ * counted as written (drop_parts; a commit whose first rename fails). */
 static void uncount(job *j)
 {
     j->t->images -= j->images;
@@ -1945,6 +1959,7 @@ static int commit(job *j, int cut)
             cli_warn("cannot rename '%s' to '%s': %s (the parts of %s not in place are left under their "
                      "partial names)", j->pt[i].partial, j->finals[i], strerror(errno), label);
             for (size_t k = 0; k <= i; k++) release_part(j, k); /* kept: they may be the only copy now */
+            if (i + 1 == j->n_finals) uncount(j); /* none in place: its images are not written */
             rc = -1;
             break;
         }

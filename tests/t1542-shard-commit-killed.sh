@@ -5,7 +5,7 @@
 # either one set is whole or part 0 is absent, and --skip-existing redoes
 # the input.  A SIGTERM there waits until the new set is whole: the parts
 # not yet renamed may be the only copy of their images (standard input),
-# and the old set is already broken.
+# and the old set is already broken; nor does a closed standard error.
 . "$top_srcdir/tests/test-lib.sh"
 command -v sa1b-synth >/dev/null || skip_all "sa1b-synth not built"
 sa1b-synth --quiet -n 20 -W 120 -H 80 -m 4 -s 1 -o "$TMP/old.tar" || exit 99
@@ -58,6 +58,16 @@ sa1b-shard -q -j 2 --image-size 32 -o "$TMP/one.shard" "$TMP/old.tar" || exit 99
 SA1B_TEST_KILL=commit:1 sa1b-shard -q -j 2 --image-size 32 -o "$TMP/one.shard" - <"$TMP/new.tar" 2>/dev/null
 is "$?" "143" "one output from stdin, SIGTERM at the commit: dies of it"
 is "$(shard_ids "$TMP/one.shard")" "$new_ids" "the new shard is in place"
+# a reader of standard error that went away (| tee killed by the same
+# Ctrl-C): the window's lines ("removed ..., left from an earlier run")
+# fail to be written, and never end the run there (SIGPIPE is ignored)
+rm -rf "$TMP/mx"
+sa1b-shard -q -j 2 --image-size 32 --max-images 2 -o "$TMP/mx" "$TMP/old.tar" || exit 99 # 10 parts
+{ sa1b-shard -q $opts --name old -o "$TMP/mx" - <"$TMP/new.tar" 2>&1 >/dev/null; echo $? >"$TMP/pipe.rc"; } |
+    (exec 0<&-; sleep 1)
+is "$(cat "$TMP/pipe.rc")" "0" "standard error a closed pipe: the run ends normally"
+is "$(shard_ids "$TMP"/mx/old-*.shard)" "$new_ids" "and the new set is whole"
+is "$(ls "$TMP/mx" | grep -c partial)" "0" "no temporary left"
 # killed before anything is renamed (after the last part finished): the old
 # set stays whole and is still taken as it was
 rm -rf "$TMP/mx" && cp "$TMP/old.tar" "$TMP/y.tar"

@@ -49,4 +49,20 @@ is "$(ls "$TMP/s" | tr '\n' ' ')" "a-00000.shard a-00001.shard a-00002.shard " "
 is "$(shard_ids "$TMP"/s/a-0000[01].shard)" "100 101 102 103 104 105 " "with the new images"
 grep_ok " 2 shards written," "$TMP/.err" "the summary counts the two"
 is "$(ls -a "$TMP/s" | grep -c partial)" "0" "no partial is left"
+
+# the commit's one rename fails (strace injects EIO into the second rename,
+# the writer's partial name being the first): exit 3, the part kept under
+# its partial name, and the summary counts no image, mask or shard
+if command -v strace >/dev/null &&
+    strace -qq -o /dev/null -e trace=rename -e inject=rename:error=EIO:when=2 true 2>/dev/null; then
+    mkdir "$TMP/rf"
+    strace -f -qq -o /dev/null -e trace=rename,renameat,renameat2 -e inject=rename,renameat,renameat2:error=EIO:when=2 \
+        sa1b-shard -q $opts --json-summary -o "$TMP/rf" "$TMP/a.tar" >"$TMP/rf.out" 2>"$TMP/rf.err"
+    is "$?" "3" "the commit's rename fails: exit 3"
+    grep_ok '^\{"images":0,"masks_kept":0,"masks_dropped":0,"skipped":0,"shards":0,' "$TMP/rf.out" \
+        "the summary counts nothing written"
+    is "$(ls "$TMP/rf" | grep -c '^a\.shard\.partial\.[A-Za-z0-9]*$')" "1" "the part is kept under its partial name"
+else
+    skip 3 "no strace that injects faults"
+fi
 done_testing
