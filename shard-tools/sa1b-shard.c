@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -718,7 +719,7 @@ static void check_outputs(const options *o, int single_file, int argc, char **ar
             }
             if (S_ISLNK(out_st.st_mode) && !up_to_date(o, single_file, stem, argv[i]))
                 cli_usage_error("output '%s' is a symbolic link: only a regular file is replaced (remove the link, "
-                                "or give -o its target's folder)", path);
+                                "or give -o its target%s)", path, single_file ? "" : "'s folder");
             if (S_ISLNK(out_st.st_mode) && stat(path, &out_st) != 0) { /* (a set --skip-existing skips) */
                 free(path);
                 break;
@@ -868,7 +869,7 @@ static void test_hook(int what)
 {
     static const char *const names[] = {"sample", "part", "commit"};
     if (kill_hook.n && strcmp(kill_hook.what, names[what]) == 0 && ++kill_hook.count[what] == kill_hook.n)
-        raise(strcmp(kill_hook.sig, "kill") == 0 ? SIGKILL : SIGTERM);
+        raise(strcasecmp(kill_hook.sig, "kill") == 0 ? SIGKILL : SIGTERM);
 }
 
 /* Tests: SA1B_TEST_PAUSE=WHAT:N:FIFO stops the run at the N-th WHAT,

@@ -61,7 +61,7 @@ run_ok "a bf16 dump of the same step" sa1b-train $args --precision bf16 --dump-s
 run_ok "dumpcmp --ref: a bf16 dump against itself" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/b.st" "$TMP/b.st" \
     --ref "$TMP/a.st"
 grep_ok '^ok: [0-9]+ tensors.*\(ratios: ' "$TMP/.out" "it says ok, in ratios"
-$PY - "$TMP/b.st" "$TMP/b5.st" <<'EOF'
+$PY - "$TMP/b.st" "$TMP/b5.st" "$TMP/bnan.st" <<'EOF'
 import json, struct, sys
 import numpy as np
 buf = bytearray(open(sys.argv[1], "rb").read())
@@ -70,10 +70,16 @@ b, e = json.loads(buf[8:8 + n])["grad.enc.blocks.0.mlp.fc1.w"]["data_offsets"]
 a = np.frombuffer(bytes(buf[8 + n + b:8 + n + e]), dtype=np.float32) * np.float32(1.2)
 buf[8 + n + b:8 + n + e] = a.astype(np.float32).tobytes()
 open(sys.argv[2], "wb").write(bytes(buf))
+a[0] = np.nan
+buf[8 + n + b:8 + n + e] = a.astype(np.float32).tobytes()
+open(sys.argv[3], "wb").write(bytes(buf))
 EOF
 run_status 1 "dumpcmp --ref: a gradient 20% off" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/b5.st" "$TMP/b.st" \
     --ref "$TMP/a.st"
 grep_ok '^MISMATCH grad.enc.blocks.0.mlp.fc1.w: error against fp32 ' "$TMP/.out" "names the gradient"
+run_status 1 "dumpcmp --ref: B not finite there (nothing to hold A to)" $PY "$SRC/tests/bench/gpu_dumpcmp.py" \
+    "$TMP/b5.st" "$TMP/bnan.st" --ref "$TMP/a.st"
+grep_ok "^MISMATCH grad.enc.blocks.0.mlp.fc1.w: B's error against fp32 is not finite" "$TMP/.out" "says so"
 run_ok "an fp16 dump of the same step" sa1b-train $args --precision fp16 --dump-step "$TMP/h.st"
 run_status 1 "dumpcmp --ref: bf16 held to fp16's error" $PY "$SRC/tests/bench/gpu_dumpcmp.py" "$TMP/b.st" \
     "$TMP/h.st" --ref "$TMP/a.st"

@@ -83,4 +83,25 @@ SA1B_TEST_KILL=temp:1 sa1b-rle decode --size 2x2 --counts 04 --png -o "$TMP/ex/m
 is "$?:$(ls "$TMP/ex" | tr '\n' ' ')" "143:" "sa1b-rle: SIGTERM while writing leaves nothing"
 run_ok "sa1b-rle writes its output otherwise" sa1b-rle decode --size 2x2 --counts 04 --png -o "$TMP/ex/m.png"
 is "$(stat -c %a "$TMP/ex/m.png")" "$(printf '%o' $((0666 & ~$(umask))))" "with the usual permissions (not 0600)"
+
+# started with SIGHUP and SIGINT ignored (nohup; a shell's background job):
+# they stay ignored, the run goes on to its end (before: its handler
+# replaced the ignore, and a SIGHUP ended it, exit 129)
+if command -v timeout >/dev/null && mkfifo "$TMP/hp" "$TMP/hp.go"; then
+    (
+        trap '' HUP INT
+        export SA1B_TEST_PAUSE="commit:1:$TMP/hp"
+        exec sa1b-shard -q -j 2 --image-size 32 -o "$TMP/hup.shard" "$TMP/a.tar"
+    ) 2>"$TMP/hup.err" &
+    r=$!
+    pid=$(timeout 120 cat "$TMP/hp")
+    kill -HUP "$pid" && kill -INT "$pid"
+    ok $? "a SIGHUP and a SIGINT sent while it runs"
+    timeout 120 sh -c ': >"$1"' _ "$TMP/hp.go"
+    wait $r
+    is "$?" "0" "ignored at the start: the run ends normally"
+    run_ok "with its shard" sa1b-verify -q "$TMP/hup.shard"
+else
+    skip 3 "no timeout or mkfifo"
+fi
 done_testing
