@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "sa1b_loader.h"
+#include "sa1b_manifest.h"
 
 typedef struct {
     PyObject_HEAD
@@ -243,6 +244,11 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
     for (Py_ssize_t i = 0; i < n; i++) p[i] = PyBytes_AS_STRING(PyList_GET_ITEM(list, i));
     cfg.paths = p;
     cfg.n_paths = (size_t)n;
+    if (n == 1 && sa1b_manifest_is_name(p[0])) { /* a manifest (*.json): its shards, checked against it */
+        cfg.glob = p[0];
+        cfg.paths = NULL;
+        cfg.n_paths = 0;
+    }
     sa1b_loader *L = NULL;
     sa1b_error err;
     sa1b_error_clear(&err);

@@ -6,8 +6,8 @@ determinism over thread counts; errors, and with verify=True the damaged
 shard DAMAGED (one image's payload flipped) reported by name and skipped
 on the next call; JPEG shards (the same tars) decoded in the workers: the
 same order as sa1b-loadbench, and each image the shard's JPEG as PIL
-decodes it inside the content, zeros outside.  The built programs are in
-PATH."""
+decodes it inside the content, zeros outside; a manifest as the one
+path.  The built programs are in PATH."""
 import gc
 import io
 import os
@@ -340,8 +340,30 @@ def check_damaged():
     tap.eq(len(set(next(L2)["image_id"].tolist()) - ids), 1, "exactly that one image is missing")
 
 
+def check_manifest():
+    """one path naming a manifest (*.json): its shards in its order, as the
+    list of them; a list may name a shard twice (read twice), a manifest
+    whose row lists another size is refused naming it"""
+    with open("manifest.json", "w") as f:
+        subprocess.run(["sa1b-inspect", "--manifest", *PATHS], check=True, stdout=f)
+    tap.eq(python_ids(["manifest.json"], batch=4, seed=3), python_ids(batch=4, seed=3),
+           "Loader('manifest.json'): the batches of its shards")
+    tap.eq(python_ids("manifest.json", batch=4, seed=3), python_ids(batch=4, seed=3), "also as one str")
+    n = sum(b["count"] for b in sa1b.Loader(PATHS[:1] * 2, batch=4))
+    one = sum(b["count"] for b in sa1b.Loader(PATHS[:1], batch=4))
+    tap.eq(n, 2 * one, "a list naming a shard twice reads it twice")
+    import json
+    m = json.load(open("manifest.json"))
+    m["shards"][0]["bytes"] += 1
+    m["bytes"] += 1
+    json.dump(m, open("bad-manifest.json", "w"))
+    tap.raises(Exception, lambda: sa1b.Loader("bad-manifest.json", batch=4), "a row that lists another size: refused",
+               match="manifest")
+
+
 if __name__ == "__main__":
     check_order()
+    check_manifest()
     check_resume()
     check_content()
     check_lifetime()
