@@ -217,7 +217,7 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     /* masks at R x R from shards that keep them at their source size (or any R) */
     if (u32_arg(o_mask_size, "mask_size", &cfg.mask_size) < 0) return -1;
-    if (cfg.mask_size > 4096) {
+    if (o_mask_size && o_mask_size != Py_None && (cfg.mask_size == 0 || cfg.mask_size > 4096)) {
         PyErr_SetString(PyExc_ValueError, "Loader: mask_size must be in 1..4096 (None: the shards')");
         return -1;
     }

@@ -149,7 +149,7 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
 {
     Sa1bShard *sh = (Sa1bShard *)self;
     static char *kwlist[] = {"i", "packed", "size", "resample", NULL};
-    Py_ssize_t i, size = 0;
+    Py_ssize_t i, size = -1; /* -1: not given (the shard's own R) */
     int packed = 0;
     const char *resample = "area";
     uint64_t idx;
@@ -158,7 +158,8 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     int mode = strcmp(resample, "area") == 0 ? SA1B_MASK_AREA : strcmp(resample, "nearest") == 0 ? SA1B_MASK_NEAREST : -1;
     if (mode < 0) return PyErr_Format(PyExc_ValueError, "resample must be 'area' or 'nearest', not '%s'", resample);
-    if (size < 0 || size > 4096) return PyErr_Format(PyExc_ValueError, "size %zd is not in 1..4096", size);
+    if (size != -1 && (size < 1 || size > 4096))
+        return PyErr_Format(PyExc_ValueError, "size %zd is not in 1..4096", size);
     sa1b_shard_image_view im;
     sa1b_error err;
     if (sa1b_shard_image(sh->s, idx, &im, &err) != SA1B_OK) return sa1bpy_raise(&err, NULL);
@@ -167,7 +168,7 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
         if (in->mask_format != SA1B_SHARD_PACKED)
             return PyErr_Format(PyExc_ValueError, "packed=True: this shard (version %u) stores its masks as runs, "
                                 "not as packed bits", in->version);
-        if (size && (uint32_t)size != in->mask_size)
+        if (size > 0 && (uint32_t)size != in->mask_size)
             return PyErr_Format(PyExc_ValueError, "packed=True gives the stored masks: size must be %u or left out",
                                 in->mask_size);
         PyObject *shape = Py_BuildValue("(II)", im.n_masks, in->mask_stride);
@@ -177,7 +178,7 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(shape);
         return arr;
     }
-    uint32_t R = size ? (uint32_t)size : in->mask_size;
+    uint32_t R = size > 0 ? (uint32_t)size : in->mask_size;
     if (R == 0)
         return PyErr_Format(PyExc_ValueError, "this shard keeps each mask at its source size: give size=R "
                             "(and resample='area' or 'nearest') for R x R masks");
@@ -344,7 +345,7 @@ static PyMethodDef shard_methods[] = {
      "image(i) -> read-only uint8 view of the map: [S, S, 3] RGB (raw shards) or the JPEG "
      "bytes [len] (jpeg shards)"},
     {"masks", (PyCFunction)(void (*)(void))shard_masks, METH_VARARGS | METH_KEYWORDS,
-     "masks(i, packed=False, size=0, resample='area') -> [n, R, R] uint8 0/1 (a new array; "
+     "masks(i, packed=False[, size], resample='area') -> [n, R, R] uint8 0/1 (a new array; "
      "R the shard's mask size; a source-size shard needs size=R: its runs resampled as sa1b-shard "
      "would at R), or with packed=True the stored bits of a version-1 shard as a read-only view "
      "[n, mask_stride] (bit k of the row-major mask in byte k/8, LSB first)"},
