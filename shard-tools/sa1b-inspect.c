@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct options {
     int masks, rle, summary, manifest;
@@ -524,6 +525,16 @@ int main(int argc, char **argv)
         /* (a file renamed into place: not a device, nor standard output's file) */
         if (o.manifest && out_file.tmp) check_names_from(o.output, argv + optind, argc - optind);
         out = out_file.f;
+    } else if (o.manifest) { /* > FILE in another folder: the same check, by the file's name */
+        struct stat st;
+        char self[4096];
+        ssize_t len = fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode)
+                          ? readlink("/proc/self/fd/1", self, sizeof self - 1)
+                          : -1;
+        if (len > 0 && self[0] == '/') {
+            self[len] = 0;
+            check_names_from(self, argv + optind, argc - optind);
+        }
     }
     if (o.manifest) return finish(manifest(argv + optind, argc - optind));
     int status = CLI_EXIT_OK;

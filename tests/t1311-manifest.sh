@@ -123,6 +123,20 @@ grep_ok "^sa1b-inspect: 'out/a.shard' is named relative to this folder, but a ma
     "$TMP/.err" "in one line"
 test ! -e elsewhere/m.json
 ok $? "nothing is written"
+# the same through a redirection of standard output into another folder
+if [ -e /proc/self/fd/1 ]; then
+    sa1b-inspect --manifest out/a.shard out/b.shard out/c.shard >elsewhere/r.json 2>"$TMP/r.err"
+    is "$?" "2" "--manifest out/*.shard > elsewhere/r.json: refused"
+    grep_ok "^sa1b-inspect: 'out/a.shard' is named relative to this folder, but a manifest's names are read relative to its own folder \('/.*/elsewhere'\)" \
+        "$TMP/r.err" "in one line"
+    test ! -s elsewhere/r.json
+    ok $? "nothing is written into it"
+    sa1b-inspect --manifest out/a.shard out/b.shard out/c.shard >here.json
+    ok $? "into this folder it is written"
+    run_ok "and reads back" sa1b-verify -q --manifest here.json
+else
+    skip 5 "no /proc/self/fd"
+fi
 run_ok "absolute names from there" sa1b-inspect --manifest -o elsewhere/m.json "$TMP/out/a.shard" "$TMP/out/b.shard" "$TMP/out/c.shard"
 run_ok "which verify" sa1b-verify -q --manifest elsewhere/m.json
 
