@@ -379,12 +379,16 @@ static json_t *manifest_row(const char *file, sa1b_shard_info *first, int *statu
         else if (!(rc = sa1b_file_crc32c(file, &bytes, &crc, &err)) && bytes != in->file_size)
             rc = sa1b_error_set(&err, SA1B_EIO, -1, "changed while it was read");
     }
+    json_t *name = rc ? NULL : json_string(file);
+    if (!rc && !name) /* (jansson takes UTF-8 alone) */
+        rc = sa1b_error_set(&err, SA1B_EINVAL, -1, "its name is not UTF-8, which a manifest (JSON) cannot hold: "
+                            "rename it");
     if (!rc) {
         json_t *h = header_json(file, s);
         char hex[9];
         snprintf(hex, sizeof hex, "%08x", crc);
         row = json_object();
-        json_object_set_new(row, "file", json_string(file));
+        json_object_set_new(row, "file", name);
         json_object_set_new(row, "bytes", json_integer((json_int_t)bytes));
         json_object_set_new(row, "crc32c", json_string(hex));
         const char *keep[] = {"images", "masks", "image_size", "mask_size", "image_format", "provenance"};

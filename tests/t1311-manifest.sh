@@ -177,6 +177,13 @@ test ! -s "$TMP/.out"
 ok $? "and nothing printed"
 grep_ok "^sa1b-inspect: 'out/bogus.shard': " "$TMP/.err" "the file is named"
 rm out/bogus.shard
+bad=$(printf 'out/b\377.shard')
+cp out/a.shard "$bad"
+run_status 1 "a shard whose name is not UTF-8: exit 1" sa1b-inspect --manifest out/b.shard "$bad"
+grep_ok "its name is not UTF-8, which a manifest \(JSON\) cannot hold: rename it$" "$TMP/.err" "one line says so"
+test ! -s "$TMP/.out"
+ok $? "and nothing printed"
+rm "$bad"
 sa1b-shard -q --image-size 32 --mask-size 8 -o small.shard a.tar || exit 99
 run_status 1 "shards of another S: refused" sa1b-inspect --manifest out/a.shard small.shard
 grep_ok "^sa1b-inspect: 'small.shard': S=32 R=8 raw, unlike the first shard \(S=64 R=16 raw\)$" "$TMP/.err" "says why"
