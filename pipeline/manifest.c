@@ -164,8 +164,10 @@ int sa1b_manifest_parse(sa1b_manifest **out, const char *text, size_t len, const
     } else if (!json_is_integer(ver) || json_integer_value(ver) != SA1B_MANIFEST_VERSION) {
         rc = sa1b_error_set(err, SA1B_EUNSUPPORTED, -1, "manifest version is not %d",
                             SA1B_MANIFEST_VERSION);
-    } else if (!json_is_array(rows) || json_array_size(rows) == 0) {
+    } else if (!json_is_array(rows)) {
         rc = sa1b_error_set(err, SA1B_EFORMAT, -1, "\"shards\" is not a list of shards");
+    } else if (json_array_size(rows) == 0) {
+        rc = sa1b_error_set(err, SA1B_EFORMAT, -1, "\"shards\" lists no shard");
     } else if (json_array_size(rows) > SA1B_MANIFEST_MAX_SHARDS) {
         rc = sa1b_error_set(err, SA1B_ERANGE, -1, "%zu shards, more than %u", json_array_size(rows),
                             SA1B_MANIFEST_MAX_SHARDS);

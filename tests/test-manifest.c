@@ -167,7 +167,7 @@ static void test_parse(void)
         {"{\"sa1b_manifest\": 2, \"shards\": []}", "version is not 1"},
         {"{\"sa1b_manifest\": \"1\", \"shards\": []}", "version is not 1"},
         {"{\"sa1b_manifest\": 1, \"sa1b_manifest\": 1}", "not JSON"},
-        {"{\"sa1b_manifest\": 1, \"shards\": []}", "\"shards\" is not a list"},
+        {"{\"sa1b_manifest\": 1, \"shards\": []}", "\"shards\" lists no shard"},
         {"{\"sa1b_manifest\": 1, \"shards\": {}}", "\"shards\" is not a list"},
         {DOC("7", "1"), "shards[0] is not an object"},
         {DOC(ROW("\"\"", "10", "\"00000000\"", "1", "2"), "1"), "shards[0]: \"file\" is not a file name"},

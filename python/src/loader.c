@@ -158,7 +158,7 @@ static int u64_arg(PyObject *o, const char *name, uint64_t *out)
     if (!o || o == Py_None) return 0;
     unsigned long long v = index_arg(o);
     if (v == (unsigned long long)-1 && PyErr_Occurred()) {
-        PyErr_Format(PyExc_ValueError, "Loader: %s must be a non-negative integer", name);
+        PyErr_Format(PyExc_ValueError, "Loader: %s must be an integer in 0..2^64-1", name);
         return -1;
     }
     *out = v;

@@ -216,6 +216,7 @@ def check_errors():
     tap.raises(ValueError, lambda: sa1b.Loader(PATHS, flip=1.5), "flip outside [0, 1]")
     tap.raises(ValueError, lambda: sa1b.Loader(PATHS, batch=-1), "a negative batch")
     tap.raises(ValueError, lambda: sa1b.Loader(PATHS, consumed=10 ** 6), "consumed beyond the epoch")
+    tap.raises(ValueError, lambda: sa1b.Loader(PATHS, seed=2 ** 64), "seed 2^64", match="0..2^64-1")
     tap.raises(TypeError, lambda: sa1b.Loader(PATHS, bogus=1), "an unknown keyword")
     # numpy's integers are integers (before: "batch must be an integer")
     L = sa1b.Loader(PATHS, batch=np.int64(3), masks=np.uint8(2), seed=np.uint64(2 ** 64 - 1), epoch=np.int32(1))
