@@ -119,8 +119,21 @@ if command -v mpirun >/dev/null && ldd "$BUILD/trainer/sa1b-train" 2>/dev/null |
         mpi sa1b-train --resume "$TMP/dv$zero" -q >/dev/null 2>&1 &&
             cmp -s "$TMP/dv$zero/model-6.safetensors" "$TMP/mc$zero/model-6.safetensors"
         ok $? "$more: after rank 1's device failed, --resume ends with the weights of the run that never failed"
+        if [ $zero = 1 ]; then
+            # rank 1's part of step 4's checkpoint fails (its device, made
+            # up at the save): one line naming rank 1 (before: each rank's
+            # own, none named), no file of step 4 left (rank 0's part and
+            # the model go too), latest at step 2
+            mpi -x SA1B_TEST_DEVICE=save:4:1 sa1b-train $common $more --collective-timeout 60 --data "$TMP/d.shard" \
+                --steps 6 --ckpt-every 2 --out "$TMP/sv" >/dev/null 2>"$TMP/serr"
+            is "$?:$(cat "$TMP/sv/latest"):$(ls "$TMP/sv" | grep -c -- '-4\.'):$(grep -c '^sa1b-train' "$TMP/serr"):$(grep -c "^sa1b-train: rank 1 of 2: --backend cuda: a device error made up" "$TMP/serr")" \
+                "3:2:0:1:1" "--zero 1: rank 1's part of a checkpoint fails: exit 3, latest at 2, no file of it, one line naming rank 1"
+            mpi sa1b-train --resume "$TMP/sv" -q >/dev/null 2>&1 &&
+                cmp -s "$TMP/sv/model-6.safetensors" "$TMP/mc1/model-6.safetensors"
+            ok $? "--zero 1: --resume then ends with the weights of the run that never failed"
+        fi
     done
 else
-    skip 17 "no mpirun, or sa1b-train built without MPI: the data-parallel failing step"
+    skip 19 "no mpirun, or sa1b-train built without MPI: the data-parallel failing step"
 fi
 done_testing

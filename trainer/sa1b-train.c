@@ -327,6 +327,8 @@ _Noreturn static void die_collective(const options *o, const char *err)
     tr_dist_abort(o->dist, CLI_EXIT_FATAL);
 }
 
+_Noreturn static void die_ranks(tr_dist *dist, tr_backend *be, const char *msg);
+
 /* log: the run's log (rank 0), synced before latest names the step, so
  * that a crash never leaves a checkpoint whose records are lost (the
  * resumed run would not write them again); NULL when it has none. */
@@ -356,17 +358,33 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
     char dev[512];
     int dev_failed = device_error(m->be, dev, sizeof dev);
     if (rc == 0 && dev_failed) unlink(path);
-    if (rc < 0 || dev_failed) {
+    char why[700] = "";
+    if (rc < 0 || dev_failed)
+        snprintf(why, sizeof why, "%s%s", dev_failed ? "--backend cuda: " : "", dev_failed ? dev : err);
+    /* with parts, every rank learns whether each wrote its own (a full
+     * disk fails them all): one line, from the lowest rank that failed,
+     * naming it; it is also the wait for every part before latest names
+     * them */
+    char settled[800] = "";
+    int failed = *why != 0;
+    if (parts) {
+        char mine[760] = "";
+        if (failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->rank, o->world, why);
+        if (tr_dist_settle(o->dist, failed, mine, settled, sizeof settled) < 0) {
+            if (!failed && rc == 0) unlink(path); /* another rank's part failed: this one's goes too */
+            failed = 1;
+        }
+    }
+    if (failed) {
         /* no half checkpoint left (a full disk): its model file goes, which
          * latest never named (it names an earlier step, or none) */
         if (o->rank == 0) {
             snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
             unlink(path);
         }
-        cli_die(CLI_EXIT_FATAL, "%s%s", dev_failed ? "--backend cuda: " : "", dev_failed ? dev : err);
+        if (!parts) cli_die(CLI_EXIT_FATAL, "%s", why);
+        die_ranks(o->dist, m->be, settled);
     }
-    /* every part written before latest names it */
-    if (parts && tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
     if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */
     if (o->rank == 0 && write_latest(o->out, st->step, 0) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
