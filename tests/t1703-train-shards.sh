@@ -28,6 +28,14 @@ cmp -s "$TMP/a.loss" "$TMP/b.loss"
 ok $? "resumed run continues the data stream and the losses bit for bit"
 cmp -s "$TMP/a/model-8.safetensors" "$TMP/b/model-8.safetensors"
 ok $? "final checkpoint bit-identical"
+# --resume from another folder than the run was started in, with a
+# relative --data in its record: the line says where the pattern is read
+(cd "$TMP" && sa1b-train $common --steps 2 --ckpt-every 2 --data train.shard --out rel) >/dev/null 2>&1 || exit 99
+mkdir "$TMP/elsewhere"
+(cd "$TMP/elsewhere" && sa1b-train --resume ../rel --steps 4 -q) >/dev/null 2>"$TMP/rel.err"
+is "$?" "3" "--resume from another folder, the record's --data relative: exit 3"
+grep_ok "^sa1b-train: --data: .*'train.shard'.* \(the --data of the run's record, relative to the folder it was started in: resume from there, or give --data\)$" \
+    "$TMP/rel.err" "one line says whose pattern it is and where it is read"
 run_ok "--eval-only on shards" sa1b-train --eval-only "$TMP/a/model-8.safetensors" --batch 4 --masks 4 \
     --val "$TMP/val.shard" -q
 grep_ok '"masks": 16,' "$TMP/.out" "eval-only sees every validation mask"

@@ -173,8 +173,14 @@ static int open_source_why(const options *o, const tr_config *cfg, tr_data_sourc
                                .stored_point = !train, .threads = o->loader_threads, .mem = mem,
                                .rank = train ? o->rank : 0, .world = train ? o->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) {
-            if (!why) cli_die(CLI_EXIT_FATAL, "%s: %s", what, err);
-            snprintf(why, why_len, "%s: %s", what, err);
+            /* a relative pattern of the run's record, resumed from another
+             * folder than the run was started in */
+            const char *hint = train && o->data_restored && glob[0] != '/'
+                                   ? " (the --data of the run's record, relative to the folder it was started in: "
+                                     "resume from there, or give --data)"
+                                   : "";
+            if (!why) cli_die(CLI_EXIT_FATAL, "%s: %s%s", what, err, hint);
+            snprintf(why, why_len, "%s: %s%s", what, err, hint);
             return -1;
         }
         return 0;

@@ -75,6 +75,7 @@ typedef struct options {
     int auto_fresh;             /* --auto-resume found none: start afresh, clearing a run without one */
     int out_locked;             /* lock_out ran: --out is this process's (or could not be locked) */
     int out_lock_held;          /* and holds the lock (TR_RUN_LOCK) */
+    int data_restored;          /* --resume took --data from the run's record (not given) */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
     char *record;               /* the run record saved in every state file (run_dir.h) */
     char *owned[256];           /* --resume: the arguments parsed again, with the run record's */

@@ -827,8 +827,11 @@ void restore_run(options *o, int argc, char **argv, int report)
     if (!args) cli_die(CLI_EXIT_FATAL, "out of memory");
     memcpy(args, r.owned, (size_t)n * sizeof *args);
     args[n] = NULL;
+    int data_restored = 0;
+    for (int i = 0; i + 1 < n; i++) data_restored |= strcmp(args[i], "--data") == 0 && !o->given[O_DATA];
     optind = 0; /* getopt from the start */
     parse_options(n, args, o);
+    o->data_restored = data_restored;
     free(args);
     memcpy(o->owned, r.owned, sizeof o->owned); /* the strings the options point into */
     o->n_owned = r.n_owned;
