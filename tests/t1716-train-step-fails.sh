@@ -131,9 +131,19 @@ if command -v mpirun >/dev/null && ldd "$BUILD/trainer/sa1b-train" 2>/dev/null |
             mpi sa1b-train --resume "$TMP/sv" -q >/dev/null 2>&1 &&
                 cmp -s "$TMP/sv/model-6.safetensors" "$TMP/mc1/model-6.safetensors"
             ok $? "--zero 1: --resume then ends with the weights of the run that never failed"
+            # rank 0's model file of step 4 cannot be written (a folder of
+            # its name): the same, one line naming rank 0, and rank 1's part
+            # of the step goes too (before: rank 0 alone died, its line
+            # naming no rank, and rank 1's part stayed)
+            mpi sa1b-train $common $more --data "$TMP/d.shard" --steps 2 --ckpt-every 2 --out "$TMP/sm" \
+                >/dev/null 2>&1 || exit 99
+            mkdir -p "$TMP/sm/model-4.safetensors/x"
+            mpi sa1b-train --resume "$TMP/sm" --steps 4 -q >/dev/null 2>"$TMP/smerr"
+            is "$?:$(grep -c '^sa1b-train' "$TMP/smerr"):$(grep -c "^sa1b-train: rank 0 of 2: cannot write '$TMP/sm/model-4\.safetensors'" "$TMP/smerr"):$(ls "$TMP/sm" | grep -c -- '-4\..*bin'):$(cat "$TMP/sm/latest")" \
+                "3:1:1:0:2" "--zero 1: rank 0's model file cannot be written: exit 3, one line naming rank 0, no part of step 4, latest at 2"
         fi
     done
 else
-    skip 19 "no mpirun, or sa1b-train built without MPI: the data-parallel failing step"
+    skip 20 "no mpirun, or sa1b-train built without MPI: the data-parallel failing step"
 fi
 done_testing

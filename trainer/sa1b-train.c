@@ -173,9 +173,11 @@ static int open_source_why(const options *o, const tr_config *cfg, tr_data_sourc
                                .stored_point = !train, .threads = o->loader_threads, .mem = mem,
                                .rank = train ? o->rank : 0, .world = train ? o->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) {
-            /* a relative pattern of the run's record, resumed from another
-             * folder than the run was started in */
-            const char *hint = train && o->data_restored && glob[0] != '/'
+            /* a relative pattern of the run's record that finds nothing
+             * here: resumed from another folder than the run was started
+             * in (not a shard that is there but bad) */
+            int none = strstr(err, "no shard matches") != NULL || (!strpbrk(glob, "*?[") && access(glob, F_OK) != 0);
+            const char *hint = train && o->data_restored && glob[0] != '/' && none
                                    ? " (the --data of the run's record, relative to the folder it was started in: "
                                      "resume from there, or give --data)"
                                    : "";
@@ -341,32 +343,41 @@ _Noreturn static void die_ranks(tr_dist *dist, tr_backend *be, const char *msg);
 static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st,
                             tr_data_source *src, const uint64_t *pos, FILE *log)
 {
-    char path[4096], err[512];
-    check_device(m->be); /* never a checkpoint of what a failed device left */
+    char path[4096], err[512], dev[512];
     int parts = o->zero && o->world > 1; /* each rank writes its part of the optimizer state */
+    /* never a checkpoint of what a failed device left; with parts, the
+     * failure (why, else "") is settled among the ranks below, as one of
+     * a file's */
+    char why[700] = "";
+    if (!parts) check_device(m->be);
+    else if (device_error(m->be, dev, sizeof dev)) snprintf(why, sizeof why, "--backend cuda: %s", dev);
     if (o->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
     if (pos) /* where the data stood after step st->step (the next step's start) */
         st->data_epoch = pos[0], st->data_consumed = pos[1];
     else if (src->position)
         src->position(src->ctx, &st->data_epoch, &st->data_consumed);
     if (src->identity) src->identity(src->ctx, st->data_id, sizeof st->data_id);
-    if (o->rank == 0) {
+    if (o->rank == 0 && !*why) {
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
-        if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) {
+            if (!parts) cli_die(CLI_EXIT_FATAL, "%s", err);
+            snprintf(why, sizeof why, "%s", err);
+        }
         test_hook("save", st->step);
     }
     state_path(o, o->out, st->step, path, sizeof path);
     st->run = o->record;
-    int rc = tr_ckpt_save_state(m, opt, st, path, err, sizeof err);
-    test_device_hook("save", st->step, o->rank);
-    /* a device that failed while the files read its memory (its downloads
-     * then give bytes it could not read) makes them no checkpoint either */
-    char dev[512];
-    int dev_failed = device_error(m->be, dev, sizeof dev);
-    if (rc == 0 && dev_failed) unlink(path);
-    char why[700] = "";
-    if (rc < 0 || dev_failed)
-        snprintf(why, sizeof why, "%s%s", dev_failed ? "--backend cuda: " : "", dev_failed ? dev : err);
+    int rc = -1; /* the state file: 0 written */
+    if (!*why) {
+        rc = tr_ckpt_save_state(m, opt, st, path, err, sizeof err);
+        test_device_hook("save", st->step, o->rank);
+        /* a device that failed while the files read its memory (its
+         * downloads then give bytes it could not read) makes them no
+         * checkpoint either */
+        int dev_failed = device_error(m->be, dev, sizeof dev);
+        if (rc == 0 && dev_failed) unlink(path), rc = -1;
+        if (rc < 0) snprintf(why, sizeof why, "%s%s", dev_failed ? "--backend cuda: " : "", dev_failed ? dev : err);
+    }
     /* with parts, every rank learns whether each wrote its own (a full
      * disk fails them all): one line, from the lowest rank that failed,
      * naming it; it is also the wait for every part before latest names
@@ -377,7 +388,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
         char mine[760] = "";
         if (failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->rank, o->world, why);
         if (tr_dist_settle(o->dist, failed, mine, settled, sizeof settled) < 0) {
-            if (!failed && rc == 0) unlink(path); /* another rank's part failed: this one's goes too */
+            if (rc == 0) unlink(path); /* another rank's part failed: this one's goes too */
             failed = 1;
         }
     }
@@ -920,10 +931,11 @@ int run(const options *op, tr_backend *be)
         char now[sizeof st.data_id];
         if (st.data_id[0] && src.identity) {
             src.identity(src.ctx, now, sizeof now);
-            if (strcmp(now, st.data_id) != 0)
+            if (strcmp(now, st.data_id) != 0 && o.rank == 0) /* (every rank reads the same shards: same_data) */
                 cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was saved "
                         "(then %s; now %s): restore them, or start a new run from its weights with --init "
                         "'%s/model-%ld.safetensors'", o.data, step, st.data_id, now, o.resume, step);
+            if (strcmp(now, st.data_id) != 0) exit(CLI_EXIT_FATAL); /* (one line per job) */
         }
         if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
             cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
