@@ -76,6 +76,24 @@ static void usage(void)
            cli_prog(), cli_prog());
 }
 
+/* A file name as a JSON string: itself when it is UTF-8 (all jansson
+ * takes), else with each byte that is not printable ASCII written \xNN, so
+ * that the record still says which file it is. */
+static json_t *file_name_json(const char *file)
+{
+    json_t *j = json_string(file);
+    if (j) return j;
+    size_t n = strlen(file);
+    char *esc = malloc(4 * n + 1), *q = esc;
+    if (!esc) return NULL;
+    for (const unsigned char *p = (const unsigned char *)file; *p; p++)
+        q += *p >= 0x20 && *p < 0x7f ? sprintf(q, "%c", *p) : sprintf(q, "\\x%02x", *p);
+    *q = 0;
+    j = json_string(esc);
+    free(esc);
+    return j;
+}
+
 /* A float as JSON: null when not finite (jansson refuses NaN). */
 static json_t *jreal(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
@@ -102,7 +120,7 @@ static json_t *header_json(const char *file, const sa1b_shard *s)
     const sa1b_shard_info *in = sa1b_shard_get_info(s);
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string("shard"));
-    json_object_set_new(o, "file", json_string(file));
+    json_object_set_new(o, "file", file_name_json(file));
     json_object_set_new(o, "version", json_integer(in->version));
     json_object_set_new(o, "image_size", json_integer(in->image_size));
     json_object_set_new(o, "mask_size", json_integer(in->mask_size));
@@ -131,7 +149,7 @@ static json_t *image_json(const char *file, const sa1b_shard_image_view *im)
 {
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string("image"));
-    json_object_set_new(o, "file", json_string(file));
+    json_object_set_new(o, "file", file_name_json(file));
     json_object_set_new(o, "index", json_integer((json_int_t)im->index));
     json_object_set_new(o, "image_id", json_integer(im->image_id));
     json_object_set_new(o, "file_name", json_stringn(im->file_name, im->file_name_len));
@@ -151,7 +169,7 @@ static json_t *mask_json(const char *file, const sa1b_shard_image_view *im,
 {
     json_t *o = json_object();
     json_object_set_new(o, "type", json_string("mask"));
-    json_object_set_new(o, "file", json_string(file));
+    json_object_set_new(o, "file", file_name_json(file));
     json_object_set_new(o, "index", json_integer((json_int_t)im->index));
     json_object_set_new(o, "image_id", json_integer(im->image_id));
     json_object_set_new(o, "id", json_integer(m->id));
@@ -529,7 +547,8 @@ int main(int argc, char **argv)
         /* (a file renamed into place: not a device, nor standard output's file) */
         if (o.manifest && out_file.tmp) check_names_from(o.output, argv + optind, argc - optind);
         out = out_file.f;
-    } else if (o.manifest) { /* > FILE in another folder: the same check, by the file's name */
+    }
+    if (o.manifest && (!o.output || strcmp(o.output, "-") == 0)) { /* > FILE in another folder: the same check */
         struct stat st;
         char self[4096];
         ssize_t len = fstat(STDOUT_FILENO, &st) == 0 && S_ISREG(st.st_mode)

@@ -297,6 +297,24 @@ static given *collect(char **args, int n, size_t *n_out)
     return g;
 }
 
+/* Whether path lies in one of the folders among args[0..n) (by real path):
+ * a listed file there is given though the folder's *.shard left it out (a
+ * name without .shard, a hidden one). */
+static int in_given_folder(char **args, int n, const char *path)
+{
+    char *place = real_place(path), *slash = place ? strrchr(place, '/') : NULL;
+    int in = 0;
+    if (slash) *slash = 0;
+    for (int i = 0; i < n && slash && !in; i++) {
+        struct stat st;
+        char *dir = stat(args[i], &st) == 0 && S_ISDIR(st.st_mode) ? realpath(args[i], NULL) : NULL;
+        in = dir && strcmp(dir, *place ? place : "/") == 0;
+        free(dir);
+    }
+    free(place);
+    return in;
+}
+
 /* One listed file against its row: there, same size, CRC32C and counts. */
 static int check_row(const sa1b_manifest_shard *r, const options *o)
 {
@@ -371,7 +389,7 @@ static int check_manifest(char **args, int n, const options *o)
             for (size_t k = lo; k <= hi; k++) g[k].listed = 1;
         }
         int st;
-        if (n > 0 && !hit) { /* files were given: the data set is those, and this row's file is not among them */
+        if (n > 0 && !hit && !in_given_folder(args, n, r->path)) { /* files were given: the data set is those */
             cli_warn("'%s': listed in '%s' as '%s', but not among the files given", r->path, o->manifest, r->file);
             if (!o->quiet) printf("%s: missing (listed in the manifest)\n", r->path);
             st = CLI_EXIT_PARTIAL;

@@ -64,6 +64,13 @@ grep_ok "^sa1b-verify: 'out/a.shard': listed in 'manifest.json' as 'out/a.shard'
     "$TMP/.err" "a line names each listed shard"
 is "$(grep -c ': missing (listed in the manifest)$' "$TMP/.out")" "3" "and each is missing"
 rmdir copy
+# a listed shard whose name does not end in .shard, in the folder given:
+# given too (the folder's *.shard leaves it out)
+cp out/c.shard out/x.sa1b
+sa1b-inspect --manifest out/a.shard out/x.sa1b >mx.json || exit 99
+mv out/b.shard b.away && mv out/c.shard c.away
+run_ok "a listed file without .shard in the folder given is given" sa1b-verify -q --manifest mx.json out/
+mv b.away out/b.shard && mv c.away out/c.shard && rm out/x.sa1b mx.json
 # one file under two names: read twice an epoch, so refused
 ln -s a.shard out/z-link.shard
 run_status 3 "sa1b-train --data: a glob matching a link beside its shard" \
@@ -131,11 +138,13 @@ if [ -e /proc/self/fd/1 ]; then
         "$TMP/r.err" "in one line"
     test ! -s elsewhere/r.json
     ok $? "nothing is written into it"
+    sa1b-inspect --manifest -o - out/a.shard out/b.shard out/c.shard >elsewhere/r2.json 2>/dev/null
+    is "$?" "2" "the same with -o -"
     sa1b-inspect --manifest out/a.shard out/b.shard out/c.shard >here.json
     ok $? "into this folder it is written"
     run_ok "and reads back" sa1b-verify -q --manifest here.json
 else
-    skip 5 "no /proc/self/fd"
+    skip 6 "no /proc/self/fd"
 fi
 run_ok "absolute names from there" sa1b-inspect --manifest -o elsewhere/m.json "$TMP/out/a.shard" "$TMP/out/b.shard" "$TMP/out/c.shard"
 run_ok "which verify" sa1b-verify -q --manifest elsewhere/m.json
@@ -183,6 +192,8 @@ run_status 1 "a shard whose name is not UTF-8: exit 1" sa1b-inspect --manifest o
 grep_ok "its name is not UTF-8, which a manifest \(JSON\) cannot hold: rename it$" "$TMP/.err" "one line says so"
 test ! -s "$TMP/.out"
 ok $? "and nothing printed"
+run_ok "sa1b-inspect of it without --manifest" sa1b-inspect "$bad"
+grep_ok '^\{"type": "shard", "file": "out/b\\\\xff\.shard",' "$TMP/.out" "names it, its byte escaped (JSON holds UTF-8 alone)"
 rm "$bad"
 sa1b-shard -q --image-size 32 --mask-size 8 -o small.shard a.tar || exit 99
 run_status 1 "shards of another S: refused" sa1b-inspect --manifest out/a.shard small.shard

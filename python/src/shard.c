@@ -149,7 +149,7 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
 {
     Sa1bShard *sh = (Sa1bShard *)self;
     static char *kwlist[] = {"i", "packed", "size", "resample", NULL};
-    Py_ssize_t i, size = -1; /* -1: not given (the shard's own R) */
+    Py_ssize_t i, size = PY_SSIZE_T_MIN; /* not given: the shard's own R */
     int packed = 0;
     const char *resample = "area";
     uint64_t idx;
@@ -158,7 +158,7 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     int mode = strcmp(resample, "area") == 0 ? SA1B_MASK_AREA : strcmp(resample, "nearest") == 0 ? SA1B_MASK_NEAREST : -1;
     if (mode < 0) return PyErr_Format(PyExc_ValueError, "resample must be 'area' or 'nearest', not '%s'", resample);
-    if (size != -1 && (size < 1 || size > 4096))
+    if (size != PY_SSIZE_T_MIN && (size < 1 || size > 4096))
         return PyErr_Format(PyExc_ValueError, "size %zd is not in 1..4096", size);
     sa1b_shard_image_view im;
     sa1b_error err;

@@ -41,6 +41,7 @@ raises(lambda: p.masks(0, size=2 * R), "a fixed-size shard's masks at another si
 raises(lambda: s.masks(0, size=8, resample="bilinear"), "an unknown resampling")
 raises(lambda: sa1b.Loader([source], batch=2, masks=4, points=1), "a loader over source-size masks without mask_size")
 raises(lambda: s.masks(0, size=0), "size=0 (not the default: 1..4096)")
+raises(lambda: s.masks(0, size=-1), "size=-1")
 raises(lambda: sa1b.Loader([source], batch=2, masks=4, points=1, mask_size=0), "mask_size=0 (1..4096, or None)")
 
 
