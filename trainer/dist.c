@@ -283,7 +283,7 @@ int tr_dist_settle(tr_dist *d, int failed, const char *mine, char *err, size_t e
 {
     int first = failed ? d->rank : d->world; /* the lowest failing rank, world: none */
     if (d->world > 1) {
-        dog_arm(d, "the start");
+        dog_arm(d, "the ranks' agreement (a check every rank makes)");
         int rc = MPI_Allreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         if (coll_done(d, rc, "MPI_Allreduce", err, err_len) < 0) return -1;
     }
