@@ -443,14 +443,10 @@ void cli_on_termination(void (*handler)(int))
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = handler;
     sigemptyset(&sa.sa_mask);
-    const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
-        struct sigaction old;
-        /* one the program was started with ignored stays so: nohup's
-         * SIGHUP, the SIGINT of a shell's background job */
-        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-        sigaction(sigs[i], &sa, NULL);
-    }
+    sigaction(SIGINT, &sa, NULL); /* (also where a shell's background job has it ignored: kill -INT stops it) */
+    sigaction(SIGTERM, &sa, NULL);
+    struct sigaction old; /* nohup's SIGHUP stays ignored, as sa1b-train leaves it */
+    if (sigaction(SIGHUP, NULL, &old) != 0 || old.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);
 }
 
 

@@ -55,8 +55,8 @@ int cli_parse_dims(const char *s, uint32_t max, uint32_t *h, uint32_t *w);
 int cli_parse_size(const char *s, uint64_t *bytes);
 
 /* Installs handler for SIGINT, SIGTERM and SIGHUP, the signals that end a
- * program which may have temporary files to remove; one that the program
- * was started with ignored (nohup) stays ignored. */
+ * program which may have temporary files to remove; a SIGHUP that the
+ * program was started with ignored (nohup) stays ignored. */
 void cli_on_termination(void (*handler)(int));
 /* For programs that read shards through a memory mapping: a shard truncated
  * (or unreadable) while it is read raises SIGBUS, which then ends the

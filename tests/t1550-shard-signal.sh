@@ -84,19 +84,20 @@ is "$?:$(ls "$TMP/ex" | tr '\n' ' ')" "143:" "sa1b-rle: SIGTERM while writing le
 run_ok "sa1b-rle writes its output otherwise" sa1b-rle decode --size 2x2 --counts 04 --png -o "$TMP/ex/m.png"
 is "$(stat -c %a "$TMP/ex/m.png")" "$(printf '%o' $((0666 & ~$(umask))))" "with the usual permissions (not 0600)"
 
-# started with SIGHUP and SIGINT ignored (nohup; a shell's background job):
-# they stay ignored, the run goes on to its end (before: its handler
-# replaced the ignore, and a SIGHUP ended it, exit 129)
+# started with SIGHUP ignored (nohup): it stays ignored, the run goes on to
+# its end (before: its handler replaced the ignore, and a SIGHUP ended it,
+# exit 129); SIGINT is taken even where a shell's background job has it
+# ignored (t1520's kill -INT), as sa1b-train takes it
 if command -v timeout >/dev/null && mkfifo "$TMP/hp" "$TMP/hp.go"; then
     (
-        trap '' HUP INT
+        trap '' HUP
         export SA1B_TEST_PAUSE="commit:1:$TMP/hp"
         exec sa1b-shard -q -j 2 --image-size 32 -o "$TMP/hup.shard" "$TMP/a.tar"
     ) 2>"$TMP/hup.err" &
     r=$!
     pid=$(timeout 120 cat "$TMP/hp")
-    kill -HUP "$pid" && kill -INT "$pid"
-    ok $? "a SIGHUP and a SIGINT sent while it runs"
+    kill -HUP "$pid"
+    ok $? "a SIGHUP sent while it runs"
     timeout 120 sh -c ': >"$1"' _ "$TMP/hp.go"
     wait $r
     is "$?" "0" "ignored at the start: the run ends normally"
