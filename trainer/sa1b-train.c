@@ -400,6 +400,7 @@ static void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_tra
             unlink(path);
         }
         if (!parts) cli_die(CLI_EXIT_FATAL, "%s", why);
+        src->close(src->ctx); /* (its loader's threads stopped: nothing in flight at the exit) */
         die_ranks(o->dist, m->be, settled);
     }
     if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */
@@ -571,20 +572,29 @@ static void same_data(const options *o, tr_data_source *src, const char *failed,
 {
     char err[1200], mine[1200] = "";
     if (*failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->rank, o->world, failed);
-    if (tr_dist_settle(o->dist, *failed != 0, mine, err, sizeof err) < 0) die_ranks(o->dist, be, err);
+    if (tr_dist_settle(o->dist, *failed != 0, mine, err, sizeof err) < 0) {
+        if (!*failed) src->close(src->ctx); /* (its loader's threads stopped: nothing in flight at the exit) */
+        die_ranks(o->dist, be, err);
+    }
     char id[128] = "";
     if (src->identity) src->identity(src->ctx, id, sizeof id); /* "N shards, M images, digest D" */
     unsigned long long n = 0, images = 0;
     if (sscanf(id, "%llu shards, %llu images", &n, &images) != 2) n = images = 0;
     uint32_t h = sa1b_crc32c(0, id, strlen(id));
     double v[3] = {o->rank == 0 ? (double)h : 0.0, o->rank == 0 ? (double)n : 0.0, o->rank == 0 ? (double)images : 0.0};
-    if (tr_dist_sum_d(o->dist, v, 3, err, sizeof err) < 0) die_ranks(o->dist, be, o->rank == 0 ? err : "");
+    if (tr_dist_sum_d(o->dist, v, 3, err, sizeof err) < 0) {
+        src->close(src->ctx);
+        die_ranks(o->dist, be, o->rank == 0 ? err : "");
+    }
     const char *how = v[1] == (double)n && v[2] == (double)images ? " (other shards of as many images)" : "";
     snprintf(mine, sizeof mine, "rank %d of %d reads other shards than rank 0 under --data '%s': rank 0 %.0f "
              "shard%s of %.0f images, rank %d %llu of %llu%s (every rank must read the same files: on a file system "
              "they share, by a pattern that does not depend on the working directory)", o->rank, o->world, o->data,
              v[1], v[1] == 1 ? "" : "s", v[2], o->rank, n, images, how);
-    if (tr_dist_settle(o->dist, v[0] != (double)h, mine, err, sizeof err) < 0) die_ranks(o->dist, be, err);
+    if (tr_dist_settle(o->dist, v[0] != (double)h, mine, err, sizeof err) < 0) {
+        src->close(src->ctx);
+        die_ranks(o->dist, be, err);
+    }
 }
 
 /* Data parallel: sums over the ranks (more than one, or on the device
@@ -888,8 +898,10 @@ int run(const options *op, tr_backend *be)
             }
             tr_mem_empty_cache(be->host_mem); /* (its buffers, which the planner does not count) */
         }
-        if (ranks && tr_dist_settle(o.dist, *vwhy != 0, vwhy, settled, sizeof settled) < 0)
+        if (ranks && tr_dist_settle(o.dist, *vwhy != 0, vwhy, settled, sizeof settled) < 0) {
+            src.close(src.ctx); /* (the training data's loader stopped: nothing in flight at the exit) */
             die_ranks(o.dist, be, settled);
+        }
     }
     tr_optim_config oc;
     tr_optim_defaults(&oc, o.lr, o.steps);
@@ -931,11 +943,14 @@ int run(const options *op, tr_backend *be)
         char now[sizeof st.data_id];
         if (st.data_id[0] && src.identity) {
             src.identity(src.ctx, now, sizeof now);
-            if (strcmp(now, st.data_id) != 0 && o.rank == 0) /* (every rank reads the same shards: same_data) */
-                cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was saved "
-                        "(then %s; now %s): restore them, or start a new run from its weights with --init "
-                        "'%s/model-%ld.safetensors'", o.data, step, st.data_id, now, o.resume, step);
-            if (strcmp(now, st.data_id) != 0) exit(CLI_EXIT_FATAL); /* (one line per job) */
+            if (strcmp(now, st.data_id) != 0) {
+                src.close(src.ctx); /* (its loader's threads stopped: nothing in flight at the exit) */
+                if (o.rank == 0) /* (one line per job: every rank reads the same shards, same_data) */
+                    cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was "
+                            "saved (then %s; now %s): restore them, or start a new run from its weights with --init "
+                            "'%s/model-%ld.safetensors'", o.data, step, st.data_id, now, o.resume, step);
+                exit(CLI_EXIT_FATAL);
+            }
         }
         if (src.seek && src.seek(src.ctx, st.data_epoch, st.data_consumed) < 0)
             cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
