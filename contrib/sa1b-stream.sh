@@ -19,7 +19,9 @@
 #                  earlier run or a mirror's list); a tar not in FILE is an
 #                  error; not one of DIR's own NAME.tar.sha256 marks, which
 #                  a tar streamed again loses first (exit 2: give a copy)
-#   --retries N    curl's --retry (default 3)
+#   --retries N    a download that fails on the way (a reset, a stall of
+#                  5 minutes) is done again from the start, up to N times
+#                  (default 3)
 #   -h, --help     show this help and exit
 # Options after "--" go to sa1b-shard (e.g. --image-size 256).  Needs curl,
 # sha256sum, jq, and sa1b-shard, sa1b-verify and sa1b-inspect on PATH.
@@ -48,7 +50,10 @@
 # would write, compared as sa1b-shard --skip-existing compares it (the
 # input's name, the part and the options; the tar's size is not asked for:
 # the SHA-256 stands for its bytes); anything else is streamed again, its
-# mark removed first, with one line saying why.  So the same command, run
+# mark removed first (unless it is a checksum line of the tar: then,
+# without --sums, the download must match it, and it stays; a mirror's
+# NAME.tar.sha256 beside its tars is one), with one line saying why.  So
+# the same command, run
 # again, streams only what is missing, unfinished or made with other
 # options.  Several at once, with GNU parallel:
 #   tail -n +2 links.txt | cut -f1 |
@@ -92,7 +97,7 @@ names=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do names+=("${1%.tar}.tar"); shift; done
 [ $# -gt 0 ] && shift   # the "--"
 [ -n "$out" ] || die "missing -o DIR"
-case $threads in *[!0-9]*) die "-t wants a number, not '$threads'" ;; esac
+case $threads in *[!0-9]*|0) die "-t wants a positive number, not '$threads'" ;; esac
 case $retries in ''|*[!0-9]*) die "--retries wants a number, not '$retries'" ;; esac
 for tool in curl sha256sum sa1b-shard sa1b-verify sa1b-inspect jq flock; do
     command -v "$tool" >/dev/null || { echo "$prog: $tool not found" >&2; exit 3; }
@@ -136,6 +141,10 @@ if [ -n "$sums" ]; then
 fi
 mkdir -p "$out" || exit 3
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sa1b-stream.XXXXXX") || exit 3
+if [ -n "$sums" ]; then   # read once (a FIFO, <(...)), as sha256sum -c reads it: CR line ends, any case, *NAME
+    tr -d '\r' <"$sums" | awk '/^[[:space:]]*(#|$)/ { next }
+        { h = tolower($1); n = $0; sub(/^[^ \t]+[ \t]+\*?/, "", n); print h "  " n }' >"$tmp/sums" || exit 3
+fi
 stage=""   # the folder sa1b-shard writes the current tar's shards into
 # (a stage marked .in-place may hold the only copy of a tar's shards: kept)
 trap 'rm -rf "$tmp"; [ -z "$stage" ] || [ -e "$stage/.in-place" ] || rm -rf "$stage"' EXIT
@@ -270,12 +279,14 @@ done_already() {
         [ ${#parts[@]} -gt 0 ] && why="its shard has no '$mark' (the run that made it did not finish)"
         return 1
     fi
-    line=$(cat "$mark" 2>/dev/null)
-    if ! [[ $line =~ ^[0-9a-f]{64}\ \ (.*)$ ]] || [ "${BASH_REMATCH[1]}" != "$name" ]; then
+    line=$(tr -d '\r' <"$mark" 2>/dev/null)   # (sha256sum's format, as --sums takes it)
+    if ! [[ $line =~ ^([0-9a-fA-F]{64})[\ \	]+\*?(.*)$ ]] || [ "${BASH_REMATCH[2]}" != "$name" ]; then
         why="'$mark' is not its checksum line"; return 1
     fi
-    if [ -n "$want" ] && [ "${line%% *}" != "$want" ]; then
-        why="'$mark' says SHA-256 ${line%% *}, but '$sums' says $want"; return 1
+    local have
+    have=$(tr 'A-F' 'a-f' <<<"${BASH_REMATCH[1]}")
+    if [ -n "$want" ] && [ "$have" != "$want" ]; then
+        why="'$mark' says SHA-256 $have, but '$sums' says $want"; return 1
     fi
     if [ ${#parts[@]} -eq 0 ]; then
         if [ -n "$(shards_of "$stem")" ]; then why="its shard was made with other options"; else why="its shard is missing"; fi
@@ -298,7 +309,7 @@ for name in "${names[@]}"; do
     stem=${name%.tar}
     want=""
     if [ -n "$sums" ]; then
-        want=$(awk -v n="$name" '$2 == n || $2 == "*" n { print $1; exit }' "$sums")
+        want=$(awk -v n="$name" '{ h = $1; sub(/^[^ ]+  /, "") } $0 == n { print h; exit }' "$tmp/sums")
         if [ -z "$want" ]; then
             echo "$prog: '$sums' has no checksum for '$name'" >&2; worse 3; continue
         fi
@@ -308,9 +319,21 @@ for name in "${names[@]}"; do
         continue
     fi
     [ -z "$why" ] || echo "$prog: '$name': $why: streaming it again" >&2
-    # the mark goes first: from here until it is written again, a kill
-    # leaves the tar looking unfinished
-    rm -f "$out/$stem.tar.sha256" "$out/$stem.tar.sha256.tmp" || { worse 3; continue; }
+    # without --sums, a checksum line of the tar already at the mark's name
+    # (an earlier run's mark, or a mirror's NAME.tar.sha256 beside its
+    # tars) is what the download must match, and stays (a kill leaves it
+    # beside no shard, or the old one of other options: still unfinished);
+    # anything else there goes first: from here until it is written again,
+    # a kill leaves the tar looking unfinished
+    from=$sums
+    mark="$out/$stem.tar.sha256"
+    if [ -z "$want" ] && line=$(tr -d '\r' <"$mark" 2>/dev/null) &&
+        [[ $line =~ ^([0-9a-fA-F]{64})[\ \	]+\*?(.*)$ ]] && [ "${BASH_REMATCH[2]}" = "$name" ]; then
+        want=$(tr 'A-F' 'a-f' <<<"${BASH_REMATCH[1]}") from=$mark
+    else
+        rm -f "$mark" || { worse 3; continue; }
+    fi
+    rm -f "$mark.tmp" || { worse 3; continue; }
     # the folders of this tar's earlier runs: a live run's (it holds the
     # lock in it: two runs would write one shard) stops this one; a killed
     # run's goes, in one line, but one killed while it put its checked
@@ -330,18 +353,39 @@ for name in "${names[@]}"; do
         echo "$prog: '$name': another run is streaming it into '$out' (its folder '$busy' is in use): skipped" >&2
         worse 3; continue
     fi
-    stage=$(mktemp -d "$out/.sa1b-stream.$stem.XXXXXX") || { worse 3; continue; }
-    if ! { exec 9>"$stage/.lock"; } || ! flock -n 9; then   # held until the next tar's (or the end)
-        echo "$prog: '$name': cannot lock '$stage/.lock'" >&2; worse 3; continue
-    fi
-    rm -f "$tmp/fifo" "$tmp/sum"
-    mkfifo "$tmp/fifo" || exit 3
-    sha256sum <"$tmp/fifo" >"$tmp/sum" &
-    sumpid=$!
-    curl --fail --silent --show-error --location --retry "$retries" "$(url_of "$name")" |
-        tee "$tmp/fifo" |
-        sa1b-shard -q --json-summary ${threads:+-j "$threads"} --name "$stem" "$@" -o "$stage/" - >"$tmp/summary"
-    rcs=("${PIPESTATUS[@]}")
+    # a download that fails on the way (a reset, a stall: no byte for 5
+    # minutes) is done again from the start, into a stage of its own, up
+    # to --retries times: curl's own --retry would append the new transfer
+    # to the bytes already in the pipe (curl -q: no ~/.curlrc adds it)
+    tries=0
+    while :; do
+        stage=$(mktemp -d "$out/.sa1b-stream.$stem.XXXXXX") || break
+        if ! { exec 9>"$stage/.lock"; } || ! flock -n 9; then   # held until the next tar's (or the end)
+            echo "$prog: '$name': cannot lock '$stage/.lock'" >&2; rm -rf "$stage"; stage=""; break
+        fi
+        rm -f "$tmp/fifo" "$tmp/sum"
+        mkfifo "$tmp/fifo" || exit 3
+        sha256sum <"$tmp/fifo" >"$tmp/sum" &
+        sumpid=$!
+        curl -q --fail --silent --show-error --location --speed-limit 1024 --speed-time 300 \
+            --url "$(url_of "$name")" |
+            tee "$tmp/fifo" |
+            sa1b-shard -q --json-summary ${threads:+-j "$threads"} --name "$stem" "$@" -o "$stage/" - >"$tmp/summary"
+        rcs=("${PIPESTATUS[@]}")
+        case ${rcs[0]} in   # transient: connect, partial, stall, TLS, empty reply, send/recv, HTTP/2 stream
+            6|7|18|28|35|52|55|56|92)
+                if [ $tries -lt "$retries" ]; then
+                    wait "$sumpid"
+                    tries=$((tries + 1))
+                    echo "$prog: '$name': download failed (curl exit ${rcs[0]}): trying again from the start ($tries of $retries)" >&2
+                    rm -rf -- "$stage"
+                    stage=""
+                    continue
+                fi ;;
+        esac
+        break
+    done
+    [ -n "$stage" ] || { worse 3; continue; }
     cut=$(jq -r '.inputs_cut_short' "$tmp/summary" 2>/dev/null) || cut=""
     wait "$sumpid"
     got=$(cut -d' ' -f1 "$tmp/sum" 2>/dev/null)
@@ -353,7 +397,7 @@ for name in "${names[@]}"; do
     elif [ "${rcs[0]}" -ne 0 ]; then
         drop "$stem" "download failed (curl exit ${rcs[0]})"; worse 3
     elif [ -n "$want" ] && [ "$got" != "$want" ]; then
-        drop "$stem" "SHA-256 $got, but '$sums' says $want"; worse 3
+        drop "$stem" "SHA-256 $got, but '$from' says $want"; worse 3
     elif [ "${rcs[1]}" -ne 0 ]; then
         drop "$stem" "tee exit ${rcs[1]}"; worse 3
     elif [ "$cut" != 0 ] || [ ${#new[@]} -eq 0 ] || ! sa1b-verify -q "${new[@]}" >/dev/null 2>&1; then

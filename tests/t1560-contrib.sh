@@ -150,7 +150,31 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     grep_ok "^sa1b-stream.sh: '$TMP/links.txt' has no line for 'sa_000099.tar'$" "$TMP/.err" "one line says so"
     run_status 3 "not a link file: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/tars.txt"
     grep_ok "^sa1b-stream.sh: '$TMP/tars.txt': not an SA-1B link file" "$TMP/.err" "one line says so"
+    run_status 2 "-t 0: exit 2 before anything is streamed" "$C/sa1b-stream.sh" -t 0 -o "$TMP/stream" "$TMP/links.txt"
+    # a mirror's NAME.tar.sha256 beside its tars, in DIR: the download must
+    # match it, and it stays (before: removed, and the streamed bytes'
+    # SHA-256 written in its place with exit 0)
+    mkdir "$TMP/mir"
+    printf '%064d  sa_000001.tar\n' 0 >"$TMP/mir/sa_000001.tar.sha256"
+    # shellcheck disable=SC2086
+    run_status 3 "a mirror's checksum file there that the download does not match: exit 3" \
+        "$C/sa1b-stream.sh" -o "$TMP/mir" "$TMP/links.txt" sa_000001 -- $opts
+    grep_ok "^sa1b-stream.sh: 'sa_000001.tar': SHA-256 [0-9a-f]{64}, but '$TMP/mir/sa_000001.tar.sha256' says 0{64}: no shard kept$" \
+        "$TMP/.err" "one line gives both"
+    is "$(cat "$TMP/mir/sa_000001.tar.sha256")" "$(printf '%064d  sa_000001.tar' 0)" "the file is left as it was"
+    (cd "$TMP" && sha256sum sa_000001.tar) | awk '{ print toupper($1) "  " $2 }' >"$TMP/mir/sa_000001.tar.sha256"
+    cp "$TMP/mir/sa_000001.tar.sha256" "$TMP/mir.sha256"
+    # shellcheck disable=SC2086
+    run_ok "one it matches (upper-case hex too)" "$C/sa1b-stream.sh" -o "$TMP/mir" "$TMP/links.txt" sa_000001 -- $opts
+    grep_ok "^sa1b-stream.sh: 'sa_000001.tar': its shard is missing: streaming it again$" "$TMP/.err" \
+        "(taken for the tar's mark, its shard missing)"
+    # --sums as sha256sum -c reads it: CR line ends, upper case, through a pipe
+    (cd "$TMP" && sha256sum sa_000000.tar) | awk '{ printf "%s  %s\r\n", toupper($1), $2 }' >"$TMP/up.sums"
+    # shellcheck disable=SC2086
+    mkfifo "$TMP/sums.fifo" && { cat "$TMP/up.sums" >"$TMP/sums.fifo" & }
+    run_ok "--sums with CR line ends and upper-case hex, read from a pipe" \
+        "$C/sa1b-stream.sh" --sums "$TMP/sums.fifo" -o "$TMP/mir2" "$TMP/links.txt" sa_000000 -- $opts
 else
-    skip 23 "curl or jq missing"
+    skip 31 "curl or jq missing"
 fi
 done_testing

@@ -204,6 +204,7 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     for sig in TERM:143 KILL:137; do
         sig_rc=${sig#*:} sig=${sig%:*}
         run_ok "three parts" "$C/sa1b-stream.sh" -o "$TMP/mv$sig" "$TMP/links.txt" sa_000002 -- --image-size 32 --max-images 1
+        cp "$TMP/mv$sig/sa_000002.tar.sha256" "$TMP/mark$sig"
         rm -f "$TMP/mvn"
         MVN="$TMP/mvn" MVSIG=$sig PATH="$TMP/mvbin:$PATH" \
             "$C/sa1b-stream.sh" -o "$TMP/mv$sig" "$TMP/links.txt" sa_000002 -- --image-size 48 --max-images 1 >/dev/null 2>&1
@@ -211,8 +212,10 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
         sleep 0.2
     done
     set_is_ref "$TMP/mvTERM" "after SIGTERM the new set is whole in place"
-    test ! -e "$TMP/mvTERM/sa_000002.tar.sha256" && test -z "$(find "$TMP/mvTERM" -name '.sa1b-stream*')"
-    ok $? "unmarked, and no folder of the run is left"
+    # (the mark there, the tar's SHA-256, is what the download matched
+    # before its shards went in place: it stays, and marks the new set)
+    cmp -s "$TMP/markTERM" "$TMP/mvTERM/sa_000002.tar.sha256" && test -z "$(find "$TMP/mvTERM" -name '.sa1b-stream*')"
+    ok $? "the tar's mark as before, and no folder of the run is left"
     stage=$(find "$TMP/mvKILL" -name '.sa1b-stream.sa_000002.*')
     test -e "$stage/.in-place" && test -e "$stage/sa_000002-00000.shard" && test ! -e "$TMP/mvKILL/sa_000002-00000.shard"
     ok $? "after SIGKILL: part 0 still in its folder (parts go in last first), none in place"
