@@ -300,6 +300,9 @@ done_already() {
                 >/dev/null ||
             { why="its shard was made with other options"; return 1; }
     done
+    # the samples the run that made it skipped (its last part records them)
+    lacks=$(sa1b-inspect "${parts[${#parts[@]} - 1]}" 2>/dev/null |
+        jq -r 'select(.type == "shard") | .provenance.samples_skipped // 0' 2>/dev/null | head -n 1)
     return 0
 }
 
@@ -315,7 +318,12 @@ for name in "${names[@]}"; do
         fi
     fi
     if done_already "$name" "$stem" "$want"; then
-        echo "$prog: '$name': complete shard exists, skipped" >&2
+        if [ "${lacks:-0}" -gt 0 ] 2>/dev/null; then   # as sa1b-shard --skip-existing says it: exit 1
+            echo "$prog: '$name': complete shard exists, skipped; it lacks $lacks sample(s) that the run which made it skipped" >&2
+            worse 1
+        else
+            echo "$prog: '$name': complete shard exists, skipped" >&2
+        fi
         continue
     fi
     [ -z "$why" ] || echo "$prog: '$name': $why: streaming it again" >&2

@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,7 +359,7 @@ static char *provenance(const options *o, const char *stem, uint64_t part)
  * cleanly (with the last sample read before an early end).  No time stamp:
  * a path and the same bytes on stdin give the same shard. */
 static char *final_provenance(const options *o, const char *stem, uint64_t part, const sa1b_tar_identity *id,
-                              const char *ends_after)
+                              const char *ends_after, uint64_t skipped)
 {
     json_t *root = provenance_json(o, stem, part);
     char crc[16];
@@ -368,6 +369,8 @@ static char *final_provenance(const options *o, const char *stem, uint64_t part,
     json_object_set_new(root, "input_clean_end", json_boolean(id->clean_end));
     if (o->max_images) json_object_set_new(root, "last_part", json_true());
     if (!id->clean_end) json_object_set_new(root, "input_ends_after", json_string(ends_after));
+    /* so that --skip-existing says a rerun keeps a shard that lacks them */
+    if (skipped) json_object_set_new(root, "samples_skipped", json_integer((json_int_t)skipped));
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);
     return s;
@@ -675,6 +678,27 @@ static void check_not_input(const options *o, int single_file, const char *stem,
         const char *in = clash + strlen(clash) + 1;
         cli_usage_error("output '%s' is the input '%s'%s", clash, in, strcmp(in, "-") == 0 ? " (standard input)" : "");
     }
+}
+
+/* The samples that the run which made the input's complete outputs
+ * skipped (its last part's provenance), 0 when none or not recorded. */
+static uint64_t samples_skipped(const options *o, int single_file, const char *stem)
+{
+    uint64_t n = 0;
+    for (uint64_t part = 0;; part++) {
+        char *path = part_path(o, single_file, stem, part);
+        if (!path || access(path, F_OK) != 0) {
+            free(path);
+            break;
+        }
+        json_t *p = our_provenance(path);
+        json_t *k = json_object_get(p, "samples_skipped");
+        if (json_is_integer(k) && json_integer_value(k) > 0) n = (uint64_t)json_integer_value(k);
+        json_decref(p);
+        free(path);
+        if (!o->max_images) break;
+    }
+    return n;
 }
 
 /* Whether --skip-existing skips the input (its outputs are complete): a
@@ -1335,6 +1359,7 @@ typedef struct job {
         ino_t ino;
     } *pt;                     /* [n_finals] */
     uint64_t images, masks_kept, masks_dropped; /* this input's part of the totals */
+    uint64_t skipped;          /* its samples skipped (recorded in its last part's provenance) */
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
     char last_name[256];       /* the last of them */
@@ -1563,7 +1588,7 @@ static void consume(struct job *j, slot *s)
         return;
     }
     if (s->kind == 1 || s->rc != SA1B_OK) {
-        j->t->skipped++;
+        j->t->skipped++, j->skipped++;
         cli_progress_end(j->bar);
         char label[4200];
         cli_warn("%s: %s", input_label(j, label, sizeof label), s->err.msg);
@@ -1582,7 +1607,7 @@ static void consume(struct job *j, slot *s)
             set_failed(j);
             return;
         }
-        j->t->skipped++;
+        j->t->skipped++, j->skipped++;
         cli_warn("%s: %s: duplicate image (image_id %lld, file_name '%s', its pixels and masks came before, "
                  "under another member name): this copy skipped", label, s->name, (long long)s->out->sample.image_id,
                  s->out->sample.file_name);
@@ -2059,7 +2084,7 @@ static int run_input(job *j)
      * zero blocks, is reported as cut: see report_cut) */
     if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
     if (!j->failed && have_id && j->w) { /* the last part records the input */
-        char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name);
+        char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name, j->skipped);
         if (!prov || sa1b_shard_writer_set_provenance(j->w, prov, &e) != SA1B_OK) {
             cli_warn("out of memory");
             j->failed = 1;
@@ -2161,7 +2186,14 @@ int main(int argc, char **argv)
         if (o.skip_existing && strcmp(argv[i], "-") != 0) {
             if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {
                 t.inputs_skipped++;
-                if (!o.quiet) cli_warn("'%s': complete output exists, skipped", argv[i]);
+                uint64_t lacks = samples_skipped(&o, single_file, stem);
+                if (lacks) { /* said with -q too: a rerun until exit 0 must not end here */
+                    cli_warn("'%s': complete output exists, skipped; it lacks %" PRIu64 " sample%s that the run "
+                             "which made it skipped (its lines said why)", argv[i], lacks, lacks == 1 ? "" : "s");
+                    if (status == CLI_EXIT_OK) status = CLI_EXIT_PARTIAL;
+                } else if (!o.quiet) {
+                    cli_warn("'%s': complete output exists, skipped", argv[i]);
+                }
                 free(stem);
                 continue;
             }

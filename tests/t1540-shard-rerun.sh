@@ -125,6 +125,21 @@ sa1b-shard -q -j 2 --image-size 32 -o "$TMP/pc.shard" "$TMP/cut.tar" 2>/dev/null
 cat "$TMP/cut.tar" | sa1b-shard -q -j 2 --image-size 32 --name cut -o "$TMP/sc.shard" - 2>/dev/null
 cmp -s "$TMP/pc.shard" "$TMP/sc.shard"
 ok $? "also for a cut tar (path, and through a pipe)"
+# a tar with a bad sample: a rerun that keeps its shard says that the shard
+# lacks it, exit 1, as the first run did (before: exit 0 and nothing, so a
+# "rerun until exit 0" loop ended believing the set clean); the count is in
+# the last part's provenance (samples_skipped)
+mkdir "$TMP/bs" "$TMP/bs/x"
+tar -xf "$TMP/full/a.tar" -C "$TMP/bs/x" || exit 99
+first=$(tar -tf "$TMP/full/a.tar" | grep '\.json$' | head -n 1)
+echo '{broken' >"$TMP/bs/x/$first"
+(cd "$TMP/bs/x" && tar -cf ../a.tar $(tar -tf "$TMP/full/a.tar")) || exit 99
+run_status 1 "a tar with a bad sample: exit 1" sa1b-shard -q -j 2 --image-size 32 --skip-existing -o "$TMP/bs/o" "$TMP/bs/a.tar"
+run_status 1 "the same command again: exit 1" sa1b-shard -q -j 2 --image-size 32 --skip-existing -o "$TMP/bs/o" "$TMP/bs/a.tar"
+grep_ok "^sa1b-shard: '$TMP/bs/a.tar': complete output exists, skipped; it lacks 1 sample that the run which made it skipped" \
+    "$TMP/.err" "one line says the kept shard lacks a sample (with -q too)"
+sa1b-inspect "$TMP/bs/o/a.shard" | grep -q '"samples_skipped": *1'
+ok $? "its provenance records it"
 # a part of the set cut short (a copy, a disk): the rerun cannot tell whose
 # it is and says what it is, not "not a shard"; --force replaces it
 mkdir "$TMP/dm"
