@@ -97,16 +97,18 @@ function stem(p,    n, i, e, ext) {
     }
     return n
 }
-$0 != "" {
+/\r$/ { printf "line %d ends in a carriage return (Windows line ends: convert the list with dos2unix)", NR; bad = 1; exit }
+$0 == "" { printf "line %d is empty (every line names a tar)", NR; bad = 1; exit }
+{
     s = stem($0)
     if (s in line) {
-        printf "lines %d and %d, \047%s\047 and \047%s\047, would both write \047%s.shard\047", line[s], NR, path[s], $0, s
+        printf "lines %d and %d, \047%s\047 and \047%s\047, would both write \047%s.shard\047 (shard them into different folders)", line[s], NR, path[s], $0, s
         exit
     }
     line[s] = NR; path[s] = $0
 }' "$list") || exit 3
 if [ -n "$dup" ]; then
-    echo "$prog: $listname: $dup (shard them into different folders)" >&2
+    echo "$prog: $listname: $dup" >&2
     exit 2
 fi
 # GNU parallel truncates the job log first: never LIST or one of its tars

@@ -60,6 +60,22 @@ done
 ok $r "sa1b-slurm.sbatch: tasks 0 and 1 over a list with two sa.tar: exit 2"
 grep_ok "^sa1b-slurm.sbatch: '$TMP/dup.txt': lines 1 and 2, '$TMP/d1/sa.tar' and '$TMP/d2/sa.tar', would both write 'sa.shard'" \
     "$TMP/err0" "one line names both"
+# a list with an empty line or Windows line ends: refused before anything
+# runs (before: GNU parallel passed '' and failed a run; an array job of
+# CRLF lines failed every task after --check said yes)
+printf '%s\n\n' "$TMP/d1/sa.tar" >"$TMP/blank.txt"
+printf '%s\r\n' "$TMP/d1/sa.tar" >"$TMP/crlf.txt"
+run_status 2 "sa1b-slurm.sbatch --check: an empty line" "$C/sa1b-slurm.sbatch" --check "$TMP/blank.txt"
+grep_ok "^sa1b-slurm.sbatch: '$TMP/blank.txt': line 2 is empty \(every line names a tar\)$" "$TMP/.err" "names the line"
+run_status 2 "sa1b-slurm.sbatch --check: CRLF line ends" "$C/sa1b-slurm.sbatch" --check "$TMP/crlf.txt"
+grep_ok "^sa1b-slurm.sbatch: '$TMP/crlf.txt': line 1 ends in a carriage return" "$TMP/.err" "names the line"
+if command -v parallel >/dev/null; then
+    run_status 2 "sa1b-parallel.sh: an empty line" "$C/sa1b-parallel.sh" -o "$TMP/bl" "$TMP/blank.txt"
+    test ! -e "$TMP/bl"
+    ok $? "before anything runs"
+else
+    skip 2 "no GNU parallel"
+fi
 nothing_in "$TMP/slurm" "nothing is written"
 run_status 2 "--check LIST says the same before submitting: exit 2" "$C/sa1b-slurm.sbatch" --check "$TMP/dup2.txt"
 grep_ok "^sa1b-slurm.sbatch: '$TMP/dup2.txt': lines 1 and 2, '$TMP/d2/sa.tar' and '$TMP/d1/sa.tgz'" "$TMP/.err" "in one line"
