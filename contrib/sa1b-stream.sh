@@ -69,7 +69,8 @@
 # Exit status: 0 every tar sharded cleanly; 1 some samples skipped; 3 a
 # download failed, ended early or had the wrong checksum, a tar could not
 # be sharded, another run was streaming it into DIR, or LINKS names a tar
-# by a path (before anything is streamed); 2 usage error
+# by a path or has a line that is not NAME<TAB>URL (before anything is
+# streamed); 2 usage error
 # (sa1b-shard's options included), a NAME not in LINKS, two of one NAME,
 # or a file in DIR of a name its shards take that is another tar's shard
 # or no shard (without --force after --), left as it was.
@@ -106,6 +107,13 @@ done
 [ -z "$sums" ] || [ -r "$sums" ] || { echo "$prog: cannot read '$sums'" >&2; exit 3; }
 if [ "$(head -n 1 "$links" | tr -d '\r')" != "$(printf 'file_name\tcdn_link')" ]; then
     echo "$prog: '$links': not an SA-1B link file (its first line is not \"file_name<TAB>cdn_link\")" >&2
+    exit 3
+fi
+# every line after the header is "NAME<TAB>URL" (an empty one aside)
+bad=$(awk -F'\t' 'NR > 1 { sub(/\r$/, "") }
+    NR > 1 && $0 != "" && (NF < 2 || $1 == "" || $2 == "") { print NR; exit }' "$links")
+if [ -n "$bad" ]; then
+    echo "$prog: '$links': line $bad is not \"NAME<TAB>URL\" (a tar's file name, a TAB, its link)" >&2
     exit 3
 fi
 # the URL of a tar named in LINKS, empty when it is not there

@@ -150,6 +150,10 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     grep_ok "^sa1b-stream.sh: '$TMP/links.txt' has no line for 'sa_000099.tar'$" "$TMP/.err" "one line says so"
     run_status 3 "not a link file: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" "$TMP/tars.txt"
     grep_ok "^sa1b-stream.sh: '$TMP/tars.txt': not an SA-1B link file" "$TMP/.err" "one line says so"
+    { printf 'file_name\tcdn_link\n'; printf 'sa_000000.tar file://%s/sa_000000.tar\n' "$TMP"; } >"$TMP/sp-links.txt"
+    run_status 3 "a link file whose line has a space, not a TAB: exit 3" "$C/sa1b-stream.sh" -o "$TMP/stream" \
+        "$TMP/sp-links.txt"
+    grep_ok "^sa1b-stream.sh: '$TMP/sp-links.txt': line 2 is not \"NAME<TAB>URL\"" "$TMP/.err" "names the line"
     run_status 2 "-t 0: exit 2 before anything is streamed" "$C/sa1b-stream.sh" -t 0 -o "$TMP/stream" "$TMP/links.txt"
     # a mirror's NAME.tar.sha256 beside its tars, in DIR: the download must
     # match it, and it stays (before: removed, and the streamed bytes'
@@ -175,6 +179,6 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     run_ok "--sums with CR line ends and upper-case hex, read from a pipe" \
         "$C/sa1b-stream.sh" --sums "$TMP/sums.fifo" -o "$TMP/mir2" "$TMP/links.txt" sa_000000 -- $opts
 else
-    skip 31 "curl or jq missing"
+    skip 33 "curl or jq missing"
 fi
 done_testing
