@@ -73,7 +73,8 @@
 # streamed); 2 usage error
 # (sa1b-shard's options included), a NAME not in LINKS, two of one NAME,
 # or a file in DIR of a name its shards take that is another tar's shard
-# or no shard (without --force after --), left as it was.
+# or no shard (without --force after --), left as it was (at the shard's
+# name, or part 0's, found before anything is downloaded).
 set -u -o pipefail
 prog=${0##*/}
 usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0" | sed '/^set -u -o pipefail$/d'; }
@@ -333,6 +334,23 @@ for name in "${names[@]}"; do
             echo "$prog: '$name': complete shard exists, skipped" >&2
         fi
         continue
+    fi
+    # a file at the name the new shard surely takes (the shard, or part 0)
+    # that put_in_place would refuse (another tar's shard; no shard,
+    # without --force) stops it now, not after the download (11 GB)
+    clash="" f="$out/$stem.shard"
+    [ "$max_images" = 0 ] || f=$(printf '%s/%s-%05d.shard' "$out" "$stem" 0)
+    if [ -e "$f" ]; then
+        who=$(owner "$f")
+        if [ -n "$who" ] && [ "$who" != "$stem" ]; then
+            clash="'$f' is a shard of '$who': not replaced (shard them into different folders)"
+        elif [ -z "$who" ] && [ $force = 0 ]; then
+            clash="'$f' exists and is not a shard of sa1b-shard: not replaced (--force after -- replaces it)"
+        fi
+    fi
+    if [ -n "$clash" ]; then
+        echo "$prog: '$name': $clash: not streamed" >&2
+        worse 2; continue
     fi
     [ -z "$why" ] || echo "$prog: '$name': $why: streaming it again" >&2
     # without --sums, a checksum line of the tar already at the mark's name

@@ -166,8 +166,8 @@ if command -v curl >/dev/null && command -v jq >/dev/null; then
     mkdir "$TMP/su" && echo "my notes" >"$TMP/su/sa_000002.shard"
     run_status 2 "a file that is no shard at the shard's name: exit 2" \
         "$C/sa1b-stream.sh" -o "$TMP/su" "$TMP/links.txt" sa_000002 -- --image-size 32
-    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': '$TMP/su/sa_000002.shard' exists and is not a shard of sa1b-shard: not replaced \(--force after -- replaces it\)$" \
-        "$TMP/.err" "one line says why"
+    grep_ok "^sa1b-stream.sh: 'sa_000002.tar': '$TMP/su/sa_000002.shard' exists and is not a shard of sa1b-shard: not replaced \(--force after -- replaces it\): not streamed$" \
+        "$TMP/.err" "one line says why, before the download (before: after it)"
     is "$(cat "$TMP/su/sa_000002.shard"):$(ls -A "$TMP/su" | tr '\n' ' ')" "my notes:sa_000002.shard " \
         "the file is left as it was, nothing else is there (before: replaced)"
     run_ok "with --force after --" "$C/sa1b-stream.sh" -o "$TMP/su" "$TMP/links.txt" sa_000002 -- --image-size 32 --force
