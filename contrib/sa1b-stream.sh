@@ -270,10 +270,20 @@ drop_copies() {
     done
 }
 
+# mark_hash FILE NAME: the SHA-256 (lower case) of FILE when it is a
+# checksum line of the tar NAME in sha256sum's format (as --sums takes it:
+# CR line end, any case, *NAME), else status 1
+mark_hash() {
+    local line
+    line=$(tr -d '\r' <"$1" 2>/dev/null) || return 1
+    [[ $line =~ ^([0-9a-fA-F]{64})[\ \	]+\*?(.*)$ ]] && [ "${BASH_REMATCH[2]}" = "$2" ] || return 1
+    tr 'A-F' 'a-f' <<<"${BASH_REMATCH[1]}"
+}
+
 # done_already NAME STEM WANT: 0 when the tar is done (see the header), else 1
 # with the reason in $why ("" when nothing of it is there)
 done_already() {
-    local name=$1 stem=$2 want=$3 mark="$out/$2.tar.sha256" line k f parts=()
+    local name=$1 stem=$2 want=$3 mark="$out/$2.tar.sha256" k f parts=()
     why=""
     if [ "$max_images" = 0 ]; then
         [ -e "$out/$stem.shard" ] && parts=("$out/$stem.shard")
@@ -288,12 +298,8 @@ done_already() {
         [ ${#parts[@]} -gt 0 ] && why="its shard has no '$mark' (the run that made it did not finish)"
         return 1
     fi
-    line=$(tr -d '\r' <"$mark" 2>/dev/null)   # (sha256sum's format, as --sums takes it)
-    if ! [[ $line =~ ^([0-9a-fA-F]{64})[\ \	]+\*?(.*)$ ]] || [ "${BASH_REMATCH[2]}" != "$name" ]; then
-        why="'$mark' is not its checksum line"; return 1
-    fi
     local have
-    have=$(tr 'A-F' 'a-f' <<<"${BASH_REMATCH[1]}")
+    have=$(mark_hash "$mark" "$name") || { why="'$mark' is not its checksum line"; return 1; }
     if [ -n "$want" ] && [ "$have" != "$want" ]; then
         why="'$mark' says SHA-256 $have, but '$sums' says $want"; return 1
     fi
@@ -361,9 +367,8 @@ for name in "${names[@]}"; do
     # a kill leaves the tar looking unfinished
     from=$sums
     mark="$out/$stem.tar.sha256"
-    if [ -z "$want" ] && line=$(tr -d '\r' <"$mark" 2>/dev/null) &&
-        [[ $line =~ ^([0-9a-fA-F]{64})[\ \	]+\*?(.*)$ ]] && [ "${BASH_REMATCH[2]}" = "$name" ]; then
-        want=$(tr 'A-F' 'a-f' <<<"${BASH_REMATCH[1]}") from=$mark
+    if [ -z "$want" ] && want=$(mark_hash "$mark" "$name"); then
+        from=$mark
     else
         rm -f "$mark" || { worse 3; continue; }
     fi
