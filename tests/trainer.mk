@@ -137,8 +137,8 @@ tests_test_train_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/tr
 tests_test_train_cuda_LDADD = $(TRAIN_LIBS)
 # issue 18: a job on the CUDA backend under mpirun without a device ends
 # in one line; with one (gpu-check), the NCCL path at one rank
-TESTS += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
-EXTRA_DIST += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh
+TESTS += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh tests/t1773-train-cuda-profile.sh
+EXTRA_DIST += tests/t1771-train-dp-nodevice.sh tests/t1772-train-dp-cuda.sh tests/t1773-train-cuda-profile.sh
 # the host side of the NCCL collectives, on a stand-in libnccl.so.2 (a
 # shared object named so: -version-info 2:0:0) and CUDA runtime
 if HAVE_NCCL

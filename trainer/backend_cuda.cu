@@ -253,6 +253,7 @@ void gemm_t(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, tr
         CKB(c, c->api.gemm_ex(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
                             &alpha, B.p, blas_type(B.dt), ldb, A.p, blas_type(A.dt), lda, &beta, C.p,
                             blas_type(C.dt), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        if (c->prof) prof_gemm(c, "gemm", __FILE__, __LINE__, M, N, K, 1);
         return;
     }
     size_t na = ta ? span(K, M, lda) : span(M, K, lda), nb = tb ? span(N, K, ldb) : span(K, N, ldb);
@@ -1030,6 +1031,7 @@ void cu_destroy(tr_backend *be)
 {
     cuda_backend *c = CB(be);
     cudaStreamSynchronize(c->st);
+    prof_close(c);
     tr_mem_destroy(&be->mem);
     tr_mem_destroy(&c->host);
     c->api.destroy(c->blas);
@@ -1117,8 +1119,8 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         return nullptr;
     }
     if (CKB(c, c->api.create(&c->blas)) || CKB(c, c->api.set_stream(c->blas, c->st)) ||
-        set_math(c, 0)) {
-        snprintf(err, err_len, "%s", c->err);
+        set_math(c, 0) || prof_open(c) < 0) {
+        snprintf(err, err_len, "%s", c->failed ? c->err : "SA1B_CUDA_PROFILE: its events could not be made");
         if (c->blas) c->api.destroy(c->blas);
         dlclose(c->api.lib);
         cudaFree(c->band);

@@ -287,6 +287,7 @@ static void gemm_sb(cuda_backend *c, int ta, int tb, int M, int N, int K, float 
     CKB(c, c->api.gemm_sb(c->blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
                           B.p, blas_type(B.dt), ldb, sB, A.p, blas_type(A.dt), lda, sA, &beta, C.p, blas_type(C.dt),
                           ldc, sC, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (c->prof) prof_gemm(c, "gemm strided", __FILE__, __LINE__, M, N, K, batch);
 }
 
 // the block's maximum of v (every thread gets it); sh [TPB]

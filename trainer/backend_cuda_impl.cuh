@@ -49,9 +49,20 @@ struct cuda_backend {
     int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked forces a path (tests)
     int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
     int device;           // the GPU it runs on (the loader threads' pinned hooks set it)
+    struct prof_state *prof; // SA1B_CUDA_PROFILE set: the events of backend_cuda_prof.cu
     int failed;
     char err[320];
 };
+
+// SA1B_CUDA_PROFILE=FILE (backend_cuda_prof.cu): an event after every launch
+// (prof_mark) and GEMM (prof_gemm, by shape), the device time between them
+// summed by call site, the table written to FILE when the backend is
+// freed.  prof_open: 0 (nothing to do without the variable), or -1 when
+// its events cannot be made.
+int prof_open(cuda_backend *c);
+void prof_mark(cuda_backend *c, const char *name, const char *file, int line);
+void prof_gemm(cuda_backend *c, const char *name, const char *file, int line, int M, int N, int K, int batch);
+void prof_close(cuda_backend *c);
 
 inline cuda_backend *CB(tr_backend *be) { return reinterpret_cast<cuda_backend *>(be); }
 
@@ -85,6 +96,7 @@ inline int ck_blas(cuda_backend *c, cublasStatus_t s, const char *what, const ch
 inline int launched(cuda_backend *c, const char *name, const char *file, int line)
 {
     if (ck_cuda(c, cudaGetLastError(), name, file, line)) return -1;
+    if (c->prof) prof_mark(c, name, file, line);
     return c->sync_each ? ck_cuda(c, cudaStreamSynchronize(c->st), name, file, line) : 0;
 }
 #define LAUNCHED(c, name) launched((c), (name), __FILE__, __LINE__)

@@ -46,15 +46,15 @@ dist_man_MANS += man/sa1b-train.1
 # into PIC objects that the library takes as libtool objects (nvcc cannot
 # go through libtool, which passes -fPIC to it); without CUDA the stub says
 # why there is none.
-CUDA_LOS = trainer/backend_cuda.lo trainer/backend_cuda_attn.lo
+CUDA_LOS = trainer/backend_cuda.lo trainer/backend_cuda_attn.lo trainer/backend_cuda_prof.lo
 if HAVE_CUDA
 libsa1b_train_la_LIBADD += $(CUDA_LOS) $(CUDA_TRAIN_LIBS)
 else
 libsa1b_train_la_SOURCES += trainer/backend_cuda_stub.c
 endif
-EXTRA_DIST += trainer/backend_cuda.cu trainer/backend_cuda_attn.cu trainer/backend_cuda_impl.cuh trainer/backend_cuda_stub.c
+EXTRA_DIST += trainer/backend_cuda.cu trainer/backend_cuda_attn.cu trainer/backend_cuda_prof.cu trainer/backend_cuda_impl.cuh trainer/backend_cuda_stub.c
 noinst_HEADERS += trainer/backend_cuda.h
-CLEANFILES += $(CUDA_LOS) trainer/.libs/backend_cuda.o trainer/.libs/backend_cuda_attn.o
+CLEANFILES += $(CUDA_LOS) trainer/.libs/backend_cuda.o trainer/.libs/backend_cuda_attn.o trainer/.libs/backend_cuda_prof.o
 CUDA_DEPS = $(srcdir)/trainer/backend.h $(srcdir)/trainer/backend_cuda.h $(srcdir)/trainer/backend_cuda_impl.cuh \
 	$(srcdir)/trainer/alloc.h $(srcdir)/trainer/kernels.h $(srcdir)/trainer/quant8.h
 # --fmad=false: no contraction into fused multiply-adds, so that the
@@ -70,3 +70,7 @@ trainer/backend_cuda_attn.lo: $(srcdir)/trainer/backend_cuda_attn.cu $(CUDA_DEPS
 	@$(MKDIR_P) trainer/.libs
 	$(AM_V_NVCC)$(NVCC_PIC) -c -o trainer/.libs/backend_cuda_attn.o $(srcdir)/trainer/backend_cuda_attn.cu
 	@printf "$(LO_HEADER)" backend_cuda_attn.lo backend_cuda_attn.o > $@
+trainer/backend_cuda_prof.lo: $(srcdir)/trainer/backend_cuda_prof.cu $(CUDA_DEPS)
+	@$(MKDIR_P) trainer/.libs
+	$(AM_V_NVCC)$(NVCC_PIC) -c -o trainer/.libs/backend_cuda_prof.o $(srcdir)/trainer/backend_cuda_prof.cu
+	@printf "$(LO_HEADER)" backend_cuda_prof.lo backend_cuda_prof.o > $@

@@ -28,6 +28,7 @@ import resource
 import statistics
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "reference"))
@@ -121,12 +122,10 @@ def cmd_peer(a):
                 return F.scaled_dot_product_attention(q, k, v)
             return super().mha(q, k, v, h)
 
-    if hasattr(torch, "set_default_device"):
-        torch.set_default_device(dev)  # sam_ref builds its tensors with the default device
-    elif dev != "cpu":
-        print(json.dumps({"error": "torch %s has no set_default_device" % torch.__version__}))
-        return 1
-    mdl = Peer(t, meta, torch.float32)
+    # the model's tensors on the device they name, not through
+    # torch.set_default_device: torch.compile (2.11, CUDA) failed under that
+    # mode ("RuntimeError when making fake tensor call", 2026-11-28, H200)
+    mdl = Peer(t, meta, torch.float32, device=dev)
     params = [p for p in mdl.p.values() if p.requires_grad]
 
     def inp(name, dtype):
@@ -158,15 +157,32 @@ def cmd_peer(a):
         if dev == "cuda":
             torch.cuda.synchronize()
 
-    t0 = time.perf_counter()
-    try:
+    def warm_up():
         for _ in range(3):
-            loss = step()
+            step()
         sync()
-    except RuntimeError as e:  # e.g. torch 1.13's CPU autocast refuses a bf16 layer_norm
-        print(json.dumps({"error": "%s step failed: %s" % (a.precision, str(e).splitlines()[0]),
-                          "torch": torch.__version__, "device": dev}))
-        return 1
+
+    t0 = time.perf_counter()
+    compile_error = None
+    try:
+        warm_up()
+    except Exception as e:  # a compiler failure: the traceback in the log, the peer run eagerly
+        if not have_compile:
+            traceback.print_exc()
+            print(json.dumps({"error": "%s step failed: %s" % (a.precision, str(e).splitlines()[0]),
+                              "torch": torch.__version__, "device": dev}))
+            return 1
+        traceback.print_exc()
+        compile_error = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        opt.zero_grad(set_to_none=True)
+        fwd, have_compile = mdl.forward, False
+        try:
+            warm_up()
+        except RuntimeError as e2:  # e.g. torch 1.13's CPU autocast refuses a bf16 layer_norm
+            traceback.print_exc()
+            print(json.dumps({"error": "%s step failed: %s" % (a.precision, str(e2).splitlines()[0]),
+                              "compile_error": compile_error, "torch": torch.__version__, "device": dev}))
+            return 1
     warm = time.perf_counter() - t0
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -182,7 +198,7 @@ def cmd_peer(a):
     print(json.dumps({"step_s": st, "images_per_s": B / st, "peak_bytes": peak, "batch": B,
                       "loss": float(loss), "warmup_s": warm, "steps": a.steps, "torch": torch.__version__,
                       "precision": a.precision, "sdpa": have_sdpa, "compiled": have_compile,
-                      "fused_adamw": fused, "device": dev}))
+                      "fused_adamw": fused, "device": dev, "compile_error": compile_error}))
     return 0
 
 

@@ -53,14 +53,14 @@ def load_safetensors(path):
 class Model:
     """Parameters as leaf tensors, forward of MODEL.md."""
 
-    def __init__(self, tensors, meta, dtype):
+    def __init__(self, tensors, meta, dtype, device="cpu"):
         self.cfg = {k: int(meta[k]) for k in ("S", "P", "E", "L", "H", "C", "h", "D")}
         self.dtype = dtype
         self.p = {}
         for name, a in tensors.items():
             if name.startswith(("in.", "out.", "grad.")):
                 continue
-            t = torch.tensor(np.array(a), dtype=dtype)
+            t = torch.tensor(np.array(a), dtype=dtype, device=device)
             if name != "prompt.pe_gaussian":  # a buffer: no gradient
                 t.requires_grad_(True)
             self.p[name] = t
@@ -124,7 +124,7 @@ class Model:
         ptok = torch.where(pad, p["prompt.not_a_point"].expand_as(ptok), ptok)
         ptok = ptok.reshape(NP, K, C)
         T0 = torch.cat([p["dec.iou_token"].expand(NP, 1, C), p["dec.mask_token"].expand(NP, 1, C), ptok], dim=1)
-        r = torch.arange(G, dtype=self.dtype)
+        r = torch.arange(G, dtype=self.dtype, device=image.device)
         gy, gx = torch.meshgrid((r + 0.5) / G, (r + 0.5) / G, indexing="ij")
         kpe = self.pe(torch.stack([gx, gy], dim=-1)).reshape(G * G, C)
         Kimg = (emb + p["prompt.no_mask"]).repeat_interleave(M, dim=0)   # [NP, GG, C]

@@ -1,0 +1,138 @@
+// backend_cuda_prof.cu - SA1B_CUDA_PROFILE=FILE, a measuring aid of the CUDA
+// backend: an event on the stream after every kernel launch and every GEMM
+// (launched() of backend_cuda_impl.cuh, and the GEMMs by shape), so that
+// the time between two events is the device time of the work enqueued
+// between them (the launch just made, plus any copy or memset before it),
+// summed by call site.  When the backend is freed FILE gets the table, the
+// costliest site first.  A host that cannot keep the device busy shows as
+// time too: the sum of the rows is the wall time from the first event to
+// the last.  Without the variable nothing here runs.
+#include <cstdlib>
+#include <cstring>
+
+#include "backend_cuda_impl.cuh"
+
+namespace sa1b_cuda {
+
+namespace {
+
+const int EVENTS = 1024, SITES = 512;
+
+struct site {
+    const char *name, *file;
+    int line, dims[4]; // a GEMM's M, N, K and batch; 0 for a kernel
+    long calls;
+    double ms;
+};
+
+} // namespace
+
+struct prof_state {
+    cudaEvent_t ev[EVENTS];
+    int tag[EVENTS], n, n_sites, lost;
+    site sites[SITES];
+    char path[4096];
+};
+
+int prof_open(cuda_backend *c)
+{
+    const char *path = getenv("SA1B_CUDA_PROFILE");
+    if (!path || !*path) return 0;
+    prof_state *p = static_cast<prof_state *>(calloc(1, sizeof *p));
+    if (!p) return -1;
+    snprintf(p->path, sizeof p->path, "%s", path);
+    for (int i = 0; i < EVENTS; i++)
+        if (cudaEventCreate(&p->ev[i]) != cudaSuccess) {
+            while (i-- > 0) cudaEventDestroy(p->ev[i]);
+            free(p);
+            return -1;
+        }
+    c->prof = p;
+    return 0;
+}
+
+// the times of the recorded events into their sites; the last event stays
+// as the start of the next interval
+static void prof_drain(cuda_backend *c)
+{
+    prof_state *p = c->prof;
+    if (p->n < 2 || cudaEventSynchronize(p->ev[p->n - 1]) != cudaSuccess) return;
+    for (int i = 1; i < p->n; i++) {
+        float ms = 0;
+        if (cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]) != cudaSuccess) continue;
+        site *s = &p->sites[p->tag[i]];
+        s->ms += ms, s->calls++;
+    }
+    cudaEvent_t e = p->ev[0];
+    p->ev[0] = p->ev[p->n - 1], p->ev[p->n - 1] = e;
+    p->tag[0] = p->tag[p->n - 1], p->n = 1;
+}
+
+void prof_gemm(cuda_backend *c, const char *name, const char *file, int line, int M, int N, int K, int batch)
+{
+    prof_state *p = c->prof;
+    const int dims[4] = {M, N, K, batch};
+    int s = 0;
+    while (s < p->n_sites && !(p->sites[s].name == name && p->sites[s].line == line &&
+                               !memcmp(p->sites[s].dims, dims, sizeof dims)))
+        s++;
+    if (s == p->n_sites) {
+        if (s == SITES) { // every further site counts as the last
+            p->lost++;
+            s = SITES - 1;
+        } else {
+            p->sites[s].name = name, p->sites[s].file = file, p->sites[s].line = line;
+            memcpy(p->sites[s].dims, dims, sizeof dims);
+            p->n_sites++;
+        }
+    }
+    if (p->n == EVENTS) prof_drain(c);
+    if (p->n == EVENTS || cudaEventRecord(p->ev[p->n], c->st) != cudaSuccess) return;
+    p->tag[p->n++] = s;
+}
+
+void prof_mark(cuda_backend *c, const char *name, const char *file, int line)
+{
+    prof_gemm(c, name, file, line, 0, 0, 0, 0);
+}
+
+static int by_time(const void *a, const void *b)
+{
+    double x = static_cast<const site *>(a)->ms, y = static_cast<const site *>(b)->ms;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void prof_close(cuda_backend *c)
+{
+    prof_state *p = c->prof;
+    if (!p) return;
+    prof_drain(c);
+    qsort(p->sites, (size_t)p->n_sites, sizeof p->sites[0], by_time);
+    double total = 0;
+    for (int i = 0; i < p->n_sites; i++) total += p->sites[i].ms;
+    FILE *f = fopen(p->path, "w");
+    if (f) {
+        fprintf(f, "# SA1B_CUDA_PROFILE: %.3f ms between the first event and the last, %d sites%s\n", total,
+                p->n_sites, p->lost ? " (the last sums those past the table's end)" : "");
+        fprintf(f, "ms\tshare\tcalls\tus_per_call\tsite\twhat\n");
+        for (int i = 0; i < p->n_sites; i++) {
+            const site *s = &p->sites[i];
+            const char *base = strrchr(s->file, '/');
+            char what[96];
+            if (s->dims[0])
+                snprintf(what, sizeof what, "%s %dx%dx%d x%d", s->name, s->dims[0], s->dims[1], s->dims[2],
+                         s->dims[3]);
+            else
+                snprintf(what, sizeof what, "%s", s->name);
+            fprintf(f, "%.3f\t%.1f%%\t%ld\t%.1f\t%s:%d\t%s\n", s->ms, total > 0 ? 100 * s->ms / total : 0.0,
+                    s->calls, s->calls ? 1000 * s->ms / (double)s->calls : 0.0, base ? base + 1 : s->file, s->line,
+                    what);
+        }
+        fclose(f);
+    }
+    for (int i = 0; i < EVENTS; i++) cudaEventDestroy(p->ev[i]);
+    free(p);
+    c->prof = nullptr;
+}
+
+} // namespace sa1b_cuda
