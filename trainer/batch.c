@@ -4,8 +4,10 @@
  */
 #include "batch.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tr_rng.h"
 
@@ -62,13 +64,15 @@ static int owner(const shape *sh, int n, double x, double y, int w, int h)
     return -1;
 }
 
-void tr_batch_synthetic(tr_batch *b, uint64_t seed)
+/* tr_batch_synthetic with the M shapes' room given: the source's thread
+ * allocates nothing (a thread's first malloc maps an arena of its own, 64
+ * MB of address space that `ulimit -v` and the planner do not expect) */
+static void synthetic_into(tr_batch *b, uint64_t seed, shape *sh)
 {
     tr_rng r;
     tr_rng_seed(&r, seed ^ 0x5a1b5a1bull);
     int S = b->S, R = b->R, M = b->M, K = b->K;
-    shape *sh = calloc((size_t)M, sizeof *sh);
-    if (!sh) abort();
+    memset(sh, 0, (size_t)M * sizeof *sh);
     for (int i = 0; i < b->B; i++) {
         int w = S, h = S;
         if (i > 0) {
@@ -150,14 +154,34 @@ void tr_batch_synthetic(tr_batch *b, uint64_t seed)
             }
         }
     }
+}
+
+void tr_batch_synthetic(tr_batch *b, uint64_t seed)
+{
+    shape *sh = calloc((size_t)b->M, sizeof *sh);
+    if (!sh) abort();
+    synthetic_into(b, seed, sh);
     free(sh);
 }
 
+/* The synthetic source makes batch i + 1 on a thread of its own while
+ * the step runs on batch i (two batches, handed out in turn): a batch of
+ * base (4 images of 1024^2, 64 masks) takes about 80 ms of one core,
+ * which a GPU step would otherwise wait for.  The batches are those of
+ * tr_batch_synthetic, the same bits with or without the thread. */
 typedef struct synth_ctx {
     tr_mem *mem;
-    tr_batch *b, *global; /* global: the whole batch of every rank (world > 1) */
+    tr_batch *slot[2], *global; /* global: the whole batch of every rank (world > 1) */
     int rank;
-    uint64_t seed, i;
+    uint64_t seed, i; /* i: the batch next() hands out */
+    pthread_t th;
+    int th_on;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int job, job_slot, ready_slot, quit; /* job: the thread makes batch job_i into slot job_slot */
+    uint64_t job_i, ready_i;             /* ready_slot (>= 0): holds batch ready_i */
+    double wait_s;                       /* what next() waited for the thread, in all */
+    shape *sh[2];                        /* the shapes' room: [0] the caller's, [1] the thread's */
 } synth_ctx;
 
 /* Images [i0, i0 + dst->B) of src into dst. */
@@ -173,23 +197,89 @@ static void batch_rows(tr_batch *dst, const tr_batch *src, int i0)
     memcpy(dst->labels, src->labels + i * M * K, n * M * K * sizeof(int32_t));
 }
 
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* batch i of this rank into dst, with shape room sh */
+static void synth_fill(synth_ctx *s, tr_batch *dst, uint64_t i, shape *sh)
+{
+    if (s->global) { /* this rank's rows of the global batch */
+        synthetic_into(s->global, s->seed + i, sh);
+        batch_rows(dst, s->global, s->rank * dst->B);
+    } else {
+        synthetic_into(dst, s->seed + i, sh);
+    }
+}
+
+static void *synth_main(void *arg)
+{
+    synth_ctx *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->job && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
+        if (s->quit) break;
+        int slot = s->job_slot;
+        uint64_t i = s->job_i;
+        pthread_mutex_unlock(&s->mu);
+        synth_fill(s, s->slot[slot], i, s->sh[1]);
+        pthread_mutex_lock(&s->mu);
+        s->job = 0, s->ready_slot = slot, s->ready_i = i;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Batch i: the one the thread made, else made here (the first, or after
+ * a seek); then the thread starts on i + 1 in the other slot, the one the
+ * caller is done with (it asks for the next batch). */
 static int synth_next(void *ctx, tr_batch **out, char *err, size_t err_len)
 {
     (void)err, (void)err_len;
     synth_ctx *s = ctx;
-    if (s->global) { /* this rank's rows of the global batch */
-        tr_batch_synthetic(s->global, s->seed + s->i);
-        batch_rows(s->b, s->global, s->rank * s->b->B);
-    } else {
-        tr_batch_synthetic(s->b, s->seed + s->i);
+    if (!s->th_on) {
+        synth_fill(s, s->slot[0], s->i++, s->sh[0]);
+        *out = s->slot[0];
+        return 1;
     }
+    pthread_mutex_lock(&s->mu);
+    if (s->job) {
+        double t0 = mono_now();
+        while (s->job) pthread_cond_wait(&s->cv, &s->mu);
+        s->wait_s += mono_now() - t0;
+    }
+    int slot = 0;
+    if (s->ready_slot >= 0 && s->ready_i == s->i) {
+        slot = s->ready_slot;
+    } else { /* the thread is idle: no job */
+        pthread_mutex_unlock(&s->mu);
+        synth_fill(s, s->slot[0], s->i, s->sh[0]);
+        pthread_mutex_lock(&s->mu);
+    }
+    s->ready_slot = -1;
+    s->job = 1, s->job_slot = 1 - slot, s->job_i = s->i + 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
     s->i++;
-    *out = s->b;
+    *out = s->slot[slot];
     return 1;
 }
 
 static void synth_release(void *ctx, tr_batch *b) { (void)ctx, (void)b; }
-static double synth_wait(void *ctx) { (void)ctx; return 0.0; }
+
+static double synth_wait(void *ctx)
+{
+    synth_ctx *s = ctx;
+    if (!s->th_on) return 0.0;
+    pthread_mutex_lock(&s->mu);
+    double w = s->wait_s;
+    pthread_mutex_unlock(&s->mu);
+    return w;
+}
 
 static void synth_position(void *ctx, uint64_t *epoch, uint64_t *consumed)
 {
@@ -208,8 +298,20 @@ static int synth_seek(void *ctx, uint64_t epoch, uint64_t consumed)
 static void synth_close(void *ctx)
 {
     synth_ctx *s = ctx;
-    tr_batch_free(s->mem, s->b);
+    if (s->th_on) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->th, NULL);
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+    }
+    tr_batch_free(s->mem, s->slot[0]);
+    tr_batch_free(s->mem, s->slot[1]);
     tr_batch_free(s->mem, s->global);
+    free(s->sh[0]);
+    free(s->sh[1]);
     free(s);
 }
 
@@ -227,13 +329,34 @@ int tr_synthetic_source_open_rank(tr_data_source *src, tr_mem *mem, int B, int M
     s->mem = mem;
     s->seed = seed;
     s->rank = rank;
-    s->b = tr_batch_alloc(mem, B, M, K, S, R);
+    s->slot[0] = tr_batch_alloc(mem, B, M, K, S, R);
+    s->slot[1] = tr_batch_alloc(mem, B, M, K, S, R);
     if (world > 1) s->global = tr_batch_alloc(mem, B * world, M, K, S, R);
-    if (!s->b || (world > 1 && !s->global)) {
-        tr_batch_free(mem, s->b);
+    s->sh[0] = calloc((size_t)M, sizeof(shape));
+    s->sh[1] = calloc((size_t)M, sizeof(shape));
+    if (!s->slot[0] || !s->slot[1] || (world > 1 && !s->global) || !s->sh[0] || !s->sh[1]) {
+        tr_batch_free(mem, s->slot[0]);
+        tr_batch_free(mem, s->slot[1]);
+        tr_batch_free(mem, s->global);
+        free(s->sh[0]);
+        free(s->sh[1]);
         free(s);
         return -1;
     }
+    s->ready_slot = -1;
+    /* the thread: a small stack (synthetic_into keeps little on it), and
+     * no malloc of its own (above) */
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) == 0) {
+        if (pthread_attr_setstacksize(&at, (size_t)256 << 10) == 0 && pthread_mutex_init(&s->mu, NULL) == 0) {
+            if (pthread_cond_init(&s->cv, NULL) == 0) {
+                s->th_on = pthread_create(&s->th, &at, synth_main, s) == 0;
+                if (!s->th_on) pthread_cond_destroy(&s->cv);
+            }
+            if (!s->th_on) pthread_mutex_destroy(&s->mu);
+        }
+        pthread_attr_destroy(&at);
+    } /* no thread: each batch is made when it is asked for */
     src->ctx = s;
     src->next = synth_next;
     src->release = synth_release;

@@ -54,7 +54,10 @@ void tr_batch_free(tr_mem *mem, tr_batch *b);
  * invalid.  Masks and points agree with the image, so a model can learn. */
 void tr_batch_synthetic(tr_batch *b, uint64_t seed);
 
-/* A data source producing tr_batch_synthetic(seed + i) for i = 0, 1, ... */
+/* A data source producing tr_batch_synthetic(seed + i) for i = 0, 1, ...
+ * Two batches of mem: a thread of its own makes batch i + 1 while the
+ * caller works on batch i (handed out until it asks for the next); its
+ * wait_seconds is the time next() waited for that thread. */
 int tr_synthetic_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R,
                              uint64_t seed);
 /* The same for rank `rank` of `world` data-parallel processes: batch i is
