@@ -801,18 +801,31 @@ __global__ void k_mdot_bwd_dU(tr_ten dU, tr_ten dlogits, tr_ten hyp, int RR, int
     }
 }
 
-// dhyp[n, j] += sum_px dlogits * U, in pixel order (double): one thread per (pair, j)
-__global__ void k_mdot_bwd_dh(tr_ten dhyp, tr_ten dlogits, tr_ten U, int RR, int c, size_t n)
+// dhyp[p, j] += sum_px dlogits * U (double): a block per pair p, the
+// channels cc at a time (cc = min(c, TPB)); thread t sums channel
+// j0 + t % cc over the pixels px = t / cc (mod L = TPB / cc) in order,
+// then the L partial sums of a channel are added in order of t / cc
+__global__ void __launch_bounds__(TPB) k_mdot_bwd_dh(tr_ten dhyp, tr_ten dlogits, tr_ten U, int RR, int c)
 {
-    FOR_N(e, n)
-    {
-        size_t p = e / c, j = e % c;
+    __shared__ double sh[TPB];
+    const int cc = c < TPB ? c : TPB, L = TPB / cc, t = (int)threadIdx.x, l = t / cc;
+    const size_t p = blockIdx.x;
+    for (int j0 = 0; j0 < c; j0 += cc) {
+        const int j = j0 + t % cc;
         double acc = 0.0;
-        for (int px = 0; px < RR; px++) {
-            size_t row = p * RR + px;
-            acc += (double)ldt(dlogits, row) * ldt(U, row * c + j);
+        if (l < L && j < c)
+            for (int px = l; px < RR; px += L) {
+                size_t row = p * RR + px;
+                acc += (double)ldt(dlogits, row) * ldt(U, row * c + j);
+            }
+        sh[t] = acc;
+        __syncthreads();
+        if (t < cc && j0 + t < c) {
+            double s = 0.0;
+            for (int i = 0; i < L; i++) s += sh[i * cc + t];
+            stt(dhyp, p * c + j0 + t, ldt(dhyp, p * c + j0 + t) + (float)s);
         }
-        stt(dhyp, e, ldt(dhyp, e) + (float)acc);
+        __syncthreads();
     }
 }
 
@@ -836,8 +849,7 @@ void cu_mask_dot_backward(tr_backend *be, tr_ten dU, tr_ten dhyp, tr_ten dlogits
         LAUNCHED(cb, "k_mdot_bwd_dU");
     }
     if (dhyp.p) {
-        size_t n = (size_t)N * c;
-        k_mdot_bwd_dh<<<grid_for(n), TPB, 0, cb->st>>>(dhyp, dlogits, U, RR, c, n);
+        k_mdot_bwd_dh<<<(unsigned)N, TPB, 0, cb->st>>>(dhyp, dlogits, U, RR, c);
         LAUNCHED(cb, "k_mdot_bwd_dh");
     }
 }

@@ -22,7 +22,7 @@ struct site {
     const char *name, *file;
     int line, dims[4]; // a GEMM's M, N, K and batch; 0 for a kernel
     long calls;
-    double ms;
+    double ms, first_ms, max_ms; // the first call's (module loading, cuBLAS's choice), the longest
 };
 
 } // namespace
@@ -61,6 +61,8 @@ static void prof_drain(cuda_backend *c)
         float ms = 0;
         if (cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]) != cudaSuccess) continue;
         site *s = &p->sites[p->tag[i]];
+        if (!s->calls) s->first_ms = ms;
+        if (ms > s->max_ms) s->max_ms = ms;
         s->ms += ms, s->calls++;
     }
     cudaEvent_t e = p->ev[0];
@@ -114,7 +116,7 @@ void prof_close(cuda_backend *c)
     if (f) {
         fprintf(f, "# SA1B_CUDA_PROFILE: %.3f ms between the first event and the last, %d sites%s\n", total,
                 p->n_sites, p->lost ? " (the last sums those past the table's end)" : "");
-        fprintf(f, "ms\tshare\tcalls\tus_per_call\tsite\twhat\n");
+        fprintf(f, "ms\tshare\tcalls\tus_per_call\tfirst_us\tmax_us\tsite\twhat\n");
         for (int i = 0; i < p->n_sites; i++) {
             const site *s = &p->sites[i];
             const char *base = strrchr(s->file, '/');
@@ -124,9 +126,9 @@ void prof_close(cuda_backend *c)
                          s->dims[3]);
             else
                 snprintf(what, sizeof what, "%s", s->name);
-            fprintf(f, "%.3f\t%.1f%%\t%ld\t%.1f\t%s:%d\t%s\n", s->ms, total > 0 ? 100 * s->ms / total : 0.0,
-                    s->calls, s->calls ? 1000 * s->ms / (double)s->calls : 0.0, base ? base + 1 : s->file, s->line,
-                    what);
+            fprintf(f, "%.3f\t%.1f%%\t%ld\t%.1f\t%.1f\t%.1f\t%s:%d\t%s\n", s->ms,
+                    total > 0 ? 100 * s->ms / total : 0.0, s->calls, s->calls ? 1000 * s->ms / (double)s->calls : 0.0,
+                    1000 * s->first_ms, 1000 * s->max_ms, base ? base + 1 : s->file, s->line, what);
         }
         fclose(f);
     }
