@@ -21,9 +21,6 @@ namespace sa1b_cuda {
 // log of the sum of exponentials (lse, fp32) in the 2 elements of att
 // that tr_cuda_sizes declares; P = exp(scale s - lse) is recomputed.
 
-// keys (queries in dK/dV) per iteration of the fused kernels' loops
-const int UNR = 4;
-
 struct attn_args {
     tr_attn_dims d;
     float scale;
@@ -105,31 +102,7 @@ __global__ void k_attn_fwd(tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v,
 #pragma unroll
     for (int i = 0; i < NPL; i++) acc[i] = 0.0f;
     float m = -INFINITY, l = 0.0f;
-    int j = 0;
-    // UNR keys at a time: their rows loaded, their scores' warp sums
-    // interleaved, then the same updates in key order (the same bits)
-    for (; j + UNR <= d.Tk; j += UNR) {
-        float kr[UNR][NPL], vr[UNR][NPL], sc[UNR];
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            load_row<NPL>(kr[u], k, n * d.sk + (size_t)(j + u) * d.ldk + hoff, d.dh, lane);
-            load_row<NPL>(vr[u], v, n * d.sv + (size_t)(j + u) * d.ldv + hoff, d.dh, lane);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++) sc[u] = warp_sum_dot<NPL>(qv, kr[u]) * a.scale;
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            float mn = fmaxf(m, sc[u]), corr = expf(m - mn), p = expf(sc[u] - mn);
-            l = l * corr + p;
-#pragma unroll
-            for (int i = 0; i < NPL; i++) {
-                int jj = lane + 32 * i;
-                acc[i] = acc[i] * corr + (jj < d.dh ? p * vr[u][i] : 0.0f);
-            }
-            m = mn;
-        }
-    }
-    for (; j < d.Tk; j++) {
+    for (int j = 0; j < d.Tk; j++) {
         float s = dot_row<NPL>(qv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane) * a.scale;
         float mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
         l = l * corr + p;
@@ -161,23 +134,7 @@ __global__ void k_attn_D(float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v, tr
     load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
     load_row<NPL>(go, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
     float lse = *lse_row(att, a, idx, t), s = 0.0f;
-    int j = 0;
-    for (; j + UNR <= d.Tk; j += UNR) { // as k_attn_fwd: UNR keys' loads and sums in flight
-        float kr[UNR][NPL], vr[UNR][NPL], p[UNR], dp[UNR];
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            load_row<NPL>(kr[u], k, n * d.sk + (size_t)(j + u) * d.ldk + hoff, d.dh, lane);
-            load_row<NPL>(vr[u], v, n * d.sv + (size_t)(j + u) * d.ldv + hoff, d.dh, lane);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            p[u] = expf(warp_sum_dot<NPL>(qv, kr[u]) * a.scale - lse);
-            dp[u] = warp_sum_dot<NPL>(go, vr[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++) s += p[u] * dp[u];
-    }
-    for (; j < d.Tk; j++) {
+    for (int j = 0; j < d.Tk; j++) {
         float p = expf(dot_row<NPL>(qv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane) * a.scale - lse);
         s += p * dot_row<NPL>(go, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
     }
@@ -199,26 +156,7 @@ __global__ void k_attn_dkdv(tr_ten dk, tr_ten dv, const float *D, tr_ten dout, t
     load_row<NPL>(vv, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
 #pragma unroll
     for (int i = 0; i < NPL; i++) gk[i] = gv[i] = 0.0f;
-    int t = 0;
-    for (; t + UNR <= d.Tq; t += UNR) { // UNR queries' loads and sums in flight, the updates in order
-        float qr[UNR][NPL], gr[UNR][NPL], p[UNR], ds[UNR];
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            load_row<NPL>(qr[u], q, n * d.sq + (size_t)(t + u) * d.ldq + hoff, d.dh, lane);
-            load_row<NPL>(gr[u], dout, n * d.so + (size_t)(t + u) * d.ldo + hoff, d.dh, lane);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            p[u] = expf(warp_sum_dot<NPL>(qr[u], kv) * a.scale - *lse_row(att, a, idx, t + u));
-            float dp = warp_sum_dot<NPL>(gr[u], vv);
-            ds[u] = a.scale * p[u] * (dp - D[idx * d.Tq + t + u]);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++)
-#pragma unroll
-            for (int i = 0; i < NPL; i++) gv[i] += p[u] * gr[u][i], gk[i] += ds[u] * qr[u][i];
-    }
-    for (; t < d.Tq; t++) {
+    for (int t = 0; t < d.Tq; t++) {
         load_row<NPL>(qi, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
         load_row<NPL>(gi, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
         float p = expf(warp_sum_dot<NPL>(qi, kv) * a.scale - *lse_row(att, a, idx, t));
@@ -246,26 +184,7 @@ __global__ void k_attn_dq(tr_ten dq, const float *D, tr_ten dout, tr_ten q, tr_t
 #pragma unroll
     for (int i = 0; i < NPL; i++) gq[i] = 0.0f;
     float lse = *lse_row(att, a, idx, t), Dt = D[row];
-    int j = 0;
-    for (; j + UNR <= d.Tk; j += UNR) { // UNR keys' loads and sums in flight, the updates in order
-        float kr[UNR][NPL], vr[UNR][NPL], ds[UNR];
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            load_row<NPL>(kr[u], k, n * d.sk + (size_t)(j + u) * d.ldk + hoff, d.dh, lane);
-            load_row<NPL>(vr[u], v, n * d.sv + (size_t)(j + u) * d.ldv + hoff, d.dh, lane);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++) {
-            float p = expf(warp_sum_dot<NPL>(qv, kr[u]) * a.scale - lse);
-            float dp = warp_sum_dot<NPL>(go, vr[u]);
-            ds[u] = a.scale * p * (dp - Dt);
-        }
-#pragma unroll
-        for (int u = 0; u < UNR; u++)
-#pragma unroll
-            for (int i = 0; i < NPL; i++) gq[i] += ds[u] * kr[u][i];
-    }
-    for (; j < d.Tk; j++) {
+    for (int j = 0; j < d.Tk; j++) {
         load_row<NPL>(kj, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane);
         float p = expf(warp_sum_dot<NPL>(qv, kj) * a.scale - lse);
         float dp = dot_row<NPL>(go, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
