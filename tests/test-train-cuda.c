@@ -213,10 +213,10 @@ static void test_linear_ln(int dt)
     rel(&in), rel(&lw), rel(&lb), rel(&out), rel(&mean), rel(&rstd), rel(&dout), rel(&din), rel(&gw), rel(&gb);
 }
 
-static void test_attention(int dt, int heads, int dh)
+static void test_attention_t(int dt, int heads, int dh, int Tq, int Tk)
 {
     double t = sum_tol(dt);
-    tr_attn_dims a = {.N = 2, .Tq = 7, .Tk = 11, .heads = heads, .dh = dh};
+    tr_attn_dims a = {.N = 2, .Tq = Tq, .Tk = Tk, .heads = heads, .dh = dh};
     int W = heads * dh;
     a.ldq = a.ldk = a.ldv = a.ldo = W;
     a.sq = a.so = (size_t)a.Tq * W, a.sk = a.sv = (size_t)a.Tk * W;
@@ -227,21 +227,26 @@ static void test_attention(int dt, int heads, int dh)
     cpu->ops->attention_forward(cpu, H(o), H(att_c), H(q), H(k), H(v), &a);
     gpu->ops->attention_forward(gpu, D(o), D(att_g), D(q), D(k), D(v), &a);
     char what[80];
-    snprintf(what, sizeof what, "attention_forward (%s), %d heads of %d", attn_path, heads, dh);
+    snprintf(what, sizeof what, "attention_forward (%s), %d heads of %d, Tq %d Tk %d", attn_path, heads, dh, Tq, Tk);
     SAME(o, t, what);
     buf dout = mk(a.N * a.so, dt, 1), dq = mk(a.N * a.sq, dt, 1), dk = mk(a.N * a.sk, dt, 1), dv = mk(a.N * a.sv, dt, 1);
     cpu->ops->attention_backward(cpu, H(dq), H(dk), H(dv), H(dout), H(q), H(k), H(v), H(att_c), &a);
     gpu->ops->attention_backward(gpu, D(dq), D(dk), D(dv), D(dout), D(q), D(k), D(v), D(att_g), &a);
     /* the CPU differentiates its probabilities as stored (16-bit), the fused backward recomputes them in fp32 */
     double tb = dt == TR_PREC_FP32 ? 2 * t : 4 * t;
-    snprintf(what, sizeof what, "attention_backward (%s) dq (+=), %d heads of %d", attn_path, heads, dh);
+    snprintf(what, sizeof what, "attention_backward (%s) dq (+=), %d heads of %d, Tq %d Tk %d", attn_path, heads, dh,
+             Tq, Tk);
     SAME(dq, tb, what);
-    snprintf(what, sizeof what, "attention_backward (%s) dk (+=), %d heads of %d", attn_path, heads, dh);
+    snprintf(what, sizeof what, "attention_backward (%s) dk (+=), %d heads of %d, Tq %d Tk %d", attn_path, heads, dh,
+             Tq, Tk);
     SAME(dk, tb, what);
-    snprintf(what, sizeof what, "attention_backward (%s) dv (+=), %d heads of %d", attn_path, heads, dh);
+    snprintf(what, sizeof what, "attention_backward (%s) dv (+=), %d heads of %d, Tq %d Tk %d", attn_path, heads, dh,
+             Tq, Tk);
     SAME(dv, tb, what);
     rel(&q), rel(&k), rel(&v), rel(&o), rel(&att_c), rel(&att_g), rel(&dout), rel(&dq), rel(&dk), rel(&dv);
 }
+
+static void test_attention(int dt, int heads, int dh) { test_attention_t(dt, heads, dh, 7, 11); }
 
 /* The encoder's layout: q, k and v packed in rows of 3W of one tensor
  * [N, T, 3W], their gradients likewise in one tensor (the dq pass and the
@@ -416,12 +421,14 @@ static void test_mask_loss(int dt)
 /* The attention tests again on backends forced to one path each
  * (SA1B_CUDA_ATTN): the blocked path on the short calls, the fused kernel
  * on the long one. */
+static void test_model(int prec, double tol, double gtol);
+
 static void test_attention_paths(void)
 {
-    static const char *const paths[] = {"blocked", "fused"};
+    static const char *const paths[] = {"blocked", "fused", "flash"};
     tr_backend *dflt = gpu;
     char err[400];
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         setenv("SA1B_CUDA_ATTN", paths[i], 1);
         gpu = tr_backend_create("cuda", 1, err, sizeof err);
         if (!gpu) {
@@ -433,6 +440,14 @@ static void test_attention_paths(void)
             test_attention(dt, 2, 40);
             test_attention(dt, 3, 8);
             test_attention_packed(dt);
+            if (i == 2) { /* the flash path's tiles of 64: several, the last partial, a head padded to 48 */
+                test_attention_t(dt, 3, 40, 130, 75);
+                test_attention_t(dt, 2, 64, 64, 200);
+            }
+        }
+        if (i == 2) { /* a whole step: the tiny model's encoder attention on the flash path */
+            tap_diag("the tiny model, bf16, with SA1B_CUDA_ATTN=flash");
+            test_model(TR_PREC_BF16, 3e-2, 1e-2);
         }
         tap_ok(!tr_backend_cuda_error(gpu, err, sizeof err), "SA1B_CUDA_ATTN=%s: no device error", paths[i]);
         tr_backend_free(gpu);

@@ -1141,8 +1141,11 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         return nullptr;
     }
     const char *am = getenv("SA1B_CUDA_ATTN");
-    c->attn_mode = am && !strcmp(am, "fused") ? TR_CUDA_ATTN_FUSED : am && !strcmp(am, "blocked") ? TR_CUDA_ATTN_BLOCKED
-                                                                                                  : TR_CUDA_ATTN_AUTO;
+    c->attn_mode = !am                      ? TR_CUDA_ATTN_AUTO
+                   : !strcmp(am, "fused")   ? TR_CUDA_ATTN_FUSED
+                   : !strcmp(am, "blocked") ? TR_CUDA_ATTN_BLOCKED
+                   : !strcmp(am, "flash")   ? TR_CUDA_ATTN_FLASH
+                                            : TR_CUDA_ATTN_AUTO;
     const char *sync = getenv("SA1B_CUDA_SYNC");
     c->sync_each = sync && *sync && strcmp(sync, "0") != 0;
     tr_backend *be = &c->be;

@@ -34,8 +34,12 @@ int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len);
  * and Tk at least 64) runs blocked, R query rows of every head at a time
  * through cuBLAS (tr_cuda_attn_rows(d) = R), a short one in the fused
  * kernel.  TR_CUDA_ATTN_AUTO follows that rule; the others force a path
- * (the environment's SA1B_CUDA_ATTN=fused|blocked, for tests). */
-enum { TR_CUDA_ATTN_AUTO, TR_CUDA_ATTN_FUSED, TR_CUDA_ATTN_BLOCKED };
+ * (the environment's SA1B_CUDA_ATTN=fused|blocked, for tests), but
+ * TR_CUDA_ATTN_FLASH (SA1B_CUDA_ATTN=flash, backend_cuda_flash.cu: q, k, v
+ * of one 16-bit type, heads of at most 64 dimensions, on the tensor cores,
+ * the scores never in device memory) takes the calls it can and leaves
+ * the others to the rule; the planner assumes the rule. */
+enum { TR_CUDA_ATTN_AUTO, TR_CUDA_ATTN_FUSED, TR_CUDA_ATTN_BLOCKED, TR_CUDA_ATTN_FLASH };
 int tr_cuda_attn_blocked(const tr_attn_dims *d, int mode);
 int tr_cuda_attn_rows(const tr_attn_dims *d);
 /* bytes of workspace of a path: the forward's, or the backward's */

@@ -242,6 +242,7 @@ void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_t
     cuda_backend *c = CB(be);
     attn_args a;
     int npl;
+    if (c->attn_mode == TR_CUDA_ATTN_FLASH && flash_attn_forward(be, out, att, q, k, v, d)) return;
     if (c->failed || blk_attn_forward(be, out, att, q, k, v, d) || !(npl = attn_setup(c, &a, d, att))) return;
     ATTN_LAUNCH(npl, k_attn_fwd, (size_t)d->N * d->heads * d->Tq, out, att, q, k, v, a);
 }
@@ -252,6 +253,7 @@ void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_t
     cuda_backend *c = CB(be);
     attn_args a;
     int npl;
+    if (c->attn_mode == TR_CUDA_ATTN_FLASH && flash_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d)) return;
     if (c->failed || blk_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d) || !(npl = attn_setup(c, &a, d, att)))
         return;
     float *D = static_cast<float *>(work(be, tr_cuda_attn_workspace(d, 0, 1)));

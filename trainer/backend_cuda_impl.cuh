@@ -46,7 +46,7 @@ struct cuda_backend {
     blas_api api;
     cublasHandle_t blas;
     double *band;         // CS_CAP doubles: the first pass of the column sums
-    int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked forces a path (tests)
+    int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked|flash forces a path (tests)
     int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
     int device;           // the GPU it runs on (the loader threads' pinned hooks set it)
     struct prof_state *prof; // SA1B_CUDA_PROFILE set: the events of backend_cuda_prof.cu
@@ -181,6 +181,10 @@ __device__ T block_sum(T v, T *sh)
 
 // the attentions (backend_cuda_attn.cu)
 void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
+// backend_cuda_flash.cu (TR_CUDA_ATTN_FLASH): 1 when it took the call, 0 when it cannot
+int flash_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
+int flash_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
+                        tr_ten att, const tr_attn_dims *d);
 void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k,
                            tr_ten v, tr_ten att, const tr_attn_dims *d);
 

@@ -26,7 +26,7 @@ static size_t cuda_attention_saved(size_t Tq, size_t Tk)
 
 int tr_cuda_attn_blocked(const tr_attn_dims *d, int mode)
 {
-    if (mode != TR_CUDA_ATTN_AUTO) return mode == TR_CUDA_ATTN_BLOCKED;
+    if (mode == TR_CUDA_ATTN_FUSED || mode == TR_CUDA_ATTN_BLOCKED) return mode == TR_CUDA_ATTN_BLOCKED;
     return d->Tq >= ATTN_BLOCK_MIN && d->Tk >= ATTN_BLOCK_MIN;
 }
 
