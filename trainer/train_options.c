@@ -770,6 +770,11 @@ _Noreturn __attribute__((format(printf, 2, 3))) static void refuse(int report, c
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     if (report) cli_die(CLI_EXIT_USAGE, "%s", msg);
+    /* the other ranks leave rank 0 the time to say it: mpirun ends a job at
+     * its first failed process, and one of them ending first could take
+     * rank 0 down before its line is out (seen once in CI); rank 0's end
+     * ends them */
+    sleep(10);
     exit(CLI_EXIT_USAGE);
 }
 
