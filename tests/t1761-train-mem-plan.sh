@@ -112,6 +112,8 @@ if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null &&
     ok $? "--plan --backend cuda --data: one batch on the device ($one bytes)"
     # the synthetic source holds two: the next is made while a step runs
     is "$(data_of --backend cpu --synthetic-batch 3)" "$((2 * ${one:-0}))" "--plan --backend cpu --synthetic-batch: two batches"
+    is "$(data_of --backend cpu --synthetic-batch 3 --ranks 4)" "$((6 * ${one:-0}))" \
+        "--plan --ranks 4 --synthetic-batch: and the global batch of 4 ranks"
     cpu=$(data_of --backend cpu --data "$TMP/t.shard")
     test -n "$one" && test "${cpu:-0}" -gt "$((2 * one))"
     ok $? "--plan --backend cpu --data: the loader's batches in flight ($cpu bytes, one is $one)"

@@ -21,8 +21,10 @@
  *    the loss sums (doubles) 1e-5;
  *  - the tiny model's losses: 1e-3 relative in fp32, 3e-2 in bf16; its
  *    first step's parameter gradients, all of them together: relative L2
- *    1e-5 in fp32, 1e-2 in bf16, and each tensor within 100 times that
- *    (a small tensor's sum may cancel).
+ *    1e-5 in fp32, 1e-2 in bf16; each tensor in fp32 within 100 times
+ *    that of the CPU's (its error over the larger of its norm and a floor
+ *    of the gradients' scale), in bf16 its distance from the CPU's fp32
+ *    run within 3 times the CPU's own, or 0.05 (compare_grads).
  */
 #include <math.h>
 #include <stdio.h>
@@ -606,16 +608,17 @@ static double grad_floor(const run_out *b)
 /* The GPU's first-step gradients (g) against the CPU's (c) in the same
  * precision: all together within gtol relative L2.  Each tensor: in fp32
  * (ref NULL) within 100 gtol of the CPU's; in 16 bits, its distance from
- * the CPU's fp32 run (ref) at most R16 times the CPU's own 16-bit distance
- * from it (1e-3 the least), gpu_dumpcmp.py --ref's rule: two correct
- * 16-bit backends that sum in other orders differ by their rounding, so
- * the GPU is held to the CPU's error, not to the CPU's rounding.  R16 is
- * 10, not gpu_dumpcmp's 3: the tiny model's hypernetwork has 6 rows, so a
- * bias gradient's 16-bit error is a sum of a few roundings, and the ratio
- * of two such errors spreads (dec.hyper.1.b: 8.1 on an H200, 2026-11-28,
- * where the small model's 183 tensors stayed within 2.1); a wrong kernel
- * (an error near 1, not near 1e-2) exceeds it by far. */
-#define R16 10
+ * the CPU's fp32 run (ref) at most 3 times the CPU's own 16-bit distance
+ * from it, gpu_dumpcmp.py --ref's rule (two correct 16-bit backends that
+ * sum in other orders differ by their rounding, so the GPU is held to the
+ * CPU's error, not to the CPU's rounding), or R16_MIN where that is less:
+ * the tiny model's hypernetwork has 6 rows, so a bias gradient's 16-bit
+ * error is a sum of a few roundings and two such errors differ widely
+ * (dec.hyper.1.b: 3.1% on an H200, 2026-11-28, 8.1 times the CPU's 0.38%,
+ * where the small model's 183 tensors stayed within 2.1 times).  A bound
+ * of 10 times the CPU's own let a 50% error pass where the CPU's was 5%;
+ * 5% is held to 15% here. */
+#define R16_MIN 0.05
 static void compare_grads(const run_out *c, const run_out *g, const run_out *ref, int prec, double gtol)
 {
     if (!c->grads || !g->grads || c->n_grads != g->n_grads || (ref && (!ref->grads || ref->n_grads != c->n_grads))) {
@@ -638,7 +641,7 @@ static void compare_grads(const run_out *c, const run_out *g, const run_out *ref
         double e = tensor_err(g, base, pi, floor), lim = 100 * gtol;
         if (ref) {
             double own = tensor_err(c, ref, pi, floor);
-            lim = R16 * (own > 1e-3 ? own : 1e-3);
+            lim = 3 * own > R16_MIN ? 3 * own : R16_MIN;
         }
         if (!(e / lim <= worst)) worst = e / lim, wname = pi->name, wlim = lim;
     }
@@ -646,8 +649,9 @@ static void compare_grads(const run_out *c, const run_out *g, const run_out *ref
     tap_ok(all <= gtol, "tiny model (%s): first-step gradients, %zu floats, relative L2 %.3g within %g", dt_name(prec),
            c->n_grads, all, gtol);
     if (ref)
-        tap_ok(worst <= 1, "tiny model (%s): every gradient tensor's distance from the CPU's fp32 within %d times "
-               "the CPU's own, the worst %s at %.3g of its bound %.3g", dt_name(prec), R16, wname, worst, wlim);
+        tap_ok(worst <= 1, "tiny model (%s): every gradient tensor's distance from the CPU's fp32 within 3 times "
+               "the CPU's own or %g, the worst %s at %.3g of its bound %.3g", dt_name(prec), R16_MIN, wname, worst,
+               wlim);
     else
         tap_ok(worst <= 1, "tiny model (%s): every gradient tensor within %g, the worst %s at %.3g", dt_name(prec),
                100 * gtol, wname, worst * wlim);

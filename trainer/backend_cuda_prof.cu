@@ -4,9 +4,11 @@
 // the time between two events is the device time of the work enqueued
 // between them (the launch just made, plus any copy or memset before it),
 // summed by call site.  When the backend is freed FILE gets the table, the
-// costliest site first.  A host that cannot keep the device busy shows as
-// time too: the sum of the rows is the wall time from the first event to
-// the last.  Without the variable nothing here runs.
+// costliest site first (a rank of a job of several: FILE.RANK; of several
+// backends in one process, the last freed writes it).  A host that cannot
+// keep the device busy shows as time too: the sum of the rows is the wall
+// time from the first event to the last.  Without the variable nothing
+// here runs.
 #include <cstdlib>
 #include <cstring>
 
@@ -40,7 +42,19 @@ int prof_open(cuda_backend *c)
     if (!path || !*path) return 0;
     prof_state *p = static_cast<prof_state *>(calloc(1, sizeof *p));
     if (!p) return -1;
-    snprintf(p->path, sizeof p->path, "%s", path);
+    // a rank of a job of several (Open MPI, PMI, Slurm) writes FILE.RANK
+    static const char *const job[][2] = {
+        {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"}, {"PMI_SIZE", "PMI_RANK"}, {"SLURM_NTASKS", "SLURM_PROCID"}};
+    const char *rank = nullptr;
+    for (const auto &j : job) {
+        const char *n = getenv(j[0]), *r = getenv(j[1]);
+        if (n && r && atoi(n) > 1) {
+            rank = r;
+            break;
+        }
+    }
+    if (rank) snprintf(p->path, sizeof p->path, "%s.%s", path, rank);
+    else snprintf(p->path, sizeof p->path, "%s", path);
     for (int i = 0; i < EVENTS; i++)
         if (cudaEventCreate(&p->ev[i]) != cudaSuccess) {
             while (i-- > 0) cudaEventDestroy(p->ev[i]);
@@ -51,13 +65,15 @@ int prof_open(cuda_backend *c)
     return 0;
 }
 
-// the times of the recorded events into their sites; the last event stays
-// as the start of the next interval
-static void prof_drain(cuda_backend *c)
+// the times of events 1..upto into their sites; event upto becomes the
+// first (the start of the next interval), the later ones follow it.  A
+// full ring drains its older half, so that the device still has the newer
+// half's work queued while the host reads the times.
+static void prof_drain(cuda_backend *c, int upto)
 {
     prof_state *p = c->prof;
-    if (p->n < 2 || cudaEventSynchronize(p->ev[p->n - 1]) != cudaSuccess) return;
-    for (int i = 1; i < p->n; i++) {
+    if (upto < 1 || upto >= p->n || cudaEventSynchronize(p->ev[upto]) != cudaSuccess) return;
+    for (int i = 1; i <= upto; i++) {
         float ms = 0;
         if (cudaEventElapsedTime(&ms, p->ev[i - 1], p->ev[i]) != cudaSuccess) continue;
         site *s = &p->sites[p->tag[i]];
@@ -65,9 +81,12 @@ static void prof_drain(cuda_backend *c)
         if (ms > s->max_ms) s->max_ms = ms;
         s->ms += ms, s->calls++;
     }
-    cudaEvent_t e = p->ev[0];
-    p->ev[0] = p->ev[p->n - 1], p->ev[p->n - 1] = e;
-    p->tag[0] = p->tag[p->n - 1], p->n = 1;
+    cudaEvent_t done[EVENTS];
+    memcpy(done, p->ev, (size_t)upto * sizeof *done); // events 0..upto-1: free again
+    memmove(p->ev, p->ev + upto, (size_t)(p->n - upto) * sizeof *p->ev);
+    memmove(p->tag, p->tag + upto, (size_t)(p->n - upto) * sizeof *p->tag);
+    p->n -= upto;
+    memcpy(p->ev + p->n, done, (size_t)upto * sizeof *done);
 }
 
 void prof_gemm(cuda_backend *c, const char *name, const char *file, int line, int M, int N, int K, int batch)
@@ -79,16 +98,16 @@ void prof_gemm(cuda_backend *c, const char *name, const char *file, int line, in
                                !memcmp(p->sites[s].dims, dims, sizeof dims)))
         s++;
     if (s == p->n_sites) {
-        if (s == SITES) { // every further site counts as the last
-            p->lost++;
+        if (s >= SITES - 1) { // the table's last row sums every further site
             s = SITES - 1;
+            if (!p->lost++) p->sites[s].name = "(other sites)", p->sites[s].file = "-", p->n_sites = SITES;
         } else {
             p->sites[s].name = name, p->sites[s].file = file, p->sites[s].line = line;
             memcpy(p->sites[s].dims, dims, sizeof dims);
             p->n_sites++;
         }
     }
-    if (p->n == EVENTS) prof_drain(c);
+    if (p->n == EVENTS) prof_drain(c, EVENTS / 2);
     if (p->n == EVENTS || cudaEventRecord(p->ev[p->n], c->st) != cudaSuccess) return;
     p->tag[p->n++] = s;
 }
@@ -108,27 +127,30 @@ void prof_close(cuda_backend *c)
 {
     prof_state *p = c->prof;
     if (!p) return;
-    prof_drain(c);
+    prof_drain(c, p->n - 1);
     qsort(p->sites, (size_t)p->n_sites, sizeof p->sites[0], by_time);
     double total = 0;
     for (int i = 0; i < p->n_sites; i++) total += p->sites[i].ms;
     FILE *f = fopen(p->path, "w");
     if (f) {
         fprintf(f, "# SA1B_CUDA_PROFILE: %.3f ms between the first event and the last, %d sites%s\n", total,
-                p->n_sites, p->lost ? " (the last sums those past the table's end)" : "");
+                p->n_sites, p->lost ? " ('(other sites)' sums those past the table's end)" : "");
         fprintf(f, "ms\tshare\tcalls\tus_per_call\tfirst_us\tmax_us\tsite\twhat\n");
         for (int i = 0; i < p->n_sites; i++) {
             const site *s = &p->sites[i];
             const char *base = strrchr(s->file, '/');
+            char where[160];
+            if (!strcmp(s->file, "-")) snprintf(where, sizeof where, "-");
+            else snprintf(where, sizeof where, "%s:%d", base ? base + 1 : s->file, s->line);
             char what[96];
             if (s->dims[0])
                 snprintf(what, sizeof what, "%s %dx%dx%d x%d", s->name, s->dims[0], s->dims[1], s->dims[2],
                          s->dims[3]);
             else
                 snprintf(what, sizeof what, "%s", s->name);
-            fprintf(f, "%.3f\t%.1f%%\t%ld\t%.1f\t%.1f\t%.1f\t%s:%d\t%s\n", s->ms,
-                    total > 0 ? 100 * s->ms / total : 0.0, s->calls, s->calls ? 1000 * s->ms / (double)s->calls : 0.0,
-                    1000 * s->first_ms, 1000 * s->max_ms, base ? base + 1 : s->file, s->line, what);
+            fprintf(f, "%.3f\t%.1f%%\t%ld\t%.1f\t%.1f\t%.1f\t%s\t%s\n", s->ms, total > 0 ? 100 * s->ms / total : 0.0,
+                    s->calls, s->calls ? 1000 * s->ms / (double)s->calls : 0.0, 1000 * s->first_ms, 1000 * s->max_ms,
+                    where, what);
         }
         fclose(f);
     }

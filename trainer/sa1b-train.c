@@ -158,8 +158,9 @@ static int open_source_why(const options *o, const tr_config *cfg, tr_data_sourc
     char err[512];
     int R = 4 * (cfg->S / cfg->P);
     if (o->plan) { /* batches counted, never filled; the loader holds threads + 2 in flight, the
-                    * synthetic source 2 (batch.c: the next made while the step runs) */
-        int n = glob ? src_workers(o) + 2 : 2;
+                    * synthetic source 2 (batch.c: the next made while the step runs) and, for
+                    * a job of several ranks, the global batch they are cut from (world batches) */
+        int n = glob ? src_workers(o) + 2 : 2 + (o->world > 1 ? o->world : 0);
         if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the planner");
         return 0;
