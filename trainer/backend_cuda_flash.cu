@@ -91,6 +91,17 @@ __device__ void load_tile(uint16_t *tile, tr_ten t, size_t base, int ld, int r0,
     }
 }
 
+// the key and value rows [k0, k0 + FT) of the head (n, hoff) into Ks and
+// Vs, between two barriers (every warp is done with the last tile before)
+__device__ void next_kv(uint16_t *Ks, uint16_t *Vs, tr_ten k, tr_ten v, const tr_attn_dims &d, size_t n, size_t hoff,
+                        int k0, int D)
+{
+    __syncthreads();
+    load_tile(Ks, k, n * d.sk + hoff, d.ldk, k0, d.Tk, D, d.dh);
+    load_tile(Vs, v, n * d.sv + hoff, d.ldv, k0, d.Tk, D, d.dh);
+    __syncthreads();
+}
+
 // C (16 x 16 fp32) = sum over kk < K/16 of A[:, kk] B[kk, :]: A row-major at
 // a (lda), B at b (ldb), column-major (b_col: element (k, n) at b[n ldb + k]) or row-major
 template <typename T, bool B_COL>
@@ -163,10 +174,7 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash_fwd(tr_ten out, tr_ten at
     const int r = lane >> 1, half = lane & 1, row = w * 16 + r;
     const bool live = q0 + w * 16 < d.Tq;
     for (int k0 = 0; k0 < d.Tk; k0 += FT) {
-        __syncthreads(); // every warp is done with the last tile
-        load_tile(Ks, k, n * d.sk + hoff, d.ldk, k0, d.Tk, D, d.dh);
-        load_tile(Vs, v, n * d.sv + hoff, d.ldv, k0, d.Tk, D, d.dh);
-        __syncthreads();
+        next_kv(Ks, Vs, k, v, d, n, hoff, k0, D);
         if (!live) continue; // the warp's rows are past Tq: it loads and waits, nothing more
         scores16<T>(Sw, Qs + (size_t)w * 16 * LDH, Ks, D);
         __syncwarp();
@@ -236,10 +244,7 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash_dq(tr_ten dq, float *Dg, 
     const bool live = q0 + w * 16 < d.Tq;
     for (int pass = 0; pass < (dq.p ? 2 : 1); pass++)
         for (int k0 = 0; k0 < d.Tk; k0 += FT) {
-            __syncthreads();
-            load_tile(Ks, k, n * d.sk + hoff, d.ldk, k0, d.Tk, D, d.dh);
-            load_tile(Vs, v, n * d.sv + hoff, d.ldv, k0, d.Tk, D, d.dh);
-            __syncthreads();
+            next_kv(Ks, Vs, k, v, d, n, hoff, k0, D);
             if (!live) continue;
             scores16<T>(Sw, Qs + (size_t)w * 16 * LDH, Ks, D);  // S = Q K^T
             scores16<T>(dPw, Gs + (size_t)w * 16 * LDH, Vs, D); // dP = dO V^T
