@@ -137,4 +137,21 @@ is "$?" "1" "a shard of a cut tar (sa1b-shard: exit 1)"
 run_ok "training on it" sa1b-train $common --steps 2 --data "$TMP/cut.shard" --out "$TMP/cut"
 grep_ok "^sa1b-train: --data: 1 shard is incomplete, made from a tar that ended early \('$TMP/cut.shard'\): using the images it holds$" \
     "$TMP/.err" "one line says it is incomplete"
+
+# an input split into parts (--max-images) of which a part is not here is
+# said, then trained on as it is; all of its parts say nothing
+run_ok "split into parts of 2 images" sa1b-shard -q --image-size 64 --mask-size 16 --max-images 2 -o "$TMP/split" \
+    "$TMP/train.tar"
+run_ok "training on every part" sa1b-train $common --steps 1 --data "$TMP/split/*.shard" --out "$TMP/sp0"
+is "$(grep -c 'lacks a part' "$TMP/.err")" 0 "says nothing of parts"
+mv "$TMP/split/train-00001.shard" "$TMP/"
+run_ok "training without part 1" sa1b-train $common --steps 1 --data "$TMP/split/*.shard" --out "$TMP/sp1"
+grep_ok "^sa1b-train: --data: 1 input split into parts lacks a part \(part 1 of the input of '$TMP/split/train-00000.shard' is not here\): using the parts that are$" \
+    "$TMP/.err" "one line names the part that is not here"
+mv "$TMP/train-00001.shard" "$TMP/split/"
+last=$(cd "$TMP/split" && ls | tail -1)
+mv "$TMP/split/$last" "$TMP/"
+run_ok "training without the last part" sa1b-train $common --steps 1 --data "$TMP/split/*.shard" --out "$TMP/sp2"
+grep_ok "lacks a part .part $(echo "$last" | sed 's/train-0*\([0-9]\).*/\1/') of the input" "$TMP/.err" \
+    "the last part too (the highest here says it is not the last)"
 done_testing

@@ -33,7 +33,45 @@ typedef struct shard_ctx {
     char identity[128];       /* what the shards are (data_identity) */
     size_t n_incomplete;      /* shards whose input ended early (provenance input_clean_end false) */
     char first_incomplete[4096];
+    size_t n_gapped;          /* inputs split into parts (--max-images) of which a part is not here */
+    char first_gapped[4096];  /* a part of the first such input */
+    long gap_part;            /* the number of a part it lacks */
 } shard_ctx;
+
+/* A part of an input split by sa1b-shard --max-images, as its provenance
+ * says: the input and options (key), its number, whether it is the last. */
+typedef struct part_rec {
+    char *key, *path;
+    long part;
+    int last;
+} part_rec;
+
+static int part_cmp(const void *a, const void *b)
+{
+    const part_rec *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : x->part < y->part ? -1 : x->part > y->part;
+}
+
+/* The inputs whose parts are not all among recs (sorted): a number skipped
+ * from 0 up, or a highest part that says it is not the last. */
+static void find_gaps(shard_ctx *s, part_rec *recs, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        long want = 0, gap = -1;
+        for (; j < n && !strcmp(recs[j].key, recs[i].key); j++) {
+            if (recs[j].part > want && gap < 0) gap = want;
+            if (recs[j].part >= want) want = recs[j].part + 1;
+        }
+        if (gap < 0 && recs[j - 1].last == 0) gap = want; /* the highest here is not the last */
+        if (gap >= 0 && !s->n_gapped++) {
+            snprintf(s->first_gapped, sizeof s->first_gapped, "%s", recs[i].path);
+            s->gap_part = gap;
+        }
+        i = j;
+    }
+}
 
 /* "N shards, M images, digest D": D a 64-bit FNV-1a over each shard's file
  * name (without its folder), size in bytes and provenance (its input's
@@ -43,10 +81,11 @@ typedef struct shard_ctx {
 static void data_identity(shard_ctx *s, char *buf, size_t len)
 {
     const sa1b_loader *L = s->L;
-    s->n_incomplete = 0;
-    size_t n = 0;
+    s->n_incomplete = s->n_gapped = 0;
+    size_t n = 0, n_rec = 0;
     uint64_t images = 0, h = 0xcbf29ce484222325ull;
     sa1b_loader_info(L, &images, NULL, NULL, NULL, &n, NULL, NULL);
+    part_rec *recs = calloc(n ? n : 1, sizeof *recs); /* NULL: the parts go unchecked */
     for (size_t i = 0; i < n; i++) {
         const char *p = sa1b_loader_shard_path(L, i), *slash = p ? strrchr(p, '/') : NULL;
         char size[32] = "-1";
@@ -60,6 +99,24 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
             json_t *j = json_loadb(prov, prov_len, 0, NULL);
             if (json_is_false(json_object_get(j, "input_clean_end")) && !s->n_incomplete++)
                 snprintf(s->first_incomplete, sizeof s->first_incomplete, "%s", p);
+            const json_t *in_name = json_object_get(j, "input"), *part = json_object_get(j, "part"),
+                         *last = json_object_get(j, "last_part");
+            /* a part of a split input (its provenance says whether it is the last: parts made
+             * before that was recorded are not checked, part 0 of them being like a whole input) */
+            if (recs && json_is_string(in_name) && json_is_integer(part) && json_integer_value(part) >= 0 &&
+                json_is_boolean(last)) {
+                char *opts = json_dumps(json_object_get(j, "options"), JSON_COMPACT | JSON_SORT_KEYS);
+                part_rec *r = &recs[n_rec];
+                if (opts && asprintf(&r->key, "%s\n%s", json_string_value(in_name), opts) >= 0 &&
+                    (r->path = strdup(p)) != NULL) {
+                    r->part = (long)json_integer_value(part);
+                    r->last = json_is_true(last);
+                    n_rec++;
+                } else {
+                    free(r->key), r->key = NULL;
+                }
+                free(opts);
+            }
             json_decref(j);
         }
         const char *parts[3] = {slash ? slash + 1 : p ? p : "", size, prov};
@@ -71,6 +128,12 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
         sa1b_shard_close(sh);
     }
     snprintf(buf, len, "%zu shards, %" PRIu64 " images, digest %016" PRIx64, n, images, h);
+    if (recs) {
+        qsort(recs, n_rec, sizeof *recs, part_cmp);
+        find_gaps(s, recs, n_rec);
+        for (size_t i = 0; i < n_rec; i++) free(recs[i].key), free(recs[i].path);
+        free(recs);
+    }
 }
 
 static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, size_t err_len)
@@ -212,6 +275,14 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
     src->identity = sh_identity;
     src->close = sh_close;
     return 0;
+}
+
+size_t tr_shard_source_gapped(const tr_data_source *src, const char **first, long *part)
+{
+    const shard_ctx *s = src->ctx;
+    *first = s->n_gapped ? s->first_gapped : NULL;
+    *part = s->n_gapped ? s->gap_part : -1;
+    return s->n_gapped;
 }
 
 size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first)

@@ -36,4 +36,10 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
  * none). */
 size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first);
 
+/* Of such a source: how many inputs split into parts (sa1b-shard
+ * --max-images) lack a part (a number skipped from 0 up, or a highest part
+ * whose provenance says it is not the last), a part of the first (*first,
+ * NULL when none) and the number of a part it lacks (*part). */
+size_t tr_shard_source_gapped(const tr_data_source *src, const char **first, long *part);
+
 #endif

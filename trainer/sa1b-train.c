@@ -137,7 +137,8 @@ int src_workers(const options *o)
 
 /* After the first open_source of shards (glob) as what: a cut download is
  * never a silent success, so incomplete shards are said (once a run, by
- * rank 0), then used as they are. */
+ * rank 0), then used as they are; so are inputs split into parts of which
+ * a part is not among the shards. */
 static void warn_incomplete(const options *o, const tr_data_source *src, const char *what, const char *glob)
 {
     const char *first;
@@ -145,6 +146,12 @@ static void warn_incomplete(const options *o, const tr_data_source *src, const c
     if (cut)
         cli_warn("%s: %zu shard%s incomplete, made from a tar that ended early ('%s'%s): using the images %s", what,
                  cut, cut == 1 ? " is" : "s are", first, cut > 1 ? " and others" : "", cut == 1 ? "it holds" : "they hold");
+    long part;
+    size_t gaps = glob && !o->plan && o->rank == 0 ? tr_shard_source_gapped(src, &first, &part) : 0;
+    if (gaps)
+        cli_warn("%s: %zu input%s split into parts lack%s a part (part %ld of the input of '%s'%s is not here): "
+                 "using the parts that are", what, gaps, gaps == 1 ? "" : "s", gaps == 1 ? "s" : "", part, first,
+                 gaps > 1 ? ", and others" : "");
 }
 
 /* Opens a data source: shards matching glob through the loader, else the
