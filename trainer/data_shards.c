@@ -106,14 +106,12 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
             if (recs && json_is_string(in_name) && json_is_integer(part) && json_integer_value(part) >= 0 &&
                 json_is_boolean(last)) {
                 char *opts = json_dumps(json_object_get(j, "options"), JSON_COMPACT | JSON_SORT_KEYS);
-                part_rec *r = &recs[n_rec];
-                if (opts && asprintf(&r->key, "%s\n%s", json_string_value(in_name), opts) >= 0 &&
-                    (r->path = strdup(p)) != NULL) {
-                    r->part = (long)json_integer_value(part);
-                    r->last = json_is_true(last);
-                    n_rec++;
-                } else {
-                    free(r->key), r->key = NULL;
+                char *key = NULL, *path = NULL;
+                if (opts && asprintf(&key, "%s\n%s", json_string_value(in_name), opts) < 0) key = NULL;
+                if (key && (path = strdup(p)) != NULL) {
+                    recs[n_rec++] = (part_rec){key, path, (long)json_integer_value(part), json_is_true(last)};
+                } else { /* out of memory: this part goes unchecked */
+                    free(key);
                 }
                 free(opts);
             }
