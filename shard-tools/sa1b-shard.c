@@ -429,7 +429,7 @@ static int damaged_shard(const char *path, char *why, size_t len)
  * A shard made before inputs were recorded lacks those keys: its options
  * decide, as they did then. */
 static int part_matches(const options *o, const char *stem, uint64_t part, const char *path, int last,
-                        uint64_t size_now, char *why, size_t why_len)
+                        uint64_t size_now, uint64_t *skipped, char *why, size_t why_len)
 {
     json_t *want = provenance_json(o, stem, part), *have = our_provenance(path);
     const char *keys[] = {"input", "part", "options"};
@@ -455,23 +455,29 @@ static int part_matches(const options *o, const char *stem, uint64_t part, const
                  (long long)json_integer_value(bytes), (unsigned long long)size_now);
         same = 0;
     }
+    json_t *k = json_object_get(have, "samples_skipped"); /* the last part's record of the run */
+    if (same && last && skipped && json_is_integer(k) && json_integer_value(k) > 0)
+        *skipped = (uint64_t)json_integer_value(k);
     json_decref(want);
     json_decref(have);
     return same;
 }
 
-/* True when every part of the input exists and matches (part_matches).
+/* True when every part of the input exists and matches (part_matches),
+ * with *skipped (when not NULL) the samples the run that made them skipped
+ * (its last part's provenance; 0 when none or not recorded).
  * A commit removes the old part 0 and the old parts past the new ones
  * before it renames the new parts, last first (commit), so part 0 present
  * means the set of one run is complete; the parts are 0.. up to the first
  * missing index.  why: the
  * reason when an existing output is not taken ("" when none exists). */
-static int outputs_complete(const options *o, int single_file, const char *stem, const char *input, char *why,
-                            size_t why_len)
+static int outputs_complete(const options *o, int single_file, const char *stem, const char *input,
+                            uint64_t *skipped, char *why, size_t why_len)
 {
     struct stat st;
     uint64_t size_now = stat(input, &st) == 0 ? (uint64_t)st.st_size : 0;
     why[0] = 0;
+    if (skipped) *skipped = 0;
     for (uint64_t part = 0;; part++) {
         char *path = part_path(o, single_file, stem, part), *next = NULL;
         if (!path) return 0;
@@ -485,7 +491,7 @@ static int outputs_complete(const options *o, int single_file, const char *stem,
             last = next && access(next, F_OK) != 0;
             free(next);
         }
-        int same = part_matches(o, stem, part, path, last, size_now, why, why_len);
+        int same = part_matches(o, stem, part, path, last, size_now, skipped, why, why_len);
         free(path);
         if (!same) return 0;
         if (last) return 1;
@@ -680,33 +686,12 @@ static void check_not_input(const options *o, int single_file, const char *stem,
     }
 }
 
-/* The samples that the run which made the input's complete outputs
- * skipped (its last part's provenance), 0 when none or not recorded. */
-static uint64_t samples_skipped(const options *o, int single_file, const char *stem)
-{
-    uint64_t n = 0;
-    for (uint64_t part = 0;; part++) {
-        char *path = part_path(o, single_file, stem, part);
-        if (!path || access(path, F_OK) != 0) {
-            free(path);
-            break;
-        }
-        json_t *p = our_provenance(path);
-        json_t *k = json_object_get(p, "samples_skipped");
-        if (json_is_integer(k) && json_integer_value(k) > 0) n = (uint64_t)json_integer_value(k);
-        json_decref(p);
-        free(path);
-        if (!o->max_images) break;
-    }
-    return n;
-}
-
 /* Whether --skip-existing skips the input (its outputs are complete): a
  * link among them is then never replaced, and allowed. */
 static int up_to_date(const options *o, int single_file, const char *stem, const char *input)
 {
     char why[200];
-    return o->skip_existing && strcmp(input, "-") != 0 && outputs_complete(o, single_file, stem, input, why, sizeof why);
+    return o->skip_existing && strcmp(input, "-") != 0 && outputs_complete(o, single_file, stem, input, NULL, why, sizeof why);
 }
 
 /* Before anything is opened for writing: no output may be an input (the
@@ -2184,9 +2169,9 @@ int main(int argc, char **argv)
         remove_stale_temps(&o, single_file, stem, &bar, 0);
         char why[200];
         if (o.skip_existing && strcmp(argv[i], "-") != 0) {
-            if (outputs_complete(&o, single_file, stem, argv[i], why, sizeof why)) {
+            uint64_t lacks;
+            if (outputs_complete(&o, single_file, stem, argv[i], &lacks, why, sizeof why)) {
                 t.inputs_skipped++;
-                uint64_t lacks = samples_skipped(&o, single_file, stem);
                 if (lacks) { /* said with -q too: a rerun until exit 0 must not end here */
                     cli_warn("'%s': complete output exists, skipped; it lacks %" PRIu64 " sample%s that the run "
                              "which made it skipped (its lines said why)", argv[i], lacks, lacks == 1 ? "" : "s");
