@@ -162,27 +162,33 @@ def cmd_peer(a):
             step()
         sync()
 
-    t0 = time.perf_counter()
+    def first_line(e):
+        return (str(e).splitlines() or [type(e).__name__])[0]
+
     compile_error = None
+
+    def failed(e):  # the traceback in the log, the reason as the last line
+        traceback.print_exc()
+        out = {"error": "%s step failed: %s" % (a.precision, first_line(e)), "torch": torch.__version__, "device": dev}
+        if compile_error is not None:
+            out["compile_error"] = compile_error
+        print(json.dumps(out))
+        return 1
+
+    t0 = time.perf_counter()
     try:
         warm_up()
     except Exception as e:  # a compiler failure: the traceback in the log, the peer run eagerly
         if not have_compile:
-            traceback.print_exc()
-            print(json.dumps({"error": "%s step failed: %s" % (a.precision, str(e).splitlines()[0]),
-                              "torch": torch.__version__, "device": dev}))
-            return 1
+            return failed(e)
         traceback.print_exc()
-        compile_error = (str(e).splitlines() or [type(e).__name__])[0][:200]
+        compile_error = first_line(e)[:200]
         opt.zero_grad(set_to_none=True)
         fwd, have_compile = mdl.forward, False
         try:
             warm_up()
         except RuntimeError as e2:  # e.g. torch 1.13's CPU autocast refuses a bf16 layer_norm
-            traceback.print_exc()
-            print(json.dumps({"error": "%s step failed: %s" % (a.precision, str(e2).splitlines()[0]),
-                              "compile_error": compile_error, "torch": torch.__version__, "device": dev}))
-            return 1
+            return failed(e2)
     warm = time.perf_counter() - t0
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
