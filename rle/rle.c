@@ -1214,16 +1214,11 @@ area_add(area_sums *c, uint64_t u0, uint64_t u1, uint64_t ia, uint64_t ib, uint6
 {
     c->imin = ia < c->imin ? ia : c->imin;
     c->imax = ib > c->imax ? ib : c->imax;
-    if (ia == ib) {
-        c->acc[ia] += o * (u1 - u0);
-        return;
-    }
+    const uint64_t oh = o * h;
     c->acc[ia] += o * ((ia + 1) * h - u0);
     c->acc[ib] += o * (u1 - ib * h);
-    if (ib > ia + 1) {
-        c->dif[ia + 1] += o * h;
-        c->dif[ib] -= o * h;
-    }
+    c->dif[ia + 1] += oh;
+    c->dif[ib] -= oh;
 }
 
 /* Outputs target column j from sums c (if it has any) and clears them. */
