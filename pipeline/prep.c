@@ -23,13 +23,15 @@ typedef struct prep_buf {
     size_t *kept;              /* [cap_masks] */
     size_t cap_masks;
     sa1b_shard_mask_in *masks; /* [cap_masks] */
-    uint8_t *bits;             /* [cap_masks * stride] the kept masks, packed (or their runs
-                                  side by side) */
+    uint8_t *bits;             /* the kept masks' runs side by side (RLE formats) */
     size_t cap_bits;
+    uint8_t *packed;           /* the kept masks packed, [n_kept * stride]: in image's block,
+                                  after the image (sa1b_shard_writer writes both at once) */
     uint32_t *bits_rows;       /* [2 cap_masks] packed area masks: the rows [2k], [2k + 1] - 1
                                   outside which mask k of bits is zero */
     size_t bits_slots;         /* for the masks k < bits_slots (0: nothing known) */
     uint32_t bits_R;           /* the R that bits_rows is about */
+    const uint8_t *bits_at;    /* where packed was when bits_rows was made */
     uint64_t *scratch;         /* zeros for rle_resample_area_bits_valid */
     size_t cap_scratch;        /* bytes */
     uint8_t *grid;             /* [R * R] content-sized resample target */
@@ -38,7 +40,7 @@ typedef struct prep_buf {
     size_t cap_full;
     uint32_t full_R;           /* the R that full_zero_from is about */
     uint32_t full_zero_from;   /* rows of full from this one on are zero */
-    uint8_t *image;            /* [S * S * 3] */
+    uint8_t *image;            /* [S * S * 3], then (packed masks) packed */
     size_t cap_image;
     uint32_t image_S;          /* the S that image_zero_from is about */
     uint32_t image_zero_from;  /* rows of image from this one on are zero */
@@ -83,13 +85,13 @@ static int reserve(void *pp, size_t *cap, size_t n)
     return 0;
 }
 
-/* Scratch whose old contents need not survive growth (the image, the
- * masks' bytes).  From 2 MiB on (--image-size 1024: 3 MiB) it is 2 MiB
- * aligned and its whole 2 MiB pieces are advised for transparent huge
- * pages, so that the first use of a buffer (a run of a few dozen images
- * fills each ring slot's once) takes a handful of page faults instead of
- * one per 4 KiB; the rest (the last 1 MiB of a 3 MiB image) and smaller
- * buffers stay plain: a huge page there would be mostly zeroing of bytes
+/* Scratch whose old contents need not survive growth (the image and the
+ * packed masks after it, the masks' runs).  From 2 MiB on (--image-size
+ * 1024: 3.5 MiB) it is 2 MiB aligned and its whole 2 MiB pieces are
+ * advised for transparent huge pages, so that the first use of a buffer (a
+ * run of a few dozen images fills each ring slot's once) takes a handful
+ * of page faults instead of one per 4 KiB; the rest (the last 1 MiB of a
+ * 3 MiB image and the masks' 512 KiB) and smaller buffers stay plain: a huge page there would be mostly zeroing of bytes
  * never used (the kernel zeroes each page on first use: 4 MiB of huge
  * pages for a 3 MiB image took 33% more zeroing, the most expensive part
  * on VMs that hand freed memory back to their host).  Freed with free(). */
@@ -234,11 +236,20 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     if (!boxes_first)
         for (size_t k = 0; k < n_kept; k++) sa1b_rle_bbox(&b->rles[b->kept[k]], b->cands[b->kept[k]].bbox);
 
-    /* 5. the image, letterboxed */
+    /* 5. the image, letterboxed, in a block that also holds the packed
+     * masks after it (from the next page on): the writer takes a raw image
+     * and the masks that follow it in memory and in the file in one direct
+     * write, without copying the masks into its buffer */
     sa1b_letterbox lb, mlb;
+    const int rle = o->mask_format != SA1B_SHARD_PACKED;
+    const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
+    const size_t image_len = (size_t)S * S * 3, packed_at = (image_len + 4095) / 4096 * 4096;
+    const size_t packed_len = rle ? 0 : (n_kept ? n_kept : 1) * stride;
     const uint8_t *old_image = b->image;
-    if (reserve_big(&b->image, &b->cap_image, (size_t)S * S * 3))
+    if (packed_len > SIZE_MAX - packed_at ||
+        reserve_big(&b->image, &b->cap_image, packed_at + packed_len))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    b->packed = rle ? NULL : b->image + packed_at;
     if (b->image != old_image || b->image_S != S) { /* nothing known about its rows */
         b->image_S = S;
         b->image_zero_from = S;
@@ -254,7 +265,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     if (!source && sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
     const uint8_t *payload = b->image;
-    size_t payload_len = (size_t)S * S * 3;
+    size_t payload_len = image_len;
     if (o->image_format == SA1B_SHARD_JPEG) {
         free(b->jpeg);
         b->jpeg = NULL;
@@ -267,13 +278,11 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
 
     /* 6. the kept masks, straight from runs to the letterboxed R x R grid,
      * packed here (in the worker) one by one while the grid is in cache */
-    const int rle = o->mask_format != SA1B_SHARD_PACKED;
-    const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
     const size_t runs_bound = (size_t)sa1b_shard_runs_bound(R);
     size_t runs_used = 0; /* RLE: bytes of runs in bits */
-    const uint8_t *old_full = b->full, *old_bits = b->bits;
+    const uint8_t *old_full = b->full;
     const int area_bits = !rle && o->mask_mode == SA1B_MASK_AREA;
-    if (reserve_big(&b->bits, &b->cap_bits, rle ? runs_bound : (n_kept ? n_kept : 1) * stride) ||
+    if ((rle && reserve_big(&b->bits, &b->cap_bits, runs_bound)) ||
         reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     if (b->full != old_full || b->full_R != R) { /* nothing known about its rows */
@@ -281,11 +290,11 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         b->full_zero_from = R;
     }
     /* packed area masks clear only the rows that the mask before them in
-     * this place of bits may have set; anything else written there
-     * (runs, other packed masks), another buffer or another R: nothing
-     * known */
-    if (!area_bits || b->bits != old_bits || b->bits_R != R) {
+     * this place of packed may have set; nearest masks written there,
+     * another block or place in it, or another R: nothing known */
+    if (!area_bits || b->packed != b->bits_at || b->bits_R != R) {
         b->bits_R = R;
+        b->bits_at = b->packed;
         b->bits_slots = 0;
     }
     const size_t scratch_len = 4 * ((size_t)R + 1) * sizeof *b->scratch; /* R < 2^31 */
@@ -315,7 +324,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             /* packed area masks: the resample sets the stored bits itself
              * (no R x R byte mask to clear, fill and pack) into zeros,
              * and says which rows it set bits in */
-            uint8_t *dst = b->bits + k * stride;
+            uint8_t *dst = b->packed + k * stride;
             uint32_t *rows = b->bits_rows + 2 * k;
             if (k < b->bits_slots) { /* bit y R + x of row y */
                 size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8;
@@ -357,7 +366,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             memset(full + (size_t)mlb.new_h * R, 0, (size_t)(b->full_zero_from - mlb.new_h) * R);
             b->full_zero_from = mlb.new_h;
         }
-        uint8_t *dst = rle ? NULL : b->bits + k * stride;
+        uint8_t *dst = rle ? NULL : b->packed + k * stride;
         if (rle) { /* runs side by side; pointers set once the buffer stops moving */
             if (reserve_runs(b, runs_used + runs_bound))
                 return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);

@@ -647,15 +647,23 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     if (s->image_len >= WBUF_BYPASS && (rc = wr_align_to(w, DIO_ALIGN, err))) return rc;
     const uint64_t image_offset = w->pos;
     const uint32_t image_crc = crc ? *crc : sa1b_crc32c(0, s->image, s->image_len);
-    if ((rc = wr_bytes(w, s->image, s->image_len, err)) || (rc = wr_align(w, err))) return rc;
-    const uint64_t masks_offset = w->pos;
-    uint32_t mcrc = masks_crc ? *masks_crc : 0;
-    /* packed masks side by side (sa1b-shard's): one checksum over them all */
+    /* packed masks side by side (sa1b-shard's): one checksum over them all,
+     * one write; and where they follow the image in memory as they do in
+     * the file (no padding between: an image of whole alignment units, as
+     * raw images of a side divisible by 8 are), one write of both (a direct one
+     * from the caller's memory for 3.5 MiB at --image-size 1024) */
     int one_run = packed && s->n_masks > 0 && w->mask_format == SA1B_SHARD_PACKED;
     for (uint32_t j = 1; one_run && j < s->n_masks; j++)
         one_run = s->masks[j].bits == s->masks[0].bits + (size_t)j * w->mask_stride;
-    if (one_run && !masks_crc)
-        mcrc = sa1b_crc32c(0, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride);
+    const size_t run_len = one_run ? (size_t)s->n_masks * w->mask_stride : 0;
+    const int joined = one_run && s->masks[0].bits == s->image + s->image_len &&
+                       (image_offset + s->image_len) % SA1B_SHARD_ALIGN == 0;
+    if ((rc = wr_bytes(w, s->image, s->image_len + (joined ? run_len : 0), err)) ||
+        (rc = wr_align(w, err)))
+        return rc;
+    const uint64_t masks_offset = joined ? image_offset + s->image_len : w->pos;
+    uint32_t mcrc = masks_crc ? *masks_crc : 0;
+    if (one_run && !masks_crc) mcrc = sa1b_crc32c(0, s->masks[0].bits, run_len);
     uint8_t row[SA1B_SHARD_INDEX_ROW_SIZE];
     for (uint32_t j = 0; j < s->n_masks; j++) {
         const sa1b_shard_mask_in *m = &s->masks[j];
@@ -689,8 +697,7 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     }
     /* side by side: one copy of them all (streaming stores from 256 KiB on,
      * as 32 or more masks of 256 x 256 are) instead of one per mask */
-    if (one_run && (rc = wr_bytes(w, s->masks[0].bits, (size_t)s->n_masks * w->mask_stride, err)))
-        goto failed;
+    if (one_run && !joined && (rc = wr_bytes(w, s->masks[0].bits, run_len, err))) goto failed;
     const uint64_t masks_len = w->pos - masks_offset;
     if ((rc = wr_align(w, err))) goto failed; /* runs end anywhere; packed: a no-op */
     /* the index row; its name offset is relative to the names table until

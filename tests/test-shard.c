@@ -359,7 +359,10 @@ static void bad_params(void)
 
 /* add_packed with masks packed by sa1b_shard_pack_mask writes the same
  * bytes as add with the masks as bytes (sa1b-shard packs in its workers),
- * and so does add_packed_crc given the payload's and the masks' checksums. */
+ * and so does add_packed_crc given the payload's and the masks' checksums;
+ * also (v 3) with the packed masks right after the image in one buffer, as
+ * sa1b_prep_run lays them out (the writer then writes both at once), or
+ * one byte further on (every third sample: not joined). */
 static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int n)
 {
     sample *ss = calloc((size_t)n, sizeof *ss);
@@ -367,9 +370,9 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
     const size_t stride = (size_t)sa1b_shard_mask_stride(R);
     tap_is_int((long long)stride, (long long)((((size_t)R * R + 7) / 8 + 63) / 64 * 64),
                "%s: mask stride", label);
-    char path[3][512];
+    char path[4][512];
     int ok = 1, pad_ok = 1;
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         snprintf(path[v], sizeof path[v], "%s/%s-%d.shard", tmpdir, label, v);
         sa1b_shard_params p = {S, R, fmt, "{}"};
         sa1b_shard_writer *w = NULL;
@@ -381,7 +384,12 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
                 continue;
             }
             sample *sm = &ss[i];
-            uint8_t *pk = malloc(stride * sm->in.n_masks);
+            /* v 3: the image, then (a byte later on every third sample) the masks */
+            const size_t gap = v == 3 ? sm->in.image_len + (i % 3 == 2) : 0;
+            void *mem = NULL; /* page-aligned, as a direct write takes it */
+            if (posix_memalign(&mem, 4096, gap + stride * sm->in.n_masks)) abort();
+            uint8_t *block = mem, *pk = block + gap;
+            if (v == 3) memcpy(block, sm->in.image, sm->in.image_len);
             memset(pk, 0xA5, stride * sm->in.n_masks); /* the packer must clear the padding */
             sa1b_shard_mask_in *mm = malloc(sm->in.n_masks * sizeof *mm);
             for (uint32_t j = 0; j < sm->in.n_masks; j++) {
@@ -395,6 +403,7 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
             }
             sa1b_shard_sample_in in = sm->in;
             in.masks = mm;
+            if (v == 3) in.image = block;
             if (v == 1) ok &= sa1b_shard_writer_add_packed(w, &in, &err) == SA1B_OK;
             else {
                 uint32_t mcrc = 0; /* the stored masks in their order, wherever they lie */
@@ -403,20 +412,24 @@ static void packed_same(const char *label, uint32_t S, uint32_t R, int fmt, int 
                                                        mcrc, &err) == SA1B_OK;
             }
             free(mm);
-            free(pk);
+            free(block);
         }
         ok &= sa1b_shard_writer_finish(w, &err) == SA1B_OK;
     }
     tap_ok(pad_ok, "%s: packed padding is zero", label);
     size_t la = 0, lb = 0, lc = 0;
     uint8_t *a = ok ? slurp(path[0], &la) : NULL, *b = ok ? slurp(path[1], &lb) : NULL;
-    uint8_t *c = ok ? slurp(path[2], &lc) : NULL;
+    size_t ld = 0;
+    uint8_t *c = ok ? slurp(path[2], &lc) : NULL, *d = ok ? slurp(path[3], &ld) : NULL;
     tap_ok(ok && a && b && la == lb && memcmp(a, b, la) == 0, "%s: add_packed writes the same bytes as add", label);
     tap_ok(ok && a && c && la == lc && memcmp(a, c, la) == 0,
            "%s: add_packed_crc writes the same bytes as add", label);
+    tap_ok(ok && a && d && la == ld && memcmp(a, d, la) == 0,
+           "%s: add_packed_crc with the masks after the image in memory writes the same bytes", label);
     free(a);
     free(b);
     free(c);
+    free(d);
     for (int i = 0; i < n; i++) free_sample(&ss[i]);
     free(ss);
 }
@@ -512,6 +525,7 @@ int main(void)
     round_trip("empty", 16, 4, SA1B_SHARD_RAW, 0, 0);
     round_trip("one-pixel-mask", 4, 1, SA1B_SHARD_JPEG, 3, 0);
     packed_same("packed", 32, 13, SA1B_SHARD_RAW, 4);
+    packed_same("packed-big", 592, 150, SA1B_SHARD_RAW, 6); /* 1 MiB images: direct writes */
     packed_same("packed-jpeg", 64, 16, SA1B_SHARD_JPEG, 3);
     bad_params();
     damage();
