@@ -199,7 +199,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
 
     /* 3. every mask's runs (validates the strings), area and box from runs;
      * only kmeans looks at the boxes of masks it may drop, the other
-     * strategies get the boxes of the kept masks alone (after step 4) */
+     * strategies get the boxes of the kept masks alone (after step 4, or
+     * packed area masks from their resample in step 6) */
     if (reserve_masks(b, a->n_masks ? a->n_masks : 1))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     /* The runs of all masks go side by side into one buffer that this
@@ -237,7 +238,10 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     if (sa1b_subsample(b->cands, a->n_masks, &o->filter, o->strategy, o->max_masks, o->seed,
                        a->image_id, a->width, a->height, b->kept, &n_kept, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
-    if (!boxes_first)
+    /* packed area masks get their boxes from the resample's walk (step 6) */
+    const int rle = o->mask_format != SA1B_SHARD_PACKED;
+    const int area_bits = !rle && o->mask_mode == SA1B_MASK_AREA;
+    if (!boxes_first && !area_bits)
         for (size_t k = 0; k < n_kept; k++) sa1b_rle_bbox(&b->rles[b->kept[k]], b->cands[b->kept[k]].bbox);
 
     /* 5. the image, letterboxed, in a block that also holds the packed
@@ -245,7 +249,6 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
      * and the masks that follow it in memory and in the file in one direct
      * write, without copying the masks into its buffer */
     sa1b_letterbox lb, mlb;
-    const int rle = o->mask_format != SA1B_SHARD_PACKED;
     const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
     const size_t image_len = (size_t)S * S * 3, packed_at = (image_len + 4095) / 4096 * 4096;
     const size_t packed_len = rle ? 0 : (n_kept ? n_kept : 1) * stride;
@@ -285,7 +288,6 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     const size_t runs_bound = (size_t)sa1b_shard_runs_bound(R);
     size_t runs_used = 0; /* RLE: bytes of runs in bits */
     const uint8_t *old_full = b->full;
-    const int area_bits = !rle && o->mask_mode == SA1B_MASK_AREA;
     if ((rle && reserve_big(&b->bits, &b->cap_bits, runs_bound)) ||
         reserve(&b->grid, &b->cap_grid, RR) || reserve(&b->full, &b->cap_full, RR))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
@@ -337,8 +339,9 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
                 memset(dst, 0, stride);
                 b->bits_slots = k + 1; /* k == bits_slots: the masks go in order */
             }
-            /* rows: 0, 0 on error (nothing set) */
-            if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, b->scratch, rows, &e))
+            /* rows: 0, 0 on error (nothing set); the box (kmeans has it) */
+            if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, b->scratch, rows,
+                                             boxes_first ? NULL : b->cands[i].bbox, &e))
                 return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
             masks_crc = sa1b_crc32c(masks_crc, dst, stride);
             b->masks[k].data_len = 0;

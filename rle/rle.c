@@ -1241,10 +1241,16 @@ area_flush(area_sums *c, uint64_t hw, uint8_t *coverage, uint8_t *mask01, uint8_
  * jc + 1, two sets of sums that swap roles as jc moves right; a column is
  * output as soon as the walk has passed it.  The sums are the exact
  * integers area_core adds up (in another order): the same output.  acc
- * holds 4 (rh + 1) zeros (two sets of acc and dif) and is left zero. */
+ * holds 4 (rh + 1) zeros (two sets of acc and dif) and is left zero.
+ * bbox (NULL or not a constant at each call; runs whose sum is h w, so
+ * that no position wraps uint32): sa1b_rle_bbox of the runs, from the
+ * positions the walk passes anyway (sa1b_rle_bbox's points: each pair's
+ * start of foreground and end of it less one, the row span whole where
+ * those two lie in different columns). */
 static inline __attribute__((always_inline)) void
 area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, uint8_t *mask01,
-               uint8_t *bits, uint64_t bstride, uint64_t *rows, uint64_t *acc, int fast)
+               uint8_t *bits, uint64_t bstride, uint64_t *rows, uint64_t *acc, double *bbox,
+               int fast)
 {
     const uint64_t h = r->h, w = r->w, hw = h * w, m = fast ? rdiv_m(h) : 0;
     const uint32_t *cn = r->cnts;
@@ -1259,6 +1265,7 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
      * into it, xr < w) by oa and ja + 1 by ob (rw <= w: no further) */
     uint64_t xk = 0, ja = 0, xr = 0, oa = rw, ob = 0;
     uint64_t x = 0, y = 0; /* the walk's position x h + y, y < h */
+    uint64_t bx0 = w, by0 = h, bx1 = 0, by1 = 0, bxs = 0; /* sa1b_rle_bbox's xs, ys, xe, ye, xp */
     for (size_t k = 0; k < n; k += 2) { /* a background run, then a foreground one */
         y += cn[k]; /* background: move on */
         if (y >= h) {
@@ -1271,6 +1278,13 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
             }
         }
         if (k + 1 == n) break;
+        if (bbox) { /* the foreground's start */
+            bxs = x;
+            bx0 = x < bx0 ? x : bx0;
+            bx1 = x > bx1 ? x : bx1;
+            by0 = y < by0 ? y : by0;
+            by1 = y > by1 ? y : by1;
+        }
         uint64_t len = cn[k + 1];
         while (len) { /* foreground: a piece per source column */
             uint64_t yb = len < h - y ? y + len : h;
@@ -1311,9 +1325,34 @@ area_core_down(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage, u
                 x++;
             }
         }
+        if (bbox) { /* the foreground's end less one (a zero-length one's: its start less one) */
+            uint64_t ex = x, ey = y - 1;
+            if (y == 0) {
+                ex = x - 1;
+                ey = h - 1;
+                if (x == 0) { /* position 0 less one: uint32's 2^32 - 1, as sa1b_rle_bbox */
+                    ex = UINT32_MAX / h;
+                    ey = UINT32_MAX % h;
+                }
+            }
+            if (bxs < ex) { /* across columns: every row */
+                by0 = 0;
+                by1 = h - 1;
+            }
+            bx0 = ex < bx0 ? ex : bx0;
+            bx1 = ex > bx1 ? ex : bx1;
+            by0 = ey < by0 ? ey : by0;
+            by1 = ey > by1 ? ey : by1;
+        }
     }
     area_flush(&c0, hw, coverage, mask01, bits, bstride, rows, rw, jc);
     area_flush(&c1, hw, coverage, mask01, bits, bstride, rows, rw, jc + 1);
+    if (bbox && n >= 2) { /* sa1b_rle_bbox's uint32 arithmetic; no pair: zeros (set by the caller) */
+        bbox[0] = (double)bx0;
+        bbox[1] = (double)by0;
+        bbox[2] = (double)(uint32_t)(bx1 - bx0 + 1);
+        bbox[3] = (double)(uint32_t)(by1 - by0 + 1);
+    }
 }
 
 int sa1b_rle_resample_nearest(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *out,
@@ -1331,13 +1370,18 @@ int rle_resample_nearest_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint
 /* bits (coverage and mask01 NULL): see area_core; the caller zeroed it.
  * rows (with bits; the caller set it to 0, 0) receives the rows that set
  * bits may be in, [rows[0], rows[1]).  scratch: NULL, or 4 (rh + 1) zeros
- * the work uses (and leaves zero) instead of its own. */
+ * the work uses (and leaves zero) instead of its own.  bbox (NULL, or with
+ * bits on trusted runs): sa1b_rle_bbox's, from area_core_down's walk where
+ * it runs, else from sa1b_rle_bbox. */
 static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                          uint8_t *mask01, uint8_t *bits, uint32_t bstride, uint64_t *scratch,
-                         uint32_t *rows, int trusted, sa1b_error *err)
+                         uint32_t *rows, double *bbox, int trusted, sa1b_error *err)
 {
     int nothing;
     SA1B_FORWARD(resample_check(r, rh, rw, &nothing, trusted, err));
+    const int down = !nothing && rw <= r->w;
+    if (bbox && !(down && bits)) sa1b_rle_bbox(r, bbox); /* the walk below does not give it */
+    else if (bbox) bbox[0] = bbox[1] = bbox[2] = bbox[3] = 0; /* fewer than two runs: no pair */
     if (nothing || (!coverage && !mask01 && !bits)) return SA1B_OK;
     if (coverage) memset(coverage, 0, (size_t)rh * rw);
     if (mask01) memset(mask01, 0, (size_t)rh * rw);
@@ -1347,7 +1391,6 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
      * on the stack up to 512 target rows */
     enum { STACK_ROWS = 512 };
     uint64_t stack[4 * (STACK_ROWS + 1)], *acc = scratch;
-    const int down = rw <= r->w;
     const size_t sets = down ? 4 : 2;
     if (!acc && rh <= STACK_ROWS) {
         acc = stack;
@@ -1362,14 +1405,16 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
     }
     uint64_t *dif = acc + rh + 1, span[2] = {UINT64_MAX, 0};
     const int fast = r->h >= 2 && (uint64_t)r->h * rh <= (UINT64_C(1) << 32);
-    if (down && bits && fast)
-        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, 1);
+    if (down && bits && fast && bbox)
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, bbox, 1);
+    else if (down && bits && fast)
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, NULL, 1);
     else if (down && bits)
-        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, 0);
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, bbox, 0);
     else if (down && fast)
-        area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, 1);
+        area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, NULL, 1);
     else if (down)
-        area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, 0);
+        area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, NULL, 0);
     else if (bits && fast)
         area_core(r, rh, rw, NULL, NULL, bits, bstride, span, acc, dif, 1);
     else if (bits)
@@ -1389,20 +1434,20 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
 int sa1b_rle_resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                            uint8_t *mask01, sa1b_error *err)
 {
-    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, NULL, NULL, 0, err);
+    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, NULL, NULL, NULL, 0, err);
 }
 
 int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *coverage,
                             uint8_t *mask01, sa1b_error *err)
 {
-    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, NULL, NULL, 1, err);
+    return resample_area(r, rh, rw, coverage, mask01, NULL, 0, NULL, NULL, NULL, 1, err);
 }
 
 int rle_resample_area_bits_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint32_t stride,
                                  uint8_t *bits, uint64_t *scratch, uint32_t rows[2],
-                                 sa1b_error *err)
+                                 double bbox[4], sa1b_error *err)
 {
     if (rows) rows[0] = rows[1] = 0;
     if (!bits || stride < rw) return sa1b_error_set(err, SA1B_EINVAL, -1, "resample: bad bit target");
-    return resample_area(r, rh, rw, NULL, NULL, bits, stride, scratch, rows, 1, err);
+    return resample_area(r, rh, rw, NULL, NULL, bits, stride, scratch, rows, bbox, 1, err);
 }

@@ -35,9 +35,12 @@ int rle_resample_area_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t
  * bit was set (those with any foreground; 0, 0 on error), so that a
  * caller that reuses bits for another mask need clear only those.  scratch (may be
  * NULL): 4 (rh + 1) uint64 zeros, used and left zero, instead of the
- * work's own (zeroed on each call).  SA1B_EINVAL when stride < rw. */
+ * work's own (zeroed on each call).  bbox (may be NULL): sa1b_rle_bbox(r),
+ * taken on the way where the resample walks every run (rw <= w, the
+ * downsampling sa1b-shard does), so that the caller need not walk them
+ * again.  SA1B_EINVAL when stride < rw. */
 int rle_resample_area_bits_valid(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint32_t stride,
                                  uint8_t *bits, uint64_t *scratch, uint32_t rows[2],
-                                 sa1b_error *err);
+                                 double bbox[4], sa1b_error *err);
 
 #endif

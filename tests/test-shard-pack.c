@@ -52,7 +52,7 @@ int main(void)
     /* resample straight to bits: source masks of blobs and noise, targets
      * smaller and larger than the source, portrait and landscape content */
     bad = cases = 0;
-    int failed = 0, rows_bad = 0, scratch_bad = 0;
+    int failed = 0, rows_bad = 0, scratch_bad = 0, box_bad = 0;
     uint64_t *scratch = calloc(4 * (300 + 2), sizeof *scratch); /* R <= 300 */
     for (int t = 0; t < 300; t++) {
         uint32_t h = 1 + rnd(t < 150 ? 40 : 400), w = 1 + rnd(t < 150 ? 40 : 400);
@@ -79,9 +79,12 @@ int main(void)
             sa1b_shard_pack_mask(grid, R, ref);
             memset(got, 0, stride);
             uint32_t rows[2] = {7, 7};
+            double box[4] = {-1, -1, -1, -1}, want[4];
             /* every other case with the caller's scratch, which stays zero */
             failed += rle_resample_area_bits_valid(&r, rh, rw, R, got, t & 1 ? scratch : NULL,
-                                                   rows, &e) != SA1B_OK;
+                                                   rows, box, &e) != SA1B_OK;
+            sa1b_rle_bbox(&r, want);
+            box_bad += memcmp(box, want, sizeof box) != 0;
             bad += memcmp(got, ref, stride) != 0;
             for (size_t q = 0; q < 4 * ((size_t)rh + 1); q++) scratch_bad += scratch[q] != 0;
             /* the rows said hold every set bit (a row with foreground
@@ -105,12 +108,50 @@ int main(void)
     tap_ok(rows_bad == 0 && scratch_bad == 0,
            "rle_resample_area_bits_valid: its rows hold every set bit (%d wrong), the scratch "
            "is left zero (%d not)", rows_bad, scratch_bad);
+    tap_ok(box_bad == 0, "rle_resample_area_bits_valid: its box is sa1b_rle_bbox's (%d differ)",
+           box_bad);
+    /* the box on run lists with zero-length runs anywhere (both first runs
+     * too: sa1b_rle_bbox's point at position 0 less one), foreground across
+     * columns, odd and even counts, one run; targets below and above the
+     * source (the walk gives the box, or sa1b_rle_bbox) */
+    box_bad = failed = cases = 0;
+    for (int t = 0; t < 3000; t++) {
+        uint32_t h = 1 + rnd(t % 2 ? 6 : 60), w = 1 + rnd(t % 3 ? 6 : 60);
+        uint32_t cn[64], n = 0, left = h * w;
+        while (left && n < 63) {
+            uint32_t c = rnd(5) == 0 ? 0 : rnd(4) == 0 ? rnd(left + 1) : rnd(h + 1);
+            c = c > left ? left : c;
+            cn[n++] = c;
+            left -= c;
+        }
+        if (left) cn[n++] = left;
+        if (t % 7 == 0 && n < 63) cn[n++] = 0; /* a trailing zero-length run */
+        uint32_t R = 1 + rnd(80), rh = 1 + rnd(R), rw = 1 + rnd(R);
+        size_t stride = (size_t)sa1b_shard_mask_stride(R);
+        uint8_t *got = calloc(stride, 1);
+        sa1b_rle r = SA1B_RLE_INIT;
+        sa1b_error e;
+        double box[4] = {-1, -1, -1, -1}, want[4];
+        if (sa1b_rle_set_runs(&r, h, w, cn, n, &e) ||
+            rle_resample_area_bits_valid(&r, rh, rw, R, got, NULL, NULL, box, &e)) {
+            failed++;
+        } else {
+            sa1b_rle_bbox(&r, want);
+            box_bad += memcmp(box, want, sizeof box) != 0;
+        }
+        cases++;
+        sa1b_rle_free(&r);
+        free(got);
+    }
+    tap_ok(failed == 0 && box_bad == 0,
+           "rle_resample_area_bits_valid's box on %d run lists with zero-length runs: %d differ "
+           "from sa1b_rle_bbox, %d failed", cases, box_bad, failed);
     free(scratch);
     sa1b_error e;
     sa1b_rle r1 = SA1B_RLE_INIT;
     uint8_t one = 1, bits[64] = {0};
     int rc = sa1b_rle_encode(&r1, &one, 1, 1, 1, &e);
-    tap_ok(rc == SA1B_OK && rle_resample_area_bits_valid(&r1, 4, 5, 4, bits, NULL, NULL, &e) == SA1B_EINVAL,
+    tap_ok(rc == SA1B_OK && rle_resample_area_bits_valid(&r1, 4, 5, 4, bits, NULL, NULL, NULL, &e) == SA1B_EINVAL,
            "rle_resample_area_bits_valid: stride < rw refused");
     sa1b_rle_free(&r1);
     return tap_done();
