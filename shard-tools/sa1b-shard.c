@@ -1226,11 +1226,16 @@ typedef struct ring {
      * and the worker's scratch: megabytes each at --image-size 1024), a
      * stack: a worker takes the one the writer gave back last, whose pages
      * are the likeliest to be in cache, and new ones are made only while
-     * every one is in flight.  So a run touches as many fresh buffers as
-     * samples were ever in flight at once (the kernel zeroes each page on
-     * first use), not one per slot, and keeps cycling through the fewest. */
+     * every one is in flight, up to max_out (one per worker, one being
+     * written, one spare): beyond that a worker waits for the writer to
+     * give one back before it takes the next sample.  So a run touches at
+     * most max_out fresh buffers (the kernel zeroes each page on first use:
+     * on a VM that hands free memory back to its host, 3 ms per MiB of huge
+     * pages, 70 ms for the 5 of 4 MiB that 2 workers used to keep in
+     * flight), not one per slot, and keeps cycling through the fewest. */
     sa1b_prep_out **pool;      /* [n] */
     size_t n_pool;             /* free ones on the stack */
+    size_t n_made, max_out;    /* buffers made so far; at most this many */
 } ring;
 
 typedef struct worker {
@@ -1245,11 +1250,15 @@ static void *worker_main(void *arg)
     ring *r = w->r;
     pthread_mutex_lock(&r->mu);
     for (;;) {
-        while (!r->stop && r->next_dispatch == r->next_submit) pthread_cond_wait(&r->work, &r->mu);
+        while (!r->stop && (r->next_dispatch == r->next_submit ||
+                            (!r->n_pool && r->n_made >= r->max_out)))
+            pthread_cond_wait(&r->work, &r->mu);
         if (r->stop) break;
         slot *s = &r->slots[r->next_dispatch++ % r->n];
         s->state = SLOT_BUSY;
         s->out = r->n_pool ? r->pool[--r->n_pool] : NULL;
+        const int make = !s->out;
+        r->n_made += (size_t)make;
         pthread_mutex_unlock(&r->mu);
         if (s->kind == 0) {
             sa1b_error_clear(&s->err);
@@ -1264,6 +1273,7 @@ static void *worker_main(void *arg)
                 s->rc = sa1b_error_set(&s->err, SA1B_ENOMEM, -1, "%s: out of memory (SA1B_TEST_FAIL)", s->name);
         }
         pthread_mutex_lock(&r->mu);
+        if (make && !s->out) r->n_made--; /* none was made after all */
         s->state = SLOT_DONE;
         pthread_cond_broadcast(&r->done);
     }
@@ -1292,7 +1302,10 @@ static void *writer_main(void *arg)
         consume(j, s);
         progress(j, bytes);
         pthread_mutex_lock(&r->mu);
-        if (s->out) r->pool[r->n_pool++] = s->out; /* at most one per slot: room */
+        if (s->out) { /* at most one per slot: room */
+            r->pool[r->n_pool++] = s->out;
+            pthread_cond_signal(&r->work); /* a worker may be waiting for it */
+        }
         s->out = NULL;
         s->state = SLOT_FREE;
         r->next_write++;
@@ -2143,6 +2156,7 @@ int main(int argc, char **argv)
     pthread_cond_init(&r.done, NULL);
     pthread_cond_init(&r.freed, NULL);
     r.n = 2 * (size_t)o.threads + 2;
+    r.max_out = (size_t)o.threads + 2;
     r.slots = calloc(r.n, sizeof *r.slots);
     r.pool = calloc(r.n, sizeof *r.pool);
     r.prep = &o.prep;
