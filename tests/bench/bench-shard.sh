@@ -8,10 +8,13 @@
 # on the same threads (tests/bench/bench-jpeg-floor.c), and (b) a Python
 # pipeline doing what users do today (tests/bench/shard_baseline.py).
 #
-# RUNS runs of each (5 by default), interleaved (one of each in turn) so
-# that load from other processes hits all alike; medians with the range of
-# the runs, and the load average before and after: on a shared machine the
-# wall figures swing with the others' load, the CPU figures much less.
+# PAIRS runs of sa1b-shard and of the floor (11 by default), each beside
+# the other and in turns first, and RUNS of the Python pipeline (3), ten
+# times slower, among them, so that load from other processes hits all
+# alike; medians with the range of the runs, and the load average before
+# and after: on a shared machine the wall figures swing with the others'
+# load, the CPU figures less (one 2-core VM: 75-90% in single pairs of
+# runs within minutes, so a figure needs many of them).
 #   wall   = images/s, sa1b-shard's (its JSON summary: from the start of the
 #            work to the renamed, fsynced shard) and the floor's (the decode);
 #            "ratio" = sa1b-shard / floor, the figure of issue 18's target;
@@ -37,12 +40,12 @@
 # BENCH_SHARD_OLD=PATH also times that sa1b-shard (another build's), in the
 # same interleaving, on a row of its own ("old"), and checks that its shards
 # and this build's are the same bytes (cmp).
-# Usage: bench-shard.sh [IMAGES] [THREADS] [RUNS]   (BENCH_SHARD_DIR=DIR keeps the files)
+# Usage: bench-shard.sh [IMAGES] [THREADS] [RUNS] [PAIRS]   (BENCH_SHARD_DIR=DIR keeps the files)
 set -eu
 : "${top_builddir:=.}" "${top_srcdir:=.}"
 . "$top_srcdir/tests/bench/bench-lib.sh"
 bench_workdir "${BENCH_SHARD_DIR:-}"
-N=${1:-100}; T=${2:-$(nproc)}; RUNS=${3:-5}
+N=${1:-100}; T=${2:-$(nproc)}; RUNS=${3:-3}; PAIRS=${4:-11}
 PY=/usr/bin/python3
 TIME=/usr/bin/time
 [ -x "$TIME" ] || TIME=""
@@ -95,17 +98,23 @@ row() { # LABEL WALL-FILE CPU-FILE: a table row against the floor's runs of this
             s, ow, owr, fw, fwr, 100 * ow / fw, oc, fc, 100 * fc / oc, p, (p > 0 ? ow / p : 0),
             (p > 0 ? fw / p : 0), t, pw, pc }'
 }
+floor_run() { # TAR S: one run of the floor, added to $tmp/fw and $tmp/fc
+    "$FLOOR" "$1" "$2" "$T" >"$tmp/one"
+    cut -d' ' -f1 "$tmp/one" >>"$tmp/fw"
+    cut -d' ' -f2 "$tmp/one" >>"$tmp/fc"
+}
 for c in $cases; do
     S=${c%%:*} tar="$tmp/${c#*:}.tar" label=$S
     [ "${c#*:}" = r ] && label="$S real"
     for f in ow oc xw xc fw fc py; do : >"$tmp/$f"; done
     i=0
-    while [ "$i" -lt "$RUNS" ]; do
+    while [ "$i" -lt "$PAIRS" ]; do
         # each run writes a new file, as a first run does: replacing the
         # previous run's output would time the file system freeing it.
-        # The old build and this one take turns at going first, so that
-        # neither always runs right after the Python baseline (one core
-        # busy for ten seconds)
+        # The floor and sa1b-shard (and the old build and this one) take
+        # turns at going first, so that neither always runs right after
+        # the Python baseline (one core busy for ten seconds) or the other
+        [ $((i % 2)) = 0 ] || floor_run "$tar" "$S"
         [ -z "$OLD" ] || [ $((i % 2)) = 1 ] || timed "$OLD" "$S" "$tmp/old.shard" "$tar" x
         timed "$top_builddir/shard-tools/sa1b-shard" "$S" "$tmp/o.shard" "$tar" o
         [ -z "$OLD" ] || [ $((i % 2)) = 0 ] || timed "$OLD" "$S" "$tmp/old.shard" "$tar" x
@@ -113,10 +122,9 @@ for c in $cases; do
             cmp -s "$tmp/old.shard" "$tmp/o.shard" || differ=$((differ + 1))
             rm -f "$tmp/old.shard"
         fi
-        "$FLOOR" "$tar" "$S" "$T" >"$tmp/one"
-        cut -d' ' -f1 "$tmp/one" >>"$tmp/fw"
-        cut -d' ' -f2 "$tmp/one" >>"$tmp/fc"
-        if [ $havepy = 1 ]; then
+        [ $((i % 2)) = 1 ] || floor_run "$tar" "$S"
+        # RUNS of the Python pipeline spread over the PAIRS
+        if [ $havepy = 1 ] && [ $((i * RUNS % PAIRS)) -lt "$RUNS" ]; then
             rm -f "$tmp/py.bin"
             $PY "$top_srcdir/tests/bench/shard_baseline.py" "$tar" "$tmp/py.bin" "$S" 64 >>"$tmp/py"
         fi
@@ -126,12 +134,12 @@ for c in $cases; do
     [ -z "$OLD" ] || row "$label old" "$tmp/xw" "$tmp/xc"
     row "$label" "$tmp/ow" "$tmp/oc"
 done
-echo "(medians of $RUNS interleaved runs, [the range of the runs]; wall ratio = sa1b-shard / floor,"
+echo "(medians of $PAIRS interleaved runs ($RUNS of python), [the range of the runs]; wall ratio = sa1b-shard / floor,"
 echo " cpu ratio = floor / sa1b-shard; paired: the median of each run's ratios to the floor's run"
 echo " beside it; python is one process; load average after:" \
     "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown))"
 echo "(targets: >= 15x python, >= 80% of the floor in wall time)"
 if [ -n "$OLD" ]; then
-    echo "old: $OLD; its shards and this build's: $differ of $(($(echo $cases | wc -w) * RUNS)) pairs differ"
+    echo "old: $OLD; its shards and this build's: $differ of $(($(echo $cases | wc -w) * PAIRS)) pairs differ"
     [ "$differ" = 0 ]
 fi
