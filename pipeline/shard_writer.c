@@ -494,7 +494,13 @@ int sa1b_shard_writer_open(sa1b_shard_writer **wp, const char *path, const sa1b_
     void *buf = NULL;
     w->buf = posix_memalign(&buf, WBUF_ALIGN, WBUF_CAP) == 0 ? buf : NULL;
 #ifdef MADV_HUGEPAGE
-    if (w->buf) (void)madvise(w->buf, WBUF_CAP, MADV_HUGEPAGE); /* advice only */
+    /* huge pages where the payloads go through the buffer; raw images of
+     * WBUF_BYPASS or more are written from the caller's memory, and the
+     * buffer takes little more than the tables at the end: a fresh huge
+     * page there costs more to zero than it saves (6 ms on a VM that hands
+     * free memory back to its host) */
+    if (w->buf && !(w->format == SA1B_SHARD_RAW && (uint64_t)w->S * w->S * 3 >= WBUF_BYPASS))
+        (void)madvise(w->buf, WBUF_CAP, MADV_HUGEPAGE); /* advice only */
 #endif
     w->pack = malloc((size_t)(w->mask_format != SA1B_SHARD_PACKED ? sa1b_shard_runs_bound(w->R)
                                                                   : w->mask_stride));
