@@ -8,8 +8,8 @@
 # on the same threads (tests/bench/bench-jpeg-floor.c), and (b) a Python
 # pipeline doing what users do today (tests/bench/shard_baseline.py).
 #
-# PAIRS runs of sa1b-shard and of the floor (11 by default), each beside
-# the other and in turns first, and RUNS of the Python pipeline (3), ten
+# PAIRS runs of sa1b-shard and of the floor (9 by default), each beside
+# the other and in turns first, and RUNS of the Python pipeline (2), ten
 # times slower, among them, so that load from other processes hits all
 # alike; medians with the range of the runs, and the load average before
 # and after: on a shared machine the wall figures swing with the others'
@@ -28,9 +28,14 @@
 #            CPU) to the floor's run beside it: on a shared host whose speed
 #            drifts between runs (by 1.7x within minutes on one VM) it moves
 #            less than the ratio of the two columns' medians.
-# 100 images by default: a run's one-time costs (process start, the first
-# touch of the work ring's buffers, the final fsync) are a few percent of
-# it, as of a real SA-1B tar (~11k images).
+# 300 images by default: a run's one-time costs (process start, the
+# pipeline filling and draining, the final fsync, and the first touch of
+# the prepared samples' buffers: 16 MiB of huge pages at --image-size
+# 1024, whose zeroing took 35-65 ms, 3-5% of a 100-image run's CPU, on a
+# VM that hands free memory back to its host) are about 1% of it; in a
+# real SA-1B tar (~11k images) they are nothing.  The 1024 row's wall
+# ratio at 100 images (a9c20c8): 77%, paired 79%; at 300 one commit
+# later: 81%, paired 83%.
 # Where ../shared holds a real SA-1B annotation file (bench_real_tar), two
 # more rows, "1024 real" and "256 real": the same on samples with that
 # file's masks (SA-1B's masks have fewer, smoother runs than the synthetic
@@ -45,7 +50,7 @@ set -eu
 : "${top_builddir:=.}" "${top_srcdir:=.}"
 . "$top_srcdir/tests/bench/bench-lib.sh"
 bench_workdir "${BENCH_SHARD_DIR:-}"
-N=${1:-100}; T=${2:-$(nproc)}; RUNS=${3:-3}; PAIRS=${4:-11}
+N=${1:-300}; T=${2:-$(nproc)}; RUNS=${3:-2}; PAIRS=${4:-9}
 PY=/usr/bin/python3
 TIME=/usr/bin/time
 [ -x "$TIME" ] || TIME=""
