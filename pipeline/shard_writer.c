@@ -656,8 +656,9 @@ static int writer_add(sa1b_shard_writer *w, const sa1b_shard_sample_in *s, int p
     /* packed masks side by side (sa1b-shard's): one checksum over them all,
      * one write; and where they follow the image in memory as they do in
      * the file (no padding between: an image of whole alignment units, as
-     * raw images of a side divisible by 8 are), one write of both (a direct one
-     * from the caller's memory for 3.5 MiB at --image-size 1024) */
+     * raw images of a side divisible by 8 are), one write of both (a
+     * direct one from the caller's memory for 3.5 MiB at --image-size
+     * 1024) */
     int one_run = packed && s->n_masks > 0 && w->mask_format == SA1B_SHARD_PACKED;
     for (uint32_t j = 1; one_run && j < s->n_masks; j++)
         one_run = s->masks[j].bits == s->masks[0].bits + (size_t)j * w->mask_stride;
