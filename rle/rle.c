@@ -1242,7 +1242,7 @@ area_flush(area_sums *c, uint64_t hw, uint8_t *coverage, uint8_t *mask01, uint8_
  * output as soon as the walk has passed it.  The sums are the exact
  * integers area_core adds up (in another order): the same output.  acc
  * holds 4 (rh + 1) zeros (two sets of acc and dif) and is left zero.
- * bbox (NULL or not a constant at each call; runs whose sum is h w, so
+ * bbox (NULL or not at each call, a constant; runs whose sum is h w, so
  * that no position wraps uint32): sa1b_rle_bbox of the runs, from the
  * positions the walk passes anyway (sa1b_rle_bbox's points: each pair's
  * start of foreground and end of it less one, the row span whole where
@@ -1404,13 +1404,12 @@ static int resample_area(const sa1b_rle *r, uint32_t rh, uint32_t rw, uint8_t *c
             return sa1b_error_set(err, SA1B_ENOMEM, -1, "resample: cannot allocate %u rows", rh);
     }
     uint64_t *dif = acc + rh + 1, span[2] = {UINT64_MAX, 0};
+    double unused[4], *box = bbox ? bbox : unused; /* the bits walk always takes the box */
     const int fast = r->h >= 2 && (uint64_t)r->h * rh <= (UINT64_C(1) << 32);
-    if (down && bits && fast && bbox)
-        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, bbox, 1);
-    else if (down && bits && fast)
-        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, NULL, 1);
+    if (down && bits && fast)
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, box, 1);
     else if (down && bits)
-        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, bbox, 0);
+        area_core_down(r, rh, rw, NULL, NULL, bits, bstride, span, acc, box, 0);
     else if (down && fast)
         area_core_down(r, rh, rw, coverage, mask01, NULL, 0, NULL, acc, NULL, 1);
     else if (down)

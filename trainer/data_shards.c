@@ -39,9 +39,11 @@ typedef struct shard_ctx {
 } shard_ctx;
 
 /* A part of an input split by sa1b-shard --max-images, as its provenance
- * says: the input and options (key), its number, whether it is the last. */
+ * says: the input and options (key), the loader's shard that holds it, its
+ * number, whether it is the last. */
 typedef struct part_rec {
-    char *key, *path;
+    char *key;
+    size_t shard;
     long part;
     int last;
 } part_rec;
@@ -66,7 +68,8 @@ static void find_gaps(shard_ctx *s, part_rec *recs, size_t n)
         }
         if (gap < 0 && recs[j - 1].last == 0) gap = want; /* the highest here is not the last */
         if (gap >= 0 && !s->n_gapped++) {
-            snprintf(s->first_gapped, sizeof s->first_gapped, "%s", recs[i].path);
+            const char *p = sa1b_loader_shard_path(s->L, recs[i].shard); /* opened: not NULL */
+            snprintf(s->first_gapped, sizeof s->first_gapped, "%s", p ? p : "");
             s->gap_part = gap;
         }
         i = j;
@@ -106,13 +109,9 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
             if (recs && json_is_string(in_name) && json_is_integer(part) && json_integer_value(part) >= 0 &&
                 json_is_boolean(last)) {
                 char *opts = json_dumps(json_object_get(j, "options"), JSON_COMPACT | JSON_SORT_KEYS);
-                char *key = NULL, *path = NULL;
+                char *key = NULL; /* NULL (out of memory): this part goes unchecked */
                 if (opts && asprintf(&key, "%s\n%s", json_string_value(in_name), opts) < 0) key = NULL;
-                if (key && (path = strdup(p)) != NULL) {
-                    recs[n_rec++] = (part_rec){key, path, (long)json_integer_value(part), json_is_true(last)};
-                } else { /* out of memory: this part goes unchecked */
-                    free(key);
-                }
+                if (key) recs[n_rec++] = (part_rec){key, i, (long)json_integer_value(part), json_is_true(last)};
                 free(opts);
             }
             json_decref(j);
@@ -129,7 +128,7 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
     if (recs) {
         qsort(recs, n_rec, sizeof *recs, part_cmp);
         find_gaps(s, recs, n_rec);
-        for (size_t i = 0; i < n_rec; i++) free(recs[i].key), free(recs[i].path);
+        for (size_t i = 0; i < n_rec; i++) free(recs[i].key);
         free(recs);
     }
 }
