@@ -21,10 +21,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "dist.h"
-#include "dist_nccl.h"
+#include "backend/backend.h"
+#include "backend/cuda/backend_cuda.h"
+#include "main/dist.h"
+#include "main/dist_nccl.h"
 #include "fake-nccl.h"
 #include "tap.h"
 

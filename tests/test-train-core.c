@@ -19,13 +19,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "backend.h"
-#include "batch.h"
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
+#include "common/alloc.h"
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "train/checkpoint.h"
+#include "model/model.h"
+#include "train/optim.h"
 #include "tap.h"
+#include "backend/cpu/backend_cpu.h"
+#include "registry/registry.h"
 
 /* the CPU ops with upload and download counted */
 static tr_ops counted;

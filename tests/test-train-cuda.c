@@ -31,15 +31,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "batch.h"
-#include "kernels.h"
-#include "model.h"
-#include "optim.h"
-#include "quant8.h"
+#include "backend/backend.h"
+#include "backend/cuda/backend_cuda.h"
+#include "data/batch.h"
+#include "common/kernels.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "common/quant8.h"
 #include "tap.h"
-#include "tr_rng.h"
+#include "common/tr_rng.h"
+#include "backend/cpu/backend_cpu.h"
+#include "registry/registry.h"
 
 static tr_backend *cpu, *gpu;
 static tr_rng rng;

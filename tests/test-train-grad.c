@@ -13,12 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "batch.h"
-#include "kernels.h"
-#include "model.h"
-#include "tr_rng.h"
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "common/kernels.h"
+#include "model/model.h"
+#include "common/tr_rng.h"
 #include "tap.h"
+#include "registry/registry.h"
 
 static tr_backend *be;
 static tr_rng rng;

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "common/kernels.h"
 #include "tap.h"
 
 /* sorted non-negative finite values of a format, with their codes */

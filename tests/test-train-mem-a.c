@@ -22,11 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "batch.h"
-#include "model.h"
-#include "optim.h"
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "model/model.h"
+#include "train/optim.h"
 #include "tap.h"
+#include "registry/registry.h"
 
 static const tr_config CFG = {.S = 64, .P = 16, .E = 32, .L = 3, .H = 2, .C = 32, .h = 2, .D = 2};
 enum { BB = 2, MM = 3, KK = 2 };

@@ -14,16 +14,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "backend.h"
-#include "backend_cuda.h"
-#include "batch.h"
-#include "model.h"
-#include "optim.h"
-#include "plan.h"
-#include "backend_widen.h"
-#include "quant8.h"
+#include "common/alloc.h"
+#include "backend/backend.h"
+#include "backend/cuda/backend_cuda.h"
+#include "data/batch.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "train/plan.h"
+#include "backend/cpu/backend_widen.h"
+#include "common/quant8.h"
 #include "tap.h"
+#include "backend/cpu/backend_cpu.h"
+#include "backend/meta/backend_meta.h"
+#include "registry/registry.h"
 
 static void test_allocator(void)
 {

@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "backend.h"
-#include "batch.h"
-#include "model.h"
+#include "common/alloc.h"
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "model/model.h"
 #include "tap.h"
+#include "registry/registry.h"
 
 typedef struct mode {
     const char *name;

@@ -11,12 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
-#include "safetensors.h"
+#include "backend/backend.h"
+#include "train/checkpoint.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "common/safetensors.h"
 #include "tap.h"
+#include "registry/registry.h"
 
 static char tmpdir[256];
 

@@ -14,11 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_widen.h"
-#include "kernels.h"
+#include "backend/backend.h"
+#include "backend/cpu/backend_widen.h"
+#include "common/kernels.h"
 #include "tap.h"
-#include "tr_rng.h"
+#include "common/tr_rng.h"
+#include "backend/meta/backend_meta.h"
+#include "registry/registry.h"
 
 static tr_backend *be;
 static tr_rng rng;

@@ -95,11 +95,11 @@ EXTRA_DIST += tests/bench/bench-dp.sh tests/bench/bench-dist.c
 if HAVE_MPI
 EXTRA_PROGRAMS += tests/bench/bench-dist
 BENCH_SH_DEPS += tests/bench/bench-dist trainer/sa1b-train
-tests_bench_bench_dist_SOURCES = tests/bench/bench-dist.c trainer/dist.c
+tests_bench_bench_dist_SOURCES = tests/bench/bench-dist.c trainer/main/dist.c
 tests_bench_bench_dist_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer $(MPI_CFLAGS)
 tests_bench_bench_dist_LDADD = $(TRAIN_LIBS) $(MPI_LIBS) -ldl -lpthread
 if HAVE_NCCL
-tests_bench_bench_dist_SOURCES += trainer/dist_nccl.c
+tests_bench_bench_dist_SOURCES += trainer/main/dist_nccl.c
 tests_bench_bench_dist_CPPFLAGS += $(NCCL_CPPFLAGS) -DSA1B_CUDA_LIBDIR='"$(CUDA_LIBDIR)"'
 endif
 endif
@@ -148,7 +148,7 @@ tests_libnccl_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(NCCL_CPPFLAGS)
 tests_libnccl_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests -version-info 2:0:0
 check_PROGRAMS += tests/test-dist-nccl
 TESTS += tests/test-dist-nccl
-tests_test_dist_nccl_SOURCES = tests/test-dist-nccl.c trainer/dist.c trainer/dist_nccl.c
+tests_test_dist_nccl_SOURCES = tests/test-dist-nccl.c trainer/main/dist.c trainer/main/dist_nccl.c
 tests_test_dist_nccl_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer $(MPI_CFLAGS) $(NCCL_CPPFLAGS) \
 	-DSA1B_CUDA_LIBDIR='"$(abs_builddir)/tests/.libs"'
 tests_test_dist_nccl_LDADD = $(MPI_LIBS) -ldl -lpthread

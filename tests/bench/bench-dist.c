@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "dist.h"
+#include "main/dist.h"
 
 static double now_s(void)
 {

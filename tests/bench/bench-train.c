@@ -13,11 +13,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "batch.h"
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
+#include "backend/backend.h"
+#include "data/batch.h"
+#include "train/checkpoint.h"
+#include "model/model.h"
+#include "train/optim.h"
+#include "registry/registry.h"
 
 #ifndef SRCDIR
 #define SRCDIR "."

@@ -1,0 +1,50 @@
+/*
+ * registry.c - the trainer's backends by name (registry.h): the only code
+ * that names them: a backend, its sizes, and the memory it could still take.
+ */
+#include "registry.h"
+#include "backend/cpu/backend_cpu.h"
+#include "backend/cuda/backend_cuda.h"
+#include "common/vmlimit.h"
+
+#include <stdio.h>
+#include <string.h>
+
+tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
+{
+    if (strcmp(name, "cpu") == 0) return tr_backend_cpu_create(n_threads, err, err_len);
+    if (strcmp(name, "cuda") == 0) return tr_backend_cuda_create(n_threads, err, err_len);
+    snprintf(err, err_len, "%s backend not available in this build (have: cpu, cuda)", name);
+    return NULL;
+}
+
+const tr_sizes *tr_backend_sizes(const char *name)
+{
+    if (strcmp(name, "cpu") == 0) return &tr_cpu_sizes;
+    if (strcmp(name, "cuda") == 0) return &tr_cuda_sizes;
+    return NULL;
+}
+
+int tr_backend_free_memory(const char *name, uint64_t *bytes, const char **what, char *err, size_t err_len)
+{
+    *bytes = 0;
+    if (strcmp(name, "cuda") == 0) {
+        /* less what the backend takes outside its allocator, which the plan
+         * does not count: cuBLAS's workspace (32 MiB a handle on Hopper),
+         * the column sums' band (8 MiB), kernels loaded on first use,
+         * NCCL's buffers */
+        const uint64_t outside = (uint64_t)256 << 20;
+        uint64_t total, f;
+        *what = "the device's free memory less 256 MiB taken outside the allocator";
+        if (tr_cuda_device_memory(&f, &total, err, err_len) < 0) return -1;
+        if (f <= outside) return snprintf(err, err_len, "the device has %llu MiB free", (unsigned long long)(f >> 20)), -1;
+        *bytes = f - outside;
+        return 0;
+    }
+    if (strcmp(name, "cpu") != 0) return snprintf(err, err_len, "%s backend not available in this build", name), -1;
+    uint64_t lim = tr_vm_limit(), now = tr_vm_size();
+    *bytes = tr_vm_available(), *what = "the host's available memory";
+    if (lim && (lim <= now || lim - now < *bytes)) *bytes = lim > now ? lim - now : 0, *what = "the address-space limit's room";
+    if (!*bytes) return snprintf(err, err_len, "no memory available"), -1;
+    return 0;
+}
