@@ -17,3 +17,6 @@ EXTRA_DIST += tests/t0001-man-lint.sh tests/t0002-help-matches-man.sh tests/t000
 # scripts/gpu-check's parts that need no GPU (the rest runs on a GPU machine)
 TESTS += tests/t0004-gpu-check-cli.sh
 EXTRA_DIST += tests/t0004-gpu-check-cli.sh scripts/gpu-check scripts/gpu-debs tests/bench/gpu_dumpcmp.py tests/bench/gpu_torch.py
+# trainer/ as rooms: its includes against trainer/layers
+TESTS += tests/t0005-trainer-layout.sh
+EXTRA_DIST += tests/t0005-trainer-layout.sh tests/trainer_layout.py

@@ -1,6 +1,6 @@
 #!/bin/sh
 # t1773: SA1B_CUDA_PROFILE=FILE, the CUDA backend's measuring aid
-# (trainer/backend_cuda_prof.cu): a run writes FILE when it ends, a table
+# (trainer/backend/cuda/backend_cuda_prof.cu): a run writes FILE when it ends, a table
 # of the device time by call site, the costliest first, whose rows sum to
 # the total its header gives; GEMMs are named by shape.  A run without the
 # variable writes none; one whose FILE cannot be written still trains.

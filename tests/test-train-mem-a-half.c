@@ -1,5 +1,5 @@
 /*
- * test-train-mem-a-half.c - the 16-bit conversions of trainer/kernels.h:
+ * test-train-mem-a-half.c - the 16-bit conversions of trainer/common/kernels.h:
  * every bf16 and fp16 value round-trips exactly, fp32 -> 16-bit rounds to
  * nearest with ties to even (checked against a brute-force nearest search
  * over the table of all finite 16-bit values, on edge cases, every midpoint

@@ -9,7 +9,7 @@ command prints one JSON line.
   flops DUMP
       the model FLOPs of one training step for the configuration, batch,
       masks and points of a `sa1b-train --dump-step` file: the formula of
-      tr_model_flops() in trainer/model.c (multiply-adds of the forward
+      tr_model_flops() in trainer/model/model_seq.c (multiply-adds of the forward
       pass, x2 FLOPs, x3 for forward + backward)
   peer DUMP [--device cuda|cpu] [--steps N] [--precision bf16|fp32] [--no-compile]
       the project's PyTorch reference model (tests/reference/sam_ref.py) run
@@ -47,7 +47,7 @@ def dump_shapes(path):
 
 
 def model_flops(c, B, M, K):
-    """tr_model_flops() of trainer/model.c, term by term."""
+    """tr_model_flops() of trainer/model/model_seq.c, term by term."""
     G = c["S"] // c["P"]
     GG, E, C, NP, T = G * G, c["E"], c["C"], B * M, K + 2
     R = 4 * G

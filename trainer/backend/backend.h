@@ -1,7 +1,7 @@
 /*
  * backend.h - the backend interface of the trainer (DESIGN.md section 8).
  *
- * One model description (model.c) sequences layers; a backend supplies the
+ * One model description (model/) sequences layers; a backend supplies the
  * memory (through its accounting allocator) and every operation as a table of
  * function pointers, tr_ops.  The CPU backend (backend_cpu.c) runs GEMMs
  * through OpenBLAS (or a plain C fallback) and element-wise work on a thread

@@ -5,7 +5,7 @@
  * one batch, sequenced over the ops of a backend (backend.h).  Its files:
  * model_params.c (presets, the parameter table, freeze groups,
  * initialisation), model_layout.c (the activation table, the layout, the
- * model's lifetime, the typed operands of the ops) and model.c (the
+ * model's lifetime, the typed operands of the ops) and model_seq.c (the
  * sequence: forward, backward, the step's entry points, FLOPs).
  *
  * Memory (llm.c style): every parameter lives in one allocation pointed into
@@ -49,7 +49,7 @@ typedef struct tr_param_info {
     size_t offset; /* in floats, into the parameter allocation */
     size_t count;  /* elements */
     int decay;     /* 1: weight decay applies (Linear/ConvTranspose weights) */
-    int init;      /* how tr_model_init_params fills it (model.c's INIT_*) */
+    int init;      /* how tr_model_init_params fills it (model_params.c's INIT_*) */
 } tr_param_info;
 
 typedef struct tr_attn_p { float *q_w, *q_b, *k_w, *k_b, *v_w, *v_b, *o_w, *o_b; } tr_attn_p;
@@ -90,7 +90,7 @@ typedef struct tr_params {
 
 /* Activations and activation gradients are tensors of the model's
  * activation type (tr_model.adt: fp32, bf16 or fp16; void *: their element
- * size is the model's, mdl_at in model_impl.h); the LayerNorm statistics
+ * size is the model's, mdl_at in model_layout.h); the LayerNorm statistics
  * and the ConvTranspose's scratch are fp32 (float *). */
 
 /* Activations of one attention block A(q, k, v). */
@@ -172,7 +172,7 @@ typedef struct tr_acts {
      * image / one chunk) alternate between two buffers (blk[i].xout is
      * pp_x[i % 2], ...). */
     void *pp_x[2], *pp_t[2], *pp_k[2];
-    void *pp_u[3];                   /* the decoder tail's gradients (model.c tail_grads), workspace */
+    void *pp_u[3];                   /* the decoder tail's gradients (model_seq.c tail_grads), workspace */
 } tr_acts;
 
 typedef struct tr_act_info {

@@ -1,9 +1,9 @@
 /*
- * mdl_layout.c - the model's activation table and memory layout for a
+ * model_layout.c - the model's activation table and memory layout for a
  * batch geometry and training options (what tr_model.h describes under
  * "Memory layout"), and the model's lifetime: init, options, batch, free.
  */
-#include "model_impl.h"
+#include "model_layout.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -369,7 +369,7 @@ static void walk_acts(awalker *w)
         /* the ConvTranspose workspace of forward and backward (fp32): the
          * union region holds no gradient during a forward (16-bit storage,
          * where the union region is half as large: a workspace for the op,
-         * model.c convt_fwd) */
+         * model_seq.c convt_fwd) */
         const tr_sizes *sz = m->be->sizes; /* the backend's scratch of the two ConvTransposes */
         size_t s1 = sz->convt_scratch(nc * GG, C / 4), s2 = sz->convt_scratch(nc * 4 * GG, C / 8);
         w->f32 = 1;
@@ -413,16 +413,6 @@ static void alias_acts(tr_model *m)
     a->up_scratch = da->up_scratch = da->pp_u[2]; /* workspaces (overwritten at every use) */
     a->patches = da->patches;
     for (int l = 0; l < D; l++) a->lay[l].i2t.out = a->lay[l].k4pre; /* k4pre = Kc + out, in place */
-}
-
-/* Which encoder part a parameter belongs to (-1 embedding, 0..L-1 block, L
- * neck), or INT_MAX for the prompt encoder and the decoder. */
-int mdl_enc_part(const tr_model *m, const char *name)
-{
-    if (strncmp(name, "enc.patch", 9) == 0 || strncmp(name, "enc.pos", 7) == 0) return -1;
-    if (strncmp(name, "enc.blocks.", 11) == 0) return atoi(name + 11);
-    if (strncmp(name, "enc.neck", 8) == 0) return m->cfg.L;
-    return INT_MAX;
 }
 
 static void free_layout(tr_model *m)
@@ -607,5 +597,15 @@ int tr_model_set_batch(tr_model *m, int B, char *err, size_t err_len)
     if (B < 1 || B > m->B * 64 || (size_t)B * m->M * (m->K + 2) * 8 * m->cfg.C >= (1u << 31))
         return snprintf(err, err_len, "batch B=%d out of range", B), -1;
     m->B = B;
+    return mdl_layout(m, err, err_len);
+}
+
+int tr_model_freeze(tr_model *m, const char *group, int frozen, char *err, size_t err_len)
+{
+    if (!tr_model_group_valid(group, m->cfg.L))
+        return snprintf(err, err_len, "'%s' is not a parameter group (all, encoder, embed, blocks, blocks.I, "
+                        "blocks.I-J with J < %d, neck, prompt, decoder)", group, m->cfg.L), -1;
+    for (int i = 0; i < m->n_params; i++)
+        if (mdl_in_group(m, group, m->pinfo[i].name)) m->frozen[i] = (uint8_t)(frozen != 0);
     return mdl_layout(m, err, err_len);
 }

@@ -3,7 +3,9 @@
  * (names, shapes, offsets, initialisation kinds: MODEL.md's tensor names),
  * the freeze groups and the initialisation.
  */
-#include "model_impl.h"
+#include "model_params.h"
+
+#include <limits.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -216,14 +218,14 @@ int mdl_in_group(const tr_model *m, const char *g, const char *name)
     return part >= 0 && part < m->cfg.L && part >= a && part <= b;
 }
 
-int tr_model_freeze(tr_model *m, const char *group, int frozen, char *err, size_t err_len)
+/* Which encoder part a parameter belongs to (-1 embedding, 0..L-1 block, L
+ * neck), or INT_MAX for the prompt encoder and the decoder. */
+int mdl_enc_part(const tr_model *m, const char *name)
 {
-    if (!tr_model_group_valid(group, m->cfg.L))
-        return snprintf(err, err_len, "'%s' is not a parameter group (all, encoder, embed, blocks, blocks.I, "
-                        "blocks.I-J with J < %d, neck, prompt, decoder)", group, m->cfg.L), -1;
-    for (int i = 0; i < m->n_params; i++)
-        if (mdl_in_group(m, group, m->pinfo[i].name)) m->frozen[i] = (uint8_t)(frozen != 0);
-    return mdl_layout(m, err, err_len);
+    if (strncmp(name, "enc.patch", 9) == 0 || strncmp(name, "enc.pos", 7) == 0) return -1;
+    if (strncmp(name, "enc.blocks.", 11) == 0) return atoi(name + 11);
+    if (strncmp(name, "enc.neck", 8) == 0) return m->cfg.L;
+    return INT_MAX;
 }
 
 double tr_model_scale_grads(tr_model *m, double factor)

@@ -25,6 +25,9 @@
 #include <cstring>
 #include <dlfcn.h>
 
+extern "C" {
+#include "backend_cuda.h"
+}
 #include "backend_cuda_impl.cuh"
 
 extern "C" {

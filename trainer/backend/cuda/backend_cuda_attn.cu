@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstring>
 
+extern "C" {
+#include "backend_cuda.h"
+}
 #include "backend_cuda_impl.cuh"
 
 namespace sa1b_cuda {

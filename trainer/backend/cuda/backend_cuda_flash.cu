@@ -28,6 +28,9 @@
 #include <cstdint>
 #include <type_traits>
 
+extern "C" {
+#include "backend_cuda.h"
+}
 #include "backend_cuda_impl.cuh"
 
 namespace sa1b_cuda {

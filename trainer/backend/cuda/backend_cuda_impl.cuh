@@ -14,7 +14,6 @@
 
 extern "C" {
 #include "backend/backend.h"
-#include "backend_cuda.h"
 }
 
 namespace sa1b_cuda {

@@ -1,10 +1,10 @@
 /*
- * model.c - the compact SAM of MODEL.md sequenced over a backend's ops:
+ * model_seq.c - the compact SAM of MODEL.md sequenced over a backend's ops:
  * the forward and backward of every layer, the step's entry points (batch
  * checks, upload, out of memory as an error, the loss read once) and the
  * FLOPs.  Every step below names the MODEL.md line it implements.
  */
-#include "model_impl.h"
+#include "model_layout.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -15,7 +15,7 @@
 
 /* Out of memory in the middle of a step: back to the entry point that runs
  * it (run_guarded), which gives back its workspaces and returns an error. */
-_Noreturn void mdl_oom_unwind(tr_model *m)
+static _Noreturn void mdl_oom_unwind(tr_model *m)
 {
     if (m->oom) longjmp(*(jmp_buf *)m->oom, 1);
     abort(); /* a step's workspace outside run_guarded: a bug */
@@ -23,7 +23,7 @@ _Noreturn void mdl_oom_unwind(tr_model *m)
 
 /* A workspace of n floats for the operands of one op (16-bit storage
  * unpacked for fp32 arithmetic); the caller frees it right after. */
-float *mdl_work_alloc(tr_model *m, size_t n)
+static float *mdl_work_alloc(tr_model *m, size_t n)
 {
     void *x = tr_mem_alloc(&m->be->mem, TR_MEM_WORK, n * sizeof(float));
     if (!x) mdl_oom_unwind(m);
