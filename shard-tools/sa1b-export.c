@@ -6,6 +6,7 @@
  * and the drawing exactly; tests/test-shard-gen.c checks pixels against it).
  */
 #include "cli.h"
+#include "palette.h"
 #include "pngio.h"
 #include "sa1b_image.h"
 #include "sa1b_shard.h"
@@ -57,26 +58,6 @@ static void usage(void)
            cli_prog());
 }
 
-/* Colour k: HSV hue frac(k * 0.618033988749895), saturation 0.65, value 0.95. */
-static void palette(uint32_t k, uint8_t rgb[3])
-{
-    double hue = fmod(k * 0.618033988749895, 1.0) * 6.0, s = 0.65, v = 0.95;
-    int sector = (int)hue;
-    double f = hue - sector, p = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-    double r, g, b;
-    switch (sector % 6) {
-    case 0: r = v; g = t; b = p; break;
-    case 1: r = q; g = v; b = p; break;
-    case 2: r = p; g = v; b = t; break;
-    case 3: r = p; g = q; b = v; break;
-    case 4: r = t; g = p; b = v; break;
-    default: r = v; g = p; b = q; break;
-    }
-    rgb[0] = (uint8_t)lround(r * 255);
-    rgb[1] = (uint8_t)lround(g * 255);
-    rgb[2] = (uint8_t)lround(b * 255);
-}
-
 static uint8_t blend(uint8_t src, uint8_t col, double a)
 {
     return (uint8_t)floor(src * (1 - a) + col * a + 0.5);
@@ -111,7 +92,7 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
         SA1B_FORWARD(sa1b_shard_mask(s, i, j, &m, err));
         SA1B_FORWARD(sa1b_shard_resample_mask(s, &m, R, 0, bits, err));
         uint8_t col[3];
-        palette(j, col);
+        palette_mask(j, col);
         for (uint32_t y = 0; y < S; y++) {
             const uint8_t *row = bits + (size_t)cell[y] * R;
             uint8_t *px = rgb + (size_t)y * S * 3;
@@ -126,7 +107,7 @@ static int render(const sa1b_shard *s, sa1b_imgctx *ctx, uint64_t i, const optio
         SA1B_FORWARD(sa1b_shard_mask(s, i, j, &m, err));
         SA1B_FORWARD(sa1b_shard_resample_mask(s, &m, R, 0, bits, err));
         uint8_t col[3];
-        palette(j, col);
+        palette_mask(j, col);
 #define IN(yy, xx) (bits[(size_t)cell[yy] * R + cell[xx]] != 0)
         for (uint32_t y = 0; y < S; y++)
             for (uint32_t x = 0; x < S; x++) {

@@ -12,6 +12,8 @@
  */
 #include "synth_scene.h"
 
+#include "palette.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,25 +216,12 @@ void synth_scene_free(synth_scene *s)
 
 /* ---- colours --------------------------------------------------------------- */
 
+/* palette_hsv() scaled to 0..255 in float, unrounded */
 static void hsv(double h, double sat, double val, float rgb[3])
 {
-    double hh = (h - floor(h)) * 6.0;
-    int i = (int)hh;
-    if (i > 5) i = 5;
-    double f = hh - i;
-    double p = val * (1 - sat), q = val * (1 - sat * f), t = val * (1 - sat * (1 - f));
-    double r, g, b;
-    switch (i) {
-    case 0: r = val; g = t; b = p; break;
-    case 1: r = q; g = val; b = p; break;
-    case 2: r = p; g = val; b = t; break;
-    case 3: r = p; g = q; b = val; break;
-    case 4: r = t; g = p; b = val; break;
-    default: r = val; g = p; b = q; break;
-    }
-    rgb[0] = (float)(255 * r);
-    rgb[1] = (float)(255 * g);
-    rgb[2] = (float)(255 * b);
+    double c[3];
+    palette_hsv(h, sat, val, c);
+    for (int j = 0; j < 3; j++) rgb[j] = (float)(255 * c[j]);
 }
 
 /* a random unit vector without trigonometry */

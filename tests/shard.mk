@@ -6,8 +6,8 @@ tests_test_shard_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_shard_LDADD = $(SA1B_LIBS)
 check_PROGRAMS += tests/test-shard-gen
 tests_test_shard_gen_SOURCES = tests/test-shard-gen.c
-tests_test_shard_gen_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests $(JANSSON_CFLAGS) $(TURBOJPEG_CFLAGS) $(PNG_CFLAGS)
-tests_test_shard_gen_LDADD = $(SA1B_LIBS)
+tests_test_shard_gen_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/cli $(JANSSON_CFLAGS) $(TURBOJPEG_CFLAGS) $(PNG_CFLAGS)
+tests_test_shard_gen_LDADD = $(CLI_LIBS)
 TESTS += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
 	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh \
 	tests/t1312-shard-stdout.sh tests/t1313-inspect-output.sh tests/t1341-export-output.sh

@@ -14,6 +14,7 @@
  * all recorded in the provenance, so the checkers regenerate it.  Exit 0
  * when a check passes, 1 with a message on stderr when not.
  */
+#include "palette.h"
 #include "sa1b_image.h"
 #include "sa1b_rle.h"
 #include "sa1b_shard.h"
@@ -330,28 +331,6 @@ static int check_inspect(const char *shard, const char *jsonl)
 
 /* ---- check-export ----------------------------------------------------- */
 
-/* The palette of sa1b-export(1): colour k is the HSV colour with hue
- * frac(k * 0.618033988749895), saturation 0.65, value 0.95, channels
- * rounded to nearest. */
-static void palette(uint32_t k, uint8_t rgb[3])
-{
-    double hue = fmod(k * 0.618033988749895, 1.0) * 6.0, s = 0.65, v = 0.95;
-    int sector = (int)hue;
-    double f = hue - sector, pp = v * (1 - s), q = v * (1 - s * f), t = v * (1 - s * (1 - f));
-    double r, g, b;
-    switch (sector % 6) {
-    case 0: r = v; g = t; b = pp; break;
-    case 1: r = q; g = v; b = pp; break;
-    case 2: r = pp; g = v; b = t; break;
-    case 3: r = pp; g = q; b = v; break;
-    case 4: r = t; g = pp; b = v; break;
-    default: r = v; g = pp; b = q; break;
-    }
-    rgb[0] = (uint8_t)lround(r * 255);
-    rgb[1] = (uint8_t)lround(g * 255);
-    rgb[2] = (uint8_t)lround(b * 255);
-}
-
 static int check_export(const char *png_path, const char *shard, uint64_t index)
 {
     sa1b_shard *s = NULL;
@@ -397,7 +376,7 @@ static int check_export(const char *png_path, const char *shard, uint64_t index)
                 if (!good) continue;
                 found = 1;
                 uint8_t col[3];
-                palette(j, col);
+                palette_mask(j, col);
                 const uint8_t *src = g.rgb + ((size_t)y * S + x) * 3, *got = px + ((size_t)y * S + x) * 3;
                 int ok = 1;
                 for (int c = 0; c < 3; c++) {
