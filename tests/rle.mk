@@ -45,10 +45,13 @@ tests_bench_bench_rle_CPPFLAGS = $(AM_CPPFLAGS) $(JANSSON_CFLAGS) \
 	-DSA1B_SHARED_DIR='"$(abs_top_srcdir)/../shared"'
 tests_bench_bench_rle_LDADD = $(SA1B_LIBS)
 
-# the fast paths of rle.c against verbatim copies of the code they replaced
+# the fast paths of rle.c against golden vectors (written by
+# tests/rle_golden.py) and definitions; it compiles rle.c into itself to
+# reach the careful string decoder, so it links error.c, not the library
 check_PROGRAMS += tests/test-rle-fast
 TESTS += tests/test-rle-fast
-tests_test_rle_fast_SOURCES = tests/test-rle-fast.c
-tests_test_rle_fast_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
-tests_test_rle_fast_LDADD = $(SA1B_LIBS)
+tests_test_rle_fast_SOURCES = tests/test-rle-fast.c rle/error.c
+tests_test_rle_fast_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests \
+	-DRLE_GOLDEN='"$(abs_srcdir)/tests/data/rle-golden.txt"'
+EXTRA_DIST += tests/data/rle-golden.txt tests/rle_golden.py
 noinst_HEADERS += rle/rle_internal.h
