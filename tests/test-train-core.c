@@ -22,6 +22,7 @@
 #include "common/alloc.h"
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "train/checkpoint.h"
 #include "model/model.h"
 #include "train/optim.h"

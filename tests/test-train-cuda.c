@@ -34,6 +34,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/backend_cuda.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "common/kernels.h"
 #include "model/model.h"
 #include "train/optim.h"

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "common/kernels.h"
 #include "model/model.h"
 #include "common/tr_rng.h"

@@ -24,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "model/model.h"
 #include "train/optim.h"
 #include "tap.h"

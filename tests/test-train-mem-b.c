@@ -18,9 +18,10 @@
 #include "backend/backend.h"
 #include "backend/cuda/backend_cuda.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "model/model.h"
 #include "train/optim.h"
-#include "train/plan.h"
+#include "common/bytes.h"
 #include "backend/cpu/backend_widen.h"
 #include "common/quant8.h"
 #include "tap.h"
@@ -429,10 +430,10 @@ static void test_steady_state(tr_backend *be)
     double first = 0, last = 0;
     for (int s = 1; s <= 50; s++) {
         tr_batch *b;
-        src.next(src.ctx, &b, err, sizeof err);
+        tr_source_next(&src, &b, err, sizeof err);
         tr_model_forward(&m, b, err, sizeof err);
         tr_loss L = tr_model_backward(&m, b);
-        src.release(src.ctx, b);
+        tr_source_release(&src, b);
         tr_optim_step(&o, &m, NULL);
         if (s <= 5) first += L.loss / 5;
         if (s > 45) last += L.loss / 5;
@@ -446,7 +447,7 @@ static void test_steady_state(tr_backend *be)
     tap_ok(same, "allocated bytes after steps 3..50 equal those after step 2 (%llu)", (unsigned long long)alloc2);
     tap_ok(nosys, "no system allocation after step 1 (%llu blocks)", (unsigned long long)sys1);
     tap_ok(last < first, "AdamW8bit: the loss falls (%.4f -> %.4f)", first, last);
-    src.close(src.ctx);
+    tr_source_close(&src);
     tr_optim_free(&o, &m);
     tr_model_free(&m);
     tap_ok(be->mem.total == 0, "every tensor given back (%llu bytes left)", (unsigned long long)be->mem.total);

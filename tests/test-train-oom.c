@@ -16,6 +16,7 @@
 #include "common/alloc.h"
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "model/model.h"
 #include "tap.h"
 #include "registry/registry.h"

@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "data/synthetic.h"
 #include "train/checkpoint.h"
 #include "model/model.h"
 #include "train/optim.h"

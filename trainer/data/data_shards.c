@@ -250,6 +250,16 @@ static void sh_close(void *ctx)
     free(s);
 }
 
+static const tr_source_ops shard_ops = {
+    .next = sh_next,
+    .release = sh_release,
+    .wait_seconds = sh_wait,
+    .position = sh_position,
+    .seek = sh_seek,
+    .identity = sh_identity,
+    .close = sh_close,
+};
+
 int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char *err, size_t err_len)
 {
     shard_ctx *s = calloc(1, sizeof *s);
@@ -263,20 +273,14 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
         return -1;
     }
     data_identity(s, s->identity, sizeof s->identity); /* once: a seek reopens the same shards */
-    src->ctx = s;
-    src->next = sh_next;
-    src->release = sh_release;
-    src->wait_seconds = sh_wait;
-    src->position = sh_position;
-    src->seek = sh_seek;
-    src->identity = sh_identity;
-    src->close = sh_close;
+    tr_source_init(src, s, &shard_ops);
     return 0;
 }
 
 size_t tr_shard_source_gapped(const tr_data_source *src, const char **first, long *part)
 {
-    const shard_ctx *s = src->ctx;
+    const shard_ctx *s = src->ops == &shard_ops ? src->ctx : NULL;
+    if (!s) return *first = NULL, *part = -1, 0;
     *first = s->n_gapped ? s->first_gapped : NULL;
     *part = s->n_gapped ? s->gap_part : -1;
     return s->n_gapped;
@@ -284,7 +288,8 @@ size_t tr_shard_source_gapped(const tr_data_source *src, const char **first, lon
 
 size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first)
 {
-    const shard_ctx *s = src->ctx;
+    const shard_ctx *s = src->ops == &shard_ops ? src->ctx : NULL;
+    if (!s) return *first = NULL, 0;
     *first = s->n_incomplete ? s->first_incomplete : NULL;
     return s->n_incomplete;
 }

@@ -1,9 +1,10 @@
 /*
  * data_shards.h - the shard loader of pipeline/ (sa1b_loader.h) as a
- * tr_data_source: batches are handed to the model without copying (the
- * loader's u8 NHWC layout is tr_batch's), a short last batch of an epoch
- * arrives with its missing rows invalid, and seek() reopens the loader at
- * (epoch, consumed) so that a resumed run continues the same stream.
+ * tr_data_source (source.h): batches are handed to the model without
+ * copying (the loader's u8 NHWC layout is tr_batch's), a short last batch
+ * of an epoch arrives with its missing rows invalid, and seek() reopens the
+ * loader at (epoch, consumed) so that a resumed run continues the same
+ * stream.
  */
 #ifndef SA1B_TRAINER_DATA_SHARDS_H
 #define SA1B_TRAINER_DATA_SHARDS_H
@@ -11,7 +12,7 @@
 #include <stdint.h>
 
 #include "common/alloc.h"
-#include "batch.h"
+#include "source.h"
 
 typedef struct tr_shard_options {
     const char *glob;     /* shard files (glob(3), sorted) */
@@ -33,13 +34,14 @@ int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char 
 /* Of a source tr_shard_source_open opened: how many of its shards are
  * incomplete (made from an input that ended early: their provenance's
  * input_clean_end is false), and the path of the first (*first, NULL when
- * none). */
+ * none).  0 and NULL for a source of another kind. */
 size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first);
 
 /* Of such a source: how many inputs split into parts (sa1b-shard
  * --max-images) lack a part (a number skipped from 0 up, or a highest part
  * whose provenance says it is not the last), a part of the first (*first,
- * NULL when none) and the number of a part it lacks (*part). */
+ * NULL when none) and the number of a part it lacks (*part, -1 when none).
+ * 0, NULL and -1 for a source of another kind. */
 size_t tr_shard_source_gapped(const tr_data_source *src, const char **first, long *part);
 
 #endif

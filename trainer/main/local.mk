@@ -4,7 +4,9 @@
 bin_PROGRAMS += trainer/sa1b-train
 # dist.c: the ranks of a data-parallel job (MPI when configured with it);
 # the program's, since its watchdog reports a hung collective itself
-trainer_sa1b_train_SOURCES = trainer/main/sa1b-train.c trainer/main/train_options.c trainer/main/train_eval.c \
+trainer_sa1b_train_SOURCES = trainer/main/sa1b-train.c trainer/main/train_options.c trainer/main/run_record.c trainer/main/out_dir.c \
+	trainer/main/train_loop.c trainer/main/train_save.c trainer/main/train_eval.c trainer/main/dump.c \
+	trainer/main/data_open.c trainer/main/run_log.c trainer/main/ranks.c trainer/main/signals.c trainer/main/faults.c \
 	trainer/main/train_memory.c trainer/main/dist.c
 trainer_sa1b_train_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -I$(srcdir)/cli $(MPI_CFLAGS)
 trainer_sa1b_train_LDADD = libsa1b-train.la libsa1b-cli.la $(SA1B_LIBS) $(OPENBLAS_LIBS) $(MPI_LIBS) -lm -lpthread

@@ -1,9 +1,6 @@
 /*
  * train.h - what the files of the sa1b-train program share (private to
- * it): the options, and the parts of the program in other files:
- * train_options.c (the command line, the output folder, the run record),
- * train_eval.c (evaluation and overlays), train_memory.c (the planner, out
- * of memory, address-space limits) and sa1b-train.c (the training run).
+ * it): the options, and each file's part (sa1b-train.c lists them).
  */
 #ifndef SA1B_TRAIN_H
 #define SA1B_TRAIN_H
@@ -15,6 +12,8 @@
 #include "train/checkpoint.h"
 #include "cli.h"
 #include "data/data_shards.h"
+#include "data/plan_source.h"
+#include "data/synthetic.h"
 #include "dist.h"
 #include "model/model.h"
 #include "train/optim.h"
@@ -22,6 +21,7 @@
 #include "train/run_dir.h"
 #include "common/tr_rng.h"
 #include "common/vmlimit.h"
+#include "common/bytes.h"
 
 typedef struct options {
     const char *config_name;
@@ -50,8 +50,6 @@ typedef struct options {
     int memory_budget_auto;     /* --memory-budget auto: the backend's free memory */
     uint64_t memory_limit;      /* --memory-limit: cap on the memory held (0: none) */
     int effective_batch;
-    char *plan_err;             /* planning: where run() reports a failure instead of exiting */
-    size_t plan_err_len;
     /* computation (issue 7 part A) */
     int accum;                  /* micro-batches per optimizer step */
     int ckpt_blocks, ckpt_decoder; /* --checkpoint-every N, --checkpoint-decoder */
@@ -82,8 +80,20 @@ typedef struct options {
     int n_owned;
 } options;
 
+/* The ids of the options (getopt's), which the run record names too */
+enum {
+    O_CONFIG = 256, O_S, O_P, O_E, O_L, O_H, O_C, O_h, O_D, O_STEPS, O_BATCH, O_MASKS, O_POINTS, O_LR, O_WARMUP,
+    O_WD, O_EPS, O_CLIP, O_SEED, O_THREADS, O_BACKEND, O_OUT, O_RESUME, O_LOG, O_CKPT, O_EVAL, O_EVALB, O_DUMP,
+    O_DATA, O_VAL, O_SYNTH, O_FLIP, O_LTHREADS, O_EXPORT, O_INIT
+};
+enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
+enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS, O_AUTO_RESUME };
+enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH, O_TF32 };
+
 /* train_options.c */
 void parse_options(int argc, char **argv, options *o);
+
+/* out_dir.c */
 /* Refuses --out when it holds a run that this one does not continue. */
 void check_out(const options *o);
 /* a and b name one folder (the same file; the same spelling where either
@@ -102,14 +112,112 @@ void lock_out(options *o, int created);
  * --overwrite) or removes (with it) an earlier export's overlays there;
  * another export holding it: one line and exit 2. */
 void lock_export(const options *o, const char *dir);
+/* --auto-resume: --resume OUT when OUT has a checkpoint, else a fresh start. */
+void auto_resume(options *o);
+/* The step dir/latest names; one line and exit 3 when it cannot be read. */
+long read_latest(const char *dir);
+
+/* run_record.c */
 /* The run record of o, saved in every state file. */
 void make_record(options *o);
 /* --resume: the run's settings restored from its record. */
 void restore_run(options *o, int argc, char **argv, int report);
 
+/* data_open.c */
+/* The loader's worker threads for --data (--loader-threads or all cores but one). */
+int src_workers(const options *o);
+/* Opens a data source: shards matching glob through the loader, else the
+ * synthetic batches; points K and epochs as given (eval: K 1, one epoch).
+ * Shards that cannot be opened end the process in one line, or with why
+ * (the ranks of a job settle it) return -1 with that line in why. */
+int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem, const char *what,
+                    const char *glob, int K, uint64_t max_epochs, double flip, char *why, size_t why_len);
+void open_source(const options *o, const tr_config *cfg, tr_data_source *src, tr_mem *mem, const char *what,
+                 const char *glob, int K, uint64_t max_epochs, double flip);
+/* Incomplete shards, and inputs that lack a part, said once a run (rank 0). */
+void warn_incomplete(const options *o, const tr_data_source *src, const char *what, const char *glob);
+
+/* train_loop.c */
+/* The training run on be, or the planner's run of the same path on the
+ * meta backend (o->plan: no files, no initialisation arithmetic): its exit
+ * status, or -1 with err where the model does not fit (the caller says so,
+ * with the planner's advice: die_memory). */
+int run_train(const options *o, tr_backend *be, char *err, size_t err_len);
+/* The model of a run (eval: of --eval-only), --init's weights loaded: 0,
+ * or -1 with err where it does not fit. */
+int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model *m, int eval, char *err,
+                size_t err_len);
+/* The training data (--data or the synthetic batches) of the run; under
+ * mpirun the ranks agree on it. */
+void open_training_data(const options *o, const tr_config *cfg, tr_data_source *src, tr_backend *be);
+int precision_of(const char *name);
+
+/* train_save.c */
+/* The state file of step for this rank: state-STEP.bin, or with --zero 1
+ * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
+void state_path(const options *o, const char *dir, long step, char *path, size_t n);
+/* The checkpoint of st->step (the data's position: pos, or the source's
+ * own); log synced before latest names it. */
+void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_state *st, tr_data_source *src,
+                     const uint64_t *pos, FILE *log);
+/* A step that failed: the steps since the last checkpoint (saved) are
+ * saved first, then one line each, exit 3 (one process; die_step_ranks:
+ * the ranks of a job). */
+_Noreturn void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
+                        tr_data_source *src, long saved, const uint64_t *pos, FILE *log, const char *err);
+_Noreturn void die_step_ranks(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
+                              tr_data_source *src, long saved, const uint64_t *pos, FILE *log, int fails, int rank,
+                              int dev_fails);
+
 /* train_eval.c: evaluation on src (every batch when whole, else
  * --eval-batches), overlays for --export; prints the JSON line. */
 int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole);
+/* --val after the training: m's weights evaluated on the whole of --val
+ * by a model of one point per mask (m is freed first). */
+void evaluate_val(const options *o, tr_backend *be, const tr_config *cfg, tr_model *m);
+/* --eval-only, the whole run: its exit status. */
+int run_eval_only(const options *o, tr_backend *be);
+
+/* dump.c: --dump-step, the whole run: its exit status. */
+int run_dump(const options *o, tr_backend *be);
+
+/* run_log.c */
+/* On resume: the log's records after step dropped, and a last record cut short. */
+void trim_log(const char *path, long step);
+/* A record that did not reach the log: one line, the log closed (NULL
+ * returned), *bad set (exit 3 once the training is done). */
+FILE *log_failed(FILE *log, const char *path, long step, int *bad);
+/* v as JSON into buf[32] (digits significant digits, or decimals with
+ * fixed); "null" when it is not finite. */
+const char *json_num(char buf[32], double v, int digits, int fixed);
+
+/* ranks.c */
+/* --zero 1: rank r keeps the optimizer state of the parameters in floats
+ * [lo[r], lo[r+1]) of the weights (whole parameters, about equal shares, in
+ * the layout's order); the ranks reduce-scatter the gradients by the same
+ * parts (each rank receives the sum of its own), each updates its part, and
+ * they gather the others' weights after each update. */
+typedef struct zero_part {
+    uint8_t *owned; /* [n_params]; NULL: every parameter (no split) */
+    size_t *lo;     /* [world + 1] */
+    size_t *glo;    /* [world + 1]: the parts in grad_mem (zero_grad_parts) */
+} zero_part;
+void zero_split(const tr_model *m, int rank, int world, zero_part *z);
+void zero_grad_parts(const tr_model *m, int world, zero_part *z);
+/* Data parallel: sums over the ranks (more than one, or on the device
+ * under mpirun: the same path with one rank). */
+int data_parallel(const options *o);
+/* The line of a failure to start the backend: "[rank R of N: ]--backend NAME: why". */
+void rank_line(char *line, size_t n, const options *o, const char *why);
+/* A collective that failed on this rank: the line and the end of the job. */
+_Noreturn void die_collective(const options *o, const char *err);
+/* A failure every rank knows of: the one line (msg, "" on the silent
+ * ranks) and the end of every rank. */
+_Noreturn void die_ranks(tr_dist *dist, tr_backend *be, const char *msg);
+/* The ranks read the same --data (failed: this rank's line, or "") ... */
+void same_data(const options *o, tr_data_source *src, const char *failed, tr_backend *be);
+/* ... and start the same run (the step, the record's digest). */
+void same_run(const options *o, tr_backend *be);
 
 /* train_memory.c */
 int plan_main(const options *o);
@@ -123,18 +231,27 @@ _Noreturn void die_memory(const options *o, tr_backend *be, const char *err);
 void check_thread_room(const options *o);
 void check_address_space(const options *o, tr_backend *be);
 
-/* sa1b-train.c */
-int run(const options *op, tr_backend *be);
-long read_latest(const char *dir);
-/* Names step in dir/latest (a temporary renamed over it, synced; own_tmp:
- * a temporary of this process's own, for processes that write it at
- * once): 0, or -1 with errno. */
-int write_latest(const char *dir, long step, int own_tmp);
-int src_workers(const options *o);
+/* signals.c: the handlers, and what they read */
+void sig_watch_bus(void);  /* SIGBUS: one line naming the last checkpoint, exit 3 */
+void sig_watch_stop(void); /* SIGINT, SIGTERM, SIGHUP (unless ignored): a stop after the step */
+int sig_stop_requested(void);
+void sig_stop_now(void);   /* a stop asked for: the signal again, at its default action */
+/* where the checkpoint a SIGBUS line names is (out, NULL: none), and whether one is written */
+void sig_bus_checkpoint(const char *out, int written);
+void sig_bus_checkpointed(const char *out); /* one is written (in out, unless NULL: where it was) */
+/* the training is over: a signal (a SIGBUS) from now on ends the process
+ * at once with "PROG: stop_msg" ("PROG: bus_msg") */
+void sig_after_training(const char *stop_msg, const char *bus_msg);
+void sig_stop_keeps(void); /* and from now on a signal stops as before */
+
+/* faults.c */
 void test_hook(const char *what, long n);
+void test_device_hook(const char *what, long n, int rank);
+void test_log_hook(FILE *log, long step);
 /* The device's failure, as tr_backend_cuda_error says it (1 and err), or
  * one that the test suite makes up on any backend (test_device_hook). */
 int device_error(tr_backend *be, char *err, size_t err_len);
-void test_device_hook(const char *what, long n, int rank);
+/* A GPU's first error ends the run in one line (its ops cannot return one). */
+void check_device(tr_backend *be);
 
 #endif

@@ -95,7 +95,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
     for (long i = 0; whole || i < o->eval_batches; i++) {
         tr_batch *b;
         test_hook("eval", i);
-        int rc = src->next(src->ctx, &b, err, sizeof err);
+        int rc = tr_source_next(src, &b, err, sizeof err);
         if (rc < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         if (rc == 0) break;
         if (tr_model_forward(m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -114,11 +114,60 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
             sum += iou, n++;
             hist[iou >= 1.0 ? 9 : (int)(iou * 10)]++;
         }
-        src->release(src->ctx, b);
+        tr_source_release(src, b);
     }
     tr_mem_free(m->be->host_mem, buf);
     printf("{\"miou\": %.6f, \"masks\": %ld, \"histogram\": [", n ? sum / n : 0.0, n);
     for (int i = 0; i < 10; i++) printf("%s%d", i ? ", " : "", hist[i]);
     printf("]}\n");
+    return 0;
+}
+
+/* --val after training: a model for one point per mask with the trained
+ * weights, evaluated on the whole of --val.  The training's model m is
+ * freed first, its weights kept on the host: beside it, the evaluation's
+ * model did not fit under --memory-limit at the planner's peak. */
+void evaluate_val(const options *o, tr_backend *be, const tr_config *cfg, tr_model *m)
+{
+    char err[512];
+    size_t np = m->n_param_floats, nc = (size_t)cfg->C;
+    float *w = malloc((np + nc) * sizeof(float));
+    if (!w) cli_die(CLI_EXIT_FATAL, "out of memory for the evaluation of --val");
+    be->ops->download(be, w, m->param_mem, np * sizeof(float));
+    be->ops->download(be, w + np, m->pe_gaussian, nc * sizeof(float));
+    tr_model_free(m);
+    tr_mem_empty_cache(&be->mem);
+    tr_model ev;
+    if (tr_model_init(&ev, be, cfg, o->batch, o->masks, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    be->ops->upload(be, ev.param_mem, w, np * sizeof(float));
+    be->ops->upload(be, ev.pe_gaussian, w + np, nc * sizeof(float));
+    free(w);
+    tr_data_source vs = {0};
+    open_source(o, cfg, &vs, be->host_mem, "--val", o->val, 1, 1, 0.0);
+    evaluate(o, &ev, &vs, 1);
+    /* its line is printed: a signal from now on no longer ends the process
+     * at once saying --val was not evaluated (and losing that line, still
+     * in stdout's buffer); the run ends as it would have */
+    fflush(stdout);
+    sig_stop_keeps();
+    tr_source_close(&vs);
+    tr_model_free(&ev);
+}
+
+int run_eval_only(const options *op, tr_backend *be)
+{
+    options o = *op;
+    char err[512];
+    o.points = 1; /* one positive point per mask: the SA-1B point when the shard has it */
+    if (tr_ckpt_read_config(o.eval_only, &o.cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    tr_model m; /* (the planner of an out-of-memory line plans the checkpoint's model: o.cfg) */
+    if (setup_model(&o, be, &o.cfg, &m, 1, err, sizeof err) < 0) die_memory(&o, be, err);
+    tr_data_source src = {0};
+    if (tr_ckpt_load_model(&m, o.eval_only, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    open_source(&o, &o.cfg, &src, be->host_mem, "--val", o.val, o.points, 1, 0.0);
+    warn_incomplete(&o, &src, "--val", o.val);
+    evaluate(&o, &m, &src, o.val != NULL);
+    tr_source_close(&src);
+    tr_model_free(&m);
     return 0;
 }

@@ -20,7 +20,7 @@
 #include "sa1b_manifest.h"
 #include "registry/registry.h"
 
-/* --plan: the training path of run() on the meta backend for a plan point. */
+/* --plan: the training path (run_train) on the meta backend for a plan point. */
 int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len)
 {
     options o = *(const options *)ctx;
@@ -39,9 +39,8 @@ int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size
      * the training of the same model, batch and data */
     o.resume = NULL, o.init = NULL, o.dump_step = NULL, o.eval_only = NULL, o.export_n = 0;
     if (!o.data && !o.synthetic) o.data = o.val; /* (--eval-only's data) */
-    o.plan_err = err, o.plan_err_len = err_len;
     err[0] = 0;
-    return run(&o, be) == 0 ? 0 : -1;
+    return run_train(&o, be, err, err_len) == 0 ? 0 : -1;
 }
 
 int plan_main(const options *o)

@@ -5,57 +5,6 @@
 #include "plan.h"
 #include "backend/meta/backend_meta.h"
 
-#include <ctype.h>
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
-
-typedef struct plan_src {
-    tr_mem *mem;
-    tr_batch **b;
-    int n, next;
-} plan_src;
-
-static int ps_next(void *ctx, tr_batch **out, char *err, size_t err_len)
-{
-    (void)err, (void)err_len;
-    plan_src *p = ctx;
-    *out = p->b[p->next];
-    p->next = (p->next + 1) % p->n;
-    return 1;
-}
-static void ps_release(void *ctx, tr_batch *b) { (void)ctx, (void)b; }
-static double ps_wait(void *ctx) { (void)ctx; return 0.0; }
-static void ps_close(void *ctx)
-{
-    plan_src *p = ctx;
-    for (int i = 0; i < p->n; i++) tr_batch_free(p->mem, p->b[i]);
-    free(p->b);
-    free(p);
-}
-
-int tr_plan_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R, int n_buffers)
-{
-    plan_src *p = calloc(1, sizeof *p);
-    if (!p || n_buffers < 1 || !(p->b = calloc((size_t)n_buffers, sizeof *p->b))) {
-        free(p);
-        return -1;
-    }
-    p->mem = mem;
-    for (; p->n < n_buffers; p->n++)
-        if (!(p->b[p->n] = tr_batch_alloc(mem, B, M, K, S, R))) {
-            ps_close(p);
-            return -1;
-        }
-    memset(src, 0, sizeof *src);
-    src->ctx = p;
-    src->next = ps_next;
-    src->release = ps_release;
-    src->wait_seconds = ps_wait;
-    src->close = ps_close;
-    return 0;
-}
-
 int tr_plan_measure(tr_plan_run_fn run, void *ctx, const tr_plan_point *pt, tr_mem_stats *st, char *err,
                     size_t err_len)
 {
@@ -65,26 +14,6 @@ int tr_plan_measure(tr_plan_run_fn run, void *ctx, const tr_plan_point *pt, tr_m
     tr_mem_get_stats(&be->mem, st);
     tr_backend_free(be);
     return rc;
-}
-
-int tr_parse_bytes(const char *s, uint64_t *out)
-{
-    char *end;
-    if (!s || !isdigit((unsigned char)*s)) return -1;
-    double v = strtod(s, &end);
-    double mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0, end++; break;
-    case 'M': mul = 1048576.0, end++; break;
-    case 'G': mul = 1073741824.0, end++; break;
-    case 'T': mul = 1099511627776.0, end++; break;
-    default: break;
-    }
-    if (mul > 1 && *end == 'i') end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end || !isfinite(v) || v * mul >= 1.8e19) return -1;
-    *out = (uint64_t)(v * mul);
-    return 0;
 }
 
 static void describe(char *buf, size_t n, const tr_plan_point *pt)

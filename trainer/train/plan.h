@@ -20,14 +20,9 @@
 
 #include "common/alloc.h"
 #include "backend/backend.h"
-#include "data/batch.h"
 
-/* The counting backend: tr_backend_meta_create (backend.h). */
-
-/* A data source for planning: n_buffers batches of the geometry allocated
- * on mem (category data) up front, as the loader holds its buffers in
- * flight, handed out in turn and never written.  0 or -1. */
-int tr_plan_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R, int n_buffers);
+/* The counting backend: tr_backend_meta_create (backend/meta/backend_meta.h).
+ * The data source a planned run draws from: data/plan_source.h. */
 
 /* One configuration to plan. */
 typedef struct tr_plan_point {
@@ -71,10 +66,5 @@ int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void
  * (may be NULL); 0 when none does, -1 with err on a failure. */
 int tr_plan_largest_batch(tr_plan_run_fn run, void *ctx, const tr_plan_point *pt, uint64_t budget, int max,
                           uint64_t *peak, char *err, size_t err_len);
-
-/* Parses a byte count: digits with an optional fraction and a suffix
- * K, M, G, T (binary, optionally followed by "i" and/or "B") or none.
- * 0 or -1. */
-int tr_parse_bytes(const char *s, uint64_t *out);
 
 #endif

@@ -504,3 +504,38 @@ const char *tr_run_rec_get(const char *rec, const char *key, char *buf, size_t b
     }
     return NULL;
 }
+
+long tr_run_read_latest(const char *dir, char *err, size_t err_len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/latest", dir);
+    FILE *f = tr_run_dir_fopen(path);
+    if (!f)
+        return snprintf(err, err_len, "cannot resume from '%s': %s", path,
+                        errno == EINVAL ? "not a regular file" : strerror(errno)), -1;
+    long step = -1;
+    if (fscanf(f, "%ld", &step) != 1 || step < 0) step = -1;
+    fclose(f);
+    if (step < 0) snprintf(err, err_len, "'%s': not a step number", path);
+    return step;
+}
+
+int tr_run_write_latest(const char *dir, long step, int own_tmp)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s/latest", dir);
+    if (own_tmp) snprintf(tmp, sizeof tmp, "%s.tmp.%ld.0", path, (long)getpid());
+    else snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fprintf(f, "%ld\n", step) > 0 && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        errno = e;
+        return -1;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the rename reaches the disk */
+    if (fd >= 0) (void)fsync(fd), close(fd);
+    return 0;
+}

@@ -48,6 +48,15 @@ long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *pa
 
 #define TR_RUN_LOCK ".sa1b-train.lock"
 
+/* The step dir/latest names: the step, or -1 with the line that says why
+ * in err (cannot be read, not a regular file, not a step number). */
+long tr_run_read_latest(const char *dir, char *err, size_t err_len);
+
+/* Names step in dir/latest (a temporary renamed over it, synced, and the
+ * folder synced; own_tmp: a temporary of this process's own, for
+ * processes that write it at once): 0, or -1 with errno. */
+int tr_run_write_latest(const char *dir, long step, int own_tmp);
+
 /* fopen(path, "r") of a run file (latest, log.jsonl) that is a regular
  * file: NULL with errno set, EINVAL when path is a FIFO, a device or a
  * folder (never waited on: a FIFO named latest hung every run in its

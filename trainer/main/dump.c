@@ -1,0 +1,51 @@
+/*
+ * dump.c - sa1b-train --dump-step: one forward and backward on the first
+ * batch written as MODEL.md's debug dump, the loss on stdout.
+ */
+#include <stdio.h>
+
+#include "train.h"
+
+/* --dump-step: one forward and backward on the first batch, in the
+ * configured precision (fp16 scales the loss, halved until no gradient
+ * overflows), written as MODEL.md's debug dump; the loss on stdout. */
+static void dump_step(const options *o, tr_model *m, tr_data_source *src, int prec)
+{
+    char err[512];
+    tr_batch *b;
+    int rc = tr_source_next(src, &b, err, sizeof err);
+    if (rc <= 0) cli_die(CLI_EXIT_FATAL, "%s", rc < 0 ? err : "no data for --dump-step");
+    float scale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f;
+    tr_loss L;
+    for (;;) {
+        if (tr_model_forward(m, b, err, sizeof err) < 0 || tr_model_backward_acc(m, b, 1, scale, 0, &L, err, sizeof err) < 0)
+            cli_die(CLI_EXIT_FATAL, "%s", err);
+        if (isfinite(tr_model_scale_grads(m, 1.0 / scale)) || scale <= 1.0f) break;
+        scale /= 2;
+    }
+    check_device(m->be);
+    /* a signal while the dump is written (to a temporary renamed into place)
+     * ends the process once it is in place, a second at once: never a
+     * temporary of the dump's size left beside it */
+    sig_watch_stop();
+    if (tr_dump_step(m, b, &L, o->dump_step, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    sig_stop_now();
+    char jl[4][32];
+    printf("{\"loss\": %s, \"focal\": %s, \"dice\": %s, \"iou_mse\": %s, \"valid\": %d}\n",
+           json_num(jl[0], L.loss, 8, 0), json_num(jl[1], L.focal, 8, 0), json_num(jl[2], L.dice, 8, 0),
+           json_num(jl[3], L.iou_mse, 8, 0), L.n_valid);
+    tr_source_release(src, b);
+    tr_source_close(src);
+}
+
+int run_dump(const options *o, tr_backend *be)
+{
+    char err[512];
+    tr_model m;
+    if (setup_model(o, be, &o->cfg, &m, 0, err, sizeof err) < 0) die_memory(o, be, err);
+    tr_data_source src = {0};
+    open_training_data(o, &o->cfg, &src, be);
+    dump_step(o, &m, &src, precision_of(o->precision));
+    tr_model_free(&m);
+    return 0;
+}
