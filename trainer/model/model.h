@@ -3,7 +3,7 @@
  * configuration, the parameter table (names and shapes of the checkpoint),
  * the activation table, initialisation, and the forward and backward pass of
  * one batch, sequenced over the ops of a backend (backend.h).  Its files:
- * model_params.c (presets, the parameter table, freeze groups,
+ * model_params.c (presets, the geometry, the parameter table, freeze groups,
  * initialisation), model_layout.c (the activation table, the layout, the
  * model's lifetime, the typed operands of the ops) and model_seq.c (the
  * sequence: forward, backward, the step's entry points, FLOPs).
@@ -34,6 +34,23 @@
 typedef struct tr_config {
     int S, P, E, L, H, C, h, D;
 } tr_config;
+
+/* The geometry that follows from a configuration and K points per prompt
+ * (MODEL.md's names), computed in one place: the model's once at init
+ * (tr_model.geom), code without a model (the planner) by tr_geom_of.
+ * Every value fits an int for a configuration tr_config_check accepts. */
+typedef struct tr_geom {
+    int G;   /* S / P: the token grid's side */
+    int GG;  /* G * G: tokens per image (the encoder's rows, the decoder's keys) */
+    int R;   /* 4 * G: the mask logits' side */
+    int RR;  /* R * R = 16 * G * G: mask logits per pair */
+    int T;   /* K + 2: prompt tokens per pair (IoU token, mask token, K points) */
+    int PP3; /* 3 * P * P: values of one patch (the patch embedding's input width) */
+} tr_geom;
+
+/* The geometry of configuration c (checked: tr_config_check) with K points
+ * per prompt. */
+tr_geom tr_geom_of(const tr_config *c, int K);
 
 /* Fills cfg with a named preset ("small" or "tiny"); -1 when unknown. */
 int tr_config_preset(const char *name, tr_config *cfg);
@@ -233,6 +250,7 @@ typedef struct tr_model {
     tr_config cfg;
     tr_backend *be;
     int B, M, K;                /* batch geometry the activations are sized for */
+    tr_geom geom;               /* tr_geom_of(&cfg, K), set once at init */
     tr_param_info *pinfo;       /* parameter table, n_params entries */
     int n_params;
     size_t n_param_floats;

@@ -141,9 +141,8 @@ static void areg_attn(awalker *w, tr_attn_a *a, const char *name, size_t Tq, siz
  * sizes in elements (for one chunk of pairs) into *nx, *ny. */
 static void tail_grads(const tr_model *m, tr_acts *da, size_t *nx, size_t *ny)
 {
-    const tr_config *c = &m->cfg;
-    size_t G = (size_t)(c->S / c->P), GG = G * G, C = (size_t)c->C, NP = (size_t)m->dec_chunk;
-    size_t T = (size_t)m->K + 2, up = mdl_r16(NP * 16 * GG * (C / 8)), o = 0;
+    size_t GG = (size_t)m->geom.GG, RR = (size_t)m->geom.RR, C = (size_t)m->cfg.C, NP = (size_t)m->dec_chunk;
+    size_t T = (size_t)m->geom.T, up = mdl_r16(NP * RR * (C / 8)), o = 0;
     void *X = da ? da->pp_u[0] : NULL, *Y = da ? da->pp_u[1] : NULL;
     if (da) {
         da->U = da->upgelu = da->up1 = X;
@@ -235,7 +234,7 @@ static const act_row dec_layer_rows[] = {
 static size_t row_size(const tr_model *m, const act_row *r)
 {
     const tr_config *c = &m->cfg;
-    size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), T = (size_t)m->K + 2, E = (size_t)c->E;
+    size_t GG = (size_t)m->geom.GG, T = (size_t)m->geom.T, E = (size_t)c->E;
     size_t C = (size_t)c->C, tok[3] = {1, GG, T};
     size_t width[7] = {1, E, 3 * E, 4 * E, C, C / 2, 8 * C};
     if (r->width == WIDTH_ATT || r->width == WIDTH_EATT)
@@ -248,9 +247,10 @@ static void walk_acts(awalker *w)
     tr_model *m = w->m;
     const tr_config *c = &m->cfg;
     tr_acts *a = &m->a;
-    size_t G = (size_t)(c->S / c->P), GG = G * G, B = (size_t)m->B, BT = B * GG, E = (size_t)c->E;
-    size_t C = (size_t)c->C, NP = B * (size_t)m->M, T = (size_t)m->K + 2, R = 4 * G, RR = R * R;
-    size_t PP3 = 3 * (size_t)c->P * c->P, h = (size_t)c->h;
+    const tr_geom *gm = &m->geom;
+    size_t GG = (size_t)gm->GG, B = (size_t)m->B, BT = B * GG, E = (size_t)c->E;
+    size_t C = (size_t)c->C, NP = B * (size_t)m->M, T = (size_t)gm->T, RR = (size_t)gm->RR;
+    size_t PP3 = (size_t)gm->PP3, h = (size_t)c->h;
     int L = c->L, D = c->D, N = m->opt.ckpt_every;
     int lo = m->enc_lo < 0 ? 0 : m->enc_lo; /* blocks lo.. have a backward */
     char nm[48];
@@ -477,10 +477,8 @@ int mdl_layout(tr_model *m, char *err, size_t err_len)
     m->dview = calloc((size_t)aw.nview + 1, sizeof *m->dview);
     m->n_dview = aw.nview;
     m->chunk_valid = calloc((size_t)m->n_chunks, sizeof *m->chunk_valid);
-    if (be->host_mem != &be->mem) { /* the batch needs a copy in the backend's memory */
-        int G = cfg->S / cfg->P;
-        m->dev = tr_batch_alloc(&be->mem, m->B, m->M, m->K, cfg->S, 4 * G);
-    }
+    if (be->host_mem != &be->mem) /* the batch needs a copy in the backend's memory */
+        m->dev = tr_batch_alloc(&be->mem, m->B, m->M, m->K, cfg->S, m->geom.R);
     if (!m->ainfo || !m->dview || !m->chunk_valid || (be->host_mem != &be->mem && !m->dev)) {
         free_layout(m);
         return snprintf(err, err_len, "out of memory"), -1;
@@ -518,11 +516,12 @@ int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, i
     if (tr_config_check(cfg, err, err_len) < 0) return -1;
     if (B < 1 || M < 1 || K < 1 || B > 4096 || M > 4096 || K > 256)
         return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d out of range", B, M, K), -1;
+    tr_geom gm = tr_geom_of(cfg, K);
     {
         /* every op indexes rows * columns of a tensor with int: keep them below 2^31 */
-        size_t G = (size_t)(cfg->S / cfg->P), GG = G * G, NP = (size_t)B * M, T = (size_t)K + 2;
+        size_t GG = (size_t)gm.GG, NP = (size_t)B * M, T = (size_t)gm.T;
         size_t big[6] = {(size_t)B * GG * 4 * cfg->E, (size_t)B * cfg->H * GG * GG, NP * GG * 2 * cfg->C,
-                         NP * 16 * GG * (cfg->C / 8), NP * T * 8 * cfg->C, (size_t)B * GG * 3 * cfg->P * cfg->P};
+                         NP * (size_t)gm.RR * (cfg->C / 8), NP * T * 8 * cfg->C, (size_t)B * GG * (size_t)gm.PP3};
         for (int i = 0; i < 6; i++)
             if (big[i] >= (1u << 31))
                 return snprintf(err, err_len, "configuration too large (a tensor of %zu elements)", big[i]), -1;
@@ -530,6 +529,7 @@ int tr_model_init_ex(tr_model *m, tr_backend *be, const tr_config *cfg, int B, i
     m->cfg = *cfg;
     m->be = be;
     m->B = B, m->M = M, m->K = K;
+    m->geom = gm;
     int maxp = 64 + 16 * cfg->L + 48 * cfg->D;
     m->pinfo = calloc((size_t)maxp, sizeof *m->pinfo);
     if (!m->pinfo) return snprintf(err, err_len, "out of memory"), -1;
@@ -594,7 +594,7 @@ int tr_model_set_options(tr_model *m, const tr_model_opts *opt, char *err, size_
 
 int tr_model_set_batch(tr_model *m, int B, char *err, size_t err_len)
 {
-    if (B < 1 || B > m->B * 64 || (size_t)B * m->M * (m->K + 2) * 8 * m->cfg.C >= (1u << 31))
+    if (B < 1 || B > m->B * 64 || (size_t)B * m->M * m->geom.T * 8 * m->cfg.C >= (1u << 31))
         return snprintf(err, err_len, "batch B=%d out of range", B), -1;
     m->B = B;
     return mdl_layout(m, err, err_len);

@@ -1,7 +1,7 @@
 /*
- * model_params.c - the model's configuration presets, its parameter table
- * (names, shapes, offsets, initialisation kinds: MODEL.md's tensor names),
- * the freeze groups and the initialisation.
+ * model_params.c - the model's configuration presets and geometry, its
+ * parameter table (names, shapes, offsets, initialisation kinds: MODEL.md's
+ * tensor names), the freeze groups and the initialisation.
  */
 #include "model_params.h"
 
@@ -51,15 +51,22 @@ int tr_config_check(const tr_config *c, char *err, size_t n)
     return 0;
 }
 
+tr_geom tr_geom_of(const tr_config *c, int K)
+{
+    int G = c->S / c->P, R = 4 * G;
+    return (tr_geom){.G = G, .GG = G * G, .R = R, .RR = R * R, .T = K + 2, .PP3 = 3 * c->P * c->P};
+}
+
 /* ---- parameter table ------------------------------------------------------------ */
 
 enum { INIT_TN, INIT_ZERO, INIT_ONE };
 
-static void reg(mdl_walker *w, float **field, const char *name, int decay, int init, int ndim, int d0, int d1,
-                int d2, int d3)
+/* Registers parameter PRE.NAME (MODEL.md's name) with its shape. */
+static void reg(mdl_walker *w, float **field, const char *pre, const char *name, int decay, int init, int ndim,
+                int d0, int d1, int d2, int d3)
 {
     tr_param_info *pi = &w->m->pinfo[w->n];
-    snprintf(pi->name, sizeof pi->name, "%s", name);
+    snprintf(pi->name, sizeof pi->name, "%s.%s", pre, name);
     pi->ndim = ndim;
     int d[4] = {d0, d1, d2, d3};
     pi->count = 1;
@@ -80,37 +87,43 @@ static void reg(mdl_walker *w, float **field, const char *name, int decay, int i
     w->n++;
 }
 
-static void reg_lin(mdl_walker *w, float **wt, float **b, const char *name, int out, int in)
+/* A Linear layer PRE.NAME: w [out, in], b [out] (b NULL: none). */
+static void reg_lin(mdl_walker *w, float **wt, float **b, const char *pre, const char *name, int out, int in)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "%s.w", name);
-    reg(w, wt, nm, 1, INIT_TN, 2, out, in, 0, 0);
-    if (b) {
-        snprintf(nm, sizeof nm, "%s.b", name);
-        reg(w, b, nm, 0, INIT_ZERO, 1, out, 0, 0, 0);
-    }
+    snprintf(nm, sizeof nm, "%s.%s", pre, name);
+    reg(w, wt, nm, "w", 1, INIT_TN, 2, out, in, 0, 0);
+    if (b) reg(w, b, nm, "b", 0, INIT_ZERO, 1, out, 0, 0, 0);
 }
 
-static void reg_ln(mdl_walker *w, float **g, float **b, const char *name, int n)
+/* A LayerNorm PRE.NAME over n: w (gains), b. */
+static void reg_ln(mdl_walker *w, float **g, float **b, const char *pre, const char *name, int n)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "%s.w", name);
-    reg(w, g, nm, 0, INIT_ONE, 1, n, 0, 0, 0);
-    snprintf(nm, sizeof nm, "%s.b", name);
-    reg(w, b, nm, 0, INIT_ZERO, 1, n, 0, 0, 0);
+    snprintf(nm, sizeof nm, "%s.%s", pre, name);
+    reg(w, g, nm, "w", 0, INIT_ONE, 1, n, 0, 0, 0);
+    reg(w, b, nm, "b", 0, INIT_ZERO, 1, n, 0, 0, 0);
 }
 
-static void reg_attn(mdl_walker *w, tr_attn_p *a, const char *name, int C, int Ci)
+/* An attention block PRE.NAME: q, k, v (C -> Ci) and out (Ci -> C) projections. */
+static void reg_attn(mdl_walker *w, tr_attn_p *a, const char *pre, const char *name, int C, int Ci)
 {
     char nm[64];
-    snprintf(nm, sizeof nm, "%s.q_proj", name);
-    reg_lin(w, &a->q_w, &a->q_b, nm, Ci, C);
-    snprintf(nm, sizeof nm, "%s.k_proj", name);
-    reg_lin(w, &a->k_w, &a->k_b, nm, Ci, C);
-    snprintf(nm, sizeof nm, "%s.v_proj", name);
-    reg_lin(w, &a->v_w, &a->v_b, nm, Ci, C);
-    snprintf(nm, sizeof nm, "%s.out_proj", name);
-    reg_lin(w, &a->o_w, &a->o_b, nm, C, Ci);
+    snprintf(nm, sizeof nm, "%s.%s", pre, name);
+    reg_lin(w, &a->q_w, &a->q_b, nm, "q_proj", Ci, C);
+    reg_lin(w, &a->k_w, &a->k_b, nm, "k_proj", Ci, C);
+    reg_lin(w, &a->v_w, &a->v_b, nm, "v_proj", Ci, C);
+    reg_lin(w, &a->o_w, &a->o_b, nm, "out_proj", C, Ci);
+}
+
+/* An MLP PRE.NAME: fc1 (in -> hidden), fc2 (hidden -> in). */
+static void reg_mlp(mdl_walker *w, float **fc1_w, float **fc1_b, float **fc2_w, float **fc2_b, const char *pre,
+                    const char *name, int in, int hidden)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s.%s", pre, name);
+    reg_lin(w, fc1_w, fc1_b, nm, "fc1", hidden, in);
+    reg_lin(w, fc2_w, fc2_b, nm, "fc2", in, hidden);
 }
 
 void mdl_walk_params(mdl_walker *w)
@@ -118,67 +131,53 @@ void mdl_walk_params(mdl_walker *w)
     tr_model *m = w->m;
     const tr_config *c = &m->cfg;
     tr_params *p = &m->p;
-    int G = c->S / c->P, E = c->E, C = c->C;
-    char nm[64];
-    reg_lin(w, &p->patch_w, &p->patch_b, "enc.patch", E, 3 * c->P * c->P);
-    reg(w, &p->pos, "enc.pos", 0, INIT_TN, 2, G * G, E, 0, 0);
+    const tr_geom *gm = &m->geom;
+    int E = c->E, C = c->C;
+    char pre[32], nm[16];
+    reg_lin(w, &p->patch_w, &p->patch_b, "enc", "patch", E, gm->PP3);
+    reg(w, &p->pos, "enc", "pos", 0, INIT_TN, 2, gm->GG, E, 0, 0);
     for (int i = 0; i < c->L; i++) {
         tr_enc_block_p *b = &p->blk[i];
-        snprintf(nm, sizeof nm, "enc.blocks.%d.ln1", i);
-        reg_ln(w, &b->ln1_w, &b->ln1_b, nm, E);
-        snprintf(nm, sizeof nm, "enc.blocks.%d.attn.qkv", i);
-        reg_lin(w, &b->qkv_w, &b->qkv_b, nm, 3 * E, E);
-        snprintf(nm, sizeof nm, "enc.blocks.%d.attn.proj", i);
-        reg_lin(w, &b->proj_w, &b->proj_b, nm, E, E);
-        snprintf(nm, sizeof nm, "enc.blocks.%d.ln2", i);
-        reg_ln(w, &b->ln2_w, &b->ln2_b, nm, E);
-        snprintf(nm, sizeof nm, "enc.blocks.%d.mlp.fc1", i);
-        reg_lin(w, &b->fc1_w, &b->fc1_b, nm, 4 * E, E);
-        snprintf(nm, sizeof nm, "enc.blocks.%d.mlp.fc2", i);
-        reg_lin(w, &b->fc2_w, &b->fc2_b, nm, E, 4 * E);
+        snprintf(pre, sizeof pre, "enc.blocks.%d", i);
+        reg_ln(w, &b->ln1_w, &b->ln1_b, pre, "ln1", E);
+        reg_lin(w, &b->qkv_w, &b->qkv_b, pre, "attn.qkv", 3 * E, E);
+        reg_lin(w, &b->proj_w, &b->proj_b, pre, "attn.proj", E, E);
+        reg_ln(w, &b->ln2_w, &b->ln2_b, pre, "ln2", E);
+        reg_mlp(w, &b->fc1_w, &b->fc1_b, &b->fc2_w, &b->fc2_b, pre, "mlp", E, 4 * E);
     }
-    reg_lin(w, &p->neck_w, NULL, "enc.neck", C, E);
-    reg_ln(w, &p->neck_ln_w, &p->neck_ln_b, "enc.neck_ln", C);
-    reg(w, &p->label_emb, "prompt.label_emb", 0, INIT_TN, 2, 2, C, 0, 0);
-    reg(w, &p->not_a_point, "prompt.not_a_point", 0, INIT_TN, 1, C, 0, 0, 0);
-    reg(w, &p->no_mask, "prompt.no_mask", 0, INIT_TN, 1, C, 0, 0, 0);
-    reg(w, &p->iou_token, "dec.iou_token", 0, INIT_TN, 1, C, 0, 0, 0);
-    reg(w, &p->mask_token, "dec.mask_token", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg_lin(w, &p->neck_w, NULL, "enc", "neck", C, E);
+    reg_ln(w, &p->neck_ln_w, &p->neck_ln_b, "enc", "neck_ln", C);
+    reg(w, &p->label_emb, "prompt", "label_emb", 0, INIT_TN, 2, 2, C, 0, 0);
+    reg(w, &p->not_a_point, "prompt", "not_a_point", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg(w, &p->no_mask, "prompt", "no_mask", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg(w, &p->iou_token, "dec", "iou_token", 0, INIT_TN, 1, C, 0, 0, 0);
+    reg(w, &p->mask_token, "dec", "mask_token", 0, INIT_TN, 1, C, 0, 0, 0);
     for (int l = 0; l < c->D; l++) {
         tr_dec_layer_p *L = &p->lay[l];
-        snprintf(nm, sizeof nm, "dec.layers.%d.self_attn", l);
-        reg_attn(w, &L->sa, nm, C, C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.norm1", l);
-        reg_ln(w, &L->n1_w, &L->n1_b, nm, C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.t2i", l);
-        reg_attn(w, &L->t2i, nm, C, C / 2);
-        snprintf(nm, sizeof nm, "dec.layers.%d.norm2", l);
-        reg_ln(w, &L->n2_w, &L->n2_b, nm, C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.mlp.fc1", l);
-        reg_lin(w, &L->fc1_w, &L->fc1_b, nm, 8 * C, C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.mlp.fc2", l);
-        reg_lin(w, &L->fc2_w, &L->fc2_b, nm, C, 8 * C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.norm3", l);
-        reg_ln(w, &L->n3_w, &L->n3_b, nm, C);
-        snprintf(nm, sizeof nm, "dec.layers.%d.i2t", l);
-        reg_attn(w, &L->i2t, nm, C, C / 2);
-        snprintf(nm, sizeof nm, "dec.layers.%d.norm4", l);
-        reg_ln(w, &L->n4_w, &L->n4_b, nm, C);
+        snprintf(pre, sizeof pre, "dec.layers.%d", l);
+        reg_attn(w, &L->sa, pre, "self_attn", C, C);
+        reg_ln(w, &L->n1_w, &L->n1_b, pre, "norm1", C);
+        reg_attn(w, &L->t2i, pre, "t2i", C, C / 2);
+        reg_ln(w, &L->n2_w, &L->n2_b, pre, "norm2", C);
+        reg_mlp(w, &L->fc1_w, &L->fc1_b, &L->fc2_w, &L->fc2_b, pre, "mlp", C, 8 * C);
+        reg_ln(w, &L->n3_w, &L->n3_b, pre, "norm3", C);
+        reg_attn(w, &L->i2t, pre, "i2t", C, C / 2);
+        reg_ln(w, &L->n4_w, &L->n4_b, pre, "norm4", C);
     }
-    reg_attn(w, &p->fin, "dec.final_t2i", C, C / 2);
-    reg_ln(w, &p->fin_n_w, &p->fin_n_b, "dec.final_norm", C);
-    reg(w, &p->up1_w, "dec.up1.w", 1, INIT_TN, 4, C, C / 4, 2, 2);
-    reg(w, &p->up1_b, "dec.up1.b", 0, INIT_ZERO, 1, C / 4, 0, 0, 0);
-    reg_ln(w, &p->upln_w, &p->upln_b, "dec.up_ln", C / 4);
-    reg(w, &p->up2_w, "dec.up2.w", 1, INIT_TN, 4, C / 4, C / 8, 2, 2);
-    reg(w, &p->up2_b, "dec.up2.b", 0, INIT_ZERO, 1, C / 8, 0, 0, 0);
+    reg_attn(w, &p->fin, "dec", "final_t2i", C, C / 2);
+    reg_ln(w, &p->fin_n_w, &p->fin_n_b, "dec", "final_norm", C);
+    reg(w, &p->up1_w, "dec.up1", "w", 1, INIT_TN, 4, C, C / 4, 2, 2);
+    reg(w, &p->up1_b, "dec.up1", "b", 0, INIT_ZERO, 1, C / 4, 0, 0, 0);
+    reg_ln(w, &p->upln_w, &p->upln_b, "dec", "up_ln", C / 4);
+    reg(w, &p->up2_w, "dec.up2", "w", 1, INIT_TN, 4, C / 4, C / 8, 2, 2);
+    reg(w, &p->up2_b, "dec.up2", "b", 0, INIT_ZERO, 1, C / 8, 0, 0, 0);
     for (int i = 0; i < 3; i++) {
-        snprintf(nm, sizeof nm, "dec.hyper.%d", i);
-        reg_lin(w, &p->hyp_w[i], &p->hyp_b[i], nm, i == 2 ? C / 8 : C, C);
+        snprintf(nm, sizeof nm, "%d", i);
+        reg_lin(w, &p->hyp_w[i], &p->hyp_b[i], "dec.hyper", nm, i == 2 ? C / 8 : C, C);
     }
     for (int i = 0; i < 3; i++) {
-        snprintf(nm, sizeof nm, "dec.iou_head.%d", i);
-        reg_lin(w, &p->iouh_w[i], &p->iouh_b[i], nm, i == 2 ? 1 : C, C);
+        snprintf(nm, sizeof nm, "%d", i);
+        reg_lin(w, &p->iouh_w[i], &p->iouh_b[i], "dec.iou_head", nm, i == 2 ? 1 : C, C);
     }
 }
 

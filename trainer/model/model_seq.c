@@ -106,6 +106,26 @@ static void convt_bwd(tr_model *m, void *dinp, float *dw, float *db, const void 
     tr_mem_free(&m->be->mem, ws);
 }
 
+/* What the layer functions below read of the model, unpacked in one place
+ * (seq_of): the backend and its ops, the configuration and its geometry
+ * (tr_model.geom), the parameters and their gradients, the activations and
+ * their gradients. */
+typedef struct seq_ctx {
+    tr_backend *be;
+    const tr_ops *o;
+    const tr_config *c;
+    const tr_geom *gm;
+    const tr_params *p;
+    tr_params *g;
+    tr_acts *a, *da;
+} seq_ctx;
+
+static seq_ctx seq_of(tr_model *m)
+{
+    return (seq_ctx){.be = m->be, .o = m->be->ops, .c = &m->cfg, .gm = &m->geom, .p = &m->p, .g = &m->g,
+                     .a = &m->a, .da = &m->da};
+}
+
 /* ---- forward / backward ----------------------------------------------------------- */
 
 static tr_attn_dims attn_dims(int N, int Tq, int Tk, int Ci, int heads)
@@ -167,7 +187,7 @@ static void enc_view(tr_model *m, int q)
 /* Rows (tokens) of one encoder pass: enc_ni images of G*G. */
 static size_t pass_rows(const tr_model *m)
 {
-    return (size_t)m->enc_ni * (size_t)(m->cfg.S / m->cfg.P) * (size_t)(m->cfg.S / m->cfg.P);
+    return (size_t)m->enc_ni * (size_t)m->geom.GG;
 }
 
 /* The input of encoder block i for pass q (the view on pass q). */
@@ -183,7 +203,7 @@ static const void *enc_input(tr_model *m, int i, int q)
 static tr_attn_dims enc_attn_dims(const tr_model *m)
 {
     const tr_config *c = &m->cfg;
-    int GG = (c->S / c->P) * (c->S / c->P), E = c->E;
+    int GG = m->geom.GG, E = c->E;
     tr_attn_dims d = {.N = m->enc_ni, .Tq = GG, .Tk = GG, .heads = c->H, .dh = E / c->H, .ldq = 3 * E,
                       .ldk = 3 * E, .ldv = 3 * E, .ldo = E, .sq = (size_t)GG * 3 * E,
                       .sk = (size_t)GG * 3 * E, .sv = (size_t)GG * 3 * E, .so = (size_t)GG * E};
@@ -196,24 +216,22 @@ static tr_attn_dims enc_attn_dims(const tr_model *m)
  * linear layer and the residual. */
 static void enc_block_forward(tr_model *m, int i, const void *x, int out)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    int E = c->E, BT = (int)pass_rows(m);
-    tr_enc_block_a *ab = &m->a.blk[i];
-    const tr_enc_block_p *pb = &m->p.blk[i];
+    seq_ctx s = seq_of(m);
+    int E = s.c->E, BT = (int)pass_rows(m);
+    tr_enc_block_a *ab = &s.a->blk[i];
+    const tr_enc_block_p *pb = &s.p->blk[i];
     ln_fwd(m, ab->ln1, ab->ln1_m, ab->ln1_r, x, pb->ln1_w, pb->ln1_b, BT, E, 1e-6f);
     lin_fwd(m, ab->qkv, ab->ln1, pb->qkv_w, pb->qkv_b, BT, E, 3 * E);
     tr_attn_dims d = enc_attn_dims(m);
-    o->attention_forward(be, T(ab->ao), T(ab->att), T(ab->qkv), T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)), &d);
+    s.o->attention_forward(s.be, T(ab->ao), T(ab->att), T(ab->qkv), T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)), &d);
     lin_fwd(m, ab->xmid, ab->ao, pb->proj_w, pb->proj_b, BT, E, E);
-    o->accumulate(be, T(ab->xmid), T(x), (size_t)BT * E);
+    s.o->accumulate(s.be, T(ab->xmid), T(x), (size_t)BT * E);
     ln_fwd(m, ab->ln2, ab->ln2_m, ab->ln2_r, ab->xmid, pb->ln2_w, pb->ln2_b, BT, E, 1e-6f);
     lin_fwd(m, ab->fc1, ab->ln2, pb->fc1_w, pb->fc1_b, BT, E, 4 * E);
-    o->gelu_forward(be, T(ab->gelu), T(ab->fc1), (size_t)BT * 4 * E);
+    s.o->gelu_forward(s.be, T(ab->gelu), T(ab->fc1), (size_t)BT * 4 * E);
     if (!out) return;
     lin_fwd(m, ab->xout, ab->gelu, pb->fc2_w, pb->fc2_b, BT, 4 * E, E);
-    o->accumulate(be, T(ab->xout), T(ab->xmid), (size_t)BT * E);
+    s.o->accumulate(s.be, T(ab->xout), T(ab->xmid), (size_t)BT * E);
 }
 
 /* The backward of encoder block i on one pass (its activations in place,
@@ -222,28 +240,26 @@ static void enc_block_forward(tr_model *m, int i, const void *x, int out)
  * (+=; NULL: not needed) through the residuals; x is its input. */
 static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, void *dxin)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    int GG = (int)pass_rows(m), E = c->E; /* (GG: the pass's rows) */
+    seq_ctx s = seq_of(m);
+    int GG = (int)pass_rows(m), E = s.c->E; /* (GG: the pass's rows) */
     size_t GE = (size_t)GG * E;
-    const tr_enc_block_a *ab = &m->a.blk[i];
-    tr_enc_block_a *db = &m->da.blk[i];
-    const tr_enc_block_p *pb = &m->p.blk[i];
-    tr_enc_block_p *gb = &m->g.blk[i];
-    o->zero(be, tr_f32(m->dact_mem + m->dblk_off), m->dblk_n); /* shares the union region (4-byte units) */
-    o->accumulate(be, T(db->xmid), T(dxout), GE);
+    const tr_enc_block_a *ab = &s.a->blk[i];
+    tr_enc_block_a *db = &s.da->blk[i];
+    const tr_enc_block_p *pb = &s.p->blk[i];
+    tr_enc_block_p *gb = &s.g->blk[i];
+    s.o->zero(s.be, tr_f32(m->dact_mem + m->dblk_off), m->dblk_n); /* shares the union region (4-byte units) */
+    s.o->accumulate(s.be, T(db->xmid), T(dxout), GE);
     lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
-    o->gelu_backward(be, T(db->fc1), T(db->gelu), T(ab->fc1), GE * 4);
+    s.o->gelu_backward(s.be, T(db->fc1), T(db->gelu), T(ab->fc1), GE * 4);
     lin_bwd(m, db->ln2, gb->fc1_w, gb->fc1_b, db->fc1, ab->ln2, pb->fc1_w, GG, E, 4 * E);
     ln_bwd(m, db->xmid, gb->ln2_w, gb->ln2_b, db->ln2, ab->xmid, pb->ln2_w, ab->ln2_m, ab->ln2_r, GG, E,
            1e-6f);
-    if (dxin) o->accumulate(be, T(dxin), T(db->xmid), GE);
+    if (dxin) s.o->accumulate(s.be, T(dxin), T(db->xmid), GE);
     lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
     tr_attn_dims d = enc_attn_dims(m);
-    o->attention_backward(be, T(db->qkv), T(AT(db->qkv, E)), T(AT(db->qkv, 2 * E)), T(db->ao), T(ab->qkv),
-                          T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)),
-                          T(ab->att), &d);
+    s.o->attention_backward(s.be, T(db->qkv), T(AT(db->qkv, E)), T(AT(db->qkv, 2 * E)), T(db->ao), T(ab->qkv),
+                            T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)),
+                            T(ab->att), &d);
     lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
     ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, x, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG, E, 1e-6f);
 }
@@ -252,38 +268,35 @@ static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, v
  * pairs (one chunk). */
 static void dec_layer_forward(tr_model *m, int l, const void *Tc, const void *Kc, int NP)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    tr_acts *a = &m->a;
-    int GG = (c->S / c->P) * (c->S / c->P), C = c->C, T = m->K + 2;
+    seq_ctx s = seq_of(m);
+    int GG = s.gm->GG, C = s.c->C, T = s.gm->T;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
-    tr_dec_layer_a *L = &a->lay[l];
-    const tr_dec_layer_p *pl = &m->p.lay[l];
+    tr_dec_layer_a *L = &s.a->lay[l];
+    const tr_dec_layer_p *pl = &s.p->lay[l];
     const void *t1in;
     if (l == 0) {
-        ablock_forward(m, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, c->h);
+        ablock_forward(m, &pl->sa, &L->sa, Tc, Tc, Tc, NP, T, T, C, C, s.c->h);
         t1in = L->sa.out;
     } else {
-        o->add(be, T(L->sa_qin), T(Tc), T(a->T0), nT);
-        ablock_forward(m, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, c->h);
-        o->add(be, T(L->t1pre), T(Tc), T(L->sa.out), nT);
+        s.o->add(s.be, T(L->sa_qin), T(Tc), T(s.a->T0), nT);
+        ablock_forward(m, &pl->sa, &L->sa, L->sa_qin, L->sa_qin, Tc, NP, T, T, C, C, s.c->h);
+        s.o->add(s.be, T(L->t1pre), T(Tc), T(L->sa.out), nT);
         t1in = L->t1pre;
     }
     ln_fwd(m, L->t1, L->n1_m, L->n1_r, t1in, pl->n1_w, pl->n1_b, NP * T, C, 1e-5f);
-    o->add(be, T(L->t2i_qin), T(L->t1), T(a->T0), nT);
-    o->add_bcast(be, T(L->kpe), T(Kc), T(a->dense_pe), (size_t)NP, (size_t)GG * C);
-    ablock_forward(m, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, c->h);
-    o->add(be, T(L->t2pre), T(L->t1), T(L->t2i.out), nT);
+    s.o->add(s.be, T(L->t2i_qin), T(L->t1), T(s.a->T0), nT);
+    s.o->add_bcast(s.be, T(L->kpe), T(Kc), T(s.a->dense_pe), (size_t)NP, (size_t)GG * C);
+    ablock_forward(m, &pl->t2i, &L->t2i, L->t2i_qin, L->kpe, Kc, NP, T, GG, C, C / 2, s.c->h);
+    s.o->add(s.be, T(L->t2pre), T(L->t1), T(L->t2i.out), nT);
     ln_fwd(m, L->t2, L->n2_m, L->n2_r, L->t2pre, pl->n2_w, pl->n2_b, NP * T, C, 1e-5f);
     lin_fwd(m, L->fc1, L->t2, pl->fc1_w, pl->fc1_b, NP * T, C, 8 * C);
-    o->relu_forward(be, T(L->relu), T(L->fc1), (size_t)NP * T * 8 * C);
+    s.o->relu_forward(s.be, T(L->relu), T(L->fc1), (size_t)NP * T * 8 * C);
     lin_fwd(m, L->t3pre, L->relu, pl->fc2_w, pl->fc2_b, NP * T, 8 * C, C);
-    o->accumulate(be, T(L->t3pre), T(L->t2), nT);
+    s.o->accumulate(s.be, T(L->t3pre), T(L->t2), nT);
     ln_fwd(m, L->t3, L->n3_m, L->n3_r, L->t3pre, pl->n3_w, pl->n3_b, NP * T, C, 1e-5f);
-    o->add(be, T(L->i2t_kin), T(L->t3), T(a->T0), nT);
-    ablock_forward(m, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, c->h);
-    o->add(be, T(L->k4pre), T(Kc), T(L->i2t.out), nK);
+    s.o->add(s.be, T(L->i2t_kin), T(L->t3), T(s.a->T0), nT);
+    ablock_forward(m, &pl->i2t, &L->i2t, L->kpe, L->i2t_kin, L->t3, NP, GG, T, C, C / 2, s.c->h);
+    s.o->add(s.be, T(L->k4pre), T(Kc), T(L->i2t.out), nK);
     ln_fwd(m, L->kout, L->n4_m, L->n4_r, L->k4pre, pl->n4_w, pl->n4_b, NP * GG, C, 1e-5f);
 }
 
@@ -293,67 +306,61 @@ static void dec_layer_forward(tr_model *m, int l, const void *Tc, const void *Kc
  * the prompt tokens' and image keys'). */
 static void dec_layer_backward(tr_model *m, int l, int NP)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->p;
-    tr_params *g = &m->g;
-    const tr_acts *a = &m->a;
-    tr_acts *da = &m->da;
-    int GG = (c->S / c->P) * (c->S / c->P), C = c->C, T = m->K + 2;
+    seq_ctx s = seq_of(m);
+    int GG = s.gm->GG, C = s.c->C, T = s.gm->T;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C;
-    const tr_dec_layer_a *L = &a->lay[l];
-    tr_dec_layer_a *dL = &da->lay[l];
-    const tr_dec_layer_p *pl = &p->lay[l];
-    tr_dec_layer_p *gl = &g->lay[l];
-    const void *Tin = l == 0 ? a->T0 : a->lay[l - 1].t3, *Kin = l == 0 ? a->Kimg : a->lay[l - 1].kout;
-    void *dTin = l == 0 ? da->T0 : da->lay[l - 1].t3, *dKin = l == 0 ? da->Kimg : da->lay[l - 1].kout;
-    o->zero(be, tr_f32(m->dact_mem + m->dlay_off), m->dlay_n); /* shares the union region (4-byte units) */
+    const tr_dec_layer_a *L = &s.a->lay[l];
+    tr_dec_layer_a *dL = &s.da->lay[l];
+    const tr_dec_layer_p *pl = &s.p->lay[l];
+    tr_dec_layer_p *gl = &s.g->lay[l];
+    const void *Tin = l == 0 ? s.a->T0 : s.a->lay[l - 1].t3, *Kin = l == 0 ? s.a->Kimg : s.a->lay[l - 1].kout;
+    void *dTin = l == 0 ? s.da->T0 : s.da->lay[l - 1].t3, *dKin = l == 0 ? s.da->Kimg : s.da->lay[l - 1].kout;
+    s.o->zero(s.be, tr_f32(m->dact_mem + m->dlay_off), m->dlay_n); /* shares the union region (4-byte units) */
     if (l > 0) {
-        o->zero(be, T(dTin), nT);
-        o->zero(be, T(dKin), nK);
+        s.o->zero(s.be, T(dTin), nT);
+        s.o->zero(s.be, T(dKin), nK);
     }
     /* 4: image to tokens */
     ln_bwd(m, dL->k4pre, gl->n4_w, gl->n4_b, dL->kout, L->k4pre, pl->n4_w, L->n4_m, L->n4_r,
            NP * GG, C, 1e-5f);
-    o->accumulate(be, T(dKin), T(dL->k4pre), nK);
-    o->accumulate(be, T(dL->i2t.out), T(dL->k4pre), nK);
+    s.o->accumulate(s.be, T(dKin), T(dL->k4pre), nK);
+    s.o->accumulate(s.be, T(dL->i2t.out), T(dL->k4pre), nK);
     ablock_backward(m, &pl->i2t, &gl->i2t, &L->i2t, &dL->i2t, L->kpe, L->i2t_kin, L->t3, dL->kpe,
-                    dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, c->h);
-    o->accumulate(be, T(dL->t3), T(dL->i2t_kin), nT);
-    o->accumulate(be, T(da->T0), T(dL->i2t_kin), nT);
+                    dL->i2t_kin, dL->t3, NP, GG, T, C, C / 2, s.c->h);
+    s.o->accumulate(s.be, T(dL->t3), T(dL->i2t_kin), nT);
+    s.o->accumulate(s.be, T(s.da->T0), T(dL->i2t_kin), nT);
     /* 3: MLP */
     ln_bwd(m, dL->t3pre, gl->n3_w, gl->n3_b, dL->t3, L->t3pre, pl->n3_w, L->n3_m, L->n3_r,
            NP * T, C, 1e-5f);
-    o->accumulate(be, T(dL->t2), T(dL->t3pre), nT);
+    s.o->accumulate(s.be, T(dL->t2), T(dL->t3pre), nT);
     lin_bwd(m, dL->relu, gl->fc2_w, gl->fc2_b, dL->t3pre, L->relu, pl->fc2_w, NP * T, 8 * C, C);
-    o->relu_backward(be, T(dL->fc1), T(dL->relu), T(L->fc1), (size_t)NP * T * 8 * C);
+    s.o->relu_backward(s.be, T(dL->fc1), T(dL->relu), T(L->fc1), (size_t)NP * T * 8 * C);
     lin_bwd(m, dL->t2, gl->fc1_w, gl->fc1_b, dL->fc1, L->t2, pl->fc1_w, NP * T, C, 8 * C);
     /* 2: tokens to image */
     ln_bwd(m, dL->t2pre, gl->n2_w, gl->n2_b, dL->t2, L->t2pre, pl->n2_w, L->n2_m, L->n2_r,
            NP * T, C, 1e-5f);
-    o->accumulate(be, T(dL->t1), T(dL->t2pre), nT);
-    o->accumulate(be, T(dL->t2i.out), T(dL->t2pre), nT);
+    s.o->accumulate(s.be, T(dL->t1), T(dL->t2pre), nT);
+    s.o->accumulate(s.be, T(dL->t2i.out), T(dL->t2pre), nT);
     ablock_backward(m, &pl->t2i, &gl->t2i, &L->t2i, &dL->t2i, L->t2i_qin, L->kpe, Kin, dL->t2i_qin, dL->kpe,
-                    dKin, NP, T, GG, C, C / 2, c->h);
-    o->accumulate(be, T(dKin), T(dL->kpe), nK);
-    o->accumulate(be, T(dL->t1), T(dL->t2i_qin), nT);
-    o->accumulate(be, T(da->T0), T(dL->t2i_qin), nT);
+                    dKin, NP, T, GG, C, C / 2, s.c->h);
+    s.o->accumulate(s.be, T(dKin), T(dL->kpe), nK);
+    s.o->accumulate(s.be, T(dL->t1), T(dL->t2i_qin), nT);
+    s.o->accumulate(s.be, T(s.da->T0), T(dL->t2i_qin), nT);
     /* 1: self attention */
     if (l == 0) {
         ln_bwd(m, dL->sa.out, gl->n1_w, gl->n1_b, dL->t1, L->sa.out, pl->n1_w, L->n1_m, L->n1_r,
                NP * T, C, 1e-5f);
         ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, Tin, Tin, Tin, dTin, dTin, dTin, NP, T, T, C,
-                        C, c->h);
+                        C, s.c->h);
     } else {
         ln_bwd(m, dL->t1pre, gl->n1_w, gl->n1_b, dL->t1, L->t1pre, pl->n1_w, L->n1_m, L->n1_r,
                NP * T, C, 1e-5f);
-        o->accumulate(be, T(dTin), T(dL->t1pre), nT);
-        o->accumulate(be, T(dL->sa.out), T(dL->t1pre), nT);
+        s.o->accumulate(s.be, T(dTin), T(dL->t1pre), nT);
+        s.o->accumulate(s.be, T(dL->sa.out), T(dL->t1pre), nT);
         ablock_backward(m, &pl->sa, &gl->sa, &L->sa, &dL->sa, L->sa_qin, L->sa_qin, Tin, dL->sa_qin,
-                        dL->sa_qin, dTin, NP, T, T, C, C, c->h);
-        o->accumulate(be, T(dTin), T(dL->sa_qin), nT);
-        o->accumulate(be, T(da->T0), T(dL->sa_qin), nT);
+                        dL->sa_qin, dTin, NP, T, T, C, C, s.c->h);
+        s.o->accumulate(s.be, T(dTin), T(dL->sa_qin), nT);
+        s.o->accumulate(s.be, T(s.da->T0), T(dL->sa_qin), nT);
     }
 }
 
@@ -396,8 +403,7 @@ static int chunk_pairs(const tr_model *m, int c, size_t *p0)
 static void keys_chunk_forward(tr_model *m, size_t p0, int n)
 {
     tr_backend *be = m->be;
-    const tr_config *c = &m->cfg;
-    size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
+    size_t GG = (size_t)m->geom.GG, C = (size_t)m->cfg.C, M = (size_t)m->M;
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
         be->ops->keys_forward(be, T(AT(m->a.Kimg, (q - p0) * GG * C)), T(AT(m->a.emb, img * GG * C)),
@@ -409,8 +415,7 @@ static void keys_chunk_forward(tr_model *m, size_t p0, int n)
 static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
 {
     tr_backend *be = m->be;
-    const tr_config *c = &m->cfg;
-    size_t GG = (size_t)(c->S / c->P) * (size_t)(c->S / c->P), C = (size_t)c->C, M = (size_t)m->M;
+    size_t GG = (size_t)m->geom.GG, C = (size_t)m->cfg.C, M = (size_t)m->M;
     for (size_t q = p0; q < p0 + (size_t)n;) {
         size_t img = q / M, e = (img + 1) * M < p0 + (size_t)n ? (img + 1) * M : p0 + (size_t)n;
         be->ops->keys_backward(be, T(to_emb ? AT(m->da.emb, img * GG * C) : NULL), m->g.no_mask,
@@ -425,52 +430,48 @@ static void keys_chunk_backward(tr_model *m, size_t p0, int n, int to_emb)
  * the backward reads neither).  Leaves the view on chunk c. */
 static void dec_chunk_forward(tr_model *m, const tr_batch *b, int ci, int out)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->p;
-    tr_acts *a = &m->a;
-    int S = c->S, G = S / c->P, GG = G * G, C = c->C, K = m->K, T = K + 2, R = 4 * G, RR = R * R;
+    seq_ctx s = seq_of(m);
+    int S = s.c->S, G = s.gm->G, GG = s.gm->GG, C = s.c->C, K = m->K, T = s.gm->T, RR = s.gm->RR;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
     size_t nT = (size_t)NP * T * C;
     dec_view(m, ci);
-    o->prompt_tokens_forward(be, T(a->T0), b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
-                             m->pe_gaussian, W(p->label_emb), W(p->not_a_point), W(p->iou_token),
-                             W(p->mask_token), NP, K, C, S);
+    s.o->prompt_tokens_forward(s.be, T(s.a->T0), b->points + p0 * (size_t)K * 2, b->labels + p0 * (size_t)K,
+                               m->pe_gaussian, W(s.p->label_emb), W(s.p->not_a_point), W(s.p->iou_token),
+                               W(s.p->mask_token), NP, K, C, S);
     keys_chunk_forward(m, p0, NP);
 
     /* two-way transformer */
-    const void *Tc = a->T0, *Kc = a->Kimg;
-    for (int l = 0; l < c->D; l++) {
+    const void *Tc = s.a->T0, *Kc = s.a->Kimg;
+    for (int l = 0; l < s.c->D; l++) {
         dec_layer_forward(m, l, Tc, Kc, NP);
-        Tc = a->lay[l].t3, Kc = a->lay[l].kout;
+        Tc = s.a->lay[l].t3, Kc = s.a->lay[l].kout;
     }
-    o->add(be, T(a->fin_qin), T(Tc), T(a->T0), nT);
-    o->add_bcast(be, T(a->fin_kin), T(Kc), T(a->dense_pe), (size_t)NP, (size_t)GG * C);
-    ablock_forward(m, &p->fin, &a->fin, a->fin_qin, a->fin_kin, Kc, NP, T, GG, C, C / 2, c->h);
-    o->add(be, T(a->tfpre), T(Tc), T(a->fin.out), nT);
-    ln_fwd(m, a->tf, a->fin_m, a->fin_r, a->tfpre, p->fin_n_w, p->fin_n_b, NP * T, C, 1e-5f);
+    s.o->add(s.be, T(s.a->fin_qin), T(Tc), T(s.a->T0), nT);
+    s.o->add_bcast(s.be, T(s.a->fin_kin), T(Kc), T(s.a->dense_pe), (size_t)NP, (size_t)GG * C);
+    ablock_forward(m, &s.p->fin, &s.a->fin, s.a->fin_qin, s.a->fin_kin, Kc, NP, T, GG, C, C / 2, s.c->h);
+    s.o->add(s.be, T(s.a->tfpre), T(Tc), T(s.a->fin.out), nT);
+    ln_fwd(m, s.a->tf, s.a->fin_m, s.a->fin_r, s.a->tfpre, s.p->fin_n_w, s.p->fin_n_b, NP * T, C, 1e-5f);
 
     /* upscaling, hypernetwork, mask logits, IoU head */
-    convt_fwd(m, a->up1, Kc, p->up1_w, p->up1_b, a->up_scratch, NP, G, G, C, C / 4);
-    ln_fwd(m, a->upln, a->upln_m, a->upln_r, a->up1, p->upln_w, p->upln_b, NP * 4 * GG, C / 4, 1e-6f);
-    o->gelu_forward(be, T(a->upgelu), T(a->upln), (size_t)NP * 4 * GG * (C / 4));
-    convt_fwd(m, a->up2, a->upgelu, p->up2_w, p->up2_b, a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
-    o->gelu_forward(be, T(a->U), T(a->up2), (size_t)NP * RR * (C / 8));
-    o->rows_gather(be, T(a->tmask), T(a->tf), NP, T, C, 1);
-    lin_fwd(m, a->h0, a->tmask, p->hyp_w[0], p->hyp_b[0], NP, C, C);
-    o->relu_forward(be, T(a->h0r), T(a->h0), (size_t)NP * C);
-    lin_fwd(m, a->h1, a->h0r, p->hyp_w[1], p->hyp_b[1], NP, C, C);
-    o->relu_forward(be, T(a->h1r), T(a->h1), (size_t)NP * C);
-    lin_fwd(m, a->hyp, a->h1r, p->hyp_w[2], p->hyp_b[2], NP, C, C / 8);
-    if (out) o->mask_dot_forward(be, T(a->logits), T(a->U), T(a->hyp), NP, RR, C / 8);
-    o->rows_gather(be, T(a->tiou), T(a->tf), NP, T, C, 0);
-    lin_fwd(m, a->i0, a->tiou, p->iouh_w[0], p->iouh_b[0], NP, C, C);
-    o->relu_forward(be, T(a->i0r), T(a->i0), (size_t)NP * C);
-    lin_fwd(m, a->i1, a->i0r, p->iouh_w[1], p->iouh_b[1], NP, C, C);
-    o->relu_forward(be, T(a->i1r), T(a->i1), (size_t)NP * C);
-    if (out) lin_fwd(m, a->iou, a->i1r, p->iouh_w[2], p->iouh_b[2], NP, C, 1);
+    convt_fwd(m, s.a->up1, Kc, s.p->up1_w, s.p->up1_b, s.a->up_scratch, NP, G, G, C, C / 4);
+    ln_fwd(m, s.a->upln, s.a->upln_m, s.a->upln_r, s.a->up1, s.p->upln_w, s.p->upln_b, NP * 4 * GG, C / 4, 1e-6f);
+    s.o->gelu_forward(s.be, T(s.a->upgelu), T(s.a->upln), (size_t)NP * 4 * GG * (C / 4));
+    convt_fwd(m, s.a->up2, s.a->upgelu, s.p->up2_w, s.p->up2_b, s.a->up_scratch, NP, 2 * G, 2 * G, C / 4, C / 8);
+    s.o->gelu_forward(s.be, T(s.a->U), T(s.a->up2), (size_t)NP * RR * (C / 8));
+    s.o->rows_gather(s.be, T(s.a->tmask), T(s.a->tf), NP, T, C, 1);
+    lin_fwd(m, s.a->h0, s.a->tmask, s.p->hyp_w[0], s.p->hyp_b[0], NP, C, C);
+    s.o->relu_forward(s.be, T(s.a->h0r), T(s.a->h0), (size_t)NP * C);
+    lin_fwd(m, s.a->h1, s.a->h0r, s.p->hyp_w[1], s.p->hyp_b[1], NP, C, C);
+    s.o->relu_forward(s.be, T(s.a->h1r), T(s.a->h1), (size_t)NP * C);
+    lin_fwd(m, s.a->hyp, s.a->h1r, s.p->hyp_w[2], s.p->hyp_b[2], NP, C, C / 8);
+    if (out) s.o->mask_dot_forward(s.be, T(s.a->logits), T(s.a->U), T(s.a->hyp), NP, RR, C / 8);
+    s.o->rows_gather(s.be, T(s.a->tiou), T(s.a->tf), NP, T, C, 0);
+    lin_fwd(m, s.a->i0, s.a->tiou, s.p->iouh_w[0], s.p->iouh_b[0], NP, C, C);
+    s.o->relu_forward(s.be, T(s.a->i0r), T(s.a->i0), (size_t)NP * C);
+    lin_fwd(m, s.a->i1, s.a->i0r, s.p->iouh_w[1], s.p->iouh_b[1], NP, C, C);
+    s.o->relu_forward(s.be, T(s.a->i1r), T(s.a->i1), (size_t)NP * C);
+    if (out) lin_fwd(m, s.a->iou, s.a->i1r, s.p->iouh_w[2], s.p->iouh_b[2], NP, C, 1);
     if (!m->dec_full) m->dec_res = ci;
 }
 
@@ -486,41 +487,37 @@ static void dec_restore(tr_model *m, const tr_batch *b, int ci)
  * the decoder. */
 static void forward_encoder(tr_model *m, const tr_batch *b)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->p;
-    tr_acts *a = &m->a;
-    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, BT = B * GG;
+    seq_ctx s = seq_of(m);
+    int S = s.c->S, P = s.c->P, G = s.gm->G, GG = s.gm->GG, E = s.c->E, C = s.c->C, B = m->B, BT = B * GG;
     if (m->wc16) /* the compute weights: the masters rounded to nearest even */
-        o->convert(be, tr_typed(m->wc16, m->adt), tr_f32(m->param_mem), m->n_param_floats);
+        s.o->convert(s.be, tr_typed(m->wc16, m->adt), tr_f32(m->param_mem), m->n_param_floats);
 
     /* encoder: patch embedding, positions, L pre-norm blocks, neck */
     size_t GE = (size_t)GG * E, ni = (size_t)m->enc_ni, PE = ni * GE;
     int np = B / m->enc_ni; /* passes of enc_ni images */
     for (int q = 0; q < np; q++) { /* pass by pass through one pass's patches */
-        o->patch_im2col(be, T(a->patches), b->image + (size_t)q * ni * S * S * 3, b->content + 2 * q * ni,
-                        (int)ni, S, P);
-        lin_fwd(m, AT(a->x0, (size_t)q * PE), a->patches, p->patch_w, p->patch_b, (int)ni * GG, 3 * P * P, E);
+        s.o->patch_im2col(s.be, T(s.a->patches), b->image + (size_t)q * ni * S * S * 3, b->content + 2 * q * ni,
+                          (int)ni, S, P);
+        lin_fwd(m, AT(s.a->x0, (size_t)q * PE), s.a->patches, s.p->patch_w, s.p->patch_b, (int)ni * GG, s.gm->PP3, E);
     }
-    for (int i = 0; i < B; i++) o->accumulate(be, T(AT(a->x0, (size_t)i * GE)), W(p->pos), GE);
+    for (int i = 0; i < B; i++) s.o->accumulate(s.be, T(AT(s.a->x0, (size_t)i * GE)), W(s.p->pos), GE);
     for (int q = 0; q < np; q++) { /* pass by pass */
         enc_view(m, q);
-        for (int i = 0; i < c->L; i++) {
-            if (a->enc_in[i]) mcopy(m, AT(a->enc_in[i], (size_t)q * PE), a->blk[i - 1].xout, PE);
+        for (int i = 0; i < s.c->L; i++) {
+            if (s.a->enc_in[i]) mcopy(m, AT(s.a->enc_in[i], (size_t)q * PE), s.a->blk[i - 1].xout, PE);
             enc_block_forward(m, i, enc_input(m, i, q), 1);
         }
-        if (c->L && a->enc_out) mcopy(m, AT(a->enc_out, (size_t)q * PE), a->blk[c->L - 1].xout, PE);
+        if (s.c->L && s.a->enc_out) mcopy(m, AT(s.a->enc_out, (size_t)q * PE), s.a->blk[s.c->L - 1].xout, PE);
     }
     enc_view(m, 0);
-    m->enc_res = c->L == 0 ? -1 : m->opt.ckpt_every ? (c->L - 1) / m->opt.ckpt_every : c->L - 1;
+    m->enc_res = s.c->L == 0 ? -1 : m->opt.ckpt_every ? (s.c->L - 1) / m->opt.ckpt_every : s.c->L - 1;
     m->enc_res_img = np - 1;
-    const void *x = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
-    lin_fwd(m, a->neck, x, p->neck_w, NULL, BT, E, C);
-    ln_fwd(m, a->emb, a->emb_m, a->emb_r, a->neck, p->neck_ln_w, p->neck_ln_b, BT, C, 1e-6f);
+    const void *x = s.c->L ? (s.a->enc_out ? s.a->enc_out : s.a->blk[s.c->L - 1].xout) : s.a->x0;
+    lin_fwd(m, s.a->neck, x, s.p->neck_w, NULL, BT, E, C);
+    ln_fwd(m, s.a->emb, s.a->emb_m, s.a->emb_r, s.a->neck, s.p->neck_ln_w, s.p->neck_ln_b, BT, C, 1e-6f);
 
     /* prompt encoder: the dense PE */
-    o->pe_dense(be, T(a->dense_pe), m->pe_gaussian, G, C);
+    s.o->pe_dense(s.be, T(s.a->dense_pe), m->pe_gaussian, G, C);
     m->dec_res = -1;
 }
 
@@ -539,68 +536,62 @@ static void forward_body(tr_model *m, const tr_batch *b)
  * accumulate. */
 static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->p;
-    tr_params *g = &m->g;
-    const tr_acts *a = &m->a;
-    tr_acts *da = &m->da;
-    int G = c->S / c->P, GG = G * G, C = c->C, K = m->K, T = K + 2, R = 4 * G, RR = R * R;
+    seq_ctx s = seq_of(m);
+    int G = s.gm->G, GG = s.gm->GG, C = s.c->C, K = m->K, T = s.gm->T, RR = s.gm->RR;
     int lo = m->enc_lo;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
     size_t nc = (size_t)m->dec_chunk;
     size_t nT = (size_t)NP * T * C, nK = (size_t)NP * GG * C, nUp = nc * GG * C;
-    o->zero(be, tr_f32(m->dact_mem + m->ddec_off), m->ddec_n); /* the chunk's gradients (4-byte units) */
-    o->zero(be, T(da->U), nc * RR * (C / 8));            /* the tail's, in the union region */
-    o->zero(be, T(da->up2), nc * RR * (C / 8));
+    s.o->zero(s.be, tr_f32(m->dact_mem + m->ddec_off), m->ddec_n); /* the chunk's gradients (4-byte units) */
+    s.o->zero(s.be, T(s.da->U), nc * RR * (C / 8));            /* the tail's, in the union region */
+    s.o->zero(s.be, T(s.da->up2), nc * RR * (C / 8));
     /* IoU head */
-    lin_bwd(m, da->i1r, g->iouh_w[2], g->iouh_b[2], da->iou, a->i1r, p->iouh_w[2], NP, C, 1);
-    o->relu_backward(be, T(da->i1), T(da->i1r), T(a->i1), (size_t)NP * C);
-    lin_bwd(m, da->i0r, g->iouh_w[1], g->iouh_b[1], da->i1, a->i0r, p->iouh_w[1], NP, C, C);
-    o->relu_backward(be, T(da->i0), T(da->i0r), T(a->i0), (size_t)NP * C);
-    lin_bwd(m, da->tiou, g->iouh_w[0], g->iouh_b[0], da->i0, a->tiou, p->iouh_w[0], NP, C, C);
-    o->rows_scatter_add(be, T(da->tf), T(da->tiou), NP, T, C, 0);
+    lin_bwd(m, s.da->i1r, s.g->iouh_w[2], s.g->iouh_b[2], s.da->iou, s.a->i1r, s.p->iouh_w[2], NP, C, 1);
+    s.o->relu_backward(s.be, T(s.da->i1), T(s.da->i1r), T(s.a->i1), (size_t)NP * C);
+    lin_bwd(m, s.da->i0r, s.g->iouh_w[1], s.g->iouh_b[1], s.da->i1, s.a->i0r, s.p->iouh_w[1], NP, C, C);
+    s.o->relu_backward(s.be, T(s.da->i0), T(s.da->i0r), T(s.a->i0), (size_t)NP * C);
+    lin_bwd(m, s.da->tiou, s.g->iouh_w[0], s.g->iouh_b[0], s.da->i0, s.a->tiou, s.p->iouh_w[0], NP, C, C);
+    s.o->rows_scatter_add(s.be, T(s.da->tf), T(s.da->tiou), NP, T, C, 0);
     /* mask logits and hypernetwork */
-    o->mask_dot_backward(be, T(da->U), T(da->hyp), T(da->logits), T(a->U), T(a->hyp), NP, RR, C / 8);
-    lin_bwd(m, da->h1r, g->hyp_w[2], g->hyp_b[2], da->hyp, a->h1r, p->hyp_w[2], NP, C, C / 8);
-    o->relu_backward(be, T(da->h1), T(da->h1r), T(a->h1), (size_t)NP * C);
-    lin_bwd(m, da->h0r, g->hyp_w[1], g->hyp_b[1], da->h1, a->h0r, p->hyp_w[1], NP, C, C);
-    o->relu_backward(be, T(da->h0), T(da->h0r), T(a->h0), (size_t)NP * C);
-    lin_bwd(m, da->tmask, g->hyp_w[0], g->hyp_b[0], da->h0, a->tmask, p->hyp_w[0], NP, C, C);
-    o->rows_scatter_add(be, T(da->tf), T(da->tmask), NP, T, C, 1);
+    s.o->mask_dot_backward(s.be, T(s.da->U), T(s.da->hyp), T(s.da->logits), T(s.a->U), T(s.a->hyp), NP, RR, C / 8);
+    lin_bwd(m, s.da->h1r, s.g->hyp_w[2], s.g->hyp_b[2], s.da->hyp, s.a->h1r, s.p->hyp_w[2], NP, C, C / 8);
+    s.o->relu_backward(s.be, T(s.da->h1), T(s.da->h1r), T(s.a->h1), (size_t)NP * C);
+    lin_bwd(m, s.da->h0r, s.g->hyp_w[1], s.g->hyp_b[1], s.da->h1, s.a->h0r, s.p->hyp_w[1], NP, C, C);
+    s.o->relu_backward(s.be, T(s.da->h0), T(s.da->h0r), T(s.a->h0), (size_t)NP * C);
+    lin_bwd(m, s.da->tmask, s.g->hyp_w[0], s.g->hyp_b[0], s.da->h0, s.a->tmask, s.p->hyp_w[0], NP, C, C);
+    s.o->rows_scatter_add(s.be, T(s.da->tf), T(s.da->tmask), NP, T, C, 1);
     /* upscaling */
-    const void *Kc = a->lay[c->D - 1].kout;
-    void *dKc = da->lay[c->D - 1].kout, *dTc = da->lay[c->D - 1].t3;
-    o->gelu_backward(be, T(da->up2), T(da->U), T(a->up2), (size_t)NP * RR * (C / 8));
-    o->zero(be, T(da->upgelu), nUp); /* the buffers alternate: each zeroed before it accumulates */
-    convt_bwd(m, da->upgelu, g->up2_w, g->up2_b, da->up2, a->upgelu, p->up2_w, da->up_scratch, NP, 2 * G, 2 * G,
-              C / 4, C / 8);
-    o->zero(be, T(da->upln), nUp);
-    o->gelu_backward(be, T(da->upln), T(da->upgelu), T(a->upln), (size_t)NP * 4 * GG * (C / 4));
-    o->zero(be, T(da->up1), nUp);
-    ln_bwd(m, da->up1, g->upln_w, g->upln_b, da->upln, a->up1, p->upln_w, a->upln_m, a->upln_r, NP * 4 * GG, C / 4,
-           1e-6f);
-    convt_bwd(m, dKc, g->up1_w, g->up1_b, da->up1, Kc, p->up1_w, da->up_scratch, NP, G, G, C, C / 4);
+    const void *Kc = s.a->lay[s.c->D - 1].kout;
+    void *dKc = s.da->lay[s.c->D - 1].kout, *dTc = s.da->lay[s.c->D - 1].t3;
+    s.o->gelu_backward(s.be, T(s.da->up2), T(s.da->U), T(s.a->up2), (size_t)NP * RR * (C / 8));
+    s.o->zero(s.be, T(s.da->upgelu), nUp); /* the buffers alternate: each zeroed before it accumulates */
+    convt_bwd(m, s.da->upgelu, s.g->up2_w, s.g->up2_b, s.da->up2, s.a->upgelu, s.p->up2_w, s.da->up_scratch, NP,
+              2 * G, 2 * G, C / 4, C / 8);
+    s.o->zero(s.be, T(s.da->upln), nUp);
+    s.o->gelu_backward(s.be, T(s.da->upln), T(s.da->upgelu), T(s.a->upln), (size_t)NP * 4 * GG * (C / 4));
+    s.o->zero(s.be, T(s.da->up1), nUp);
+    ln_bwd(m, s.da->up1, s.g->upln_w, s.g->upln_b, s.da->upln, s.a->up1, s.p->upln_w, s.a->upln_m, s.a->upln_r,
+           NP * 4 * GG, C / 4, 1e-6f);
+    convt_bwd(m, dKc, s.g->up1_w, s.g->up1_b, s.da->up1, Kc, s.p->up1_w, s.da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
-    o->zero(be, T(da->pp_u[0]), (size_t)((char *)da->fin.out - (char *)da->pp_u[0]) / mdl_esz(m) + nT);
-    o->zero(be, T(da->pp_u[1]), (size_t)((char *)da->fin_qin - (char *)da->pp_u[1]) / mdl_esz(m) + nT);
-    ln_bwd(m, da->tfpre, g->fin_n_w, g->fin_n_b, da->tf, a->tfpre, p->fin_n_w, a->fin_m, a->fin_r,
+    s.o->zero(s.be, T(s.da->pp_u[0]), (size_t)((char *)s.da->fin.out - (char *)s.da->pp_u[0]) / mdl_esz(m) + nT);
+    s.o->zero(s.be, T(s.da->pp_u[1]), (size_t)((char *)s.da->fin_qin - (char *)s.da->pp_u[1]) / mdl_esz(m) + nT);
+    ln_bwd(m, s.da->tfpre, s.g->fin_n_w, s.g->fin_n_b, s.da->tf, s.a->tfpre, s.p->fin_n_w, s.a->fin_m, s.a->fin_r,
            NP * T, C, 1e-5f);
-    o->accumulate(be, T(dTc), T(da->tfpre), nT);
-    o->accumulate(be, T(da->fin.out), T(da->tfpre), nT);
-    ablock_backward(m, &p->fin, &g->fin, &a->fin, &da->fin, a->fin_qin, a->fin_kin, Kc, da->fin_qin, da->fin_kin,
-                    dKc, NP, T, GG, C, C / 2, c->h);
-    o->accumulate(be, T(dTc), T(da->fin_qin), nT);
-    o->accumulate(be, T(da->T0), T(da->fin_qin), nT);
-    o->accumulate(be, T(dKc), T(da->fin_kin), nK);
+    s.o->accumulate(s.be, T(dTc), T(s.da->tfpre), nT);
+    s.o->accumulate(s.be, T(s.da->fin.out), T(s.da->tfpre), nT);
+    ablock_backward(m, &s.p->fin, &s.g->fin, &s.a->fin, &s.da->fin, s.a->fin_qin, s.a->fin_kin, Kc, s.da->fin_qin,
+                    s.da->fin_kin, dKc, NP, T, GG, C, C / 2, s.c->h);
+    s.o->accumulate(s.be, T(dTc), T(s.da->fin_qin), nT);
+    s.o->accumulate(s.be, T(s.da->T0), T(s.da->fin_qin), nT);
+    s.o->accumulate(s.be, T(dKc), T(s.da->fin_kin), nK);
     /* decoder layers in reverse; one shared gradient set, zeroed per layer */
-    for (int l = c->D - 1; l >= 0; l--) dec_layer_backward(m, l, NP);
+    for (int l = s.c->D - 1; l >= 0; l--) dec_layer_backward(m, l, NP);
     /* prompt tokens and image keys of the chunk */
-    o->prompt_tokens_backward(be, g->label_emb, g->not_a_point, g->iou_token, g->mask_token, T(da->T0),
-                              b->labels + p0 * (size_t)K, NP, K, C);
-    keys_chunk_backward(m, p0, NP, lo <= c->L);
+    s.o->prompt_tokens_backward(s.be, s.g->label_emb, s.g->not_a_point, s.g->iou_token, s.g->mask_token, T(s.da->T0),
+                                b->labels + p0 * (size_t)K, NP, K, C);
+    keys_chunk_backward(m, p0, NP, lo <= s.c->L);
 }
 
 /* The loss of chunk ci (the view on it): its gradients those of the batch's
@@ -610,7 +601,7 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
 static int dec_chunk_loss(tr_model *m, const tr_batch *b, int ci, float scale, int sum)
 {
     tr_backend *be = m->be;
-    int G = m->cfg.S / m->cfg.P, RR = 16 * G * G;
+    int RR = m->geom.RR;
     size_t p0;
     int NP = chunk_pairs(m, ci, &p0);
     if (!m->chunk_valid[ci]) return 0; /* no valid pair: its gradients are 0, its backward skipped */
@@ -648,46 +639,41 @@ static int backward_begin(tr_model *m, int zero_grads)
  * image, patch embedding (as far down as something is trainable). */
 static void enc_backward(tr_model *m, const tr_batch *b)
 {
-    tr_backend *be = m->be;
-    const tr_ops *o = be->ops;
-    const tr_config *c = &m->cfg;
-    const tr_params *p = &m->p;
-    tr_params *g = &m->g;
-    const tr_acts *a = &m->a;
-    tr_acts *da = &m->da;
-    int S = c->S, P = c->P, G = S / P, GG = G * G, E = c->E, C = c->C, B = m->B, K = m->K;
-    int BT = B * GG;
+    seq_ctx s = seq_of(m);
+    int S = s.c->S, P = s.c->P, GG = s.gm->GG, E = s.c->E, C = s.c->C, B = m->B, BT = B * GG;
     int lo = m->enc_lo;
-    (void)K;
-    if (lo > c->L) return;
+    if (lo > s.c->L) return;
     /* neck (every image), then the encoder image by image */
-    void *dxl = lo == c->L ? NULL : c->L ? da->enc_out : da->x0;
-    ln_bwd(m, da->neck, g->neck_ln_w, g->neck_ln_b, da->emb, a->neck, p->neck_ln_w, a->emb_m, a->emb_r, BT, C,
-           1e-6f);
-    const void *xl = c->L ? (a->enc_out ? a->enc_out : a->blk[c->L - 1].xout) : a->x0;
-    lin_bwd(m, dxl, g->neck_w, NULL, da->neck, xl, p->neck_w, BT, E, C);
+    void *dxl = lo == s.c->L ? NULL : s.c->L ? s.da->enc_out : s.da->x0;
+    ln_bwd(m, s.da->neck, s.g->neck_ln_w, s.g->neck_ln_b, s.da->emb, s.a->neck, s.p->neck_ln_w, s.a->emb_m,
+           s.a->emb_r, BT, C, 1e-6f);
+    const void *xl = s.c->L ? (s.a->enc_out ? s.a->enc_out : s.a->blk[s.c->L - 1].xout) : s.a->x0;
+    lin_bwd(m, dxl, s.g->neck_w, NULL, s.da->neck, xl, s.p->neck_w, BT, E, C);
     size_t GE = (size_t)GG * E, ni = (size_t)m->enc_ni, PE = ni * GE;
     int np = B / m->enc_ni; /* passes of enc_ni images */
-    for (int q = np - 1; q >= 0 && lo < c->L; q--) {
-        for (int i = c->L - 1; i >= 0 && i >= lo; i--) {
+    for (int q = np - 1; q >= 0 && lo < s.c->L; q--) {
+        for (int i = s.c->L - 1; i >= 0 && i >= lo; i--) {
             enc_restore(m, i, q);
-            tr_enc_block_a *db = &da->blk[i];
+            tr_enc_block_a *db = &s.da->blk[i];
             const void *xin = enc_input(m, i, q);
-            void *dxout = i < c->L - 1 ? db->xout : da->enc_out ? AT(da->enc_out, (size_t)q * PE) : da->pp_x[i % 2];
-            void *dxin = i > 0 ? (i > lo ? da->blk[i - 1].xout : NULL) : (lo < 0 ? AT(da->x0, (size_t)q * PE) : NULL);
-            if (dxin && i > 0) o->zero(be, T(dxin), PE);
+            void *dxout = i < s.c->L - 1 ? db->xout
+                          : s.da->enc_out ? AT(s.da->enc_out, (size_t)q * PE)
+                                          : s.da->pp_x[i % 2];
+            void *dxin = i > 0 ? (i > lo ? s.da->blk[i - 1].xout : NULL)
+                               : (lo < 0 ? AT(s.da->x0, (size_t)q * PE) : NULL);
+            if (dxin && i > 0) s.o->zero(s.be, T(dxin), PE);
             enc_block_backward(m, i, xin, dxout, dxin);
         }
     }
     enc_view(m, 0);
     if (lo >= 0) return;
-    if (g->pos) /* a parameter gradient: accumulated in fp32 */
-        for (int i = 0; i < B; i++) o->accumulate(be, tr_f32(g->pos), T(AT(da->x0, (size_t)i * GE)), GE);
+    if (s.g->pos) /* a parameter gradient: accumulated in fp32 */
+        for (int i = 0; i < B; i++) s.o->accumulate(s.be, tr_f32(s.g->pos), T(AT(s.da->x0, (size_t)i * GE)), GE);
     for (int q = 0; q < np; q++) {
-        o->patch_im2col(be, T(a->patches), b->image + (size_t)q * ni * S * S * 3, b->content + 2 * q * ni,
-                        (int)ni, S, P);
-        lin_bwd(m, NULL, g->patch_w, g->patch_b, AT(da->x0, (size_t)q * PE), a->patches, p->patch_w, (int)ni * GG,
-                3 * P * P, E);
+        s.o->patch_im2col(s.be, T(s.a->patches), b->image + (size_t)q * ni * S * S * 3, b->content + 2 * q * ni,
+                          (int)ni, S, P);
+        lin_bwd(m, NULL, s.g->patch_w, s.g->patch_b, AT(s.da->x0, (size_t)q * PE), s.a->patches, s.p->patch_w,
+                (int)ni * GG, s.gm->PP3, E);
     }
 }
 
@@ -755,7 +741,7 @@ static void step_recover(tr_model *m, uint64_t mark)
  * backward runs as in a real step).  0, or -1 with err. */
 static int batch_check(tr_model *m, const tr_batch *b, char *err, size_t err_len)
 {
-    int S = m->cfg.S, G = S / m->cfg.P, B = m->B, M = m->M, K = m->K, R = 4 * G;
+    int S = m->cfg.S, B = m->B, M = m->M, K = m->K, R = m->geom.R;
     size_t NP = (size_t)B * M;
     if (b->B != B || b->M != M || b->K != K || b->S != S || b->R != R)
         return snprintf(err, err_len, "batch geometry B=%d M=%d K=%d S=%d R=%d does not match the model's "
@@ -880,8 +866,7 @@ static void get_f32(const tr_model *m, float *dst, const void *src, size_t n)
 
 void tr_model_get_logits(const tr_model *m, float *dst)
 {
-    size_t G = (size_t)(m->cfg.S / m->cfg.P);
-    get_f32(m, dst, m->a.logits, (size_t)m->B * (size_t)m->M * 16 * G * G);
+    get_f32(m, dst, m->a.logits, (size_t)m->B * (size_t)m->M * (size_t)m->geom.RR);
 }
 
 void tr_model_get_iou(const tr_model *m, float *dst) { get_f32(m, dst, m->a.iou, (size_t)m->B * (size_t)m->M); }
@@ -889,8 +874,8 @@ void tr_model_get_iou(const tr_model *m, float *dst) { get_f32(m, dst, m->a.iou,
 double tr_model_flops(const tr_model *m)
 {
     const tr_config *c = &m->cfg;
-    double G = c->S / c->P, GG = G * G, E = c->E, C = c->C, B = m->B, NP = B * m->M, T = m->K + 2;
-    double R = 4 * G, RR = R * R, PP3 = 3.0 * c->P * c->P;
+    const tr_geom *gm = &m->geom;
+    double GG = gm->GG, E = c->E, C = c->C, B = m->B, NP = B * m->M, T = gm->T, RR = gm->RR, PP3 = gm->PP3;
     double f = 0; /* multiply-adds of the forward */
     f += B * GG * PP3 * E;
     f += c->L * B * (GG * E * (3 * E + E + 8 * E) + 2 * GG * GG * E);
