@@ -48,21 +48,8 @@ static void rnd_rows(int prec, float *x, int rows, int len, int ld)
         for (int j = 0; j < len; j++) x[(size_t)r * ld + j] = tr_round_prec(x[(size_t)r * ld + j], prec);
 }
 
-/* One context shape for every parallel loop below: fields are named by role
- * in each op. */
-typedef struct pc {
-    tr_backend *be;
-    float *o, *o2, *o3, *o4;
-    const float *a, *b, *c, *d, *e, *f, *g;
-    const uint8_t *u8, *u8b;
-    const int32_t *i32;
-    const tr_attn_dims *ad;
-    size_t n;
-    int i0, i1, i2, i3, i4, i5;
-    float f0, f1, f2, f3, f4, f5, f6;
-    int ta, tb;
-    double *dd;
-} pc;
+/* Each parallel loop below (fn of par or tr_pool_run) takes its op's
+ * arguments in a struct of its own, x_args, named as the op names them. */
 
 /* ---- GEMM ------------------------------------------------------------------ */
 
@@ -114,29 +101,41 @@ static void gemm1(int ta, int tb, int M, int N, int K, float alpha, const float 
 #endif
 }
 
+/* C = alpha op(A) op(B) + beta C (tr_ops.gemm's arguments) cut into
+ * `blocks` blocks of rows or of columns of C. */
+typedef struct gemm_args {
+    int ta, tb, M, N, K;
+    float alpha, beta;
+    const float *A, *B;
+    int lda, ldb, ldc;
+    float *C;
+    size_t blocks;
+} gemm_args;
+
 /* Blocks of C: the split depends only on the shape (never on the thread
  * count), so every element is computed by the same BLAS call whatever the
  * number of threads: results are bit-identical across --threads. */
 static void gemm_rows_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    size_t nb = p->n, M = (size_t)p->i0;
+    const gemm_args *g = ctx;
+    size_t nb = g->blocks, M = (size_t)g->M;
     for (size_t blk = b; blk < e; blk++) {
         size_t r0 = M * blk / nb, r1 = M * (blk + 1) / nb;
-        const float *A = p->ta ? p->a + r0 : p->a + r0 * (size_t)p->i3;
-        gemm1(p->ta, p->tb, (int)(r1 - r0), p->i1, p->i2, p->f0, A, p->i3, p->b, p->i4, p->f1,
-              p->o + r0 * (size_t)p->i5, p->i5);
+        const float *A = g->ta ? g->A + r0 : g->A + r0 * (size_t)g->lda;
+        gemm1(g->ta, g->tb, (int)(r1 - r0), g->N, g->K, g->alpha, A, g->lda, g->B, g->ldb, g->beta,
+              g->C + r0 * (size_t)g->ldc, g->ldc);
     }
 }
 
 static void gemm_cols_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    size_t nb = p->n, N = (size_t)p->i1;
+    const gemm_args *g = ctx;
+    size_t nb = g->blocks, N = (size_t)g->N;
     for (size_t blk = b; blk < e; blk++) {
         size_t c0 = N * blk / nb, c1 = N * (blk + 1) / nb;
-        const float *B = p->tb ? p->b + c0 * (size_t)p->i4 : p->b + c0;
-        gemm1(p->ta, p->tb, p->i0, (int)(c1 - c0), p->i2, p->f0, p->a, p->i3, B, p->i4, p->f1, p->o + c0, p->i5);
+        const float *B = g->tb ? g->B + c0 * (size_t)g->ldb : g->B + c0;
+        gemm1(g->ta, g->tb, g->M, (int)(c1 - c0), g->K, g->alpha, g->A, g->lda, B, g->ldb, g->beta, g->C + c0,
+              g->ldc);
     }
 }
 
@@ -153,49 +152,63 @@ static void cpu_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float 
         gemm1(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }
-    pc p = {.o = C, .a = A, .b = B, .i0 = M, .i1 = N, .i2 = K, .i3 = lda, .i4 = ldb, .i5 = ldc,
-            .f0 = alpha, .f1 = beta, .ta = ta, .tb = tb, .n = nb};
-    tr_pool_run(be->impl, nb, rows ? gemm_rows_w : gemm_cols_w, &p);
+    gemm_args g = {.ta = ta, .tb = tb, .M = M, .N = N, .K = K, .alpha = alpha, .beta = beta, .A = A, .B = B,
+                   .lda = lda, .ldb = ldb, .ldc = ldc, .C = C, .blocks = nb};
+    tr_pool_run(be->impl, nb, rows ? gemm_rows_w : gemm_cols_w, &g);
 }
 
 /* ---- column sums (double), deterministic: each thread owns columns ---------- */
 
 /* out[c] += sum_n x[n*ld + c] for c in [0, C) over N rows */
+typedef struct colsum_args {
+    float *out;
+    const float *x;
+    size_t N;
+    int ld;
+} colsum_args;
+
 static void colsum_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
+    const colsum_args *a = ctx;
     double acc[64];
     for (size_t c0 = b; c0 < e; c0 += 64) {
         size_t c1 = c0 + 64 < e ? c0 + 64 : e;
         for (size_t c = c0; c < c1; c++) acc[c - c0] = 0.0;
-        for (size_t n = 0; n < p->n; n++) {
-            const float *row = p->a + n * (size_t)p->i0;
+        for (size_t n = 0; n < a->N; n++) {
+            const float *row = a->x + n * (size_t)a->ld;
             for (size_t c = c0; c < c1; c++) acc[c - c0] += row[c];
         }
-        for (size_t c = c0; c < c1; c++) p->o[c] += (float)acc[c - c0];
+        for (size_t c = c0; c < c1; c++) a->out[c] += (float)acc[c - c0];
     }
 }
 
 static void colsum_add(tr_backend *be, float *out, const float *x, size_t N, int C, int ld)
 {
-    pc p = {.o = out, .a = x, .n = N, .i0 = ld};
-    par(be, (size_t)C, N, colsum_w, &p);
+    colsum_args a = {.out = out, .x = x, .N = N, .ld = ld};
+    par(be, (size_t)C, N, colsum_w, &a);
 }
 
 /* ---- linear ------------------------------------------------------------------ */
 
+/* every row of out [N, O] = bias [O] */
+typedef struct bias_fill_args {
+    float *out;
+    const float *bias;
+    int O;
+} bias_fill_args;
+
 static void bias_fill_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    for (size_t n = b; n < e; n++) memcpy(p->o + n * (size_t)p->i0, p->a, (size_t)p->i0 * sizeof(float));
+    const bias_fill_args *a = ctx;
+    for (size_t n = b; n < e; n++) memcpy(a->out + n * (size_t)a->O, a->bias, (size_t)a->O * sizeof(float));
 }
 
 static void cpu_linear_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b,
                                int N, int In, int O)
 {
     if (b) {
-        pc p = {.o = out, .a = b, .i0 = O};
-        par(be, (size_t)N, (size_t)O, bias_fill_w, &p);
+        bias_fill_args a = {.out = out, .bias = b, .O = O};
+        par(be, (size_t)N, (size_t)O, bias_fill_w, &a);
     }
     cpu_gemm(be, 0, 1, N, O, In, 1.0f, inp, In, w, In, b ? 1.0f : 0.0f, out, O);
 }
@@ -210,61 +223,78 @@ static void cpu_linear_backward(tr_backend *be, float *dinp, float *dw, float *d
 
 /* ---- layernorm --------------------------------------------------------------- */
 
+/* LayerNorm forward over N rows of C (ln_stats_w: mean and rstd alone) */
+typedef struct ln_fwd_args {
+    float *out, *mean, *rstd;
+    const float *inp, *w, *b;
+    int C;
+    float eps;
+} ln_fwd_args;
+
 static void ln_fwd_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    size_t C = (size_t)p->i0;
+    const ln_fwd_args *a = ctx;
+    size_t C = (size_t)a->C;
     for (size_t n = b; n < e; n++)
-        tr_layernorm_row(p->o + n * C, p->o2 + n, p->o3 + n, p->a + n * C, p->b, p->c, p->i0, p->f0);
+        tr_layernorm_row(a->out + n * C, a->mean + n, a->rstd + n, a->inp + n * C, a->w, a->b, a->C, a->eps);
 }
 
 static void cpu_layernorm_forward(tr_backend *be, float *out, float *mean, float *rstd, const float *inp,
                                   const float *w, const float *b, int N, int C, float eps)
 {
-    pc p = {.o = out, .o2 = mean, .o3 = rstd, .a = inp, .b = w, .c = b, .i0 = C, .f0 = eps};
-    par(be, (size_t)N, 4 * (size_t)C, ln_fwd_w, &p);
+    ln_fwd_args a = {.out = out, .mean = mean, .rstd = rstd, .inp = inp, .w = w, .b = b, .C = C, .eps = eps};
+    par(be, (size_t)N, 4 * (size_t)C, ln_fwd_w, &a);
 }
 
 static void ln_stats_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    size_t C = (size_t)p->i0;
-    for (size_t n = b; n < e; n++) tr_layernorm_stats(p->o2 + n, p->o3 + n, p->a + n * C, p->i0, p->f0);
+    const ln_fwd_args *a = ctx;
+    size_t C = (size_t)a->C;
+    for (size_t n = b; n < e; n++) tr_layernorm_stats(a->mean + n, a->rstd + n, a->inp + n * C, a->C, a->eps);
 }
 
 static void cpu_layernorm_stats(tr_backend *be, float *mean, float *rstd, const float *inp, int N, int C, float eps)
 {
-    pc p = {.o2 = mean, .o3 = rstd, .a = inp, .i0 = C, .f0 = eps};
-    par(be, (size_t)N, 2 * (size_t)C, ln_stats_w, &p);
+    ln_fwd_args a = {.mean = mean, .rstd = rstd, .inp = inp, .C = C, .eps = eps};
+    par(be, (size_t)N, 2 * (size_t)C, ln_stats_w, &a);
 }
+
+/* LayerNorm backward over N rows of C */
+typedef struct ln_bwd_args {
+    float *dinp, *dw, *db;
+    const float *dout, *inp, *w, *mean, *rstd;
+    int C;
+    size_t N;
+} ln_bwd_args;
 
 static void ln_bwd_dx_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=dinp a=dout b=inp c=w d=mean e=rstd */
-    size_t C = (size_t)p->i0;
+    const ln_bwd_args *a = ctx;
+    size_t C = (size_t)a->C;
     for (size_t n = b; n < e; n++)
-        tr_layernorm_row_backward(p->o + n * C, p->a + n * C, p->b + n * C, p->c, p->d[n], p->e[n], p->i0);
+        tr_layernorm_row_backward(a->dinp + n * C, a->dout + n * C, a->inp + n * C, a->w, a->mean[n], a->rstd[n],
+                                  a->C);
 }
 
 static void ln_bwd_dw_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=dw o2=db a=dout b=inp d=mean e=rstd, n rows */
-    size_t C = (size_t)p->i0;
+    const ln_bwd_args *a = ctx;
+    size_t C = (size_t)a->C;
     double sw[64], sb[64];
     for (size_t c0 = b; c0 < e; c0 += 64) {
         size_t c1 = c0 + 64 < e ? c0 + 64 : e;
         for (size_t c = c0; c < c1; c++) sw[c - c0] = sb[c - c0] = 0.0;
-        for (size_t n = 0; n < p->n; n++) {
-            const float *dy = p->a + n * C, *x = p->b + n * C;
-            float m = p->d[n], r = p->e[n];
+        for (size_t n = 0; n < a->N; n++) {
+            const float *dy = a->dout + n * C, *x = a->inp + n * C;
+            float m = a->mean[n], r = a->rstd[n];
             for (size_t c = c0; c < c1; c++) {
                 sw[c - c0] += (double)dy[c] * ((x[c] - m) * r);
                 sb[c - c0] += dy[c];
             }
         }
         for (size_t c = c0; c < c1; c++) {
-            if (p->o) p->o[c] += (float)sw[c - c0];
-            if (p->o2) p->o2[c] += (float)sb[c - c0];
+            if (a->dw) a->dw[c] += (float)sw[c - c0];
+            if (a->db) a->db[c] += (float)sb[c - c0];
         }
     }
 }
@@ -273,14 +303,10 @@ static void cpu_layernorm_backward(tr_backend *be, float *dinp, float *dw, float
                                    const float *inp, const float *w, const float *mean, const float *rstd,
                                    int N, int C)
 {
-    if (dinp) {
-        pc p = {.o = dinp, .a = dout, .b = inp, .c = w, .d = mean, .e = rstd, .i0 = C};
-        par(be, (size_t)N, 4 * (size_t)C, ln_bwd_dx_w, &p);
-    }
-    if (dw || db) {
-        pc p = {.o = dw, .o2 = db, .a = dout, .b = inp, .d = mean, .e = rstd, .i0 = C, .n = (size_t)N};
-        par(be, (size_t)C, 2 * (size_t)N, ln_bwd_dw_w, &p);
-    }
+    ln_bwd_args a = {.dinp = dinp, .dw = dw, .db = db, .dout = dout, .inp = inp, .w = w, .mean = mean,
+                     .rstd = rstd, .C = C, .N = (size_t)N};
+    if (dinp) par(be, (size_t)N, 4 * (size_t)C, ln_bwd_dx_w, &a);
+    if (dw || db) par(be, (size_t)C, 2 * (size_t)N, ln_bwd_dw_w, &a);
 }
 
 /* ---- element-wise ------------------------------------------------------------ */
@@ -367,88 +393,93 @@ static size_t gelu_f_avx2(float *o, const float *a, size_t b, size_t e) { (void)
 static size_t gelu_b_avx2(float *o, const float *g, const float *a, size_t b, size_t e) { (void)o, (void)g, (void)a, (void)e; return b; }
 #endif
 
+/* The element-wise loops over [b, e): out = f(inp) (gelu_f_w, relu_f_w),
+ * dinp += dout f'(inp) (gelu_b_w, relu_b_w), out = a + b (add_w),
+ * dst += src (acc_w); each reads the fields of its formula. */
+typedef struct ew_args {
+    float *out, *dinp, *dst;
+    const float *inp, *dout, *a, *b, *src;
+} ew_args;
+
 static void gelu_f_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    size_t i = GELU_HAVE_AVX2() ? gelu_f_avx2(p->o, p->a, b, e) : b;
-    for (; i < e; i++) p->o[i] = tr_gelu(p->a[i]);
+    const ew_args *x = ctx;
+    size_t i = GELU_HAVE_AVX2() ? gelu_f_avx2(x->out, x->inp, b, e) : b;
+    for (; i < e; i++) x->out[i] = tr_gelu(x->inp[i]);
 }
 static void gelu_b_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    size_t i = GELU_HAVE_AVX2() ? gelu_b_avx2(p->o, p->a, p->b, b, e) : b;
-    for (; i < e; i++) p->o[i] += p->a[i] * tr_gelu_grad(p->b[i]);
+    const ew_args *x = ctx;
+    size_t i = GELU_HAVE_AVX2() ? gelu_b_avx2(x->dinp, x->dout, x->inp, b, e) : b;
+    for (; i < e; i++) x->dinp[i] += x->dout[i] * tr_gelu_grad(x->inp[i]);
 }
 static void relu_f_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    for (size_t i = b; i < e; i++) p->o[i] = tr_relu(p->a[i]);
+    const ew_args *x = ctx;
+    for (size_t i = b; i < e; i++) x->out[i] = tr_relu(x->inp[i]);
 }
 static void relu_b_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
+    const ew_args *x = ctx;
     for (size_t i = b; i < e; i++)
-        if (p->b[i] > 0.0f) p->o[i] += p->a[i];
+        if (x->inp[i] > 0.0f) x->dinp[i] += x->dout[i];
 }
 static void add_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    for (size_t i = b; i < e; i++) p->o[i] = p->a[i] + p->b[i];
+    const ew_args *x = ctx;
+    for (size_t i = b; i < e; i++) x->out[i] = x->a[i] + x->b[i];
 }
 static void acc_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    for (size_t i = b; i < e; i++) p->o[i] += p->a[i];
-}
-static void zero_w(void *ctx, size_t b, size_t e)
-{
-    pc *p = ctx;
-    memset((char *)p->o + b, 0, e - b);
+    const ew_args *x = ctx;
+    for (size_t i = b; i < e; i++) x->dst[i] += x->src[i];
 }
 
 static void cpu_gelu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
-    pc p = {.o = out, .a = inp};
-    par(be, n, 8, gelu_f_w, &p);
+    par(be, n, 8, gelu_f_w, &(ew_args){.out = out, .inp = inp});
 }
 static void cpu_gelu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
-    pc p = {.o = dinp, .a = dout, .b = inp};
-    par(be, n, 8, gelu_b_w, &p);
+    par(be, n, 8, gelu_b_w, &(ew_args){.dinp = dinp, .dout = dout, .inp = inp});
 }
 static void cpu_relu_forward(tr_backend *be, float *out, const float *inp, size_t n)
 {
-    pc p = {.o = out, .a = inp};
-    par(be, n, 1, relu_f_w, &p);
+    par(be, n, 1, relu_f_w, &(ew_args){.out = out, .inp = inp});
 }
 static void cpu_relu_backward(tr_backend *be, float *dinp, const float *dout, const float *inp, size_t n)
 {
-    pc p = {.o = dinp, .a = dout, .b = inp};
-    par(be, n, 1, relu_b_w, &p);
+    par(be, n, 1, relu_b_w, &(ew_args){.dinp = dinp, .dout = dout, .inp = inp});
 }
 static void cpu_add(tr_backend *be, float *out, const float *a, const float *b, size_t n)
 {
-    pc p = {.o = out, .a = a, .b = b};
-    par(be, n, 1, add_w, &p);
+    par(be, n, 1, add_w, &(ew_args){.out = out, .a = a, .b = b});
 }
+static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
+{
+    par(be, n, 1, acc_w, &(ew_args){.dst = dst, .src = src});
+}
+
+/* out [N, n] = a [N, n] + row [n] added to every row */
+typedef struct add_bcast_args {
+    float *out;
+    const float *a, *row;
+    size_t n;
+} add_bcast_args;
+
 static void add_bcast_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=out a=a b=row, n = row length */
+    const add_bcast_args *x = ctx;
     for (size_t r = b; r < e; r++) {
-        float *o = p->o + r * p->n;
-        const float *x = p->a + r * p->n;
-        for (size_t j = 0; j < p->n; j++) o[j] = x[j] + p->b[j];
+        float *o = x->out + r * x->n;
+        const float *in = x->a + r * x->n;
+        for (size_t j = 0; j < x->n; j++) o[j] = in[j] + x->row[j];
     }
 }
 static void cpu_add_bcast(tr_backend *be, float *out, const float *a, const float *b, size_t N, size_t n)
 {
-    pc p = {.o = out, .a = a, .b = b, .n = n};
-    par(be, N, n, add_bcast_w, &p);
-}
-static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t n)
-{
-    pc p = {.o = dst, .a = src};
-    par(be, n, 1, acc_w, &p);
+    add_bcast_args x = {.out = out, .a = a, .row = b, .n = n};
+    par(be, N, n, add_bcast_w, &x);
 }
 /* ---- typed element-wise ops: 16-bit operands tile by tile on the stack ------- */
 
@@ -460,11 +491,13 @@ static void cpu_accumulate(tr_backend *be, float *dst, const float *src, size_t 
 #define EW_TILE 512
 enum { EW_GELU_F, EW_GELU_B, EW_RELU_F, EW_RELU_B, EW_ADD, EW_ACC, EW_ADD_BCAST };
 
-typedef struct ew {
+/* One typed element-wise op: out the operand it writes (or accumulates
+ * into), in1 and in2 its inputs in the order of its arguments (tr_ops). */
+typedef struct ew_typed_args {
     int kind;
-    tr_ten o, a, b;
-    size_t row; /* EW_ADD_BCAST: the row length (b has one row) */
-} ew;
+    tr_ten out, in1, in2;
+    size_t row; /* EW_ADD_BCAST: the row length (in2 has one row) */
+} ew_typed_args;
 
 /* dst[k] = elements [i0, i0 + k) of t, widened */
 static void ew_load(float *dst, tr_ten t, size_t i0, size_t k)
@@ -496,37 +529,36 @@ static void ew_store(tr_ten t, size_t i0, const float *src, size_t k)
 
 static void ew_w(void *ctx, size_t b, size_t e)
 {
-    const ew *x = ctx;
+    const ew_typed_args *x = ctx;
     float o[EW_TILE], a[EW_TILE], bb[EW_TILE];
     int acc = x->kind == EW_GELU_B || x->kind == EW_RELU_B || x->kind == EW_ACC;
     for (size_t i0 = b; i0 < e; i0 += EW_TILE) {
         size_t k = e - i0 < EW_TILE ? e - i0 : EW_TILE;
-        ew_load(a, x->a, i0, k);
+        ew_load(a, x->in1, i0, k);
         if (x->kind == EW_ADD_BCAST) /* the row's elements at these positions, run by run */
             for (size_t j = 0, c = i0 % x->row; j < k; c = 0) {
                 size_t run = x->row - c < k - j ? x->row - c : k - j;
-                ew_load(bb + j, x->b, c, run);
+                ew_load(bb + j, x->in2, c, run);
                 j += run;
             }
-        else if (x->b.p)
-            ew_load(bb, x->b, i0, k);
-        if (acc) ew_load(o, x->o, i0, k);
-        pc p = {.o = o, .a = a, .b = bb, .n = k};
+        else if (x->in2.p)
+            ew_load(bb, x->in2, i0, k);
+        if (acc) ew_load(o, x->out, i0, k);
         switch (x->kind) {
-        case EW_GELU_F: gelu_f_w(&p, 0, k); break;
-        case EW_GELU_B: gelu_b_w(&p, 0, k); break;
-        case EW_RELU_F: relu_f_w(&p, 0, k); break;
-        case EW_RELU_B: relu_b_w(&p, 0, k); break;
-        case EW_ACC: acc_w(&p, 0, k); break;
-        default: add_w(&p, 0, k); break; /* EW_ADD, EW_ADD_BCAST (b gathered) */
+        case EW_GELU_F: gelu_f_w(&(ew_args){.out = o, .inp = a}, 0, k); break;
+        case EW_GELU_B: gelu_b_w(&(ew_args){.dinp = o, .dout = a, .inp = bb}, 0, k); break;
+        case EW_RELU_F: relu_f_w(&(ew_args){.out = o, .inp = a}, 0, k); break;
+        case EW_RELU_B: relu_b_w(&(ew_args){.dinp = o, .dout = a, .inp = bb}, 0, k); break;
+        case EW_ACC: acc_w(&(ew_args){.dst = o, .src = a}, 0, k); break;
+        default: add_w(&(ew_args){.out = o, .a = a, .b = bb}, 0, k); break; /* EW_ADD, EW_ADD_BCAST */
         }
-        ew_store(x->o, i0, o, k);
+        ew_store(x->out, i0, o, k);
     }
 }
 
-static void ew_run(tr_backend *be, int kind, tr_ten o, tr_ten a, tr_ten b, size_t n, size_t row)
+static void ew_run(tr_backend *be, int kind, tr_ten out, tr_ten in1, tr_ten in2, size_t n, size_t row)
 {
-    ew x = {.kind = kind, .o = o, .a = a, .b = b, .row = row};
+    ew_typed_args x = {.kind = kind, .out = out, .in1 = in1, .in2 = in2, .row = row};
     par(be, n, 8, ew_w, &x);
 }
 
@@ -578,18 +610,25 @@ static void cpu_t_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size
  * run on them, the rows written rounded: no workspace, one pass. */
 #define TR_LN_MAXC 8192
 
-typedef struct lnt {
-    tr_ten out, inp, w, b, dout;
-    float *mean, *rstd, *dw, *db;
-    const float *cmean, *crstd;
+/* ln_fwd_args and ln_bwd_args with typed operands */
+typedef struct ln_typed_fwd_args {
+    tr_ten out, inp, w, b;
+    float *mean, *rstd;
     int C;
     float eps;
+} ln_typed_fwd_args;
+
+typedef struct ln_typed_bwd_args {
+    tr_ten dinp, dout, inp, w;
+    float *dw, *db;
+    const float *mean, *rstd;
+    int C;
     size_t N;
-} lnt;
+} ln_typed_bwd_args;
 
 static void lnt_fwd_w(void *ctx, size_t b, size_t e)
 {
-    const lnt *x = ctx;
+    const ln_typed_fwd_args *x = ctx;
     size_t C = (size_t)x->C;
     float in[TR_LN_MAXC], o[TR_LN_MAXC], w[TR_LN_MAXC], bb[TR_LN_MAXC];
     ew_load(w, x->w, 0, C);
@@ -603,7 +642,7 @@ static void lnt_fwd_w(void *ctx, size_t b, size_t e)
 
 static void lnt_stats_w(void *ctx, size_t b, size_t e)
 {
-    const lnt *x = ctx;
+    const ln_typed_fwd_args *x = ctx;
     size_t C = (size_t)x->C;
     float in[TR_LN_MAXC];
     for (size_t n = b; n < e; n++) {
@@ -614,23 +653,23 @@ static void lnt_stats_w(void *ctx, size_t b, size_t e)
 
 static void lnt_dx_w(void *ctx, size_t b, size_t e)
 {
-    const lnt *x = ctx; /* out: dinp */
+    const ln_typed_bwd_args *x = ctx;
     size_t C = (size_t)x->C;
     float dx[TR_LN_MAXC], dy[TR_LN_MAXC], in[TR_LN_MAXC], w[TR_LN_MAXC];
     ew_load(w, x->w, 0, C);
     for (size_t n = b; n < e; n++) {
-        ew_load(dx, x->out, n * C, C);
+        ew_load(dx, x->dinp, n * C, C);
         ew_load(dy, x->dout, n * C, C);
         ew_load(in, x->inp, n * C, C);
-        tr_layernorm_row_backward(dx, dy, in, w, x->cmean[n], x->crstd[n], x->C);
-        ew_store(x->out, n * C, dx, C);
+        tr_layernorm_row_backward(dx, dy, in, w, x->mean[n], x->rstd[n], x->C);
+        ew_store(x->dinp, n * C, dx, C);
     }
 }
 
 /* columns [b, e) of dw, db over every row, in blocks of 64 (the order of ln_bwd_dw_w) */
 static void lnt_dw_w(void *ctx, size_t b, size_t e)
 {
-    const lnt *x = ctx;
+    const ln_typed_bwd_args *x = ctx;
     size_t C = (size_t)x->C;
     double sw[64], sb[64];
     float dy[64], in[64];
@@ -640,7 +679,7 @@ static void lnt_dw_w(void *ctx, size_t b, size_t e)
         for (size_t n = 0; n < x->N; n++) {
             ew_load(dy, x->dout, n * C + c0, k);
             ew_load(in, x->inp, n * C + c0, k);
-            float m = x->cmean[n], r = x->crstd[n];
+            float m = x->mean[n], r = x->rstd[n];
             for (size_t c = 0; c < k; c++) {
                 sw[c] += (double)dy[c] * ((in[c] - m) * r);
                 sb[c] += dy[c];
@@ -660,7 +699,7 @@ static void cpu_t_layernorm_forward(tr_backend *be, tr_ten out, float *mean, flo
         cpu_layernorm_forward(be, out.p, mean, rstd, inp.p, w.p, b.p, N, C, eps);
         return;
     }
-    lnt x = {.out = out, .inp = inp, .w = w, .b = b, .mean = mean, .rstd = rstd, .C = C, .eps = eps};
+    ln_typed_fwd_args x = {.out = out, .inp = inp, .w = w, .b = b, .mean = mean, .rstd = rstd, .C = C, .eps = eps};
     par(be, (size_t)N, 4 * (size_t)C, lnt_fwd_w, &x);
 }
 
@@ -670,7 +709,7 @@ static void cpu_t_layernorm_stats(tr_backend *be, float *mean, float *rstd, tr_t
         cpu_layernorm_stats(be, mean, rstd, inp.p, N, C, eps);
         return;
     }
-    lnt x = {.inp = inp, .mean = mean, .rstd = rstd, .C = C, .eps = eps};
+    ln_typed_fwd_args x = {.inp = inp, .mean = mean, .rstd = rstd, .C = C, .eps = eps};
     par(be, (size_t)N, 2 * (size_t)C, lnt_stats_w, &x);
 }
 
@@ -681,36 +720,55 @@ static void cpu_t_layernorm_backward(tr_backend *be, tr_ten dinp, float *dw, flo
         cpu_layernorm_backward(be, dinp.p, dw, db, dout.p, inp.p, w.p, mean, rstd, N, C);
         return;
     }
-    lnt x = {.out = dinp, .inp = inp, .w = w, .dout = dout, .dw = dw, .db = db, .cmean = mean, .crstd = rstd,
-             .C = C, .N = (size_t)N};
+    ln_typed_bwd_args x = {.dinp = dinp, .dout = dout, .inp = inp, .w = w, .dw = dw, .db = db, .mean = mean,
+                           .rstd = rstd, .C = C, .N = (size_t)N};
     if (dinp.p) par(be, (size_t)N, 4 * (size_t)C, lnt_dx_w, &x);
     if (dw || db) par(be, (size_t)C, 2 * (size_t)N, lnt_dw_w, &x);
+}
+
+/* bytes [b, e) of dst: zeroed (src NULL) or copied from src */
+typedef struct bytes_args {
+    void *dst;
+    const void *src;
+} bytes_args;
+
+static void zero_w(void *ctx, size_t b, size_t e)
+{
+    const bytes_args *x = ctx;
+    memset((char *)x->dst + b, 0, e - b);
 }
 
 /* n bytes */
 static void cpu_zero(tr_backend *be, void *dst, size_t n)
 {
-    pc p = {.o = dst};
-    par(be, n, 1, zero_w, &p);
+    par(be, n, 1, zero_w, &(bytes_args){.dst = dst});
 }
 
 /* ---- attention --------------------------------------------------------------- */
 
+/* attention over N sequences of `heads` heads (d), (sequence, head) by (sequence, head) */
+typedef struct attn_fwd_args {
+    float *out, *att;
+    const float *q, *k, *v;
+    const tr_attn_dims *d;
+    int prec; /* att's (TR_PREC_*) */
+} attn_fwd_args;
+
 static void attn_f_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    const tr_attn_dims *d = p->ad;
+    const attn_fwd_args *a = ctx;
+    const tr_attn_dims *d = a->d;
     float scale = 1.0f / sqrtf((float)d->dh);
     for (size_t idx = b; idx < e; idx++) {
         size_t n = idx / (size_t)d->heads, hd = idx % (size_t)d->heads;
-        const float *q = p->a + n * d->sq + hd * d->dh;
-        const float *k = p->b + n * d->sk + hd * d->dh;
-        const float *v = p->c + n * d->sv + hd * d->dh;
-        float *att = p->o2 + idx * (size_t)d->Tq * d->Tk;
-        float *out = p->o + n * d->so + hd * d->dh;
+        const float *q = a->q + n * d->sq + hd * d->dh;
+        const float *k = a->k + n * d->sk + hd * d->dh;
+        const float *v = a->v + n * d->sv + hd * d->dh;
+        float *att = a->att + idx * (size_t)d->Tq * d->Tk;
+        float *out = a->out + n * d->so + hd * d->dh;
         gemm1(0, 1, d->Tq, d->Tk, d->dh, 1.0f, q, d->ldq, k, d->ldk, 0.0f, att, d->Tk);
         for (int t = 0; t < d->Tq; t++) tr_softmax_row(att + (size_t)t * d->Tk, d->Tk, scale);
-        rnd_rows(p->i0, att, d->Tq, d->Tk, d->Tk); /* probabilities computed in fp32, stored rounded */
+        rnd_rows(a->prec, att, d->Tq, d->Tk, d->Tk); /* probabilities computed in fp32, stored rounded */
         gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, att, d->Tk, v, d->ldv, 0.0f, out, d->ldo);
     }
 }
@@ -718,32 +776,39 @@ static void attn_f_w(void *ctx, size_t b, size_t e)
 static void cpu_attention_forward(tr_backend *be, float *out, float *att, const float *q, const float *k,
                                   const float *v, const tr_attn_dims *d, int prec)
 {
-    pc p = {.o = out, .o2 = att, .a = q, .b = k, .c = v, .ad = d, .i0 = prec};
-    par(be, (size_t)d->N * d->heads, (size_t)d->Tq * d->Tk * d->dh, attn_f_w, &p);
+    attn_fwd_args a = {.out = out, .att = att, .q = q, .k = k, .v = v, .d = d, .prec = prec};
+    par(be, (size_t)d->N * d->heads, (size_t)d->Tq * d->Tk * d->dh, attn_f_w, &a);
 }
+
+typedef struct attn_bwd_args {
+    float *dq, *dk, *dv;
+    float *ds; /* the workspace: dP, then dS, [N, heads, Tq, Tk] */
+    const float *dout, *q, *k, *v, *att;
+    const tr_attn_dims *d;
+} attn_bwd_args;
 
 /* Each (n, head) owns disjoint slices of dq, dk, dv: no races. */
 static void attn_b_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=dq o2=dk o3=dv a=dout b=q c=k d=v e=att */
-    const tr_attn_dims *d = p->ad;
+    const attn_bwd_args *a = ctx;
+    const tr_attn_dims *d = a->d;
     float scale = 1.0f / sqrtf((float)d->dh);
     for (size_t idx = b; idx < e; idx++) {
-        float *ds = p->o4 + idx * (size_t)d->Tq * d->Tk;
+        float *ds = a->ds + idx * (size_t)d->Tq * d->Tk;
         size_t n = idx / (size_t)d->heads, hd = idx % (size_t)d->heads;
         size_t off = hd * d->dh;
-        const float *dout = p->a + n * d->so + off;
-        const float *q = p->b + n * d->sq + off, *k = p->c + n * d->sk + off, *v = p->d + n * d->sv + off;
-        const float *att = p->e + idx * (size_t)d->Tq * d->Tk;
+        const float *dout = a->dout + n * d->so + off;
+        const float *q = a->q + n * d->sq + off, *k = a->k + n * d->sk + off, *v = a->v + n * d->sv + off;
+        const float *att = a->att + idx * (size_t)d->Tq * d->Tk;
         /* dP = dout v^T  [Tq, Tk] */
         gemm1(0, 1, d->Tq, d->Tk, d->dh, 1.0f, dout, d->ldo, v, d->ldv, 0.0f, ds, d->Tk);
         /* dv += P^T dout */
-        if (p->o3) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, att, d->Tk, dout, d->ldo, 1.0f, p->o3 + n * d->sv + off, d->ldv);
+        if (a->dv) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, att, d->Tk, dout, d->ldo, 1.0f, a->dv + n * d->sv + off, d->ldv);
         for (int t = 0; t < d->Tq; t++)
             tr_softmax_row_backward(ds + (size_t)t * d->Tk, att + (size_t)t * d->Tk, d->Tk, scale);
         /* dq += dS k ; dk += dS^T q */
-        if (p->o) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, p->o + n * d->sq + off, d->ldq);
-        if (p->o2) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, p->o2 + n * d->sk + off, d->ldk);
+        if (a->dq) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, a->dq + n * d->sq + off, d->ldq);
+        if (a->dk) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, a->dk + n * d->sk + off, d->ldk);
     }
 }
 
@@ -755,29 +820,39 @@ static void cpu_attention_backward(tr_backend *be, float *dq, float *dk, float *
     float *ds = tr_mem_alloc(&be->mem, TR_MEM_WORK,
                              tr_cpu_sizes.attention_workspace(d));
     if (!ds) return; /* out of memory: recorded by the allocator, the model's step fails */
-    pc p = {.o = dq, .o2 = dk, .o3 = dv, .o4 = ds, .a = dout, .b = q, .c = k, .d = v, .e = att, .ad = d};
-    par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &p);
+    attn_bwd_args a = {.dq = dq, .dk = dk, .dv = dv, .ds = ds, .dout = dout, .q = q, .k = k, .v = v, .att = att,
+                       .d = d};
+    par(be, (size_t)d->N * d->heads, 2 * (size_t)d->Tq * d->Tk * d->dh, attn_b_w, &a);
     tr_mem_free(&be->mem, ds);
 }
 
 /* ---- ConvTranspose 2x2 stride 2 ---------------------------------------------- */
 
-/* scatter scratch [N*H*W, 4*Co] (+ bias) -> out [N, 2H*2W, Co], or the gather back */
+/* scatter: scratch [N*H*W, 4*Co] (+ bias [Co]) -> out [N, 2H*2W, Co];
+ * gather: scratch = out's pixels in scratch's order (out read only, bias
+ * unused) */
+typedef struct convt_scatter_args {
+    float *out, *scratch;
+    const float *bias;
+    int H, W, Co;
+    int gather;
+} convt_scatter_args;
+
 static void convt_scatter_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=out a=scratch b=bias i0=H i1=W i2=Co i3=gather? */
-    int H = p->i0, W = p->i1, Co = p->i2;
+    const convt_scatter_args *a = ctx;
+    int H = a->H, W = a->W, Co = a->Co;
     for (size_t pix = b; pix < e; pix++) {
         size_t n = pix / ((size_t)H * W), rc = pix % ((size_t)H * W);
         int r = (int)(rc / (size_t)W), c = (int)(rc % (size_t)W);
-        float *s = (float *)p->a + pix * 4 * (size_t)Co;
+        float *s = a->scratch + pix * 4 * (size_t)Co;
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < 2; j++) {
-                float *o = p->o + (n * 4 * H * W + (size_t)(2 * r + i) * 2 * W + 2 * c + j) * Co;
-                if (p->i3) {
+                float *o = a->out + (n * 4 * H * W + (size_t)(2 * r + i) * 2 * W + 2 * c + j) * Co;
+                if (a->gather) {
                     for (int ch = 0; ch < Co; ch++) s[ch * 4 + i * 2 + j] = o[ch];
                 } else {
-                    for (int ch = 0; ch < Co; ch++) o[ch] = s[ch * 4 + i * 2 + j] + p->b[ch];
+                    for (int ch = 0; ch < Co; ch++) o[ch] = s[ch * 4 + i * 2 + j] + a->bias[ch];
                 }
             }
     }
@@ -788,8 +863,8 @@ static void cpu_convt2x2_forward(tr_backend *be, float *out, const float *inp, c
 {
     size_t npix = (size_t)N * H * W;
     cpu_gemm(be, 0, 0, (int)npix, 4 * Co, Ci, 1.0f, inp, Ci, w, 4 * Co, 0.0f, scratch, 4 * Co);
-    pc p = {.o = out, .a = scratch, .b = b, .i0 = H, .i1 = W, .i2 = Co, .i3 = 0};
-    par(be, npix, 4 * (size_t)Co, convt_scatter_w, &p);
+    convt_scatter_args a = {.out = out, .scratch = scratch, .bias = b, .H = H, .W = W, .Co = Co, .gather = 0};
+    par(be, npix, 4 * (size_t)Co, convt_scatter_w, &a);
 }
 
 static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
@@ -797,8 +872,8 @@ static void cpu_convt2x2_backward(tr_backend *be, float *dinp, float *dw, float 
                                   int Ci, int Co)
 {
     size_t npix = (size_t)N * H * W;
-    pc p = {.o = (float *)dout, .a = scratch, .i0 = H, .i1 = W, .i2 = Co, .i3 = 1};
-    par(be, npix, 4 * (size_t)Co, convt_scatter_w, &p);
+    convt_scatter_args a = {.out = (float *)dout, .scratch = scratch, .H = H, .W = W, .Co = Co, .gather = 1};
+    par(be, npix, 4 * (size_t)Co, convt_scatter_w, &a);
     if (dinp) cpu_gemm(be, 0, 1, (int)npix, Ci, 4 * Co, 1.0f, scratch, 4 * Co, w, 4 * Co, 1.0f, dinp, Ci);
     if (dw) cpu_gemm(be, 1, 0, Ci, 4 * Co, (int)npix, 1.0f, inp, Ci, scratch, 4 * Co, 1.0f, dw, 4 * Co);
     if (db) colsum_add(be, db, dout, npix * 4, Co, Co);
@@ -816,26 +891,33 @@ static inline float norm_px(const uint8_t *image, const int32_t *content, int b,
     return (v / 255.0f - tr_mean_[ch]) / tr_std_[ch];
 }
 
+typedef struct im2col_args {
+    float *patches;
+    const uint8_t *image;
+    const int32_t *content;
+    int S, P;
+} im2col_args;
+
 static void im2col_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=patches u8=image i32=content i0=S i1=P */
-    int S = p->i0, P = p->i1, G = S / P;
+    const im2col_args *a = ctx;
+    int S = a->S, P = a->P, G = S / P;
     for (size_t row = b; row < e; row++) {
         int img = (int)(row / ((size_t)G * G)), tok = (int)(row % ((size_t)G * G));
         int r = tok / G, c = tok % G;
-        float *o = p->o + row * 3 * (size_t)P * P;
+        float *o = a->patches + row * 3 * (size_t)P * P;
         for (int ch = 0; ch < 3; ch++)
             for (int py = 0; py < P; py++)
                 for (int px = 0; px < P; px++)
-                    *o++ = norm_px(p->u8, p->i32, img, S, r * P + py, c * P + px, ch);
+                    *o++ = norm_px(a->image, a->content, img, S, r * P + py, c * P + px, ch);
     }
 }
 
 static void cpu_patch_im2col(tr_backend *be, float *patches, const uint8_t *image, const int32_t *content,
                              int B, int S, int P)
 {
-    pc p = {.o = patches, .u8 = image, .i32 = content, .i0 = S, .i1 = P};
-    par(be, (size_t)B * (S / P) * (S / P), 3 * (size_t)P * P, im2col_w, &p);
+    im2col_args a = {.patches = patches, .image = image, .content = content, .S = S, .P = P};
+    par(be, (size_t)B * (S / P) * (S / P), 3 * (size_t)P * P, im2col_w, &a);
 }
 
 static void cpu_image_normalize(tr_backend *be, float *out, const uint8_t *image, const int32_t *content,
@@ -893,19 +975,26 @@ static void cpu_prompt_tokens_forward(tr_backend *be, float *T0, const float *po
     }
 }
 
+typedef struct tok_bwd_args {
+    float *dlabel_emb, *dnot_a_point, *diou_tok, *dmask_tok;
+    const float *dT0;
+    const int32_t *labels;
+    int NP, K, C;
+} tok_bwd_args;
+
 static void tok_bwd_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=dlabel_emb o2=dnot o3=diou o4=dmask a=dT0 i32=labels i0=NP i1=K i2=C */
-    int NP = p->i0, K = p->i1, C = p->i2;
+    const tok_bwd_args *a = ctx;
+    int NP = a->NP, K = a->K, C = a->C;
     size_t T = (size_t)K + 2;
     for (size_t c = b; c < e; c++) {
         double s0 = 0, s1 = 0, sneg = 0, spos = 0, snot = 0;
         for (int n = 0; n < NP; n++) {
-            const float *t = p->a + (size_t)n * T * C;
+            const float *t = a->dT0 + (size_t)n * T * C;
             s0 += t[c];
             s1 += t[C + c];
             for (int k = 0; k < K; k++) {
-                int lab = p->i32[(size_t)n * K + k];
+                int lab = a->labels[(size_t)n * K + k];
                 float g = t[(size_t)(2 + k) * C + c];
                 if (lab < 0)
                     snot += g;
@@ -915,13 +1004,13 @@ static void tok_bwd_w(void *ctx, size_t b, size_t e)
                     spos += g;
             }
         }
-        if (p->o) {
-            p->o[c] += (float)sneg;
-            p->o[C + c] += (float)spos;
+        if (a->dlabel_emb) {
+            a->dlabel_emb[c] += (float)sneg;
+            a->dlabel_emb[C + c] += (float)spos;
         }
-        if (p->o2) p->o2[c] += (float)snot;
-        if (p->o3) p->o3[c] += (float)s0;
-        if (p->o4) p->o4[c] += (float)s1;
+        if (a->dnot_a_point) a->dnot_a_point[c] += (float)snot;
+        if (a->diou_tok) a->diou_tok[c] += (float)s0;
+        if (a->dmask_tok) a->dmask_tok[c] += (float)s1;
     }
 }
 
@@ -929,39 +1018,46 @@ static void cpu_prompt_tokens_backward(tr_backend *be, float *dlabel_emb, float 
                                        float *dmask_tok, const float *dT0, const int32_t *labels, int NP, int K,
                                        int C)
 {
-    pc p = {.o = dlabel_emb, .o2 = dnot_a_point, .o3 = diou_tok, .o4 = dmask_tok, .a = dT0, .i32 = labels,
-            .i0 = NP, .i1 = K, .i2 = C};
-    par(be, (size_t)C, (size_t)NP * (K + 2), tok_bwd_w, &p);
+    tok_bwd_args a = {.dlabel_emb = dlabel_emb, .dnot_a_point = dnot_a_point, .diou_tok = diou_tok,
+                      .dmask_tok = dmask_tok, .dT0 = dT0, .labels = labels, .NP = NP, .K = K, .C = C};
+    par(be, (size_t)C, (size_t)NP * (K + 2), tok_bwd_w, &a);
 }
+
+/* the image keys of B images, M pairs each, GG tokens of C */
+typedef struct keys_args {
+    float *Kimg, *demb;
+    const float *emb, *no_mask, *dKimg;
+    int M, GG, C;
+} keys_args;
 
 static void keys_f_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=K a=emb b=no_mask i0=M i1=GG i2=C */
-    size_t GG = (size_t)p->i1, C = (size_t)p->i2;
+    const keys_args *a = ctx;
+    size_t GG = (size_t)a->GG, C = (size_t)a->C;
     for (size_t row = b; row < e; row++) {
-        size_t pair = row / GG, g = row % GG, img = pair / (size_t)p->i0;
-        const float *src = p->a + (img * GG + g) * C;
-        float *dst = p->o + row * C;
-        for (size_t c = 0; c < C; c++) dst[c] = src[c] + p->b[c];
+        size_t pair = row / GG, g = row % GG, img = pair / (size_t)a->M;
+        const float *src = a->emb + (img * GG + g) * C;
+        float *dst = a->Kimg + row * C;
+        for (size_t c = 0; c < C; c++) dst[c] = src[c] + a->no_mask[c];
     }
 }
 
 static void cpu_keys_forward(tr_backend *be, float *Kimg, const float *emb, const float *no_mask, int B, int M,
                              int GG, int C)
 {
-    pc p = {.o = Kimg, .a = emb, .b = no_mask, .i0 = M, .i1 = GG, .i2 = C};
-    par(be, (size_t)B * M * GG, (size_t)C, keys_f_w, &p);
+    keys_args a = {.Kimg = Kimg, .emb = emb, .no_mask = no_mask, .M = M, .GG = GG, .C = C};
+    par(be, (size_t)B * M * GG, (size_t)C, keys_f_w, &a);
 }
 
 static void keys_b_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=demb a=dK i0=M i1=GG i2=C */
-    size_t GG = (size_t)p->i1, C = (size_t)p->i2, M = (size_t)p->i0;
+    const keys_args *a = ctx;
+    size_t GG = (size_t)a->GG, C = (size_t)a->C, M = (size_t)a->M;
     for (size_t row = b; row < e; row++) { /* row = img*GG + g */
         size_t img = row / GG, g = row % GG;
-        float *dst = p->o + row * C;
+        float *dst = a->demb + row * C;
         for (size_t m = 0; m < M; m++) {
-            const float *src = p->a + ((img * M + m) * GG + g) * C;
+            const float *src = a->dKimg + ((img * M + m) * GG + g) * C;
             for (size_t c = 0; c < C; c++) dst[c] += src[c];
         }
     }
@@ -971,8 +1067,8 @@ static void cpu_keys_backward(tr_backend *be, float *demb, float *dno_mask, cons
                               int GG, int C)
 {
     if (demb) {
-        pc p = {.o = demb, .a = dKimg, .i0 = M, .i1 = GG, .i2 = C};
-        par(be, (size_t)B * GG, (size_t)M * C, keys_b_w, &p);
+        keys_args a = {.demb = demb, .dKimg = dKimg, .M = M, .GG = GG, .C = C};
+        par(be, (size_t)B * GG, (size_t)M * C, keys_b_w, &a);
     }
     if (dno_mask) colsum_add(be, dno_mask, dKimg, (size_t)B * M * GG, C, C);
 }
@@ -996,45 +1092,52 @@ static void cpu_rows_scatter_add(tr_backend *be, float *dinp, const float *dout,
 
 /* ---- mask logits --------------------------------------------------------------- */
 
+/* N pairs of RR pixels, c channels each */
+typedef struct mdot_args {
+    float *logits, *dU, *dhyp;
+    const float *U, *hyp, *dlogits;
+    int RR, c;
+} mdot_args;
+
 static void mdot_f_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=logits a=U b=hyp i0=RR i1=c */
-    size_t RR = (size_t)p->i0, c = (size_t)p->i1;
+    const mdot_args *a = ctx;
+    size_t RR = (size_t)a->RR, c = (size_t)a->c;
     for (size_t row = b; row < e; row++) {
-        const float *u = p->a + row * c, *h = p->b + (row / RR) * c;
+        const float *u = a->U + row * c, *h = a->hyp + (row / RR) * c;
         float s = 0.0f;
         for (size_t j = 0; j < c; j++) s += u[j] * h[j];
-        p->o[row] = s;
+        a->logits[row] = s;
     }
 }
 
 static void cpu_mask_dot_forward(tr_backend *be, float *logits, const float *U, const float *hyp, int N, int RR,
                                  int c)
 {
-    pc p = {.o = logits, .a = U, .b = hyp, .i0 = RR, .i1 = c};
-    par(be, (size_t)N * RR, (size_t)c, mdot_f_w, &p);
+    mdot_args a = {.logits = logits, .U = U, .hyp = hyp, .RR = RR, .c = c};
+    par(be, (size_t)N * RR, (size_t)c, mdot_f_w, &a);
 }
 
 static void mdot_b_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=dU o2=dhyp a=dlogits b=U c=hyp i0=RR i1=c */
-    size_t RR = (size_t)p->i0, c = (size_t)p->i1;
+    const mdot_args *a = ctx;
+    size_t RR = (size_t)a->RR, c = (size_t)a->c;
     double acc[256];
     for (size_t n = b; n < e; n++) {
-        const float *h = p->c + n * c;
+        const float *h = a->hyp + n * c;
         for (size_t j = 0; j < c; j++) acc[j] = 0.0;
         for (size_t px = 0; px < RR; px++) {
             size_t row = n * RR + px;
-            float g = p->a[row];
-            const float *u = p->b + row * c;
-            if (p->o) {
-                float *du = p->o + row * c;
+            float g = a->dlogits[row];
+            const float *u = a->U + row * c;
+            if (a->dU) {
+                float *du = a->dU + row * c;
                 for (size_t j = 0; j < c; j++) du[j] += g * h[j];
             }
             for (size_t j = 0; j < c; j++) acc[j] += (double)g * u[j];
         }
-        if (p->o2)
-            for (size_t j = 0; j < c; j++) p->o2[n * c + j] += (float)acc[j];
+        if (a->dhyp)
+            for (size_t j = 0; j < c; j++) a->dhyp[n * c + j] += (float)acc[j];
     }
 }
 
@@ -1042,28 +1145,38 @@ static void cpu_mask_dot_backward(tr_backend *be, float *dU, float *dhyp, const 
                                   const float *hyp, int N, int RR, int c)
 {
     if (c > 256) abort(); /* C/8 <= 256 is checked by the config */
-    pc p = {.o = dU, .o2 = dhyp, .a = dlogits, .b = U, .c = hyp, .i0 = RR, .i1 = c};
-    par(be, (size_t)N, 2 * (size_t)RR * c, mdot_b_w, &p);
+    mdot_args a = {.dU = dU, .dhyp = dhyp, .dlogits = dlogits, .U = U, .hyp = hyp, .RR = RR, .c = c};
+    par(be, (size_t)N, 2 * (size_t)RR * c, mdot_b_w, &a);
 }
 
 /* ---- loss ---------------------------------------------------------------------- */
 
-/* Per pair: dd[n*8 + 0..5] = focal mean, dice, iou_mse, iou target; gradient pass. */
+/* tr_ops.sam_loss over pairs; grad_scale = scale / count (0 when count is 0) */
+typedef struct loss_args {
+    float *dlogits, *diou;
+    const float *logits, *iou;
+    const uint8_t *masks, *valid;
+    int RR;
+    float grad_scale;
+    double *pair_sums; /* [N, 8] */
+} loss_args;
+
+/* Per pair: pair_sums[n*8 + 0..3] = focal mean, dice, iou_mse, iou target; gradient pass. */
 static void loss_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx; /* o=dlogits o2=diou a=logits b=iou u8=masks u8b=valid i0=RR f0=1/Nvalid dd=out */
-    size_t RR = (size_t)p->i0;
+    const loss_args *a = ctx;
+    size_t RR = (size_t)a->RR;
     for (size_t n = b; n < e; n++) {
-        float *dl = p->o + n * RR;
-        double *r = p->dd + n * 8;
-        if (!p->u8b[n] || p->f0 == 0.0f) {
+        float *dl = a->dlogits + n * RR;
+        double *r = a->pair_sums + n * 8;
+        if (!a->valid[n] || a->grad_scale == 0.0f) {
             memset(dl, 0, RR * sizeof(float));
-            p->o2[n] = 0.0f;
+            a->diou[n] = 0.0f;
             for (int i = 0; i < 8; i++) r[i] = 0.0;
             continue;
         }
-        const float *x = p->a + n * RR;
-        const uint8_t *y = p->u8 + n * RR;
+        const float *x = a->logits + n * RR;
+        const uint8_t *y = a->masks + n * RR;
         double sf = 0, sp = 0, sy = 0, spy = 0;
         uint64_t inter = 0, uni = 0;
         for (size_t i = 0; i < RR; i++) {
@@ -1081,12 +1194,12 @@ static void loss_w(void *ctx, size_t b, size_t e)
         double den = sp + sy + 1.0, num = 2.0 * spy + 1.0;
         double dice = 1.0 - num / den;
         double target = uni ? (double)inter / (double)uni : 1.0;
-        double di = (double)p->b[n] - target;
+        double di = (double)a->iou[n] - target;
         r[0] = focal;
         r[1] = dice;
         r[2] = di * di;
         r[3] = target;
-        float s = p->f0;
+        float s = a->grad_scale;
         float cf = (float)(20.0 / (double)RR);
         float inv_den2 = (float)(1.0 / (den * den));
         for (size_t i = 0; i < RR; i++) {
@@ -1096,7 +1209,7 @@ static void loss_w(void *ctx, size_t b, size_t e)
             float ddice_dp = -(float)(2.0 * yi * den - num) * inv_den2;
             dl[i] = s * (cf * d + ddice_dp * pr * (1.0f - pr));
         }
-        p->o2[n] = s * (float)(2.0 * di);
+        a->diou[n] = s * (float)(2.0 * di);
     }
 }
 
@@ -1113,9 +1226,9 @@ static void cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const floa
 {
     double *r = tr_mem_alloc(&be->mem, TR_MEM_WORK, tr_cpu_sizes.loss_workspace((size_t)N, (size_t)RR));
     if (!r) return; /* out of memory: recorded by the allocator, the model's step fails */
-    pc p = {.o = dlogits, .o2 = diou, .a = logits, .b = iou, .u8 = masks, .u8b = valid, .i0 = RR,
-            .f0 = count > 0 ? (float)((double)scale / count) : 0.0f, .dd = r};
-    par(be, (size_t)N, 16 * (size_t)RR, loss_w, &p);
+    loss_args a = {.dlogits = dlogits, .diou = diou, .logits = logits, .iou = iou, .masks = masks, .valid = valid,
+                   .RR = RR, .grad_scale = count > 0 ? (float)((double)scale / count) : 0.0f, .pair_sums = r};
+    par(be, (size_t)N, 16 * (size_t)RR, loss_w, &a);
     double s[4] = {0};
     for (int n = 0; n < N; n++)
         if (valid[n])
@@ -1128,56 +1241,74 @@ static void cpu_sam_loss(tr_backend *be, float *dlogits, float *diou, const floa
 
 #define TR_SUMSQ_BLOCKS 64
 
+/* part[blk] = the sum of squares of block blk of g [n] */
+typedef struct sumsq_args {
+    const float *g;
+    size_t n;
+    double *part;
+} sumsq_args;
+
 static void sumsq_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
+    const sumsq_args *a = ctx;
     for (size_t blk = b; blk < e; blk++) {
-        size_t lo = p->n * blk / TR_SUMSQ_BLOCKS, hi = p->n * (blk + 1) / TR_SUMSQ_BLOCKS;
+        size_t lo = a->n * blk / TR_SUMSQ_BLOCKS, hi = a->n * (blk + 1) / TR_SUMSQ_BLOCKS;
         double s = 0.0;
-        for (size_t i = lo; i < hi; i++) s += (double)p->a[i] * p->a[i];
-        p->dd[blk] = s;
+        for (size_t i = lo; i < hi; i++) s += (double)a->g[i] * a->g[i];
+        a->part[blk] = s;
     }
 }
 
 static double cpu_sumsq(tr_backend *be, const float *g, size_t n)
 {
     double part[TR_SUMSQ_BLOCKS];
-    pc p = {.a = g, .n = n, .dd = part};
-    par(be, TR_SUMSQ_BLOCKS, n / TR_SUMSQ_BLOCKS + 1, sumsq_w, &p);
+    sumsq_args a = {.g = g, .n = n, .part = part};
+    par(be, TR_SUMSQ_BLOCKS, n / TR_SUMSQ_BLOCKS + 1, sumsq_w, &a);
     double s = 0.0;
     for (int i = 0; i < TR_SUMSQ_BLOCKS; i++) s += part[i];
     return s;
 }
 
+typedef struct scale_args {
+    float *g;
+    float s;
+} scale_args;
+
 static void scale_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    for (size_t i = b; i < e; i++) p->o[i] *= p->f0;
+    const scale_args *a = ctx;
+    for (size_t i = b; i < e; i++) a->g[i] *= a->s;
 }
 
 static void cpu_scale(tr_backend *be, float *g, size_t n, float s)
 {
-    pc p = {.o = g, .f0 = s};
-    par(be, n, 1, scale_w, &p);
+    par(be, n, 1, scale_w, &(scale_args){.g = g, .s = s});
 }
+
+typedef struct adamw_args {
+    float *w, *m, *v;
+    const float *g;
+    float lr, beta1, beta2, eps, wd, bc1, bc2;
+} adamw_args;
 
 static void adamw_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
+    const adamw_args *a = ctx;
     for (size_t i = b; i < e; i++)
-        tr_adamw_elem(p->o + i, p->o2 + i, p->o3 + i, p->a[i], p->f0, p->f1, p->f2, p->f3, p->f4, p->f5, p->f6);
+        tr_adamw_elem(a->w + i, a->m + i, a->v + i, a->g[i], a->lr, a->beta1, a->beta2, a->eps, a->wd, a->bc1,
+                      a->bc2);
 }
 
 static void cpu_adamw(tr_backend *be, float *w, float *m, float *v, const float *g, size_t n, float lr,
                       float beta1, float beta2, float eps, float wd, float bc1, float bc2)
 {
-    pc p = {.o = w, .o2 = m, .o3 = v, .a = g, .f0 = lr, .f1 = beta1, .f2 = beta2, .f3 = eps, .f4 = wd,
-            .f5 = bc1, .f6 = bc2};
-    par(be, n, 8, adamw_w, &p);
+    adamw_args a = {.w = w, .m = m, .v = v, .g = g, .lr = lr, .beta1 = beta1, .beta2 = beta2, .eps = eps,
+                    .wd = wd, .bc1 = bc1, .bc2 = bc2};
+    par(be, n, 8, adamw_w, &a);
 }
 
 /* 8-bit AdamW: blocks of the quantisation on the pool */
-typedef struct q8job {
+typedef struct adamw8bit_args {
     float *w;
     uint8_t *mq, *vq;
     float *mabs, *vabs;
@@ -1185,11 +1316,11 @@ typedef struct q8job {
     size_t n;
     int block;
     float lr, beta1, beta2, eps, wd, bc1, bc2;
-} q8job;
+} adamw8bit_args;
 
 static void q8_work(void *ctx, size_t begin, size_t end)
 {
-    const q8job *j = ctx;
+    const adamw8bit_args *j = ctx;
     for (size_t b = begin; b < end; b++) {
         size_t lo = b * (size_t)j->block, len = j->n - lo < (size_t)j->block ? j->n - lo : (size_t)j->block;
         tr_adamw8bit_block(j->w + lo, j->mq + lo, j->vq + lo, j->mabs + b, j->vabs + b, j->qm, j->qv, j->g + lo,
@@ -1202,7 +1333,7 @@ static void cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, fl
                           float beta1, float beta2, float eps, float wd, float bc1, float bc2)
 {
     if (n == 0) return;
-    q8job j = {w, mq, vq, mabs, vabs, qm, qv, g, n, block, lr, beta1, beta2, eps, wd, bc1, bc2};
+    adamw8bit_args j = {w, mq, vq, mabs, vabs, qm, qv, g, n, block, lr, beta1, beta2, eps, wd, bc1, bc2};
     size_t nb = (n + (size_t)block - 1) / (size_t)block;
     if (nb < 4) q8_work(&j, 0, nb);
     else tr_pool_run(be->impl, nb, q8_work, &j);
@@ -1212,31 +1343,30 @@ static void cpu_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, fl
 
 static void copy_w(void *ctx, size_t b, size_t e)
 {
-    pc *p = ctx;
-    memcpy((char *)p->o + b, (const char *)p->a + b, e - b);
+    const bytes_args *x = ctx;
+    memcpy((char *)x->dst + b, (const char *)x->src + b, e - b);
 }
 
 /* n bytes */
 static void cpu_copy(tr_backend *be, void *dst, const void *src, size_t n)
 {
-    pc p = {.o = dst, .a = src};
-    par(be, n, 1, copy_w, &p);
+    par(be, n, 1, copy_w, &(bytes_args){.dst = dst, .src = src});
 }
 
 /* The spans of one widening or narrowing as one range of elements over the
  * pool: [b, e) cut at the spans' ends (one loop per format, so that each
  * vectorises). */
-typedef struct pc16 {
-    const tr_span *s;
-    int k, narrow;
-} pc16;
+typedef struct conv16_args {
+    const tr_span *spans;
+    int n_spans, narrow;
+} conv16_args;
 
 static void conv16_w(void *ctx, size_t b, size_t e)
 {
-    const pc16 *p = ctx;
+    const conv16_args *p = ctx;
     size_t at = 0;
-    for (int j = 0; j < p->k && b < e; at += p->s[j].n, j++) {
-        const tr_span *s = &p->s[j];
+    for (int j = 0; j < p->n_spans && b < e; at += p->spans[j].n, j++) {
+        const tr_span *s = &p->spans[j];
         if (b >= at + s->n) continue;
         size_t lo = b - at, hi = e - at < s->n ? e - at : s->n;
         uint16_t *h = s->h;
@@ -1257,7 +1387,7 @@ static void conv16(tr_backend *be, const tr_span *s, int k, int narrow)
 {
     size_t n = 0;
     for (int j = 0; j < k; j++) n += s[j].n;
-    pc16 p = {.s = s, .k = k, .narrow = narrow};
+    conv16_args p = {.spans = s, .n_spans = k, .narrow = narrow};
     par(be, n, 2, conv16_w, &p);
 }
 
@@ -1289,6 +1419,28 @@ static const tr_kern cpu_kern = {
     .copy = cpu_copy,
     .widen = cpu_widen,
     .narrow = cpu_narrow,
+};
+
+/* the ops given as they are (tr_fp32_ops); the element-wise ops and
+ * LayerNorm read 16-bit operands tile by tile or row by row */
+static const tr_ops cpu_direct_ops = {
+    .gemm = cpu_gemm,
+    .layernorm_forward = cpu_t_layernorm_forward,
+    .layernorm_backward = cpu_t_layernorm_backward,
+    .layernorm_stats = cpu_t_layernorm_stats,
+    .gelu_forward = cpu_t_gelu_forward,
+    .gelu_backward = cpu_t_gelu_backward,
+    .relu_forward = cpu_t_relu_forward,
+    .relu_backward = cpu_t_relu_backward,
+    .add = cpu_t_add,
+    .accumulate = cpu_t_accumulate,
+    .add_bcast = cpu_t_add_bcast,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .adamw = cpu_adamw,
+    .adamw8bit = cpu_adamw8bit,
+    .upload = cpu_move,
+    .download = cpu_move,
 };
 
 /* The backend and its op table in one allocation (be first: free(be)
@@ -1400,18 +1552,7 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
         return NULL;
     }
     tr_backend *be = &cb->be;
-    tr_widen_ops(&cb->ops); /* the typed ops over cpu_kern, and the rest: */
-    cb->ops.gemm = cpu_gemm;
-    cb->ops.sumsq = cpu_sumsq, cb->ops.scale = cpu_scale;
-    cb->ops.adamw = cpu_adamw, cb->ops.adamw8bit = cpu_adamw8bit;
-    cb->ops.upload = cpu_move, cb->ops.download = cpu_move;
-    /* the element-wise ops and LayerNorm: 16-bit operands tile by tile or
-     * row by row, no workspace (backend_meta.c counts them alike) */
-    cb->ops.gelu_forward = cpu_t_gelu_forward, cb->ops.gelu_backward = cpu_t_gelu_backward;
-    cb->ops.relu_forward = cpu_t_relu_forward, cb->ops.relu_backward = cpu_t_relu_backward;
-    cb->ops.add = cpu_t_add, cb->ops.accumulate = cpu_t_accumulate, cb->ops.add_bcast = cpu_t_add_bcast;
-    cb->ops.layernorm_forward = cpu_t_layernorm_forward, cb->ops.layernorm_stats = cpu_t_layernorm_stats;
-    cb->ops.layernorm_backward = cpu_t_layernorm_backward;
+    tr_fp32_ops(&cb->ops, &cpu_direct_ops); /* and the widening ops over cpu_kern */
     be->name = "cpu";
     be->ops = &cb->ops;
     be->kern = &cpu_kern;

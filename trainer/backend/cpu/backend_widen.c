@@ -303,8 +303,9 @@ static void w_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
 #undef DONE
 #undef KN
 
-void tr_widen_ops(tr_ops *o)
+void tr_fp32_ops(tr_ops *o, const tr_ops *direct)
 {
+    *o = *direct;
     o->linear_forward = w_linear_forward, o->linear_backward = w_linear_backward;
     o->zero = w_zero;
     o->attention_forward = w_attention_forward, o->attention_backward = w_attention_backward;

@@ -71,10 +71,14 @@ typedef struct tr_kern {
     void (*narrow)(tr_backend *be, const tr_span *s, int k);
 } tr_kern;
 
-/* Fills the typed entries of ops (every op but gemm, the element-wise ones
- * (gelu, relu, add, accumulate, add_bcast) and LayerNorm's (the CPU reads
- * their 16-bit operands tile by tile or row by row, no workspace), the
- * optimizer's, upload and download) with the widening ops over be->kern. */
-void tr_widen_ops(tr_ops *ops);
+/* The whole op table of an fp32 backend, in ops: the ops the backend gives
+ * as they are, from `direct` (gemm, the element-wise ones (gelu, relu, add,
+ * accumulate, add_bcast) and LayerNorm's, whose 16-bit operands the CPU
+ * reads tile by tile or row by row with no workspace, the optimizer's
+ * (sumsq, scale, adamw, adamw8bit), upload and download), and every other
+ * op the widening op over be->kern (direct's entries for those are not
+ * read: leave them NULL).  One table per backend, so that the CPU and the
+ * meta backend that counts for it split the ops alike. */
+void tr_fp32_ops(tr_ops *ops, const tr_ops *direct);
 
 #endif

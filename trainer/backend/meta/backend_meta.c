@@ -15,12 +15,8 @@
 #include "backend/cpu/backend_cpu.h"
 #include "backend/cpu/backend_widen.h"
 
-static void m_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc)
-{
-    (void)be, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
-    (void)beta, (void)C, (void)ldc;
-}
+/* ---- the fp32 kernels (tr_kern): nothing computed, the target's workspaces taken -- */
+
 static void m_linear_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b, int N,
                              int I, int O)
 {
@@ -125,6 +121,31 @@ static void m_sam_loss(tr_backend *be, float *dlogits, float *diou, const float 
     size_t n = be->sizes->loss_workspace((size_t)N, (size_t)RR);
     if (n) tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, n));
 }
+static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
+static void m_span(tr_backend *be, const tr_span *s, int k) { (void)be, (void)s, (void)k; }
+
+/* (a forward and its backward, the input ops, the memory ops: one line each) */
+static const tr_kern meta_kern = {
+    .linear_forward = m_linear_forward, .linear_backward = m_linear_backward,
+    .attention_forward = m_attention_forward, .attention_backward = m_attention_backward,
+    .convt2x2_forward = m_convt_forward, .convt2x2_backward = m_convt_backward,
+    .patch_im2col = m_patch_im2col, .image_normalize = m_image_normalize, .pe_dense = m_pe_dense,
+    .prompt_tokens_forward = m_prompt_tokens_forward, .prompt_tokens_backward = m_prompt_tokens_backward,
+    .keys_forward = m_keys_forward, .keys_backward = m_keys_backward,
+    .rows_gather = m_rows_gather, .rows_scatter_add = m_rows_scatter_add,
+    .mask_dot_forward = m_mask_dot_forward, .mask_dot_backward = m_mask_dot_backward,
+    .sam_loss = m_sam_loss,
+    .zero = m_zero, .copy = m_copy, .widen = m_span, .narrow = m_span,
+};
+
+/* ---- the ops the CPU gives as they are (tr_fp32_ops) ------------------------------ */
+
+static void m_gemm(tr_backend *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc)
+{
+    (void)be, (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)beta, (void)C, (void)ldc;
+}
 static void m_move(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
 static double m_sumsq(tr_backend *be, const float *g, size_t n)
 {
@@ -145,9 +166,6 @@ static void m_adamw8bit(tr_backend *be, float *w, uint8_t *mq, uint8_t *vq, floa
     (void)be, (void)w, (void)mq, (void)vq, (void)mabs, (void)vabs, (void)qm, (void)qv, (void)g, (void)n;
     (void)block, (void)lr, (void)beta1, (void)beta2, (void)eps, (void)wd, (void)bc1, (void)bc2;
 }
-
-static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void)be, (void)dst, (void)src, (void)n; }
-static void m_span(tr_backend *be, const tr_span *s, int k) { (void)be, (void)s, (void)k; }
 
 /* the CPU's element-wise and LayerNorm ops on typed operands take no workspace (backend_cpu.c) */
 static void m_t_ln_forward(tr_backend *be, tr_ten out, float *mean, float *rstd, tr_ten inp, tr_ten w, tr_ten b,
@@ -175,29 +193,15 @@ static void m_t_add_bcast(tr_backend *be, tr_ten out, tr_ten a, tr_ten b, size_t
     (void)be, (void)out, (void)a, (void)b, (void)N, (void)n;
 }
 
-static const tr_kern meta_kern = {
-    .linear_forward = m_linear_forward,
-    .linear_backward = m_linear_backward,
-    .attention_forward = m_attention_forward,
-    .attention_backward = m_attention_backward,
-    .convt2x2_forward = m_convt_forward,
-    .convt2x2_backward = m_convt_backward,
-    .patch_im2col = m_patch_im2col,
-    .image_normalize = m_image_normalize,
-    .pe_dense = m_pe_dense,
-    .prompt_tokens_forward = m_prompt_tokens_forward,
-    .prompt_tokens_backward = m_prompt_tokens_backward,
-    .keys_forward = m_keys_forward,
-    .keys_backward = m_keys_backward,
-    .rows_gather = m_rows_gather,
-    .rows_scatter_add = m_rows_scatter_add,
-    .mask_dot_forward = m_mask_dot_forward,
-    .mask_dot_backward = m_mask_dot_backward,
-    .sam_loss = m_sam_loss,
-    .zero = m_zero,
-    .copy = m_copy,
-    .widen = m_span,
-    .narrow = m_span,
+/* (the ops that share a no-op on one line) */
+static const tr_ops meta_direct_ops = {
+    .gemm = m_gemm,
+    .layernorm_forward = m_t_ln_forward, .layernorm_backward = m_t_ln_backward, .layernorm_stats = m_t_ln_stats,
+    .gelu_forward = m_t_unary, .relu_forward = m_t_unary, .accumulate = m_t_unary,
+    .gelu_backward = m_t_binary, .relu_backward = m_t_binary, .add = m_t_binary,
+    .add_bcast = m_t_add_bcast,
+    .sumsq = m_sumsq, .scale = m_scale, .adamw = m_adamw, .adamw8bit = m_adamw8bit,
+    .upload = m_move, .download = m_move,
 };
 
 /* The backend and its op table in one allocation (be first). */
@@ -222,16 +226,7 @@ tr_backend *tr_backend_meta_create(const tr_sizes *target)
     meta_backend *mb = calloc(1, sizeof *mb);
     if (!mb) return NULL;
     tr_backend *be = &mb->be;
-    tr_widen_ops(&mb->ops); /* the CPU's widening over no-op kernels: the same workspaces */
-    mb->ops.gemm = m_gemm;
-    mb->ops.sumsq = m_sumsq, mb->ops.scale = m_scale;
-    mb->ops.adamw = m_adamw, mb->ops.adamw8bit = m_adamw8bit;
-    mb->ops.upload = m_move, mb->ops.download = m_move;
-    mb->ops.gelu_forward = m_t_unary, mb->ops.gelu_backward = m_t_binary;
-    mb->ops.relu_forward = m_t_unary, mb->ops.relu_backward = m_t_binary;
-    mb->ops.add = m_t_binary, mb->ops.accumulate = m_t_unary, mb->ops.add_bcast = m_t_add_bcast;
-    mb->ops.layernorm_forward = m_t_ln_forward, mb->ops.layernorm_stats = m_t_ln_stats;
-    mb->ops.layernorm_backward = m_t_ln_backward;
+    tr_fp32_ops(&mb->ops, &meta_direct_ops); /* the CPU's widening over no-op kernels: the same workspaces */
     be->name = "meta";
     be->ops = &mb->ops;
     be->kern = &meta_kern;
