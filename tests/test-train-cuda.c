@@ -72,7 +72,7 @@ static void set_el(void *p, int dt, size_t i, float x)
 /* n elements of dt, normal with deviation sd (0: zeros), the same on both sides */
 static buf mk(size_t n, int dt, double sd)
 {
-    size_t bytes = n * tr_dt_size(dt);
+    size_t bytes = n * tr_prec_size(dt);
     buf b = {calloc(1, bytes + 64), tr_mem_alloc(&gpu->mem, TR_MEM_ACTS, bytes), n, dt};
     if (!b.h || !b.d) abort();
     for (size_t i = 0; i < n && sd > 0; i++) set_el(b.h, dt, i, (float)(sd * tr_rng_normal(&rng)));
@@ -109,7 +109,7 @@ static double rel_l2(double d2, double r2) { return r2 > 0 ? sqrt(d2 / r2) : d2 
  * and the relative L2 error within min(tol, l2_tol). */
 static int same(buf b, double tol, const char *fmt, const char *what)
 {
-    size_t bytes = b.n * tr_dt_size(b.dt);
+    size_t bytes = b.n * tr_prec_size(b.dt);
     void *g = malloc(bytes + 64);
     gpu->ops->download(gpu, g, b.d, bytes);
     size_t bad = 0, first = 0;
@@ -264,7 +264,7 @@ static void test_attention_packed(int dt)
     tr_attn_dims a = {.N = 2, .Tq = Tn, .Tk = Tn, .heads = heads, .dh = dh, .ldq = 3 * W, .ldk = 3 * W,
                       .ldv = 3 * W, .ldo = W};
     a.sq = a.sk = a.sv = (size_t)Tn * 3 * W, a.so = (size_t)Tn * W;
-    size_t es = tr_dt_size(dt), ns = (size_t)a.N * heads;
+    size_t es = tr_prec_size(dt), ns = (size_t)a.N * heads;
     buf qkv = mk(a.N * a.sq, dt, 1), o = mk(a.N * a.so, dt, 0);
     buf att_c = mk(ns * tr_cpu_sizes.attention_saved(a.Tq, a.Tk), dt, 0);
     buf att_g = mk(ns * gpu->sizes->attention_saved(a.Tq, a.Tk), dt, 0);

@@ -84,7 +84,8 @@ typedef struct tr_sizes {
 } tr_sizes;
 
 /* A typed operand: elements of dtype dt (TR_PREC_FP32, _BF16 or _FP16 of
- * kernels.h) from p, in backend memory.  p NULL: "not given". */
+ * common/precision.h, whose tr_prec_size and tr_prec_16 tell its size) from
+ * p, in backend memory.  p NULL: "not given". */
 typedef struct tr_ten {
     void *p;
     int dt;
@@ -92,10 +93,6 @@ typedef struct tr_ten {
 
 static inline tr_ten tr_f32(const float *p) { return (tr_ten){(void *)p, TR_PREC_FP32}; }
 static inline tr_ten tr_typed(const void *p, int dt) { return (tr_ten){(void *)p, dt}; }
-/* bytes per element of dt */
-static inline size_t tr_dt_size(int dt) { return dt == TR_PREC_FP32 ? 4 : 2; }
-/* 1 when dt is stored in 16 bits */
-static inline int tr_dt_16(int dt) { return dt != TR_PREC_FP32; }
 
 /* An op that cannot get a workspace returns without computing: the
  * allocator records the failure (tr_mem_take_failure) and the model's step

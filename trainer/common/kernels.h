@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "precision.h"
+
 #ifdef __CUDACC__
 #define SA1B_HD __host__ __device__
 #else
@@ -224,12 +226,10 @@ static inline SA1B_HD void tr_adamw_elem(float *w, float *m, float *v, float g, 
 }
 
 /* ---- 16-bit storage ---------------------------------------------------------
- * Precision of stored activations (TR_PREC_*): fp32, bf16 (8 exponent bits,
- * 7 mantissa bits) or IEEE 754 binary16 (5 exponent, 10 mantissa bits).
+ * Between the precisions of stored activations (TR_PREC_* of precision.h).
  * Conversions from fp32 round to nearest, ties to even; overflow gives
  * infinity; NaN stays NaN (quiet, sign kept); fp16 subnormals are produced
  * and read exactly. */
-enum { TR_PREC_FP32 = 0, TR_PREC_BF16 = 1, TR_PREC_FP16 = 2 };
 
 static inline SA1B_HD uint32_t tr_f32_bits(float f)
 {

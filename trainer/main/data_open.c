@@ -44,7 +44,7 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
                            size_t why_len)
 {
     char err[512];
-    int R = 4 * (cfg->S / cfg->P);
+    int R = tr_geom_of(cfg, K).R;
     if (o->plan) { /* batches counted, never filled; the loader holds threads + 2 in flight, the
                     * synthetic source 2 (batch.c: the next made while the step runs) and, for
                     * a job of several ranks, the global batch they are cut from (world batches) */

@@ -2,6 +2,7 @@
  * dump.c - sa1b-train --dump-step: one forward and backward on the first
  * batch written as MODEL.md's debug dump, the loss on stdout.
  */
+#include <math.h>
 #include <stdio.h>
 
 #include "train.h"
@@ -15,13 +16,15 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
     tr_batch *b;
     int rc = tr_source_next(src, &b, err, sizeof err);
     if (rc <= 0) cli_die(CLI_EXIT_FATAL, "%s", rc < 0 ? err : "no data for --dump-step");
-    float scale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f;
+    tr_loss_scale ls; /* fp16: the training's first scale, halved until no gradient overflows */
+    tr_loss_scale_init(&ls, prec, 0);
     tr_loss L;
     for (;;) {
-        if (tr_model_forward(m, b, err, sizeof err) < 0 || tr_model_backward_acc(m, b, 1, scale, 0, &L, err, sizeof err) < 0)
+        if (tr_model_forward(m, b, err, sizeof err) < 0 ||
+            tr_model_backward_acc(m, b, 1, ls.scale, 0, &L, err, sizeof err) < 0)
             cli_die(CLI_EXIT_FATAL, "%s", err);
-        if (isfinite(tr_model_scale_grads(m, 1.0 / scale)) || scale <= 1.0f) break;
-        scale /= 2;
+        if (isfinite(tr_model_scale_grads(m, 1.0 / ls.scale)) || ls.scale <= 1.0f) break;
+        tr_loss_scale_update(&ls, 1);
     }
     check_device(m->be);
     /* a signal while the dump is written (to a temporary renamed into place)
@@ -45,7 +48,7 @@ int run_dump(const options *o, tr_backend *be)
     if (setup_model(o, be, &o->cfg, &m, 0, err, sizeof err) < 0) die_memory(o, be, err);
     tr_data_source src = {0};
     open_training_data(o, &o->cfg, &src, be);
-    dump_step(o, &m, &src, precision_of(o->precision));
+    dump_step(o, &m, &src, o->precision);
     tr_model_free(&m);
     return 0;
 }

@@ -24,7 +24,7 @@
  * every state file and restored by --resume.  fixed: a flag given on resume
  * must agree with the run; otherwise (steps, data paths, checkpointing,
  * logging) a given flag is taken and an absent one restored. */
-enum { RF_INT, RF_LONG, RF_U64, RF_DBL, RF_STR, RF_UNFREEZE, RF_STAGES };
+enum { RF_INT, RF_LONG, RF_U64, RF_DBL, RF_STR, RF_PREC, RF_UNFREEZE, RF_STAGES };
 typedef struct run_field {
     const char *key;    /* in the record; the flag is --key with '_' as '-' */
     int opt, kind, fixed;
@@ -43,7 +43,7 @@ static const run_field run_fields[] = {
     RUN_FIELD("clip", O_CLIP, RF_DBL, 1, clip), RUN_FIELD("seed", O_SEED, RF_U64, 1, seed),
     RUN_FIELD("flip", O_FLIP, RF_DBL, 1, flip), RUN_FIELD("optim", O_OPTIM, RF_STR, 1, optim),
     RUN_FIELD("optim_block", O_OPTIM_BLOCK, RF_INT, 1, optim_block), RUN_FIELD("accum", O_ACCUM, RF_INT, 1, accum),
-    RUN_FIELD("precision", O_PREC, RF_STR, 1, precision), RUN_FIELD("zero", O_ZERO, RF_INT, 1, zero),
+    RUN_FIELD("precision", O_PREC, RF_PREC, 1, precision), RUN_FIELD("zero", O_ZERO, RF_INT, 1, zero),
     RUN_FIELD("loss_scale_window", O_SCALE_WIN, RF_LONG, 1, scale_window),
     RUN_FIELD("freeze", O_FREEZE, RF_STR, 1, freeze), RUN_FIELD("unfreeze", O_UNFREEZE, RF_UNFREEZE, 1, n_unfreeze),
     RUN_FIELD("stage_batch", O_STAGE_BATCH, RF_STAGES, 1, n_stage),
@@ -65,6 +65,7 @@ static void field_text(const options *o, const run_field *f, char *buf, size_t l
     case RF_U64: snprintf(buf, len, "%" PRIu64, *(const uint64_t *)p); break;
     case RF_DBL: snprintf(buf, len, "%.17g", *(const double *)p); break;
     case RF_STR: snprintf(buf, len, "%s", *(const char *const *)p ? *(const char *const *)p : ""); break;
+    case RF_PREC: snprintf(buf, len, "%s", tr_prec_name(*(const int *)p)); break;
     case RF_UNFREEZE:
         for (int i = 0; i < o->n_unfreeze && n < len; i++)
             n += (size_t)snprintf(buf + n, len - n, "%s%ld:%s", i ? "," : "", o->unfreeze_step[i], o->unfreeze_group[i]);

@@ -53,7 +53,8 @@ typedef struct options {
     /* computation (issue 7 part A) */
     int accum;                  /* micro-batches per optimizer step */
     int ckpt_blocks, ckpt_decoder; /* --checkpoint-every N, --checkpoint-decoder */
-    const char *precision;      /* fp32, bf16 or fp16 */
+    int precision;              /* TR_PREC_* of --precision; -1: not a name (precision_arg) */
+    const char *precision_arg;  /* --precision as given */
     int tf32;                   /* --tf32: the CUDA backend's fp32 GEMMs in TF32 */
     long scale_window;          /* fp16: clean steps before the loss scale doubles */
     const char *freeze;         /* comma list of groups */
@@ -150,7 +151,6 @@ int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model
 /* The training data (--data or the synthetic batches) of the run; under
  * mpirun the ranks agree on it. */
 void open_training_data(const options *o, const tr_config *cfg, tr_data_source *src, tr_backend *be);
-int precision_of(const char *name);
 
 /* train_save.c */
 /* The state file of step for this rank: state-STEP.bin, or with --zero 1

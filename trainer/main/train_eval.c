@@ -87,7 +87,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
     int hist[10] = {0};
     double sum = 0;
     long n = 0;
-    int R = 4 * (m->cfg.S / m->cfg.P), RR = R * R;
+    int RR = m->geom.RR;
     /* the logits, in host memory (downloaded, 16-bit storage widened) */
     float *buf = tr_mem_alloc(m->be->host_mem, TR_MEM_WORK, (size_t)m->B * m->M * RR * sizeof(float));
     if (!buf) cli_die(CLI_EXIT_FATAL, "out of memory");

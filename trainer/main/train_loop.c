@@ -15,11 +15,6 @@
 
 #include "train.h"
 
-int precision_of(const char *name)
-{
-    return !strcmp(name, "bf16") ? TR_PREC_BF16 : !strcmp(name, "fp16") ? TR_PREC_FP16 : TR_PREC_FP32;
-}
-
 /* The optimizer's state follows the model's trainable set (and with
  * --zero 1 this rank's part of the parameters: owned, NULL for all). */
 static int try_sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned, char *err, size_t err_len)
@@ -144,7 +139,7 @@ int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model
                 size_t err_len)
 {
     tr_model_opts mo = {.ckpt_every = o->ckpt_blocks, .ckpt_decoder = o->ckpt_decoder,
-                        .precision = precision_of(o->precision)};
+                        .precision = o->precision};
     const char *frz = eval || o->dump_step ? NULL : o->freeze;
     if (tr_model_init_ex(m, be, cfg, o->batch, o->masks, o->points, eval ? NULL : &mo, frz, err, err_len) < 0)
         return -1;
@@ -170,7 +165,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     char err[512];
     tr_config cfg = o.cfg;
     tr_model m;
-    int prec = precision_of(o.precision);
+    int prec = o.precision;
     if (setup_model(&o, be, &cfg, &m, 0, err_out, err_out_len) < 0) return -1;
     tr_data_source src = {0};
     const int ranks = o.world > 1 && !o.plan;
@@ -213,8 +208,8 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     }
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
-    float lscale = prec == TR_PREC_FP16 ? 65536.0f : 1.0f; /* fp16 dynamic loss scale */
-    long scale_good = 0;
+    tr_loss_scale ls; /* fp16's dynamic loss scale (1 at other precisions) */
+    tr_loss_scale_init(&ls, prec, o.scale_window);
     if (o.resume) {
         long step = read_latest(o.resume);
         char path[4096];
@@ -229,7 +224,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) die_memory(&o, be, err);
         state_path(&o, o.resume, step, path, sizeof path);
         if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        if (st.loss_scale > 0 && prec == TR_PREC_FP16) lscale = (float)st.loss_scale, scale_good = st.scale_good;
+        tr_loss_scale_resume(&ls, st.loss_scale, st.scale_good);
         char now[sizeof st.data_id];
         if (st.data_id[0] && tr_source_identity(&src, now, sizeof now)) {
             if (strcmp(now, st.data_id) != 0) {
@@ -272,7 +267,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         tr_mem_format_line(line, sizeof line, &ms);
         fprintf(stderr, "%s: %s%s, step %ld of %ld: %s config (S=%d), %zu parameters, batch %d x %d masks x %d points, "
                 "%s, %s backend, %d threads, %s, %s\n", cli_prog(), o.resume ? "resuming " : "training in ", o.resume ? o.resume : o.out,
-                st.step, o.steps, o.config_name, cfg.S, m.n_param_floats, o.batch, o.masks, o.points, o.precision,
+                st.step, o.steps, o.config_name, cfg.S, m.n_param_floats, o.batch, o.masks, o.points, tr_prec_name(o.precision),
                 be->name, be->n_threads, o.optim, line);
     }
     double t_last = cli_now(), wait_last = tr_source_wait_seconds(&src);
@@ -326,7 +321,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         uint64_t pos[2] = {0, 0}; /* where the data stands before the step */
         int have_pos = tr_source_position(&src, &pos[0], &pos[1]);
         int fails = 0, fail_rank = 0, dev_fails = 0;
-        int got = step_gradients(&o, &m, &src, cur_accum, lscale, part ? zero.glo : NULL, &L, &sync_s, &stop_all,
+        int got = step_gradients(&o, &m, &src, cur_accum, ls.scale, part ? zero.glo : NULL, &L, &sync_s, &stop_all,
                                  &fails, &fail_rank, &dev_fails, err, sizeof err);
         if (got < 0 && fails)
             die_step_ranks(&o, be, &m, &opt, &st, &src, saved, have_pos ? pos : NULL, log, fails, fail_rank,
@@ -334,7 +329,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         if (got < 0) die_step(&o, be, &m, &opt, &st, &src, saved, have_pos ? pos : NULL, log, err);
         if (got == 0) break;
         long n_valid = L.n_valid;
-        double unscale = cur_accum == 1 && !dp ? 1.0 / lscale : n_valid ? 1.0 / ((double)lscale * n_valid) : 0.0;
+        double unscale = cur_accum == 1 && !dp ? 1.0 / ls.scale : n_valid ? 1.0 / ((double)ls.scale * n_valid) : 0.0;
         size_t g_lo = part ? zero.glo[o.rank] : 0, g_hi = part ? zero.glo[o.rank + 1] : m.n_grad_floats;
         double lr, gnorm;
         double ss = part ? tr_model_scale_grads_part(&m, unscale, g_lo, g_hi) : tr_model_scale_grads(&m, unscale);
@@ -347,20 +342,15 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         int skipped = !isfinite(ss);
         if (skipped) { /* overflow: no update; fp16 halves its loss scale */
             lr = tr_optim_lr(&opt.cfg, opt.t), gnorm = 0;
-            if (prec == TR_PREC_FP16 && lscale > 1.0f) lscale /= 2;
-            scale_good = 0;
         } else {
             /* ss: the gradient's sum of squares after the unscale, which
              * tr_optim_step would compute again (one pass over it saved) */
             gnorm = tr_optim_step_part(&opt, &m, ss, g_lo, g_hi, &lr);
             if (part && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0)
                 die_collective(&o, err); /* every rank's updated part, on every rank */
-            if (prec == TR_PREC_FP16 && ++scale_good >= o.scale_window) {
-                if (lscale < 1e30f) lscale *= 2;
-                scale_good = 0;
-            }
         }
-        if (prec == TR_PREC_FP16) st.loss_scale = lscale, st.scale_good = scale_good;
+        tr_loss_scale_update(&ls, skipped); /* overflow: halved; fp16 doubles it after a window of clean steps */
+        if (ls.on) st.loss_scale = ls.scale, st.scale_good = ls.good;
         st.step++;
         test_hook("step", st.step);
         test_device_hook("step", st.step, o.rank);
@@ -374,7 +364,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             tr_mem_get_stats(&be->mem, &ms);
             tr_mem_format_line(mline, sizeof mline, &ms);
             char extra[160] = ""; /* fp16: the loss scale after this step; a skipped (overflowed) step */
-            if (prec == TR_PREC_FP16) snprintf(extra, sizeof extra, ", \"scale\": %.9g", lscale);
+            if (ls.on) snprintf(extra, sizeof extra, ", \"scale\": %.9g", ls.scale);
             if (skipped) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"skipped\": true");
             if (dp) /* the share of the step spent summing over the ranks (waits for the slowest included) */
                 snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"ranks\": %d, \"sync_pct\": %.1f",

@@ -60,7 +60,7 @@ int plan_main(const options *o)
                                     .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder,
                                     .sizes = sizes},
                            .budget = budget, .effective_batch = o->effective_batch};
-    static const char *const precs[] = {"fp32", "bf16", "fp16"};
+    static const int precs[] = {TR_PREC_FP32, TR_PREC_BF16, TR_PREC_FP16};
     static const int cks[] = {0, 1};
     req.precisions = precs, req.n_precisions = 3;
     req.checkpoints = cks, req.n_checkpoints = 2;

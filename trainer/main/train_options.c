@@ -171,7 +171,7 @@ void parse_options(int argc, char **argv, options *o)
     o->eval_batches = 8, o->flip = 0.5;
     o->collective_timeout = 300, o->world = 1;
     o->optim = "adamw", o->optim_block = 256;
-    o->accum = 1, o->precision = "fp32", o->scale_window = 1000;
+    o->accum = 1, o->precision = TR_PREC_FP32, o->scale_window = 1000;
     int ov[8], have[8] = {0};
     int c;
     /* first pass: the preset, so that single overrides apply on top of it */
@@ -241,7 +241,7 @@ void parse_options(int argc, char **argv, options *o)
         case O_ACCUM: o->accum = (int)parse_long("--accum", optarg, 1, 4096); break;
         case O_CKPT_EVERY: o->ckpt_blocks = (int)parse_long("--checkpoint-every", optarg, 0, TR_MAX_L); break;
         case O_CKPT_DEC: o->ckpt_decoder = 1; break;
-        case O_PREC: o->precision = optarg; break;
+        case O_PREC: o->precision = tr_prec_parse(optarg), o->precision_arg = optarg; break;
         case O_SCALE_WIN: o->scale_window = parse_long("--loss-scale-window", optarg, 1, 1000000000); break;
         case O_FREEZE: o->freeze = optarg; break;
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
@@ -285,8 +285,7 @@ void parse_options(int argc, char **argv, options *o)
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
     if (o->tf32 && strcmp(o->backend, "cuda") != 0)
         cli_usage_error("--tf32 is for --backend cuda (the CPU backend's fp32 GEMMs are fp32)");
-    if (strcmp(o->precision, "fp32") && strcmp(o->precision, "bf16") && strcmp(o->precision, "fp16"))
-        cli_usage_error("--precision: '%s' is not fp32, bf16 or fp16", o->precision);
+    if (o->precision < 0) cli_usage_error("--precision: '%s' is not fp32, bf16 or fp16", o->precision_arg);
     if (o->ckpt_blocks > o->cfg.L) cli_usage_error("--checkpoint-every: %d is more than the %d encoder blocks",
                                                    o->ckpt_blocks, o->cfg.L);
     if (o->freeze) {

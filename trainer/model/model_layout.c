@@ -1,6 +1,6 @@
 /*
  * model_layout.c - the model's activation table and memory layout for a
- * batch geometry and training options (what tr_model.h describes under
+ * batch geometry and training options (what model.h describes under
  * "Memory layout"), and the model's lifetime: init, options, batch, free.
  */
 #include "model_layout.h"

@@ -16,7 +16,7 @@
 int mdl_layout(tr_model *m, char *err, size_t err_len);
 
 /* bytes per element of the activations; element i of activation p */
-static inline size_t mdl_esz(const tr_model *m) { return tr_dt_size(m->adt); }
+static inline size_t mdl_esz(const tr_model *m) { return tr_prec_size(m->adt); }
 static inline void *mdl_at(const tr_model *m, const void *p, size_t i)
 {
     return p ? (void *)((const char *)p + i * mdl_esz(m)) : NULL;

@@ -312,7 +312,7 @@ int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, cons
                  size_t err_len)
 {
     const tr_config *c = &m->cfg;
-    int B = m->B, M = m->M, K = m->K, S = c->S, R = 4 * (c->S / c->P);
+    int B = m->B, M = m->M, K = m->K, S = c->S, R = m->geom.R;
     tr_backend *be = m->be;
     if (m->grad_lo != 0) return snprintf(err, err_len, "the debug dump needs every parameter's gradient (nothing frozen)"), -1;
     /* the normalised image in backend memory, the outputs in host memory */

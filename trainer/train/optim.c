@@ -359,3 +359,27 @@ int tr_optim_load_tensors(tr_optim *o, tr_optim_host *h, const tr_model *m, cons
     }
     return 0;
 }
+
+void tr_loss_scale_init(tr_loss_scale *s, int precision, long window)
+{
+    s->on = precision == TR_PREC_FP16;
+    s->scale = s->on ? 65536.0f : 1.0f;
+    s->good = 0;
+    s->window = window;
+}
+
+void tr_loss_scale_resume(tr_loss_scale *s, double saved_scale, long saved_good)
+{
+    if (saved_scale > 0 && s->on) s->scale = (float)saved_scale, s->good = saved_good;
+}
+
+void tr_loss_scale_update(tr_loss_scale *s, int overflowed)
+{
+    if (overflowed) {
+        if (s->on && s->scale > 1.0f) s->scale /= 2;
+        s->good = 0;
+    } else if (s->on && ++s->good >= s->window) {
+        if (s->scale < 1e30f) s->scale *= 2;
+        s->good = 0;
+    }
+}

@@ -118,4 +118,22 @@ int tr_optim_save_tensors(const tr_optim *o, const tr_optim_host *h, const tr_mo
 int tr_optim_load_tensors(tr_optim *o, tr_optim_host *h, const tr_model *m, const tr_st_file *f, char *err,
                           size_t err_len);
 
+/* The dynamic loss scale of fp16 training: the loss is multiplied by
+ * scale before the backward (so that small gradients stay above fp16's
+ * subnormals) and the gradients divided by it after.  A step whose
+ * gradients overflowed is skipped and halves the scale (never below 1);
+ * window clean steps in a row double it (up to 1e30).  At other
+ * precisions the scale is 1 and stays 1. */
+typedef struct tr_loss_scale {
+    int on;      /* fp16 */
+    float scale; /* 65536 at the start; 1 when off */
+    long good;   /* clean steps since the scale last changed (or since a skip) */
+    long window; /* clean steps that double it */
+} tr_loss_scale;
+void tr_loss_scale_init(tr_loss_scale *s, int precision, long window);
+/* A resumed run's scale and count (a state file's; saved_scale <= 0: none saved). */
+void tr_loss_scale_resume(tr_loss_scale *s, double saved_scale, long saved_good);
+/* After a step: overflowed (its gradients not finite, the step skipped) or clean. */
+void tr_loss_scale_update(tr_loss_scale *s, int overflowed);
+
 #endif

@@ -24,7 +24,7 @@ static void describe(char *buf, size_t n, const tr_plan_point *pt)
                  pt->checkpoint_decoder ? " + decoder" : "");
     else
         snprintf(ck, sizeof ck, "%s", pt->checkpoint_decoder ? "checkpoint decoder" : "no checkpointing");
-    snprintf(buf, n, "B=%d x accum %d, %s, %s", pt->batch, pt->accum, pt->precision ? pt->precision : "fp32", ck);
+    snprintf(buf, n, "B=%d x accum %d, %s, %s", pt->batch, pt->accum, tr_prec_name(pt->precision), ck);
 }
 
 static void print_prediction(FILE *out, const tr_plan_point *pt, const tr_mem_stats *st)
@@ -108,8 +108,8 @@ int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void
 
     int eff = req->effective_batch > 0 ? req->effective_batch : req->base.batch * req->base.accum;
     int max = req->max_batch > 0 ? req->max_batch : 4096;
-    const char *base_prec[1] = {req->base.precision ? req->base.precision : "fp32"};
-    const char *const *precs = req->precisions ? req->precisions : base_prec;
+    const int base_prec[1] = {req->base.precision};
+    const int *precs = req->precisions ? req->precisions : base_prec;
     int np = req->precisions ? req->n_precisions : 1;
     int base_ck[1] = {req->base.checkpoint_every};
     const int *cks = req->checkpoints ? req->checkpoints : base_ck;
@@ -145,12 +145,12 @@ int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void
             tr_mem_stats s = {0};
             int best = search(run, ctx, pt, req->budget, max, &s, err, err_len);
             if (best == -2) {
-                fprintf(out, "%-9s %-14s %10s\n", pt.precision, ck, "unsupported");
+                fprintf(out, "%-9s %-14s %10s\n", tr_prec_name(pt.precision), ck, "unsupported");
                 continue;
             }
             if (best < 0) return -1;
             if (best == 0) {
-                fprintf(out, "%-9s %-14s %10s\n", pt.precision, ck, "none fits");
+                fprintf(out, "%-9s %-14s %10s\n", tr_prec_name(pt.precision), ck, "none fits");
                 continue;
             }
             char pk[32], pk2[32];
@@ -163,12 +163,12 @@ int tr_plan_main(FILE *out, const tr_plan_request *req, tr_plan_run_fn run, void
             tr_mem_stats s2;
             int r2 = tr_plan_measure(run, ctx, &q, &s2, err, err_len);
             if (r2 < 0) {
-                fprintf(out, "%-9s %-14s %10d %12s   (B=%d x accum %d: %s)\n", pt.precision, ck, best, pk, mb,
+                fprintf(out, "%-9s %-14s %10d %12s   (B=%d x accum %d: %s)\n", tr_prec_name(pt.precision), ck, best, pk, mb,
                         q.accum, r2 == -2 ? "unsupported" : err);
                 continue;
             }
             tr_mem_format_bytes(pk2, sizeof pk2, s2.reserved_peak);
-            fprintf(out, "%-9s %-14s %10d %12s   B=%d x accum %d, peak %s\n", pt.precision, ck, best, pk, mb,
+            fprintf(out, "%-9s %-14s %10d %12s   B=%d x accum %d, peak %s\n", tr_prec_name(pt.precision), ck, best, pk, mb,
                     q.accum, pk2);
         }
     return 0;

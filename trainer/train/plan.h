@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "common/alloc.h"
+#include "common/precision.h"
 #include "backend/backend.h"
 
 /* The counting backend: tr_backend_meta_create (backend/meta/backend_meta.h).
@@ -28,7 +29,7 @@
 typedef struct tr_plan_point {
     int batch;              /* micro-batch B (images) */
     int accum;              /* micro-batches per optimizer step, >= 1 */
-    const char *precision;  /* "fp32", "bf16" or "fp16" */
+    int precision;          /* TR_PREC_* (common/precision.h) */
     int checkpoint_every;   /* encoder checkpointing every N blocks; 0 = off */
     int checkpoint_decoder; /* 1: checkpoint the decoder layers too */
     const tr_sizes *sizes;  /* the backend planned for (NULL: the CPU's) */
@@ -49,7 +50,7 @@ typedef struct tr_plan_request {
     uint64_t budget;             /* bytes; 0: only predict base */
     int effective_batch;         /* images per step to keep; 0: base.batch * base.accum */
     int max_batch;               /* largest micro-batch tried (default 4096 when 0) */
-    const char *const *precisions; /* choices for the table (NULL: base.precision) */
+    const int *precisions;       /* TR_PREC_* choices for the table (NULL: base.precision) */
     int n_precisions;
     const int *checkpoints;      /* checkpoint_every choices for the table (NULL: base's) */
     int n_checkpoints;

@@ -48,7 +48,7 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
     for (int i = 0; i < k; i++) {
         grp[i] = -1;
         a[i].f = a[i].t.p;
-        if (!widens || !a[i].t.p || !a[i].n || !tr_dt_16(a[i].t.dt)) continue;
+        if (!widens || !a[i].t.p || !a[i].n || !tr_prec_16(a[i].t.dt)) continue;
         uintptr_t lo = (uintptr_t)a[i].t.p, hi = lo + a[i].n * 2;
         int g = s->ng++;
         s->lo[g] = lo, s->hi[g] = hi, s->mode[g] = a[i].mode, s->dt[g] = a[i].t.dt, cnt[g] = 1;
@@ -131,7 +131,7 @@ static void w_linear_backward(tr_backend *be, tr_ten dinp, float *dw, float *db,
 }
 
 /* (zero bits are +0 in every type: no workspace) */
-static void w_zero(tr_backend *be, tr_ten dst, size_t n) { KN->zero(be, dst.p, n * tr_dt_size(dst.dt)); }
+static void w_zero(tr_backend *be, tr_ten dst, size_t n) { KN->zero(be, dst.p, n * tr_prec_size(dst.dt)); }
 
 /* elements from the first to the last of a strided attention operand */
 static size_t att_ext(int N, int T, int ld, size_t bs, int cols)
@@ -282,7 +282,7 @@ static void w_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
 {
     if (!n) return;
     if (dst.dt == src.dt) {
-        if (dst.p != src.p) KN->copy(be, dst.p, src.p, n * tr_dt_size(dst.dt));
+        if (dst.p != src.p) KN->copy(be, dst.p, src.p, n * tr_prec_size(dst.dt));
         return;
     }
     if (src.dt == TR_PREC_FP32) {

@@ -6,8 +6,9 @@
 // writing fp32, bf16 and fp16 operands as they are (widens16 = 0) and
 // accumulating in fp32 (sums that feed a gradient or a statistic in double,
 // in a fixed order: no float atomics anywhere, so two runs give the same
-// bits).  The attention is backend_cuda_attn.cu's; what both files share,
-// backend_cuda_impl.cuh.
+// bits).  The attention is backend_cuda_attn.cu's (and
+// backend_cuda_flash.cu's), the profiler backend_cuda_prof.cu's; what the
+// files share, backend_cuda_impl.cuh.
 //
 // Implements: column sums in two passes over bands of rows, the MODEL.md
 // loss with per-pair partial sums reduced in pair order, AdamW and 8-bit
@@ -188,7 +189,7 @@ void cu_zero(tr_backend *be, tr_ten dst, size_t n)
 {
     cuda_backend *c = CB(be);
     if (c->failed || n == 0) return;
-    CK(c, cudaMemsetAsync(dst.p, 0, n * tr_dt_size(dst.dt), c->st));
+    CK(c, cudaMemsetAsync(dst.p, 0, n * tr_prec_size(dst.dt), c->st));
 }
 
 void cu_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
@@ -197,7 +198,7 @@ void cu_convert(tr_backend *be, tr_ten dst, tr_ten src, size_t n)
     if (c->failed || n == 0) return;
     if (dst.dt == src.dt) {
         if (dst.p != src.p)
-            CK(c, cudaMemcpyAsync(dst.p, src.p, n * tr_dt_size(dst.dt), cudaMemcpyDeviceToDevice, c->st));
+            CK(c, cudaMemcpyAsync(dst.p, src.p, n * tr_prec_size(dst.dt), cudaMemcpyDeviceToDevice, c->st));
         return;
     }
     ew(be, EW_CONVERT, dst, src, NONE, n, 1, 0);

@@ -218,7 +218,7 @@ static attn_args attn_make(const tr_attn_dims *d, tr_ten att)
     attn_args a;
     a.d = *d;
     a.scale = 1.0f / sqrtf((float)d->dh);
-    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
+    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_prec_size(att.dt) / sizeof(float);
     return a;
 }
 
@@ -281,7 +281,7 @@ void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_t
 // the workspace of R rows (tr_cuda_attn_workspace), linear in the sequence;
 // every sum in an order fixed by the shape (cuBLAS, fixed-tree block sums).
 
-static tr_ten ten_at(tr_ten t, size_t n) { return tr_typed(static_cast<char *>(t.p) + n * tr_dt_size(t.dt), t.dt); }
+static tr_ten ten_at(tr_ten t, size_t n) { return tr_typed(static_cast<char *>(t.p) + n * tr_prec_size(t.dt), t.dt); }
 
 // C_b = alpha op(A_b) op(B_b) + beta C_b for b < batch (A_b = A + b sA
 // elements, ...), row-major; A and B of one type, C of it or fp32

@@ -346,7 +346,7 @@ flash_args flash_make(const tr_attn_dims *d, tr_ten att, int dt)
     flash_args a;
     a.d = *d;
     a.scale = 1.0f / sqrtf((float)d->dh);
-    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_dt_size(att.dt) / sizeof(float);
+    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_prec_size(att.dt) / sizeof(float);
     a.dt = dt;
     a.D = (d->dh + 15) / 16 * 16;
     return a;

@@ -1,8 +1,10 @@
 // backend_cuda_impl.cuh - what the CUDA backend's translation units share
 // (backend_cuda.cu: memory, GEMMs, every op but attention, the backend;
-// backend_cuda_attn.cu: the two attentions): the backend's struct, cuBLAS's
-// entry points, the error record, typed elements and the reductions every
-// kernel uses.  Internal to those files.
+// backend_cuda_attn.cu: the fused and blocked attentions;
+// backend_cuda_flash.cu: the flash attention; backend_cuda_prof.cu: the
+// profiler): the backend's struct, cuBLAS's entry points, the error record,
+// typed elements and the reductions every kernel uses.  Internal to those
+// files.
 #ifndef SA1B_TRAINER_BACKEND_CUDA_IMPL_CUH
 #define SA1B_TRAINER_BACKEND_CUDA_IMPL_CUH
 
