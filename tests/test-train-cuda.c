@@ -129,7 +129,7 @@ static int same(buf b, double tol, const char *fmt, const char *what)
     if (!(l2 <= lt)) tap_diag("%s: relative L2 error %g over %g", what, l2, lt);
     free(g);
     char err[400];
-    if (tr_backend_cuda_error(gpu, err, sizeof err)) tap_diag("device error: %s", err);
+    if (tr_backend_error(gpu, err, sizeof err)) tap_diag("device error: %s", err);
     return tap_ok(!bad && l2 <= lt, fmt, what, dt_name(b.dt), tol);
 }
 
@@ -454,7 +454,7 @@ static void test_attention_paths(void)
             tap_diag("the tiny model, bf16, with SA1B_CUDA_ATTN=flash");
             test_model(TR_PREC_BF16, 3e-2, 1e-2);
         }
-        tap_ok(!tr_backend_cuda_error(gpu, err, sizeof err), "SA1B_CUDA_ATTN=%s: no device error", paths[i]);
+        tap_ok(!tr_backend_error(gpu, err, sizeof err), "SA1B_CUDA_ATTN=%s: no device error", paths[i]);
         tr_backend_free(gpu);
     }
     unsetenv("SA1B_CUDA_ATTN");
@@ -577,7 +577,7 @@ static int model_run(tr_backend *be, int prec, run_out *r)
         be->ops->download(be, r->params, m.param_mem, m.n_param_floats * sizeof(float));
         tr_optim_free(&opt, &m);
     }
-    if (tr_backend_cuda_error(be, err, sizeof err)) rc = -1;
+    if (tr_backend_error(be, err, sizeof err)) rc = -1;
     if (rc < 0) tap_diag("%s: %s", be->name, err);
     if (b) tr_batch_free(be->host_mem, b);
     tr_model_free(&m);
@@ -703,7 +703,7 @@ int main(void)
     }
     test_gemm_optim();
     test_attention_paths();
-    tap_ok(!tr_backend_cuda_error(gpu, err, sizeof err), "no device error on the way");
+    tap_ok(!tr_backend_error(gpu, err, sizeof err), "no device error on the way");
     test_model(TR_PREC_FP32, 1e-3, 1e-5);
     test_model(TR_PREC_BF16, 3e-2, 1e-2);
     tr_backend_free(cpu);

@@ -245,7 +245,28 @@ struct tr_backend {
      * operands for (backend_widen.h); NULL otherwise. */
     const struct tr_kern *kern;
     void (*destroy)(tr_backend *be); /* frees impl, mem and be (tr_backend_free) */
+    /* A backend whose ops cannot return an error (a GPU's run on a stream):
+     * 1 with its first failure in err, 0 while there is none; NULL for a
+     * backend whose ops cannot fail so (tr_backend_error). */
+    int (*error)(tr_backend *be, char *err, size_t err_len);
 };
+
+/* How a backend is made (registry/registry.h): every backend's settings,
+ * and those that only some backends have (the others ignore them). */
+typedef struct tr_backend_opts {
+    int n_threads;       /* host threads, >= 1: the CPU's pool and BLAS threads */
+    int device;          /* a GPU backend's device (a rank's: its local rank) */
+    int tf32;            /* a GPU backend's fp32 GEMMs on TF32 tensor cores (10 bits of mantissa) */
+    int attention;       /* the path of a GPU backend's attention (backend_cuda.h's TR_CUDA_ATTN_*; 0: its rule) */
+    int sync_each;       /* a GPU backend waits for every op (a failure then names its op) */
+    const char *profile; /* a GPU backend's file of device time by call site; NULL: none */
+} tr_backend_opts;
+
+/* be's first failure (1 and err), or 0 (none, or a backend whose ops cannot fail so). */
+static inline int tr_backend_error(tr_backend *be, char *err, size_t err_len)
+{
+    return be && be->error ? be->error(be, err, err_len) : 0;
+}
 
 /* Frees be (NULL: nothing); the backends are made by the registry
  * (registry/registry.h). */

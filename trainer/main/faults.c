@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "train.h"
-#include "backend/cuda/backend_cuda.h"
 
 /* Tests: SA1B_TEST_KILL=step:N raises SIGTERM after step N, save:N in the
  * middle of step N's checkpoint (between the model and the state file),
@@ -53,7 +52,7 @@ void test_device_hook(const char *what, long n, int rank)
 
 int device_error(tr_backend *be, char *err, size_t err_len)
 {
-    if (tr_backend_cuda_error(be, err, err_len)) return 1;
+    if (tr_backend_error(be, err, err_len)) return 1;
     if (!test_device_failed) return 0;
     snprintf(err, err_len, "a device error made up by SA1B_TEST_DEVICE");
     return 1;

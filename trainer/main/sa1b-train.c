@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/backend_cuda.h"
 #include "registry/registry.h"
 #include "train.h"
 
@@ -64,8 +63,11 @@ int main(int argc, char **argv)
     /* under mpirun the CUDA backend takes the device of the local rank and
      * sums over NCCL (with one rank too); the ranks agree on a failure */
     int on_device = strcmp(o.backend, "cuda") == 0 && tr_dist_launched(dist) && !o.eval_only && !o.dump_step;
-    tr_backend *be = on_device ? tr_backend_cuda_create_on(tr_dist_local_rank(dist), o.threads, err, sizeof err)
-                               : tr_backend_create(o.backend, o.threads, err, sizeof err);
+    tr_backend_opts bo; /* the environment's switches (registry.h), then the flags */
+    tr_backend_opts_init(&bo, o.threads);
+    bo.tf32 = o.tf32;
+    if (on_device) bo.device = tr_dist_local_rank(dist);
+    tr_backend *be = tr_backend_create_with(o.backend, &bo, err, sizeof err);
     char mine[700] = "";
     if (!be) rank_line(mine, sizeof mine, &o, err); /* no CUDA built, or no device */
     if (tr_dist_settle(dist, !be, mine, err, sizeof err) < 0) die_ranks(dist, be, err);
@@ -75,7 +77,6 @@ int main(int argc, char **argv)
         die_ranks(dist, be, *err ? mine : "");
     }
     be->mem.limit = o.memory_limit;
-    if (o.tf32 && tr_backend_cuda_set_tf32(be, 1, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--tf32: %s", err);
     check_address_space(&o, be);
     /* the startup line comes from run_train(), once the model and the data are set up */
     int rc = o.eval_only ? run_eval_only(&o, be) : o.dump_step ? run_dump(&o, be) : run_train(&o, be, err, sizeof err);

@@ -248,7 +248,7 @@ void sig_stop_keeps(void); /* and from now on a signal stops as before */
 void test_hook(const char *what, long n);
 void test_device_hook(const char *what, long n, int rank);
 void test_log_hook(FILE *log, long step);
-/* The device's failure, as tr_backend_cuda_error says it (1 and err), or
+/* The device's failure, as tr_backend_error says it (1 and err), or
  * one that the test suite makes up on any backend (test_device_hook). */
 int device_error(tr_backend *be, char *err, size_t err_len);
 /* A GPU's first error ends the run in one line (its ops cannot return one). */

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/cuda/backend_cuda.h"
 #include "train.h"
 #include "pngio.h"
 

@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend/cuda/backend_cuda.h"
 #include "train.h"
 #include "sa1b_manifest.h"
 #include "registry/registry.h"

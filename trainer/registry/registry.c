@@ -8,14 +8,37 @@
 #include "common/vmlimit.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+void tr_backend_opts_init(tr_backend_opts *o, int n_threads)
+{
+    memset(o, 0, sizeof *o);
+    o->n_threads = n_threads;
+    const char *am = getenv("SA1B_CUDA_ATTN");
+    o->attention = !am                      ? TR_CUDA_ATTN_AUTO
+                   : !strcmp(am, "fused")   ? TR_CUDA_ATTN_FUSED
+                   : !strcmp(am, "blocked") ? TR_CUDA_ATTN_BLOCKED
+                   : !strcmp(am, "flash")   ? TR_CUDA_ATTN_FLASH
+                                            : TR_CUDA_ATTN_AUTO;
+    const char *sync = getenv("SA1B_CUDA_SYNC");
+    o->sync_each = sync && *sync && strcmp(sync, "0") != 0;
+    o->profile = getenv("SA1B_CUDA_PROFILE");
+}
+
+tr_backend *tr_backend_create_with(const char *name, const tr_backend_opts *o, char *err, size_t err_len)
+{
+    if (strcmp(name, "cpu") == 0) return tr_backend_cpu_create(o->n_threads, err, err_len);
+    if (strcmp(name, "cuda") == 0) return tr_backend_cuda_create(o, err, err_len);
+    snprintf(err, err_len, "%s backend not available in this build (have: cpu, cuda)", name);
+    return NULL;
+}
 
 tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t err_len)
 {
-    if (strcmp(name, "cpu") == 0) return tr_backend_cpu_create(n_threads, err, err_len);
-    if (strcmp(name, "cuda") == 0) return tr_backend_cuda_create(n_threads, err, err_len);
-    snprintf(err, err_len, "%s backend not available in this build (have: cpu, cuda)", name);
-    return NULL;
+    tr_backend_opts o;
+    tr_backend_opts_init(&o, n_threads);
+    return tr_backend_create_with(name, &o, err, err_len);
 }
 
 const tr_sizes *tr_backend_sizes(const char *name)

@@ -16,7 +16,7 @@
 //
 // Errors: ops return void, so the first failing CUDA or cuBLAS call is
 // recorded with its file:line and the library's message
-// (tr_backend_cuda_error, backend_cuda.h); after it every op does nothing
+// (be->error, backend_cuda.h); after it every op does nothing
 // and download fills its destination with NaN bytes, so that the loss a
 // step reads back is not finite and the step fails.  The library never
 // prints.
@@ -1093,14 +1093,16 @@ int set_math(cuda_backend *c, int tf32)
 
 using namespace sa1b_cuda;
 
-extern "C" tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len)
+static int cu_error(tr_backend *be, char *err, size_t err_len)
 {
-    return tr_backend_cuda_create_on(0, n_threads, err, err_len);
+    if (!CB(be)->failed) return 0;
+    snprintf(err, err_len, "%s", CB(be)->err);
+    return 1;
 }
 
-extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char *err, size_t err_len)
+extern "C" tr_backend *tr_backend_cuda_create(const tr_backend_opts *o, char *err, size_t err_len)
 {
-    int count = 0;
+    int device = o->device, n_threads = o->n_threads, count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
         snprintf(err, err_len, "no CUDA device: %s", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
@@ -1135,7 +1137,7 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         return nullptr;
     }
     if (CKB(c, c->api.create(&c->blas)) || CKB(c, c->api.set_stream(c->blas, c->st)) ||
-        set_math(c, 0) || prof_open(c) < 0) {
+        set_math(c, o->tf32) || prof_open(c, o->profile) < 0) {
         snprintf(err, err_len, "%s", c->failed ? c->err : "SA1B_CUDA_PROFILE: its events could not be made");
         if (c->blas) c->api.destroy(c->blas);
         dlclose(c->api.lib);
@@ -1144,14 +1146,8 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
         free(c);
         return nullptr;
     }
-    const char *am = getenv("SA1B_CUDA_ATTN");
-    c->attn_mode = !am                      ? TR_CUDA_ATTN_AUTO
-                   : !strcmp(am, "fused")   ? TR_CUDA_ATTN_FUSED
-                   : !strcmp(am, "blocked") ? TR_CUDA_ATTN_BLOCKED
-                   : !strcmp(am, "flash")   ? TR_CUDA_ATTN_FLASH
-                                            : TR_CUDA_ATTN_AUTO;
-    const char *sync = getenv("SA1B_CUDA_SYNC");
-    c->sync_each = sync && *sync && strcmp(sync, "0") != 0;
+    c->attn_mode = o->attention;
+    c->sync_each = o->sync_each != 0;
     tr_backend *be = &c->be;
     set_ops(&c->ops);
     be->name = "cuda";
@@ -1165,19 +1161,8 @@ extern "C" tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char
     be->n_threads = n_threads < 1 ? 1 : n_threads;
     be->impl = c;
     be->destroy = cu_destroy;
+    be->error = cu_error;
     return be;
-}
-
-extern "C" int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len)
-{
-    if (!be || strcmp(be->name, "cuda") != 0) {
-        snprintf(err, err_len, "--tf32 needs the cuda backend");
-        return -1;
-    }
-    cuda_backend *c = CB(be);
-    if (!c->failed && set_math(c, on) == 0) return 0;
-    snprintf(err, err_len, "%s", c->err);
-    return -1;
 }
 
 extern "C" int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t err_len)
@@ -1196,13 +1181,6 @@ extern "C" int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes
     }
     *free_bytes = f, *total_bytes = t;
     return 0;
-}
-
-extern "C" int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len)
-{
-    if (!be || strcmp(be->name, "cuda") != 0 || !CB(be)->failed) return 0;
-    snprintf(err, err_len, "%s", CB(be)->err);
-    return 1;
 }
 
 extern "C" void *tr_backend_cuda_stream(tr_backend *be)

@@ -1,16 +1,16 @@
 /*
  * backend_cuda.h - the CUDA backend (backend_cuda.cu) and what it adds to
- * the backend interface (backend/backend.h): its
- * first error, the choice of a device and its stream, TF32, the path of
- * its attention, and the device's memory.
+ * the backend interface (backend/backend.h): its creation on a device with
+ * its settings (tr_backend_opts: TF32, the path of its attention, sync,
+ * the profile), its stream, its attention's rule, and the device's memory.
  *
  * Its ops return void, so the first CUDA or cuBLAS call that fails (or an
  * operand it cannot take, such as a fused attention head of more than 128
  * dimensions) is recorded as "file:line: call: the library's message";
  * from then on every op does nothing and download fills its destination
  * with 0xff bytes (NaN for floats and doubles), so that a step's loss and
- * gradient norm read back as not finite.  In a build without CUDA
- * (backend_cuda_stub.c) there is never a CUDA backend and never an error.
+ * gradient norm read back as not finite; be->error says it.  In a build
+ * without CUDA (backend_cuda_stub.c) there is never a CUDA backend.
  */
 #ifndef SA1B_TRAINER_BACKEND_CUDA_H
 #define SA1B_TRAINER_BACKEND_CUDA_H
@@ -20,31 +20,27 @@
 
 #include "backend/backend.h"
 
-/* The CUDA backend (backend_cuda.cu) on device 0: NULL with a one-line
- * message in err when the build has no CUDA (backend_cuda_stub.c), there
- * is no device, or the device cannot be set up. */
-tr_backend *tr_backend_cuda_create(int n_threads, char *err, size_t err_len);
+/* The CUDA backend (backend_cuda.cu) with the settings of o (its device,
+ * TF32, its attention's path, sync after every op, the profile file): NULL
+ * with a one-line message in err when the build has no CUDA
+ * (backend_cuda_stub.c), the machine has no such device, or the device
+ * cannot be set up.  Its first error afterwards: be->error
+ * (tr_backend_error). */
+tr_backend *tr_backend_cuda_create(const tr_backend_opts *o, char *err, size_t err_len);
 
 /* Its sizes, plain C in every build so that the planner predicts a GPU's
  * peak anywhere (backend_cuda_sizes.c). */
 extern const tr_sizes tr_cuda_sizes;
 
-/* 1 with the first error of be in err when be is a CUDA backend that
- * failed; 0 otherwise (any other backend). */
-int tr_backend_cuda_error(tr_backend *be, char *err, size_t err_len);
-
-/* --tf32: be's fp32 GEMMs run on the tensor cores with TF32 inputs (10
- * bits of mantissa) when on, in full fp32 when off (the default).  0, or
- * -1 with err (not a CUDA backend, or cuBLAS refused). */
-int tr_backend_cuda_set_tf32(tr_backend *be, int on, char *err, size_t err_len);
 
 /* The two attentions of the CUDA backend (backend_cuda_sizes.c, where the
  * planner reads their workspaces): a call over long sequences (both Tq
  * and Tk at least 64) runs blocked, R query rows of every head at a time
  * through cuBLAS (tr_cuda_attn_rows(d) = R), a short one in the fused
  * kernel.  TR_CUDA_ATTN_AUTO follows that rule; the others force a path
- * (the environment's SA1B_CUDA_ATTN=fused|blocked, for tests), but
- * TR_CUDA_ATTN_FLASH (SA1B_CUDA_ATTN=flash, backend_cuda_flash.cu: q, k, v
+ * (tr_backend_opts.attention: the environment's SA1B_CUDA_ATTN=fused|blocked,
+ * for tests, registry.h), but TR_CUDA_ATTN_FLASH (SA1B_CUDA_ATTN=flash,
+ * backend_cuda_flash.cu: q, k, v
  * of one 16-bit type, heads of at most 64 dimensions, on the tensor cores,
  * the scores never in device memory) takes the calls it can and leaves
  * the others to the rule; the planner assumes the rule. */
@@ -59,11 +55,6 @@ size_t tr_cuda_attn_workspace(const tr_attn_dims *d, int blocked, int backward);
  * device, no CUDA in this build). */
 int tr_cuda_device_memory(uint64_t *free_bytes, uint64_t *total_bytes, char *err, size_t err_len);
 
-/* The CUDA backend on device `device` (tr_backend_cuda_create: device 0;
- * a rank of a data-parallel job takes the device of its local rank).  NULL
- * with a one-line message in err as tr_backend_cuda_create, or when the
- * machine has no such device. */
-tr_backend *tr_backend_cuda_create_on(int device, int n_threads, char *err, size_t err_len);
 
 /* The stream (a cudaStream_t) every op of be runs on, for the collectives
  * of a data-parallel job (dist_nccl.h), which run in order with the ops;

@@ -55,12 +55,12 @@ struct cuda_backend {
     char err[320];
 };
 
-// SA1B_CUDA_PROFILE=FILE (backend_cuda_prof.cu): an event after every launch
-// (prof_mark) and GEMM (prof_gemm, by shape), the device time between them
-// summed by call site, the table written to FILE when the backend is
-// freed.  prof_open: 0 (nothing to do without the variable), or -1 when
-// its events cannot be made.
-int prof_open(cuda_backend *c);
+// The profile (tr_backend_opts.profile, SA1B_CUDA_PROFILE=FILE;
+// backend_cuda_prof.cu): an event after every launch (prof_mark) and GEMM
+// (prof_gemm, by shape), the device time between them summed by call site,
+// the table written to FILE when the backend is freed.  prof_open: 0
+// (nothing to do without a file), or -1 when its events cannot be made.
+int prof_open(cuda_backend *c, const char *path);
 void prof_mark(cuda_backend *c, const char *name, const char *file, int line);
 void prof_gemm(cuda_backend *c, const char *name, const char *file, int line, int M, int N, int K, int batch);
 void prof_close(cuda_backend *c);

@@ -36,9 +36,8 @@ struct prof_state {
     char path[4096];
 };
 
-int prof_open(cuda_backend *c)
+int prof_open(cuda_backend *c, const char *path)
 {
-    const char *path = getenv("SA1B_CUDA_PROFILE");
     if (!path || !*path) return 0;
     prof_state *p = static_cast<prof_state *>(calloc(1, sizeof *p));
     if (!p) return -1;
