@@ -92,10 +92,10 @@ static int run_steps(const tr_model_opts *o, int separate, run *r)
     char err[256];
     tr_backend *be = tr_backend_create("cpu", 2, err, sizeof err);
     if (!be) return -1;
-    tr_sizes whole = tr_cpu_sizes; /* a GPU's granularity: every image and every pair at once */
+    tr_traits whole = tr_cpu_traits; /* a GPU's granularity: every image and every pair at once */
     whole.dec_chunk = all_pairs;
     whole.enc_images = all_images;
-    if (separate == 2) be->sizes = &whole, separate = 0;
+    if (separate == 2) be->traits = &whole, separate = 0;
     tr_mem host;
     tr_mem_init(&host);
     if (separate) {

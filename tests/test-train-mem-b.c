@@ -188,7 +188,7 @@ static void plan_step(const tr_sizes *sz, tr_mem_stats *st, size_t *att_floats, 
 {
     tr_config cfg;
     tr_config_preset("tiny", &cfg);
-    tr_backend *be = tr_backend_meta_create(sz);
+    tr_backend *be = tr_backend_meta_create(sz, NULL);
     tr_model m;
     char err[256];
     *ok = 0;
@@ -241,8 +241,10 @@ static void test_target_sizes(void)
                sw.total_peak > sf.total_peak,
            "a forward attention workspace of %d bytes is planned: workspace peak %llu (%llu without)", FWD_WS,
            (unsigned long long)sw.peak[TR_MEM_WORK], (unsigned long long)sf.peak[TR_MEM_WORK]);
-    tap_ok(tr_backend_sizes("cpu") == &tr_cpu_sizes && tr_backend_sizes("nope") == NULL,
-           "the sizes of a backend by name");
+    tap_ok(tr_backend_sizes("cpu") == &tr_cpu_sizes && tr_backend_sizes("nope") == NULL &&
+               tr_backend_traits("cpu") == &tr_cpu_traits && tr_backend_traits("cuda") == &tr_cuda_traits &&
+               tr_backend_traits("nope") == NULL && !tr_cuda_traits.widens16 && tr_cpu_traits.widens16,
+           "the sizes and traits of a backend by name");
 }
 
 /* The CUDA backend's two attentions as the planner sees them (plain C,
@@ -387,7 +389,7 @@ static void test_adamw8bit(tr_backend *be)
 
 static void test_meta_ops(void)
 {
-    tr_backend *mb = tr_backend_meta_create(NULL);
+    tr_backend *mb = tr_backend_meta_create(NULL, NULL);
     typedef void (*fp)(void);
     const fp *slots = (const fp *)(const void *)mb->ops;
     int missing = 0;

@@ -173,7 +173,7 @@ static void test_layernorm(int prec, const char *name)
 /* The meta backend takes the CPU's workspace for the same 16-bit op. */
 static void test_meta_workspace(int prec, const char *name)
 {
-    tr_backend *mb = tr_backend_meta_create(NULL);
+    tr_backend *mb = tr_backend_meta_create(NULL, NULL);
     int N = 64, I = 32, O = 48;
     uint64_t peak[2];
     tr_backend *bs[2] = {be, mb};

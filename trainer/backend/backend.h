@@ -66,6 +66,15 @@ typedef struct tr_sizes {
      * Co output channels (the CPU: the GEMM's output before its scatter,
      * 4 * Co per pixel) */
     size_t (*convt_scratch)(size_t pixels, size_t Co);
+    /* bytes of workspace attention_forward takes for the call d (NULL:
+     * none, as on the CPU) */
+    size_t (*attention_fwd_workspace)(const tr_attn_dims *d);
+} tr_sizes;
+
+/* How a backend wants the model's work cut and its operands given, known
+ * without an instance: the model cuts its passes with them, and the
+ * counting backend takes a target backend's. */
+typedef struct tr_traits {
     /* the granularity of the decoder: pairs per chunk for a batch of
      * n_pairs (the CPU: at most 4, and at least 4 chunks when there are
      * enough pairs; a GPU wants them all at once) */
@@ -78,10 +87,7 @@ typedef struct tr_sizes {
      * operands into a workspace for that op (backend_widen.h: the CPU);
      * 0: its kernels read 16-bit operands as they are (a GPU) */
     int widens16;
-    /* bytes of workspace attention_forward takes for the call d (NULL:
-     * none, as on the CPU) */
-    size_t (*attention_fwd_workspace)(const tr_attn_dims *d);
-} tr_sizes;
+} tr_traits;
 
 /* A typed operand: elements of dtype dt (TR_PREC_FP32, _BF16 or _FP16 of
  * common/precision.h, whose tr_prec_size and tr_prec_16 tell its size) from
@@ -232,6 +238,7 @@ struct tr_backend {
     const char *name;    /* "cpu" */
     const tr_ops *ops;
     const tr_sizes *sizes;
+    const tr_traits *traits;
     tr_mem mem;          /* accounting of every tensor (device memory on a GPU) */
     /* Host memory the loader's batches live in (pinned on a GPU, so that
      * uploads are asynchronous); the CPU and meta backends' own mem, where

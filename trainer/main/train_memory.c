@@ -57,7 +57,7 @@ int plan_main(const options *o)
     }
     tr_plan_request req = {.base = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
                                     .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder,
-                                    .sizes = sizes},
+                                    .sizes = sizes, .traits = tr_backend_traits(o->backend)},
                            .budget = budget, .effective_batch = o->effective_batch};
     static const int precs[] = {TR_PREC_FP32, TR_PREC_BF16, TR_PREC_FP16};
     static const int cks[] = {0, 1};
@@ -74,7 +74,7 @@ static tr_plan_point plan_point(const options *o)
 {
     tr_plan_point pt = {.batch = o->batch, .accum = o->accum, .precision = o->precision,
                         .checkpoint_every = o->ckpt_blocks, .checkpoint_decoder = o->ckpt_decoder,
-                        .sizes = tr_backend_sizes(o->backend)};
+                        .sizes = tr_backend_sizes(o->backend), .traits = tr_backend_traits(o->backend)};
     return pt;
 }
 

@@ -276,7 +276,7 @@ typedef struct tr_model {
                                    bits, same layout as param_mem, else NULL */
     int enc_slot[TR_MAX_L];                         /* -1: own memory */
     size_t dblk_off, dblk_n, dlay_off, dlay_n;      /* shared gradient sets in dact_mem (4-byte units) */
-    int enc_ni;                 /* images per encoder pass (the backend's choice: tr_sizes.enc_images,
+    int enc_ni;                 /* images per encoder pass (the backend's choice: tr_traits.enc_images,
                                    a divisor of B) */
     int enc_res, enc_res_img;   /* segment and pass resident in the slots */
     /* decoder chunks */

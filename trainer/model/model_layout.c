@@ -465,10 +465,10 @@ int mdl_layout(tr_model *m, char *err, size_t err_len)
     memset(&m->a, 0, sizeof m->a);
     memset(&m->da, 0, sizeof m->da);
     size_t NP = (size_t)m->B * (size_t)m->M;
-    m->dec_chunk = be->sizes->dec_chunk((int)NP); /* the backend's granularity */
+    m->dec_chunk = be->traits->dec_chunk((int)NP); /* the backend's granularity */
     if (m->dec_chunk < 1 || (size_t)m->dec_chunk > NP) m->dec_chunk = (int)NP;
     m->n_chunks = (int)((NP + (size_t)m->dec_chunk - 1) / (size_t)m->dec_chunk);
-    m->enc_ni = be->sizes->enc_images ? be->sizes->enc_images(m->B) : 1;
+    m->enc_ni = be->traits->enc_images ? be->traits->enc_images(m->B) : 1;
     if (m->enc_ni < 1 || m->enc_ni > m->B) m->enc_ni = m->B;
     while (m->B % m->enc_ni) m->enc_ni--;
     awalker aw = {.m = m};

@@ -48,6 +48,13 @@ const tr_sizes *tr_backend_sizes(const char *name)
     return NULL;
 }
 
+const tr_traits *tr_backend_traits(const char *name)
+{
+    if (strcmp(name, "cpu") == 0) return &tr_cpu_traits;
+    if (strcmp(name, "cuda") == 0) return &tr_cuda_traits;
+    return NULL;
+}
+
 int tr_backend_free_memory(const char *name, uint64_t *bytes, const char **what, char *err, size_t err_len)
 {
     *bytes = 0;

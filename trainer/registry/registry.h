@@ -31,6 +31,8 @@ tr_backend *tr_backend_create(const char *name, int n_threads, char *err, size_t
 /* The sizes of the backend of that name (what the planner counts for it);
  * NULL when the name is unknown or not compiled in. */
 const tr_sizes *tr_backend_sizes(const char *name);
+/* And its traits (how it wants the model's work cut); NULL as above. */
+const tr_traits *tr_backend_traits(const char *name);
 
 /* The memory the backend of that name could still take now, in bytes,
  * and what it is (*what): the device's free memory for cuda; the host's

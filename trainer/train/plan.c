@@ -8,7 +8,7 @@
 int tr_plan_measure(tr_plan_run_fn run, void *ctx, const tr_plan_point *pt, tr_mem_stats *st, char *err,
                     size_t err_len)
 {
-    tr_backend *be = tr_backend_meta_create(pt->sizes);
+    tr_backend *be = tr_backend_meta_create(pt->sizes, pt->traits);
     if (!be) return snprintf(err, err_len, "out of memory"), -1;
     int rc = run(ctx, be, pt, err, err_len);
     tr_mem_get_stats(&be->mem, st);

@@ -32,7 +32,8 @@ typedef struct tr_plan_point {
     int precision;          /* TR_PREC_* (common/precision.h) */
     int checkpoint_every;   /* encoder checkpointing every N blocks; 0 = off */
     int checkpoint_decoder; /* 1: checkpoint the decoder layers too */
-    const tr_sizes *sizes;  /* the backend planned for (NULL: the CPU's) */
+    const tr_sizes *sizes;   /* the backend planned for (NULL: the CPU's) */
+    const tr_traits *traits; /* and its traits (NULL: the CPU's) */
 } tr_plan_point;
 
 /* Runs the training path for pt on be (a fresh meta backend): set-up and

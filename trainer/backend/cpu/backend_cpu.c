@@ -1534,8 +1534,11 @@ static size_t cpu_convt_scratch(size_t pixels, size_t Co) { return pixels * 4 * 
 static int cpu_dec_chunk(int n_pairs) { return (n_pairs + 3) / 4 < 4 ? (n_pairs + 3) / 4 : 4; }
 static int cpu_enc_images(int B) { (void)B; return 1; }
 
-const tr_sizes tr_cpu_sizes = {cpu_attention_saved, cpu_attention_workspace, cpu_loss_workspace, cpu_convt_scratch,
-                                cpu_dec_chunk, cpu_enc_images, 1, NULL};
+const tr_sizes tr_cpu_sizes = {.attention_saved = cpu_attention_saved,
+                                .attention_workspace = cpu_attention_workspace,
+                                .loss_workspace = cpu_loss_workspace,
+                                .convt_scratch = cpu_convt_scratch};
+const tr_traits tr_cpu_traits = {.dec_chunk = cpu_dec_chunk, .enc_images = cpu_enc_images, .widens16 = 1};
 
 static void cpu_destroy(tr_backend *be)
 {
@@ -1557,6 +1560,7 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
     be->ops = &cb->ops;
     be->kern = &cpu_kern;
     be->sizes = &tr_cpu_sizes;
+    be->traits = &tr_cpu_traits;
     tr_mem_init(&be->mem);
     be->host_mem = &be->mem;
     be->n_threads = n_threads < 1 ? 1 : n_threads;

@@ -12,9 +12,10 @@
  * one-line message in err when its threads cannot start or memory is out. */
 tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len);
 
-/* Its sizes, known without an instance (the planner's, and the meta
- * backend's default target). */
+/* Its sizes and traits, known without an instance (the planner's, and the
+ * meta backend's default target). */
 extern const tr_sizes tr_cpu_sizes;
+extern const tr_traits tr_cpu_traits;
 
 /* Plain C GEMM, row-major, same contract as tr_ops.gemm (the fallback when
  * OpenBLAS is absent; also a reference for tests). */

@@ -44,7 +44,7 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
     s->be = be, s->ng = 0, s->ws = NULL, s->a = a, s->k = k;
     /* (the meta backend counting for a backend that reads 16 bits as they
      * are: no workspace) */
-    int widens = be->sizes->widens16;
+    int widens = be->traits->widens16;
     for (int i = 0; i < k; i++) {
         grp[i] = -1;
         a[i].f = a[i].t.p;

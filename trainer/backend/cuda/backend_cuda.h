@@ -28,9 +28,10 @@
  * (tr_backend_error). */
 tr_backend *tr_backend_cuda_create(const tr_backend_opts *o, char *err, size_t err_len);
 
-/* Its sizes, plain C in every build so that the planner predicts a GPU's
- * peak anywhere (backend_cuda_sizes.c). */
+/* Its sizes and traits, plain C in every build so that the planner
+ * predicts a GPU's peak anywhere (backend_cuda_sizes.c). */
 extern const tr_sizes tr_cuda_sizes;
+extern const tr_traits tr_cuda_traits;
 
 
 /* The two attentions of the CUDA backend (backend_cuda_sizes.c, where the

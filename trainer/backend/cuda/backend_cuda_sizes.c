@@ -77,6 +77,10 @@ static size_t cuda_convt_scratch(size_t pixels, size_t Co) { return pixels * 4 *
 static int cuda_dec_chunk(int n_pairs) { return n_pairs; }
 static int cuda_enc_images(int B) { return B; }
 
-const tr_sizes tr_cuda_sizes = {cuda_attention_saved, cuda_attention_workspace, cuda_loss_workspace,
-                                cuda_convt_scratch, cuda_dec_chunk, cuda_enc_images, 0,
-                                cuda_attention_fwd_workspace};
+const tr_sizes tr_cuda_sizes = {.attention_saved = cuda_attention_saved,
+                                 .attention_workspace = cuda_attention_workspace,
+                                 .loss_workspace = cuda_loss_workspace,
+                                 .convt_scratch = cuda_convt_scratch,
+                                 .attention_fwd_workspace = cuda_attention_fwd_workspace};
+/* 16-bit operands read as they are */
+const tr_traits tr_cuda_traits = {.dec_chunk = cuda_dec_chunk, .enc_images = cuda_enc_images, .widens16 = 0};

@@ -221,7 +221,7 @@ static void meta_destroy(tr_backend *be)
     free(be);
 }
 
-tr_backend *tr_backend_meta_create(const tr_sizes *target)
+tr_backend *tr_backend_meta_create(const tr_sizes *sizes, const tr_traits *traits)
 {
     meta_backend *mb = calloc(1, sizeof *mb);
     if (!mb) return NULL;
@@ -230,10 +230,11 @@ tr_backend *tr_backend_meta_create(const tr_sizes *target)
     be->name = "meta";
     be->ops = &mb->ops;
     be->kern = &meta_kern;
-    be->sizes = target ? target : &tr_cpu_sizes;
+    be->sizes = sizes ? sizes : &tr_cpu_sizes;
+    be->traits = traits ? traits : &tr_cpu_traits;
     tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
     be->host_mem = &be->mem;
-    if (!be->sizes->widens16) { /* a GPU's: batches in (pinned) host memory, one copy on the device */
+    if (!be->traits->widens16) { /* a GPU's: batches in (pinned) host memory, one copy on the device */
         tr_mem_init_hooks(&mb->host, &tr_mem_counting_hooks, 1);
         be->host_mem = &mb->host;
     }

@@ -8,8 +8,8 @@
 
 #include "backend/backend.h"
 
-/* The counting backend for the backend of sizes `target` (NULL: the
- * CPU's); NULL when out of memory. */
-tr_backend *tr_backend_meta_create(const tr_sizes *target);
+/* The counting backend for a target backend of those sizes and traits
+ * (NULL: the CPU's); NULL when out of memory. */
+tr_backend *tr_backend_meta_create(const tr_sizes *sizes, const tr_traits *traits);
 
 #endif
