@@ -23,12 +23,12 @@ int src_workers(const options *o)
 void warn_incomplete(const options *o, const tr_data_source *src, const char *what, const char *glob)
 {
     const char *first;
-    size_t cut = glob && !o->plan && o->rank == 0 ? tr_shard_source_incomplete(src, &first) : 0;
+    size_t cut = glob && !o->plan && o->job->rank == 0 ? tr_shard_source_incomplete(src, &first) : 0;
     if (cut)
         cli_warn("%s: %zu shard%s incomplete, made from a tar that ended early ('%s'%s): using the images %s", what,
                  cut, cut == 1 ? " is" : "s are", first, cut > 1 ? " and others" : "", cut == 1 ? "it holds" : "they hold");
     long part;
-    size_t gaps = glob && !o->plan && o->rank == 0 ? tr_shard_source_gapped(src, &first, &part) : 0;
+    size_t gaps = glob && !o->plan && o->job->rank == 0 ? tr_shard_source_gapped(src, &first, &part) : 0;
     if (gaps)
         cli_warn("%s: %zu input%s split into parts lack%s a part (part %ld of the input of '%s'%s is not here): "
                  "using the parts that are", what, gaps, gaps == 1 ? "" : "s", gaps == 1 ? "s" : "", part, first,
@@ -48,7 +48,7 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
     if (o->plan) { /* batches counted, never filled; the loader holds threads + 2 in flight, the
                     * synthetic source 2 (batch.c: the next made while the step runs) and, for
                     * a job of several ranks, the global batch they are cut from (world batches) */
-        int n = glob ? src_workers(o) + 2 : 2 + (o->world > 1 ? o->world : 0);
+        int n = glob ? src_workers(o) + 2 : 2 + (o->job->world > 1 ? o->job->world : 0);
         if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the planner");
         return 0;
@@ -61,7 +61,7 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
                                .stored_point = !train, .threads = o->loader_threads, .mem = mem,
-                               .rank = train ? o->rank : 0, .world = train ? o->world : 1};
+                               .rank = train ? o->job->rank : 0, .world = train ? o->job->world : 1};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) {
             /* a relative pattern of the run's record that finds nothing
              * here: resumed from another folder than the run was started
@@ -78,8 +78,8 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
         return 0;
     }
     if (o->synthetic) {
-        if (tr_synthetic_source_open_rank(src, mem, o->batch, o->masks, K, cfg->S, R, o->synthetic_seed, o->rank,
-                                          o->world) < 0)
+        if (tr_synthetic_source_open_rank(src, mem, o->batch, o->masks, K, cfg->S, R, o->synthetic_seed, o->job->rank,
+                                          o->job->world) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the synthetic batches");
         return 0;
     }

@@ -131,7 +131,7 @@ static int take_lock(const char *dir, const char *what, long *holder);
  * same in the folder they share, end without a word (one line a job). */
 #define out_die(o, code, ...)                                                                                           \
     do {                                                                                                                \
-        if ((o)->rank == 0) cli_die(code, __VA_ARGS__);                                                                 \
+        if ((o)->job->rank == 0) cli_die(code, __VA_ARGS__);                                                                 \
         exit(code);                                                                                                     \
     } while (0)
 
@@ -152,7 +152,7 @@ static void refuse_run_in_out(const options *o)
         if (k < 0) out_die(o, CLI_EXIT_FATAL, "output folder '%s': %s", o->out, what);
         if (!k) {
             long pid;
-            if (o->rank == 0 && !o->out_locked && !take_lock(o->out, "output folder", &pid) &&
+            if (o->job->rank == 0 && !o->job->out_locked && !take_lock(o->out, "output folder", &pid) &&
                 errno == EWOULDBLOCK) {
                 /* (a run writing there now: its first checkpoint, not a stray file) */
                 char who[64] = "";
@@ -270,18 +270,18 @@ static int take_lock(const char *dir, const char *what, long *holder)
     return errno = e, 0;
 }
 
-void lock_out(options *o, int created)
+void lock_out(const options *o, int created)
 {
-    if (o->out_locked || !o->out) return;
+    if (o->job->out_locked || !o->out) return;
     struct stat st;
     if (stat(o->out, &st) != 0 && errno == ENOENT && !created) return; /* prepare_out creates it, then locks it */
     /* a file of its own, not the folder: other tools (sa1b-shard's commit)
      * lock folders they write into, and must not wait on a training run */
     long pid;
     int held = take_lock(o->out, "output folder", &pid);
-    o->out_locked = 1;
+    o->job->out_locked = 1;
     if (held) {
-        o->out_lock_held = 1;
+        o->job->out_lock_held = 1;
         /* again under the lock: a run that started in the folder after
          * check_out looked (two runs into one new folder) and ended before
          * the lock was taken left a run there, which is never started over */
@@ -317,7 +317,7 @@ void lock_export(const options *o, const char *dir)
 }
 
 /* Creates --out, or with --overwrite empties it of the earlier run's files. */
-void prepare_out(options *o)
+void prepare_out(const options *o)
 {
     char err[4400];
     if (mkdir(o->out, 0777) != 0 && errno != EEXIST) cli_die(CLI_EXIT_FATAL, "cannot create '%s': %s", o->out, strerror(errno));
@@ -330,7 +330,7 @@ void prepare_out(options *o)
         char what[300], log[4200];
         int held = tr_run_dir_holds_run(o->out, what, sizeof what);
         if (held < 0) cli_die(CLI_EXIT_FATAL, "cannot read output folder '%s': %s", o->out, what);
-        if (held && !o->out_lock_held)
+        if (held && !o->job->out_lock_held)
             cli_die(CLI_EXIT_FATAL, "output folder '%s' could not be locked: --auto-resume replaces no file there "
                     "without its lock", o->out);
         snprintf(log, sizeof log, "%s/log.jsonl", o->out);
@@ -349,7 +349,7 @@ void prepare_out(options *o)
         if (held && tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--auto-resume: %s", err);
     } else if (o->overwrite) {
         if (tr_run_dir_clear(o->out, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "--overwrite: %s", err);
-    } else if (o->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
+    } else if (o->job->out_lock_held && tr_run_dir_remove_temps(o->out, err, sizeof err) < 0) {
         /* with the lock, no other run writes here: a temporary is a killed
          * run's (--overwrite's clear took them with the rest) */
         cli_warn("%s", err);

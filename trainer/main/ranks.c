@@ -13,14 +13,14 @@
  * and the end of the job. */
 _Noreturn void die_collective(const options *o, const char *err)
 {
-    cli_warn("rank %d: %s", o->rank, err);
-    tr_dist_abort(o->dist, CLI_EXIT_FATAL);
+    cli_warn("rank %d: %s", o->job->rank, err);
+    tr_dist_abort(o->job->dist, CLI_EXIT_FATAL);
 }
 
 /* The line of a failure to start the backend: "[rank R of N: ]--backend NAME: why". */
 void rank_line(char *line, size_t n, const options *o, const char *why)
 {
-    int k = o->world > 1 ? snprintf(line, n, "rank %d of %d: ", o->rank, o->world) : 0;
+    int k = o->job->world > 1 ? snprintf(line, n, "rank %d of %d: ", o->job->rank, o->job->world) : 0;
     snprintf(line + k, n - (size_t)k, "--backend %s: %s", o->backend, why);
 }
 
@@ -44,29 +44,29 @@ _Noreturn void die_ranks(tr_dist *dist, tr_backend *be, const char *msg)
 void same_data(const options *o, tr_data_source *src, const char *failed, tr_backend *be)
 {
     char err[1200], mine[1200] = "";
-    if (*failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->rank, o->world, failed);
-    if (tr_dist_settle(o->dist, *failed != 0, mine, err, sizeof err) < 0) {
+    if (*failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->job->rank, o->job->world, failed);
+    if (tr_dist_settle(o->job->dist, *failed != 0, mine, err, sizeof err) < 0) {
         if (!*failed) tr_source_close(src); /* (its loader's threads stopped: nothing in flight at the exit) */
-        die_ranks(o->dist, be, err);
+        die_ranks(o->job->dist, be, err);
     }
     char id[128] = "";
     tr_source_identity(src, id, sizeof id); /* "N shards, M images, digest D" */
     unsigned long long n = 0, images = 0;
     if (sscanf(id, "%llu shards, %llu images", &n, &images) != 2) n = images = 0;
     uint32_t h = sa1b_crc32c(0, id, strlen(id));
-    double v[3] = {o->rank == 0 ? (double)h : 0.0, o->rank == 0 ? (double)n : 0.0, o->rank == 0 ? (double)images : 0.0};
-    if (tr_dist_sum_d(o->dist, v, 3, err, sizeof err) < 0) {
+    double v[3] = {o->job->rank == 0 ? (double)h : 0.0, o->job->rank == 0 ? (double)n : 0.0, o->job->rank == 0 ? (double)images : 0.0};
+    if (tr_dist_sum_d(o->job->dist, v, 3, err, sizeof err) < 0) {
         tr_source_close(src);
-        die_ranks(o->dist, be, o->rank == 0 ? err : "");
+        die_ranks(o->job->dist, be, o->job->rank == 0 ? err : "");
     }
     const char *how = v[1] == (double)n && v[2] == (double)images ? " (other shards of as many images)" : "";
     snprintf(mine, sizeof mine, "rank %d of %d reads other shards than rank 0 under --data '%s': rank 0 %.0f "
              "shard%s of %.0f images, rank %d %llu of %llu%s (every rank must read the same files: on a file system "
-             "they share, by a pattern that does not depend on the working directory)", o->rank, o->world, o->data,
-             v[1], v[1] == 1 ? "" : "s", v[2], o->rank, n, images, how);
-    if (tr_dist_settle(o->dist, v[0] != (double)h, mine, err, sizeof err) < 0) {
+             "they share, by a pattern that does not depend on the working directory)", o->job->rank, o->job->world, o->data,
+             v[1], v[1] == 1 ? "" : "s", v[2], o->job->rank, n, images, how);
+    if (tr_dist_settle(o->job->dist, v[0] != (double)h, mine, err, sizeof err) < 0) {
         tr_source_close(src);
-        die_ranks(o->dist, be, err);
+        die_ranks(o->job->dist, be, err);
     }
 }
 
@@ -74,7 +74,7 @@ void same_data(const options *o, tr_data_source *src, const char *failed, tr_bac
  * under mpirun: the same path with one rank). */
 int data_parallel(const options *o)
 {
-    return !o->plan && (o->world > 1 || tr_dist_on_device(o->dist));
+    return !o->plan && (o->job->world > 1 || tr_dist_on_device(o->job->dist));
 }
 
 
@@ -112,10 +112,10 @@ void zero_grad_parts(const tr_model *m, int world, zero_part *z)
 void same_run(const options *o, tr_backend *be)
 {
     char err[512], mine[700];
-    int rank = o->rank, world = o->world;
-    tr_dist *dist = o->dist;
+    int rank = o->job->rank, world = o->job->world;
+    tr_dist *dist = o->job->dist;
     long step = o->resume ? read_latest(o->resume) : -1;
-    uint32_t h = o->record ? sa1b_crc32c(0, o->record, strlen(o->record)) : 0; /* the run record's digest */
+    uint32_t h = o->job->record ? sa1b_crc32c(0, o->job->record, strlen(o->job->record)) : 0; /* the run record's digest */
     double v[2] = {rank == 0 ? (double)step : 0.0, rank == 0 ? (double)h : 0.0};
     if (tr_dist_sum_d(dist, v, 2, err, sizeof err) < 0) die_ranks(dist, be, rank == 0 ? err : "");
     int differs = v[0] != (double)step || v[1] != (double)h;

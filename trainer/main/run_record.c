@@ -108,14 +108,14 @@ void make_record(options *o)
     int rc = 0;
     for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
         field_text(o, &run_fields[i], v, sizeof v);
-        rc |= tr_run_rec_add(&o->record, run_fields[i].key, v);
+        rc |= tr_run_rec_add(&o->job->record, run_fields[i].key, v);
     }
     if (o->synthetic) {
         snprintf(v, sizeof v, "%" PRIu64, o->synthetic_seed);
-        rc |= tr_run_rec_add(&o->record, "synthetic_batch", v);
+        rc |= tr_run_rec_add(&o->job->record, "synthetic_batch", v);
     }
-    snprintf(v, sizeof v, "%d", o->world); /* data-parallel processes: --batch is per rank */
-    rc |= tr_run_rec_add(&o->record, "world", v);
+    snprintf(v, sizeof v, "%d", o->job->world); /* data-parallel processes: --batch is per rank */
+    rc |= tr_run_rec_add(&o->job->record, "world", v);
     if (rc) cli_die(CLI_EXIT_FATAL, "out of memory");
 }
 
@@ -124,8 +124,8 @@ void make_record(options *o)
 static void push_arg(options *o, const char *flag, const char *value)
 {
     for (int k = 0; k < (value ? 2 : 1); k++) {
-        if (o->n_owned == (int)(sizeof o->owned / sizeof *o->owned)) cli_die(CLI_EXIT_FATAL, "run record too long");
-        if (!(o->owned[o->n_owned++] = strdup(k ? value : flag))) cli_die(CLI_EXIT_FATAL, "out of memory");
+        if (o->job->n_owned == (int)(sizeof o->job->owned / sizeof *o->job->owned)) cli_die(CLI_EXIT_FATAL, "run record too long");
+        if (!(o->job->owned[o->job->n_owned++] = strdup(k ? value : flag))) cli_die(CLI_EXIT_FATAL, "out of memory");
     }
 }
 
@@ -160,12 +160,11 @@ void restore_run(options *o, int argc, char **argv, int report)
     if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
     if (!rec) return;
     int world = tr_run_rec_get(rec, "world", v, sizeof v) ? atoi(v) : 1;
-    if (world != o->world)
+    if (world != o->job->world)
         refuse(report, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "
                 "the same number (mpirun -np %d; --batch is per process)", o->resume, world, world == 1 ? "" : "es",
-                o->world, world);
-    options r = *o; /* the options parsed with the record's settings added */
-    r.n_owned = 0;
+                o->job->world, world);
+    options r = *o; /* the options parsed with the record's settings added (the strings: o->job->owned) */
     for (int i = 0; i < argc; i++) push_arg(&r, argv[i], NULL);
     for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields; i++) {
         const run_field *f = &run_fields[i];
@@ -197,10 +196,10 @@ void restore_run(options *o, int argc, char **argv, int report)
         if (!o->given[O_SYNTH]) push_arg(&r, "--synthetic-batch", v);
     }
     free(rec);
-    int n = r.n_owned;
+    int n = r.job->n_owned;
     char **args = malloc(((size_t)n + 1) * sizeof *args);
     if (!args) cli_die(CLI_EXIT_FATAL, "out of memory");
-    memcpy(args, r.owned, (size_t)n * sizeof *args);
+    memcpy(args, r.job->owned, (size_t)n * sizeof *args);
     args[n] = NULL;
     int data_restored = 0;
     for (int i = 0; i + 1 < n; i++) data_restored |= strcmp(args[i], "--data") == 0 && !o->given[O_DATA];
@@ -208,7 +207,5 @@ void restore_run(options *o, int argc, char **argv, int report)
     parse_options(n, args, o);
     o->data_restored = data_restored;
     free(args);
-    memcpy(o->owned, r.owned, sizeof o->owned); /* the strings the options point into */
-    o->n_owned = r.n_owned;
 }
 

@@ -23,7 +23,8 @@
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    options o;
+    train_job job = {.world = 1}; /* (one process alone, until the ranks are known) */
+    options o = {.job = &job};
     char err[512];
     parse_options(argc, argv, &o);
     sig_watch_bus(); /* (--eval-only, --dump-step, the loader's read-ahead before the training: one line) */
@@ -33,14 +34,14 @@ int main(int argc, char **argv)
     int rank = tr_dist_rank(dist), world = tr_dist_world(dist);
     if (world > 1 && (o.plan || o.eval_only || o.dump_step))
         cli_usage_error("--plan, --eval-only and --dump-step run in one process, not under mpirun with %d", world);
-    o.rank = rank; /* (check_out's refusals: rank 0 says them) */
+    o.job->rank = rank; /* (check_out's refusals: rank 0 says them) */
     check_out(&o);
-    o.world = world; /* (restore_run compares the run's) */
+    o.job->world = world; /* (restore_run compares the run's) */
     if (o.resume) restore_run(&o, argc, argv, rank == 0);
-    o.dist = dist, o.rank = rank, o.world = world;
+    o.job->dist = dist, o.job->rank = rank, o.job->world = world;
     if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) {
-        o.world = o.plan_ranks ? o.plan_ranks : 1; /* the plan of rank 0 of such a job (--zero 1) */
+        o.job->world = o.plan_ranks ? o.plan_ranks : 1; /* the plan of rank 0 of such a job (--zero 1) */
         int rc = plan_main(&o);
         tr_dist_close(dist);
         cli_stdout_check(); /* --plan's table must reach it */
@@ -83,8 +84,8 @@ int main(int argc, char **argv)
     if (rc < 0) die_memory(&o, be, err);
     tr_backend_free(be);
     tr_dist_close(dist);
-    free(o.record);
-    for (int i = 0; i < o.n_owned; i++) free(o.owned[i]);
+    free(o.job->record);
+    for (int i = 0; i < o.job->n_owned; i++) free(o.job->owned[i]);
     cli_stdout_check(); /* --eval-only's JSON line, the loss of --dump-step */
     return rc;
 }

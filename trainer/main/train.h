@@ -23,6 +23,21 @@
 #include "common/vmlimit.h"
 #include "common/bytes.h"
 
+/* The job a run belongs to: what main learns (the ranks) and makes (the
+ * lock of --out, the run record), apart from the options, which are the
+ * command line's (and the run record's, on --resume) and nothing else. */
+typedef struct train_job {
+    int rank, world;            /* this process's rank of world (1, 0 alone; --plan: one rank of --ranks) */
+    tr_dist *dist;              /* the ranks (one process alone: a job of one) */
+    int out_locked;             /* lock_out ran: --out is this process's (or could not be locked) */
+    int out_lock_held;          /* and holds the lock (TR_RUN_LOCK) */
+    char *record;               /* the run record saved in every state file (run_dir.h) */
+    char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
+    int n_owned;
+} train_job;
+
+/* sa1b-train's options: the command line's, parsed and checked
+ * (train_options.c); the run's functions read them, const. */
 typedef struct options {
     const char *config_name;
     tr_config cfg;
@@ -62,9 +77,7 @@ typedef struct options {
     long unfreeze_step[64], stage_step[64];
     char unfreeze_group[64][32];
     int stage_batch[64];
-    /* data parallelism (issue 18): this process's rank of world, the job */
-    int rank, world;
-    tr_dist *dist;
+    /* data parallelism (issue 18) */
     int zero;                   /* --zero 1: the optimizer state split over the ranks */
     int plan_ranks;             /* --ranks N: with --plan, one rank of a job of N */
     double collective_timeout;  /* --collective-timeout seconds */
@@ -72,13 +85,9 @@ typedef struct options {
     int overwrite;              /* --overwrite: start afresh in a folder that holds a run */
     int auto_resume;            /* --auto-resume: continue the run in --out when it has a checkpoint */
     int auto_fresh;             /* --auto-resume found none: start afresh, clearing a run without one */
-    int out_locked;             /* lock_out ran: --out is this process's (or could not be locked) */
-    int out_lock_held;          /* and holds the lock (TR_RUN_LOCK) */
     int data_restored;          /* --resume took --data from the run's record (not given) */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
-    char *record;               /* the run record saved in every state file (run_dir.h) */
-    char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
-    int n_owned;
+    train_job *job;             /* the job these options run in (kept by parse_options) */
 } options;
 
 /* The ids of the options (getopt's), which the run record names too */
@@ -102,12 +111,12 @@ void check_out(const options *o);
 int same_dir(const char *a, const char *b);
 /* Creates --out and locks it (lock_out), then with --overwrite empties it of
  * the earlier run's files. */
-void prepare_out(options *o);
+void prepare_out(const options *o);
 /* Takes the exclusive flock(2) lock of the --out folder (on its file
  * TR_RUN_LOCK, which it creates) for the rest of the process (the training run of rank 0); another process holding it: one
  * line and exit 2.  A folder not there yet is left to prepare_out (created:
  * 1, it must be there). */
-void lock_out(options *o, int created);
+void lock_out(const options *o, int created);
 /* --export: takes the flock(2) lock of the overlays' folder dir (its file
  * TR_RUN_LOCK) for the rest of the process, then refuses (without
  * --overwrite) or removes (with it) an earlier export's overlays there;

@@ -103,22 +103,22 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
         if (dev_bad && !bad) err[0] = 0; /* (failure_line says the device's) */
         bad |= dev_bad;
         double t[10] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, sig_stop_requested() ? 1.0 : 0.0,
-                        (double)bad, bad ? (double)o->rank : 0.0, (double)dev_bad};
+                        (double)bad, bad ? (double)o->job->rank : 0.0, (double)dev_bad};
         double t0 = cli_now();
         char cerr[1300];
         /* (a failed rank's gradients are summed too, and never used) */
-        int rc = parts ? tr_dist_reduce_scatter_f(o->dist, m->grad_mem, parts, cerr, sizeof cerr)
-                       : tr_dist_sum_f(o->dist, m->grad_mem, m->n_grad_floats, cerr, sizeof cerr);
-        if (rc < 0 || tr_dist_sum_d(o->dist, t, 10, cerr, sizeof cerr) < 0) die_collective(o, cerr);
+        int rc = parts ? tr_dist_reduce_scatter_f(o->job->dist, m->grad_mem, parts, cerr, sizeof cerr)
+                       : tr_dist_sum_f(o->job->dist, m->grad_mem, m->n_grad_floats, cerr, sizeof cerr);
+        if (rc < 0 || tr_dist_sum_d(o->job->dist, t, 10, cerr, sizeof cerr) < 0) die_collective(o, cerr);
         n_valid = (long)t[0], acc.loss = t[1], acc.focal = t[2], acc.dice = t[3], acc.iou_mse = t[4], acc.miou = t[5];
         *stop_all = t[6] > 0;
         *sync_s += cli_now() - t0;
         if (t[7] > 0) { /* a rank's step failed: the lowest failing rank says why, in one line for the job */
             char line[1200] = "", mine[1300];
             if (bad) failure_line(o, m->be, err, line, sizeof line);
-            if (o->world > 1) snprintf(mine, sizeof mine, "rank %d: %s", o->rank, line);
+            if (o->job->world > 1) snprintf(mine, sizeof mine, "rank %d: %s", o->job->rank, line);
             else snprintf(mine, sizeof mine, "%s", line);
-            if (tr_dist_settle(o->dist, bad, mine, cerr, sizeof cerr) < 0 && *cerr) cli_warn("%s", cerr);
+            if (tr_dist_settle(o->job->dist, bad, mine, cerr, sizeof cerr) < 0 && *cerr) cli_warn("%s", cerr);
             *fails = (int)t[7], *fail_rank = (int)t[8], *dev_fails = t[9] > 0;
             return -1;
         }
@@ -152,7 +152,7 @@ int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model
 void open_training_data(const options *o, const tr_config *cfg, tr_data_source *src, tr_backend *be)
 {
     char why[700] = "";
-    const int ranks = o->world > 1 && !o->plan; /* (--eval-only and --dump-step run in one process) */
+    const int ranks = o->job->world > 1 && !o->plan; /* (--eval-only and --dump-step run in one process) */
     (void)open_source_why(o, cfg, src, be->host_mem, "--data", o->data, o->points, 0, o->dump_step ? 0.0 : o->flip,
                           ranks ? why : NULL, sizeof why);
     if (ranks) same_data(o, src, why, be);
@@ -168,13 +168,13 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     int prec = o.precision;
     if (setup_model(&o, be, &cfg, &m, 0, err_out, err_out_len) < 0) return -1;
     tr_data_source src = {0};
-    const int ranks = o.world > 1 && !o.plan;
+    const int ranks = o.job->world > 1 && !o.plan;
     open_training_data(&o, &cfg, &src, be);
 
     /* training */
     if (o.val && !o.plan) { /* a --val that cannot be read fails now, not after the training */
         char vwhy[700] = "", settled[800];
-        if (o.rank == 0) { /* (rank 0 evaluates; the others learn whether it can) */
+        if (o.job->rank == 0) { /* (rank 0 evaluates; the others learn whether it can) */
             tr_data_source vs = {0};
             if (open_source_why(&o, &cfg, &vs, be->host_mem, "--val", o.val, 1, 1, 0.0, ranks ? vwhy : NULL,
                                 sizeof vwhy) == 0) {
@@ -183,9 +183,9 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             }
             tr_mem_empty_cache(be->host_mem); /* (its buffers, which the planner does not count) */
         }
-        if (ranks && tr_dist_settle(o.dist, *vwhy != 0, vwhy, settled, sizeof settled) < 0) {
+        if (ranks && tr_dist_settle(o.job->dist, *vwhy != 0, vwhy, settled, sizeof settled) < 0) {
             tr_source_close(&src); /* (the training data's loader stopped: nothing in flight at the exit) */
-            die_ranks(o.dist, be, settled);
+            die_ranks(o.job->dist, be, settled);
         }
     }
     tr_optim_config oc;
@@ -196,7 +196,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     if (o.warmup >= 0) oc.warmup = o.warmup;
     oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
     zero_part zero = {0};
-    if (o.zero && (o.world > 1 || data_parallel(&o))) zero_split(&m, o.rank, o.world, &zero); /* (the planner's too) */
+    if (o.zero && (o.job->world > 1 || data_parallel(&o))) zero_split(&m, o.job->rank, o.job->world, &zero); /* (the planner's too) */
     oc.owned = zero.owned;
     tr_optim opt;
     if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
@@ -229,7 +229,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         if (st.data_id[0] && tr_source_identity(&src, now, sizeof now)) {
             if (strcmp(now, st.data_id) != 0) {
                 tr_source_close(&src); /* (its loader's threads stopped: nothing in flight at the exit) */
-                if (o.rank == 0) /* (one line per job: every rank reads the same shards, same_data) */
+                if (o.job->rank == 0) /* (one line per job: every rank reads the same shards, same_data) */
                     cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was "
                             "saved (then %s; now %s): restore them, or start a new run from its weights with --init "
                             "'%s/model-%ld.safetensors'", o.data, step, st.data_id, now, o.resume, step);
@@ -245,20 +245,20 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
      * refused start leaves the earlier run as it was */
     /* every rank can start (its optimizer, its part of --resume): one
      * that cannot ends the job here, before rank 0 removes anything */
-    if (ranks && tr_dist_barrier(o.dist, err, sizeof err) < 0) die_collective(&o, err);
-    if (!o.plan && o.rank == 0) prepare_out(&o);
+    if (ranks && tr_dist_barrier(o.job->dist, err, sizeof err) < 0) die_collective(&o, err);
+    if (!o.plan && o.job->rank == 0) prepare_out(&o);
     char logpath[4096];
     snprintf(logpath, sizeof logpath, "%s/log.jsonl", o.out);
-    if (o.resume && o.rank == 0) trim_log(logpath, st.step);
-    FILE *log = o.plan || o.rank ? NULL : fopen(logpath, o.resume ? "a" : "w");
-    if (!log && !o.plan && o.rank == 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
+    if (o.resume && o.job->rank == 0) trim_log(logpath, st.step);
+    FILE *log = o.plan || o.job->rank ? NULL : fopen(logpath, o.resume ? "a" : "w");
+    if (!log && !o.plan && o.job->rank == 0) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", logpath, strerror(errno));
     /* a reader of the progress lines that went away (| tee killed by the
      * same Ctrl-C, | head) fails the write, never kills the run before
      * its stop checkpoint */
     signal(SIGPIPE, SIG_IGN);
     sig_watch_stop(); /* (a closed terminal, SIGHUP: stops with a checkpoint, as SIGTERM; nohup: left ignored) */
     /* the checkpoint resumed from is in --resume's folder until --out has one */
-    sig_bus_checkpoint(o.plan || o.rank ? NULL : o.resume ? o.resume : o.out, o.resume != NULL);
+    sig_bus_checkpoint(o.plan || o.job->rank ? NULL : o.resume ? o.resume : o.out, o.resume != NULL);
     sig_watch_bus();
     if (!o.quiet) {
         tr_mem_stats ms;
@@ -284,7 +284,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     while (st.step < o.steps) {
         if (dp ? stop_all : sig_stop_requested()) {
             if (st.step != in_out) save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);
-            if (o.rank == 0) cli_warn("interrupted: checkpoint of step %ld written", st.step); /* one line per job */
+            if (o.job->rank == 0) cli_warn("interrupted: checkpoint of step %ld written", st.step); /* one line per job */
             rc_exit = 130;
             break;
         }
@@ -317,7 +317,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         }
         tr_loss L;
         int part = zero.owned && dp; /* --zero 1: this rank's part of the gradients [g_lo, g_hi) is summed */
-        if (part) zero_grad_parts(&m, o.world, &zero);
+        if (part) zero_grad_parts(&m, o.job->world, &zero);
         uint64_t pos[2] = {0, 0}; /* where the data stands before the step */
         int have_pos = tr_source_position(&src, &pos[0], &pos[1]);
         int fails = 0, fail_rank = 0, dev_fails = 0;
@@ -330,13 +330,13 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         if (got == 0) break;
         long n_valid = L.n_valid;
         double unscale = cur_accum == 1 && !dp ? 1.0 / ls.scale : n_valid ? 1.0 / ((double)ls.scale * n_valid) : 0.0;
-        size_t g_lo = part ? zero.glo[o.rank] : 0, g_hi = part ? zero.glo[o.rank + 1] : m.n_grad_floats;
+        size_t g_lo = part ? zero.glo[o.job->rank] : 0, g_hi = part ? zero.glo[o.job->rank + 1] : m.n_grad_floats;
         double lr, gnorm;
         double ss = part ? tr_model_scale_grads_part(&m, unscale, g_lo, g_hi) : tr_model_scale_grads(&m, unscale);
         check_device(be); /* a failed GPU step is not an overflow to skip */
         if (part) { /* the parts' sums of squares: the whole gradient's, the same skip and norm on every rank */
             double t0 = cli_now();
-            if (tr_dist_sum_d(o.dist, &ss, 1, err, sizeof err) < 0) die_collective(&o, err);
+            if (tr_dist_sum_d(o.job->dist, &ss, 1, err, sizeof err) < 0) die_collective(&o, err);
             sync_s += cli_now() - t0;
         }
         int skipped = !isfinite(ss);
@@ -346,18 +346,18 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             /* ss: the gradient's sum of squares after the unscale, which
              * tr_optim_step would compute again (one pass over it saved) */
             gnorm = tr_optim_step_part(&opt, &m, ss, g_lo, g_hi, &lr);
-            if (part && tr_dist_gather_f(o.dist, m.param_mem, zero.lo, err, sizeof err) < 0)
+            if (part && tr_dist_gather_f(o.job->dist, m.param_mem, zero.lo, err, sizeof err) < 0)
                 die_collective(&o, err); /* every rank's updated part, on every rank */
         }
         tr_loss_scale_update(&ls, skipped); /* overflow: halved; fp16 doubles it after a window of clean steps */
         if (ls.on) st.loss_scale = ls.scale, st.scale_good = ls.good;
         st.step++;
         test_hook("step", st.step);
-        test_device_hook("step", st.step, o.rank);
+        test_device_hook("step", st.step, o.job->rank);
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = tr_source_wait_seconds(&src);
-            double dt = now - t_last, ips = dt > 0 ? (double)since * cur_batch * cur_accum * o.world / dt : 0;
+            double dt = now - t_last, ips = dt > 0 ? (double)since * cur_batch * cur_accum * o.job->world / dt : 0;
             double dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
             tr_mem_stats ms;
             char mline[160];
@@ -368,7 +368,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             if (skipped) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"skipped\": true");
             if (dp) /* the share of the step spent summing over the ranks (waits for the slowest included) */
                 snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"ranks\": %d, \"sync_pct\": %.1f",
-                         o.world, dt > 0 ? 100 * sync_s / dt : 0.0);
+                         o.job->world, dt > 0 ? 100 * sync_s / dt : 0.0);
             errno = 0;
             char jl[6][32]; /* a loss term that overflowed (fp16; weights grown large): null, valid JSON */
             if (log) fprintf(log, "{\"step\": %ld, \"loss\": %s, \"focal\": %s, \"dice\": %s, \"iou_mse\": %s, "
@@ -411,9 +411,9 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
      * writing the last checkpoint, and its exit would end the job (the
      * launcher kills the ranks left) with that checkpoint half-written; it
      * waits for rank 0 at the job's end, where a first signal is kept */
-    if (!o.plan && o.rank == 0) sig_after_training(msg, bus_msg);
+    if (!o.plan && o.job->rank == 0) sig_after_training(msg, bus_msg);
     if (!o.plan && rc_exit == 0 && o.val && (stop_all || sig_stop_requested())) { /* (this rank's: also one after the last sum) */
-        if (o.rank == 0) cli_warn("%s", msg);
+        if (o.job->rank == 0) cli_warn("%s", msg);
         rc_exit = 130;
     }
     if (log && fclose(log) != 0) log_failed(NULL, logpath, st.step, &log_bad);
@@ -422,7 +422,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     if (o.memory_report) {
         tr_mem_stats ms;
         tr_mem_get_stats(&be->mem, &ms);
-        if (o.world > 1) fprintf(stderr, "memory report (training, %s backend, rank %d of %d):\n", be->name, o.rank, o.world);
+        if (o.job->world > 1) fprintf(stderr, "memory report (training, %s backend, rank %d of %d):\n", be->name, o.job->rank, o.job->world);
         else fprintf(stderr, "memory report (training, %s backend):\n", be->name);
         tr_mem_report(stderr, &ms);
     }
@@ -430,7 +430,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
      * planner's peak, that evaluation did not fit beside it) */
     tr_optim_free(&opt, &m);
     if (o.val && !o.plan) tr_mem_empty_cache(&be->mem);
-    if (o.val && rc_exit == 0 && !o.plan && o.rank == 0) {
+    if (o.val && rc_exit == 0 && !o.plan && o.job->rank == 0) {
         test_hook("val", st.step);
         evaluate_val(&o, be, &cfg, &m); /* (frees m) */
         test_hook("evaluated", st.step);

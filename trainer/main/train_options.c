@@ -164,12 +164,14 @@ void parse_options(int argc, char **argv, options *o)
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
         {"overwrite", 0, 0, O_OVERWRITE}, {"auto-resume", 0, 0, O_AUTO_RESUME}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
         {0, 0, 0, 0}};
+    train_job *job = o->job; /* (the caller's, kept) */
     memset(o, 0, sizeof *o);
+    o->job = job;
     o->config_name = "small";
     o->steps = 1000, o->batch = 8, o->masks = 16, o->points = 2, o->lr = 3e-4, o->weight_decay = 0.1, o->clip = 1.0, o->adam_eps = 1e-8;
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
     o->eval_batches = 8, o->flip = 0.5;
-    o->collective_timeout = 300, o->world = 1;
+    o->collective_timeout = 300;
     o->optim = "adamw", o->optim_block = 256;
     o->accum = 1, o->precision = TR_PREC_FP32, o->scale_window = 1000;
     int ov[8], have[8] = {0};

@@ -16,7 +16,7 @@
  * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
 void state_path(const options *o, const char *dir, long step, char *path, size_t n)
 {
-    if (o->zero && o->world > 1 && o->rank) snprintf(path, n, "%s/state-%ld.r%d.bin", dir, step, o->rank);
+    if (o->zero && o->job->world > 1 && o->job->rank) snprintf(path, n, "%s/state-%ld.r%d.bin", dir, step, o->job->rank);
     else snprintf(path, n, "%s/state-%ld.bin", dir, step);
 }
 
@@ -27,20 +27,20 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
                             tr_data_source *src, const uint64_t *pos, FILE *log)
 {
     char path[4096], err[512], dev[512];
-    int parts = o->zero && o->world > 1; /* each rank writes its part of the optimizer state */
+    int parts = o->zero && o->job->world > 1; /* each rank writes its part of the optimizer state */
     /* never a checkpoint of what a failed device left; with parts, the
      * failure (why, else "") is settled among the ranks below, as one of
      * a file's */
     char why[700] = "";
     if (!parts) check_device(m->be);
     else if (device_error(m->be, dev, sizeof dev)) snprintf(why, sizeof why, "--backend cuda: %s", dev);
-    if (o->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
+    if (o->job->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
     if (pos) /* where the data stood after step st->step (the next step's start) */
         st->data_epoch = pos[0], st->data_consumed = pos[1];
     else
         tr_source_position(src, &st->data_epoch, &st->data_consumed);
     tr_source_identity(src, st->data_id, sizeof st->data_id);
-    if (o->rank == 0 && !*why) {
+    if (o->job->rank == 0 && !*why) {
         snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
         if (tr_ckpt_save_model(m, path, err, sizeof err) < 0) {
             if (!parts) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -49,11 +49,11 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
         test_hook("save", st->step);
     }
     state_path(o, o->out, st->step, path, sizeof path);
-    st->run = o->record;
+    st->run = o->job->record;
     int rc = -1; /* the state file: 0 written */
     if (!*why) {
         rc = tr_ckpt_save_state(m, opt, st, path, err, sizeof err);
-        test_device_hook("save", st->step, o->rank);
+        test_device_hook("save", st->step, o->job->rank);
         /* a device that failed while the files read its memory (its
          * downloads then give bytes it could not read) makes them no
          * checkpoint either */
@@ -69,8 +69,8 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
     int failed = *why != 0;
     if (parts) {
         char mine[760] = "";
-        if (failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->rank, o->world, why);
-        if (tr_dist_settle(o->dist, failed, mine, settled, sizeof settled) < 0) {
+        if (failed) snprintf(mine, sizeof mine, "rank %d of %d: %s", o->job->rank, o->job->world, why);
+        if (tr_dist_settle(o->job->dist, failed, mine, settled, sizeof settled) < 0) {
             if (rc == 0) unlink(path); /* another rank's part failed: this one's goes too */
             failed = 1;
         }
@@ -78,18 +78,18 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
     if (failed) {
         /* no half checkpoint left (a full disk): its model file goes, which
          * latest never named (it names an earlier step, or none) */
-        if (o->rank == 0) {
+        if (o->job->rank == 0) {
             snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->out, st->step);
             unlink(path);
         }
         if (!parts) cli_die(CLI_EXIT_FATAL, "%s", why);
         tr_source_close(src); /* (its loader's threads stopped: nothing in flight at the exit) */
-        die_ranks(o->dist, m->be, settled);
+        die_ranks(o->job->dist, m->be, settled);
     }
     if (log && fflush(log) == 0) fsync(fileno(log)); /* (a record that failed to reach it was said) */
-    if (o->rank == 0 && tr_run_write_latest(o->out, st->step, 0) < 0)
+    if (o->job->rank == 0 && tr_run_write_latest(o->out, st->step, 0) < 0)
         cli_die(CLI_EXIT_FATAL, "cannot write '%s/latest': %s", o->out, strerror(errno));
-    sig_bus_checkpointed(o->rank == 0 ? o->out : NULL); /* (was --resume's folder, resumed into another --out) */
+    sig_bus_checkpointed(o->job->rank == 0 ? o->out : NULL); /* (was --resume's folder, resumed into another --out) */
 }
 
 /* A step that cannot go on (its data could not be read, memory ran out, the
@@ -108,7 +108,7 @@ _Noreturn void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim 
                                tr_data_source *src, long saved, const uint64_t *pos, FILE *log, const char *err)
 {
     check_device(be);
-    if (o->plan || st->step <= saved || o->rank != 0 || (o->zero && o->world > 1)) die_memory(o, be, err);
+    if (o->plan || st->step <= saved || o->job->rank != 0 || (o->zero && o->job->world > 1)) die_memory(o, be, err);
     char line[1200];
     failure_line(o, be, err, line, sizeof line);
     cli_warn("%s", line);
@@ -132,15 +132,15 @@ _Noreturn void die_step_ranks(const options *o, tr_backend *be, tr_model *m, tr_
                                      int rank, int dev_fails)
 {
     char err[512], on[40];
-    int parts = o->zero && o->world > 1, writes = parts || o->rank == 0;
+    int parts = o->zero && o->job->world > 1, writes = parts || o->job->rank == 0;
     if (fails == 1) snprintf(on, sizeof on, "rank %d", rank);
     else snprintf(on, sizeof on, "%d ranks", fails);
     if (!o->plan && st->step > saved && writes && !(parts && dev_fails) && !device_error(be, err, sizeof err)) {
         save_checkpoint(o, m, opt, st, src, pos, log);
-        if (o->rank == 0)
+        if (o->job->rank == 0)
             cli_warn("step %ld failed on %s: checkpoint of step %ld written (--resume %s goes on from it)",
                      st->step + 1, on, st->step, o->out);
     }
-    if (tr_dist_barrier(o->dist, err, sizeof err) < 0) die_collective(o, err);
+    if (tr_dist_barrier(o->job->dist, err, sizeof err) < 0) die_collective(o, err);
     exit(CLI_EXIT_FATAL);
 }
