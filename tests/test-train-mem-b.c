@@ -395,9 +395,9 @@ static void test_meta_ops(void)
     int missing = 0;
     for (size_t i = 0; i < sizeof *mb->ops / sizeof(fp); i++) missing += slots[i] == NULL;
     tap_ok(missing == 0, "meta backend sets every op of tr_ops (%d missing)", missing);
-    slots = (const fp *)(const void *)mb->kern;
+    slots = (const fp *)(const void *)mb->fp32;
     missing = 0;
-    for (size_t i = 0; i < sizeof *mb->kern / sizeof(fp); i++) missing += slots[i] == NULL;
+    for (size_t i = 0; i < sizeof *mb->fp32 / sizeof(fp); i++) missing += slots[i] == NULL;
     tap_ok(missing == 0, "and every fp32 kernel it widens for (%d missing)", missing);
     tr_backend_free(mb);
 }

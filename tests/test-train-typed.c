@@ -86,7 +86,7 @@ static void test_attention(int prec, const char *name)
     uint16_t *dout16 = to16(dout, no, prec), *dqkv16 = to16(dqkv, nq, prec);
     const tr_ops *o = be->ops;
     /* the reference: the fp32 kernel, the probabilities it stores rounded to prec */
-    be->kern->attention_forward(be, out, att, qkv, qkv + E, qkv + 2 * E, &d, prec);
+    be->fp32->attention_forward(be, out, att, qkv, qkv + E, qkv + 2 * E, &d, prec);
     o->attention_forward(be, tr_typed(out16, prec), tr_typed(att16, prec), tr_typed(qkv16, prec),
                          tr_typed(qkv16 + E, prec), tr_typed(qkv16 + 2 * E, prec), &d);
     int ok_att = 1;

@@ -250,7 +250,7 @@ struct tr_backend {
     /* A backend that computes in fp32 only (the CPU, and the meta backend
      * that counts for it): the fp32 kernels its typed ops widen 16-bit
      * operands for (backend_widen.h); NULL otherwise. */
-    const struct tr_kern *kern;
+    const struct tr_fp32_kernels *fp32;
     void (*destroy)(tr_backend *be); /* frees impl, mem and be (tr_backend_free) */
     /* A backend whose ops cannot return an error (a GPU's run on a stream):
      * 1 with its first failure in err, 0 while there is none; NULL for a

@@ -150,8 +150,11 @@ void warn_incomplete(const options *o, const tr_data_source *src, const char *wh
 /* train_loop.c */
 /* The training run on be, or the planner's run of the same path on the
  * meta backend (o->plan: no files, no initialisation arithmetic): its exit
- * status, or -1 with err where the model does not fit (the caller says so,
- * with the planner's advice: die_memory). */
+ * status, or -1 with err where its set-up does not fit (the model, the
+ * optimizer, the groups a resumed run had unfrozen), everything given back
+ * (the caller says so, with the planner's advice: die_memory).  A step
+ * that fails later saves the steps before it and ends the run itself
+ * (die_step). */
 int run_train(const options *o, tr_backend *be, char *err, size_t err_len);
 /* The model of a run (eval: of --eval-only), --init's weights loaded: 0,
  * or -1 with err where it does not fit. */

@@ -159,6 +159,20 @@ void open_training_data(const options *o, const tr_config *cfg, tr_data_source *
     warn_incomplete(o, src, "--data", o->data);
 }
 
+/* A failure of the training run's set-up, before its first step: what it
+ * holds is given back, and err_out says why (its caller says so with the
+ * planner's advice, die_memory). */
+static int setup_failed(tr_model *m, tr_optim *opt, tr_data_source *src, zero_part *zero, const char *why,
+                        char *err_out, size_t err_out_len)
+{
+    snprintf(err_out, err_out_len, "%s", why);
+    if (opt) tr_optim_free(opt, m);
+    free(zero->owned), free(zero->lo);
+    tr_source_close(src);
+    tr_model_free(m);
+    return -1;
+}
+
 int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_len)
 {
     options o = *op;
@@ -199,9 +213,10 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     if (o.zero && (o.job->world > 1 || data_parallel(&o))) zero_split(&m, o.job->rank, o.job->world, &zero); /* (the planner's too) */
     oc.owned = zero.owned;
     tr_optim opt;
-    if (tr_optim_init(&opt, &m, &oc) < 0) die_memory(&o, be, "out of memory for the optimizer");
+    if (tr_optim_init(&opt, &m, &oc) < 0)
+        return setup_failed(&m, NULL, &src, &zero, "out of memory for the optimizer", err_out, err_out_len);
     if (o.freeze && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) /* (created with the groups frozen) */
-        die_memory(&o, be, err);
+        return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
     if (o.plan && o.n_unfreeze) { /* the run's peak: the groups --unfreeze trains later, trained from the start */
         for (int u = 0; u < o.n_unfreeze; u++) set_frozen(&m, o.unfreeze_group[u], 0);
         sync_trainable(&m, &opt, zero.owned);
@@ -218,10 +233,12 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         int unfrozen = 0; /* stages before the checkpoint */
         for (int u = 0; u < o.n_unfreeze; u++)
             if (o.unfreeze_step[u] < step) {
-                if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0) die_memory(&o, be, err);
+                if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0)
+                    return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
                 unfrozen = 1;
             }
-        if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) die_memory(&o, be, err);
+        if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0)
+            return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
         state_path(&o, o.resume, step, path, sizeof path);
         if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         tr_loss_scale_resume(&ls, st.loss_scale, st.scale_good);

@@ -1396,7 +1396,7 @@ static void cpu_widen(tr_backend *be, const tr_span *s, int k) { conv16(be, s, k
 
 /* ---- the backend --------------------------------------------------------------- */
 
-static const tr_kern cpu_kern = {
+static const tr_fp32_kernels cpu_fp32 = {
     .linear_forward = cpu_linear_forward,
     .linear_backward = cpu_linear_backward,
     .attention_forward = cpu_attention_forward,
@@ -1555,10 +1555,10 @@ tr_backend *tr_backend_cpu_create(int n_threads, char *err, size_t err_len)
         return NULL;
     }
     tr_backend *be = &cb->be;
-    tr_fp32_ops(&cb->ops, &cpu_direct_ops); /* and the widening ops over cpu_kern */
+    tr_fp32_ops(&cb->ops, &cpu_direct_ops); /* and the widening ops over cpu_fp32 */
     be->name = "cpu";
     be->ops = &cb->ops;
-    be->kern = &cpu_kern;
+    be->fp32 = &cpu_fp32;
     be->sizes = &tr_cpu_sizes;
     be->traits = &tr_cpu_traits;
     tr_mem_init(&be->mem);

@@ -82,7 +82,7 @@ static int stage_in(wstage *s, tr_backend *be, warg *a, int k)
     for (int g = 0; g < s->ng; g++)
         if ((s->mode[g] & SR) || (cnt[g] > 1 && (s->mode[g] & SW)))
             sp[k16++] = (tr_span){(uint16_t *)s->lo[g], s->ws + s->off[g], (s->hi[g] - s->lo[g]) / 2, s->dt[g]};
-    if (k16) be->kern->widen(be, sp, k16);
+    if (k16) be->fp32->widen(be, sp, k16);
     for (int i = 0; i < k; i++)
         if (grp[i] >= 0) a[i].f = s->ws + s->off[grp[i]] + ((uintptr_t)a[i].t.p - s->lo[grp[i]]) / 2;
     return 1;
@@ -98,7 +98,7 @@ static void stage_out(wstage *s)
     for (int g = 0; g < s->ng; g++)
         if (s->mode[g] & SW)
             sp[k16++] = (tr_span){(uint16_t *)s->lo[g], s->ws + s->off[g], (s->hi[g] - s->lo[g]) / 2, s->dt[g]};
-    if (k16) be->kern->narrow(be, sp, k16);
+    if (k16) be->fp32->narrow(be, sp, k16);
     tr_mem_free(&be->mem, s->ws);
     s->ws = NULL;
 }
@@ -109,7 +109,7 @@ static void stage_out(wstage *s)
     if (!stage_in(&st_, be, a_, (int)(sizeof a_ / sizeof a_[0]))) return
 #define F(x) a_[x].f
 #define DONE() stage_out(&st_)
-#define KN be->kern
+#define KN be->fp32
 
 static void w_linear_forward(tr_backend *be, tr_ten out, tr_ten inp, tr_ten w, tr_ten b, int N, int I, int O)
 {

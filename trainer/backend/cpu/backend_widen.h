@@ -3,7 +3,7 @@
  * compute in fp32 only: the CPU backend, and the meta backend that counts
  * for it.  Each typed op widens its 16-bit operands into one workspace for
  * that op alone (operands that overlap, such as q, k and v inside one qkv
- * tensor, share one range), runs the backend's fp32 kernel (tr_kern) and
+ * tensor, share one range), runs the backend's fp32 kernel (tr_fp32_kernels) and
  * rounds what the kernel wrote back into 16 bits; fp32 operands are used
  * in place.  Both backends go through the same code, so the planner counts
  * the CPU's workspaces exactly.  Private to the backends.
@@ -24,7 +24,7 @@ typedef struct tr_span {
 /* The fp32 kernels: the contracts of tr_ops (backend.h) on float operands;
  * attention_forward rounds the probabilities it stores to prec (TR_PREC_*)
  * before it multiplies them with v (what a 16-bit att holds). */
-typedef struct tr_kern {
+typedef struct tr_fp32_kernels {
     void (*linear_forward)(tr_backend *be, float *out, const float *inp, const float *w, const float *b, int N,
                            int I, int O);
     void (*linear_backward)(tr_backend *be, float *dinp, float *dw, float *db, const float *dout,
@@ -69,14 +69,14 @@ typedef struct tr_kern {
     void (*copy)(tr_backend *be, void *dst, const void *src, size_t n);
     void (*widen)(tr_backend *be, const tr_span *s, int k);
     void (*narrow)(tr_backend *be, const tr_span *s, int k);
-} tr_kern;
+} tr_fp32_kernels;
 
 /* The whole op table of an fp32 backend, in ops: the ops the backend gives
  * as they are, from `direct` (gemm, the element-wise ones (gelu, relu, add,
  * accumulate, add_bcast) and LayerNorm's, whose 16-bit operands the CPU
  * reads tile by tile or row by row with no workspace, the optimizer's
  * (sumsq, scale, adamw, adamw8bit), upload and download), and every other
- * op the widening op over be->kern (direct's entries for those are not
+ * op the widening op over be->fp32 (direct's entries for those are not
  * read: leave them NULL).  One table per backend, so that the CPU and the
  * meta backend that counts for it split the ops alike. */
 void tr_fp32_ops(tr_ops *ops, const tr_ops *direct);

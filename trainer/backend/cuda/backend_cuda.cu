@@ -1154,7 +1154,7 @@ extern "C" tr_backend *tr_backend_cuda_create(const tr_backend_opts *o, char *er
     be->ops = &c->ops;
     be->sizes = &tr_cuda_sizes;
     be->traits = &tr_cuda_traits;
-    be->kern = nullptr; // 16-bit operands are read as they are (widens16 = 0)
+    be->fp32 = nullptr; // 16-bit operands are read as they are (widens16 = 0)
     tr_mem_hooks dev = {dev_alloc, dev_free, dev_zero, c}, pinned = {pinned_alloc, pinned_free, pinned_zero, c};
     tr_mem_init_hooks(&be->mem, &dev, 0);
     tr_mem_init_hooks(&c->host, &pinned, 0);

@@ -15,7 +15,7 @@
 #include "backend/cpu/backend_cpu.h"
 #include "backend/cpu/backend_widen.h"
 
-/* ---- the fp32 kernels (tr_kern): nothing computed, the target's workspaces taken -- */
+/* ---- the fp32 kernels (tr_fp32_kernels): nothing computed, the target's workspaces taken -- */
 
 static void m_linear_forward(tr_backend *be, float *out, const float *inp, const float *w, const float *b, int N,
                              int I, int O)
@@ -125,7 +125,7 @@ static void m_copy(tr_backend *be, void *dst, const void *src, size_t n) { (void
 static void m_span(tr_backend *be, const tr_span *s, int k) { (void)be, (void)s, (void)k; }
 
 /* (a forward and its backward, the input ops, the memory ops: one line each) */
-static const tr_kern meta_kern = {
+static const tr_fp32_kernels meta_fp32 = {
     .linear_forward = m_linear_forward, .linear_backward = m_linear_backward,
     .attention_forward = m_attention_forward, .attention_backward = m_attention_backward,
     .convt2x2_forward = m_convt_forward, .convt2x2_backward = m_convt_backward,
@@ -229,7 +229,7 @@ tr_backend *tr_backend_meta_create(const tr_sizes *sizes, const tr_traits *trait
     tr_fp32_ops(&mb->ops, &meta_direct_ops); /* the CPU's widening over no-op kernels: the same workspaces */
     be->name = "meta";
     be->ops = &mb->ops;
-    be->kern = &meta_kern;
+    be->fp32 = &meta_fp32;
     be->sizes = sizes ? sizes : &tr_cpu_sizes;
     be->traits = traits ? traits : &tr_cpu_traits;
     tr_mem_init_hooks(&be->mem, &tr_mem_counting_hooks, 1);
