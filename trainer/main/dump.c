@@ -26,7 +26,7 @@ static void dump_step(const options *o, tr_model *m, tr_data_source *src, int pr
         if (isfinite(tr_model_scale_grads(m, 1.0 / ls.scale)) || ls.scale <= 1.0f) break;
         tr_loss_scale_update(&ls, 1);
     }
-    check_device(m->be);
+    check_device(o->job, m->be);
     /* a signal while the dump is written (to a temporary renamed into place)
      * ends the process once it is in place, a second at once: never a
      * temporary of the dump's size left beside it */

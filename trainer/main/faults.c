@@ -38,32 +38,30 @@ void test_hook(const char *what, long n)
  * WHAT step after step N, save once the files of step N's checkpoint are
  * written (its downloads).  Any backend: the paths that a failed device
  * takes, run without one. */
-static int test_device_failed;
-
-void test_device_hook(const char *what, long n, int rank)
+void test_device_hook(train_job *job, const char *what, long n)
 {
     const char *k = getenv("SA1B_TEST_DEVICE");
     char w[16];
     long at;
     int r = 0;
-    if (k && sscanf(k, "%15[a-z]:%ld:%d", w, &at, &r) >= 2 && strcmp(w, what) == 0 && at == n && r == rank)
-        test_device_failed = 1;
+    if (k && sscanf(k, "%15[a-z]:%ld:%d", w, &at, &r) >= 2 && strcmp(w, what) == 0 && at == n && r == job->rank)
+        job->test_device_failed = 1;
 }
 
-int device_error(tr_backend *be, char *err, size_t err_len)
+int device_error(const train_job *job, tr_backend *be, char *err, size_t err_len)
 {
     if (tr_backend_error(be, err, err_len)) return 1;
-    if (!test_device_failed) return 0;
+    if (!job->test_device_failed) return 0;
     snprintf(err, err_len, "a device error made up by SA1B_TEST_DEVICE");
     return 1;
 }
 
 /* A GPU's first error ends the run in one line (its ops cannot return
  * one: backend_cuda.h). */
-void check_device(tr_backend *be)
+void check_device(const train_job *job, tr_backend *be)
 {
     char err[512];
-    if (device_error(be, err, sizeof err)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
+    if (device_error(job, be, err, sizeof err)) cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
 }
 
 /* Tests: SA1B_TEST_LOG_FULL=N sends the log's records from step N on to

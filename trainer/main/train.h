@@ -34,6 +34,7 @@ typedef struct train_job {
     char *record;               /* the run record saved in every state file (run_dir.h) */
     char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
     int n_owned;
+    int test_device_failed;     /* SA1B_TEST_DEVICE made this rank's device fail (faults.c) */
 } train_job;
 
 /* sa1b-train's options: the command line's, parsed and checked
@@ -258,12 +259,12 @@ void sig_stop_keeps(void); /* and from now on a signal stops as before */
 
 /* faults.c */
 void test_hook(const char *what, long n);
-void test_device_hook(const char *what, long n, int rank);
+void test_device_hook(train_job *job, const char *what, long n);
 void test_log_hook(FILE *log, long step);
 /* The device's failure, as tr_backend_error says it (1 and err), or
  * one that the test suite makes up on any backend (test_device_hook). */
-int device_error(tr_backend *be, char *err, size_t err_len);
+int device_error(const train_job *job, tr_backend *be, char *err, size_t err_len);
 /* A GPU's first error ends the run in one line (its ops cannot return one). */
-void check_device(tr_backend *be);
+void check_device(const train_job *job, tr_backend *be);
 
 #endif

@@ -99,7 +99,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
         if (rc == 0) break;
         if (tr_model_forward(m, b, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
         tr_model_get_logits(m, buf);
-        if (device_error(m->be, err, sizeof err)) /* no metrics or overlays from a failed GPU */
+        if (device_error(o->job, m->be, err, sizeof err)) /* no metrics or overlays from a failed GPU */
             cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
         for (int p = 0; p < m->B * m->M; p++) {
             if (!b->valid[p]) continue;

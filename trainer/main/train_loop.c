@@ -99,7 +99,7 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
     if (dp) { /* the global batch: gradient sums, valid pairs and loss terms of every rank */
         /* a device that failed (its ops record the failure) fails its rank's step too */
         char dev[128];
-        int dev_bad = device_error(m->be, dev, sizeof dev);
+        int dev_bad = device_error(o->job, m->be, dev, sizeof dev);
         if (dev_bad && !bad) err[0] = 0; /* (failure_line says the device's) */
         bad |= dev_bad;
         double t[10] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, sig_stop_requested() ? 1.0 : 0.0,
@@ -350,7 +350,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         size_t g_lo = part ? zero.glo[o.job->rank] : 0, g_hi = part ? zero.glo[o.job->rank + 1] : m.n_grad_floats;
         double lr, gnorm;
         double ss = part ? tr_model_scale_grads_part(&m, unscale, g_lo, g_hi) : tr_model_scale_grads(&m, unscale);
-        check_device(be); /* a failed GPU step is not an overflow to skip */
+        check_device(o.job, be); /* a failed GPU step is not an overflow to skip */
         if (part) { /* the parts' sums of squares: the whole gradient's, the same skip and norm on every rank */
             double t0 = cli_now();
             if (tr_dist_sum_d(o.job->dist, &ss, 1, err, sizeof err) < 0) die_collective(&o, err);
@@ -370,7 +370,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         if (ls.on) st.loss_scale = ls.scale, st.scale_good = ls.good;
         st.step++;
         test_hook("step", st.step);
-        test_device_hook("step", st.step, o.job->rank);
+        test_device_hook(o.job, "step", st.step);
         since++;
         if (st.step % o.log_every == 0 || st.step == o.steps) {
             double now = cli_now(), wait = tr_source_wait_seconds(&src);

@@ -102,7 +102,7 @@ void failure_line(const options *o, tr_backend *be, const char *err, char *line,
     /* after a device fault every allocation fails too: that fault is the
      * reason, never "out of memory" with a smaller --batch to try */
     char dev[512];
-    if (device_error(be, dev, sizeof dev)) {
+    if (device_error(o->job, be, dev, sizeof dev)) {
         snprintf(line, n, "--backend cuda: %s", dev);
         return;
     }

@@ -32,8 +32,8 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
      * failure (why, else "") is settled among the ranks below, as one of
      * a file's */
     char why[700] = "";
-    if (!parts) check_device(m->be);
-    else if (device_error(m->be, dev, sizeof dev)) snprintf(why, sizeof why, "--backend cuda: %s", dev);
+    if (!parts) check_device(o->job, m->be);
+    else if (device_error(o->job, m->be, dev, sizeof dev)) snprintf(why, sizeof why, "--backend cuda: %s", dev);
     if (o->job->rank && !parts) return;       /* rank 0 writes (the ranks hold the same weights and state) */
     if (pos) /* where the data stood after step st->step (the next step's start) */
         st->data_epoch = pos[0], st->data_consumed = pos[1];
@@ -53,11 +53,11 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
     int rc = -1; /* the state file: 0 written */
     if (!*why) {
         rc = tr_ckpt_save_state(m, opt, st, path, err, sizeof err);
-        test_device_hook("save", st->step, o->job->rank);
+        test_device_hook(o->job, "save", st->step);
         /* a device that failed while the files read its memory (its
          * downloads then give bytes it could not read) makes them no
          * checkpoint either */
-        int dev_failed = device_error(m->be, dev, sizeof dev);
+        int dev_failed = device_error(o->job, m->be, dev, sizeof dev);
         if (rc == 0 && dev_failed) unlink(path), rc = -1;
         if (rc < 0) snprintf(why, sizeof why, "%s%s", dev_failed ? "--backend cuda: " : "", dev_failed ? dev : err);
     }
@@ -107,7 +107,7 @@ void save_checkpoint(const options *o, tr_model *m, tr_optim *opt, tr_train_stat
 _Noreturn void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim *opt, tr_train_state *st,
                                tr_data_source *src, long saved, const uint64_t *pos, FILE *log, const char *err)
 {
-    check_device(be);
+    check_device(o->job, be);
     if (o->plan || st->step <= saved || o->job->rank != 0 || (o->zero && o->job->world > 1)) die_memory(o, be, err);
     char line[1200];
     failure_line(o, be, err, line, sizeof line);
@@ -135,7 +135,7 @@ _Noreturn void die_step_ranks(const options *o, tr_backend *be, tr_model *m, tr_
     int parts = o->zero && o->job->world > 1, writes = parts || o->job->rank == 0;
     if (fails == 1) snprintf(on, sizeof on, "rank %d", rank);
     else snprintf(on, sizeof on, "%d ranks", fails);
-    if (!o->plan && st->step > saved && writes && !(parts && dev_fails) && !device_error(be, err, sizeof err)) {
+    if (!o->plan && st->step > saved && writes && !(parts && dev_fails) && !device_error(o->job, be, err, sizeof err)) {
         save_checkpoint(o, m, opt, st, src, pos, log);
         if (o->job->rank == 0)
             cli_warn("step %ld failed on %s: checkpoint of step %ld written (--resume %s goes on from it)",
