@@ -200,6 +200,18 @@ void trim_log(const char *path, long step);
 /* A record that did not reach the log: one line, the log closed (NULL
  * returned), *bad set (exit 3 once the training is done). */
 FILE *log_failed(FILE *log, const char *path, long step, int *bad);
+/* One step's record, as the log (log.jsonl) and the terminal show it. */
+typedef struct step_record {
+    long step, steps;
+    tr_loss L;                  /* the step's loss means, mIoU and valid pairs */
+    double lr, grad_norm, images_per_s, data_wait_pct, step_s;
+    tr_mem_stats mem;
+    const char *extra;          /* more keys of the log's line (", \"scale\": ..."); NULL: none */
+} step_record;
+/* The record's line of the log (a write error: ferror(log), errno). */
+void log_step(FILE *log, const step_record *r);
+/* Its line on the terminal (stderr). */
+void print_step(const step_record *r);
 /* v as JSON into buf[32] (digits significant digits, or decimals with
  * fixed); "null" when it is not finite. */
 const char *json_num(char buf[32], double v, int digits, int fixed);

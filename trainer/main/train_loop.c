@@ -159,6 +159,55 @@ void open_training_data(const options *o, const tr_config *cfg, tr_data_source *
     warn_incomplete(o, src, "--data", o->data);
 }
 
+/* --resume: the checkpoint's weights, the groups frozen before it
+ * unfrozen, its optimizer state and loss scale, the data where it stood.
+ * 0, or -1 with err where an unfrozen group's state does not fit; a
+ * checkpoint or data that cannot be resumed ends the process in one line. */
+static int resume_from(const options *o, tr_model *m, tr_optim *opt, const zero_part *zero, tr_train_state *st,
+                       tr_loss_scale *ls, tr_data_source *src, char *err, size_t err_len)
+{
+    long step = read_latest(o->resume);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->resume, step);
+    if (tr_ckpt_load_model(m, path, err, err_len) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    int unfrozen = 0; /* stages before the checkpoint */
+    for (int u = 0; u < o->n_unfreeze; u++)
+        if (o->unfreeze_step[u] < step) {
+            if (tr_model_freeze(m, o->unfreeze_group[u], 0, err, err_len) < 0) return -1;
+            unfrozen = 1;
+        }
+    if (unfrozen && try_sync_trainable(m, opt, zero->owned, err, err_len) < 0) return -1;
+    state_path(o, o->resume, step, path, sizeof path);
+    if (tr_ckpt_load_state(m, opt, st, path, err, err_len) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
+    tr_loss_scale_resume(ls, st->loss_scale, st->scale_good);
+    char now[sizeof st->data_id];
+    if (st->data_id[0] && tr_source_identity(src, now, sizeof now)) {
+        if (strcmp(now, st->data_id) != 0) {
+            tr_source_close(src); /* (its loader's threads stopped: nothing in flight at the exit) */
+            if (o->job->rank == 0) /* (one line per job: every rank reads the same shards, same_data) */
+                cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was "
+                        "saved (then %s; now %s): restore them, or start a new run from its weights with --init "
+                        "'%s/model-%ld.safetensors'", o->data, step, st->data_id, now, o->resume, step);
+            exit(CLI_EXIT_FATAL);
+        }
+    }
+    if (tr_source_seek(src, st->data_epoch, st->data_consumed) < 0)
+        cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
+    return 0;
+}
+
+/* The optimizer of the options (AdamW or AdamW8bit, the schedule, weight
+ * decay, clipping); no state for frozen parameters. */
+static void optim_config_of(const options *o, tr_optim_config *oc)
+{
+    tr_optim_defaults(oc, o->lr, o->steps);
+    oc->kind = strcmp(o->optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
+    oc->block = o->optim_block;
+    oc->skip_frozen = 1; /* no state, not even for a moment, for a frozen encoder */
+    if (o->warmup >= 0) oc->warmup = o->warmup;
+    oc->weight_decay = o->weight_decay, oc->clip = o->clip, oc->eps = o->adam_eps;
+}
+
 /* A failure of the training run's set-up, before its first step: what it
  * holds is given back, and err_out says why (its caller says so with the
  * planner's advice, die_memory). */
@@ -203,12 +252,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         }
     }
     tr_optim_config oc;
-    tr_optim_defaults(&oc, o.lr, o.steps);
-    oc.kind = strcmp(o.optim, "adamw8bit") == 0 ? TR_OPTIM_ADAMW8BIT : TR_OPTIM_ADAMW;
-    oc.block = o.optim_block;
-    oc.skip_frozen = 1; /* no state, not even for a moment, for a frozen encoder */
-    if (o.warmup >= 0) oc.warmup = o.warmup;
-    oc.weight_decay = o.weight_decay, oc.clip = o.clip, oc.eps = o.adam_eps;
+    optim_config_of(&o, &oc);
     zero_part zero = {0};
     if (o.zero && (o.job->world > 1 || data_parallel(&o))) zero_split(&m, o.job->rank, o.job->world, &zero); /* (the planner's too) */
     oc.owned = zero.owned;
@@ -225,37 +269,8 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     tr_rng_seed(&st.rng, o.seed);
     tr_loss_scale ls; /* fp16's dynamic loss scale (1 at other precisions) */
     tr_loss_scale_init(&ls, prec, o.scale_window);
-    if (o.resume) {
-        long step = read_latest(o.resume);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/model-%ld.safetensors", o.resume, step);
-        if (tr_ckpt_load_model(&m, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        int unfrozen = 0; /* stages before the checkpoint */
-        for (int u = 0; u < o.n_unfreeze; u++)
-            if (o.unfreeze_step[u] < step) {
-                if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0)
-                    return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
-                unfrozen = 1;
-            }
-        if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0)
-            return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
-        state_path(&o, o.resume, step, path, sizeof path);
-        if (tr_ckpt_load_state(&m, &opt, &st, path, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-        tr_loss_scale_resume(&ls, st.loss_scale, st.scale_good);
-        char now[sizeof st.data_id];
-        if (st.data_id[0] && tr_source_identity(&src, now, sizeof now)) {
-            if (strcmp(now, st.data_id) != 0) {
-                tr_source_close(&src); /* (its loader's threads stopped: nothing in flight at the exit) */
-                if (o.job->rank == 0) /* (one line per job: every rank reads the same shards, same_data) */
-                    cli_die(CLI_EXIT_FATAL, "cannot resume: the shards of --data '%s' changed since step %ld was "
-                            "saved (then %s; now %s): restore them, or start a new run from its weights with --init "
-                            "'%s/model-%ld.safetensors'", o.data, step, st.data_id, now, o.resume, step);
-                exit(CLI_EXIT_FATAL);
-            }
-        }
-        if (tr_source_seek(&src, st.data_epoch, st.data_consumed) < 0)
-            cli_die(CLI_EXIT_FATAL, "cannot seek the data to where step %ld left it", step);
-    }
+    if (o.resume && resume_from(&o, &m, &opt, &zero, &st, &ls, &src, err, sizeof err) < 0)
+        return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
     /* rank 0 writes the run's files; --overwrite's and --auto-resume's
      * removals come after everything that can fail before the first step
      * (the optimizer's memory, the checkpoint resumed from), so that a
@@ -376,34 +391,23 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             double now = cli_now(), wait = tr_source_wait_seconds(&src);
             double dt = now - t_last, ips = dt > 0 ? (double)since * cur_batch * cur_accum * o.job->world / dt : 0;
             double dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
-            tr_mem_stats ms;
-            char mline[160];
-            tr_mem_get_stats(&be->mem, &ms);
-            tr_mem_format_line(mline, sizeof mline, &ms);
+            step_record r = {.step = st.step, .steps = o.steps, .L = L, .lr = lr, .grad_norm = gnorm,
+                             .images_per_s = ips, .data_wait_pct = dw, .step_s = since ? dt / since : 0.0};
+            tr_mem_get_stats(&be->mem, &r.mem);
             char extra[160] = ""; /* fp16: the loss scale after this step; a skipped (overflowed) step */
             if (ls.on) snprintf(extra, sizeof extra, ", \"scale\": %.9g", ls.scale);
             if (skipped) snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"skipped\": true");
             if (dp) /* the share of the step spent summing over the ranks (waits for the slowest included) */
                 snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", \"ranks\": %d, \"sync_pct\": %.1f",
                          o.job->world, dt > 0 ? 100 * sync_s / dt : 0.0);
+            r.extra = extra;
             errno = 0;
-            char jl[6][32]; /* a loss term that overflowed (fp16; weights grown large): null, valid JSON */
-            if (log) fprintf(log, "{\"step\": %ld, \"loss\": %s, \"focal\": %s, \"dice\": %s, \"iou_mse\": %s, "
-                    "\"miou\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
-                    "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
-                    ", \"mem_sys_allocs\": %" PRIu64 ", \"step_s\": %.4f%s}\n",
-                    st.step, json_num(jl[0], L.loss, 6, 0), json_num(jl[1], L.focal, 6, 0),
-                    json_num(jl[2], L.dice, 6, 0), json_num(jl[3], L.iou_mse, 6, 0), json_num(jl[4], L.miou, 4, 1),
-                    lr, json_num(jl[5], gnorm, 6, 0), ips, dw, ms.total, ms.total_peak, ms.reserved, ms.n_sys_allocs,
-                    since ? dt / since : 0.0, extra);
             if (log) {
+                log_step(log, &r);
                 test_log_hook(log, st.step);
                 if (fflush(log) != 0 || ferror(log)) log = log_failed(log, logpath, st.step, &log_bad);
             }
-            if (!o.quiet)
-                fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
-                        "%.2f img/s  data %.0f%%  %s\n",
-                        st.step, o.steps, L.loss, L.focal, L.dice, L.iou_mse, L.miou, lr, ips, dw, mline);
+            if (!o.quiet) print_step(&r);
             t_last = now, wait_last = wait, since = 0, sync_s = 0;
         }
         if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) {
