@@ -45,7 +45,7 @@ int run_dump(const options *o, tr_backend *be)
 {
     char err[512];
     tr_model m;
-    if (setup_model(o, be, &o->cfg, &m, 0, err, sizeof err) < 0) die_memory(o, be, err);
+    if (setup_model(o, be, &o->cfg, &m, 0, err, sizeof err) < 0) die_explained(o, be, err);
     tr_data_source src = {0};
     open_training_data(o, &o->cfg, &src, be);
     dump_step(o, &m, &src, o->precision);

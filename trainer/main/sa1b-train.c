@@ -23,7 +23,7 @@
 int main(int argc, char **argv)
 {
     cli_init(argv[0]);
-    train_job job = {.world = 1}; /* (one process alone, until the ranks are known) */
+    train_job job = {.world = 1, .explain = failure_line}; /* (one process alone, until the ranks are known) */
     options o = {.job = &job};
     char err[512];
     parse_options(argc, argv, &o);
@@ -81,7 +81,7 @@ int main(int argc, char **argv)
     check_address_space(&o, be);
     /* the startup line comes from run_train(), once the model and the data are set up */
     int rc = o.eval_only ? run_eval_only(&o, be) : o.dump_step ? run_dump(&o, be) : run_train(&o, be, err, sizeof err);
-    if (rc < 0) die_memory(&o, be, err);
+    if (rc < 0) die_explained(&o, be, err);
     tr_backend_free(be);
     tr_dist_close(dist);
     free(o.job->record);

@@ -26,6 +26,7 @@
 /* The job a run belongs to: what main learns (the ranks) and makes (the
  * lock of --out, the run record), apart from the options, which are the
  * command line's (and the run record's, on --resume) and nothing else. */
+struct options;
 typedef struct train_job {
     int rank, world;            /* this process's rank of world (1, 0 alone; --plan: one rank of --ranks) */
     tr_dist *dist;              /* the ranks (one process alone: a job of one) */
@@ -35,6 +36,11 @@ typedef struct train_job {
     char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
     int n_owned;
     int test_device_failed;     /* SA1B_TEST_DEVICE made this rank's device fail (faults.c) */
+    /* The line of a failure of a step or of the set-up (main: failure_line,
+     * which asks the planner for a micro-batch that fits): the training
+     * run says its failures through it, so that it never calls the
+     * planner that runs it. */
+    void (*explain)(const struct options *o, tr_backend *be, const char *err, char *line, size_t n);
 } train_job;
 
 /* sa1b-train's options: the command line's, parsed and checked
@@ -153,7 +159,7 @@ void warn_incomplete(const options *o, const tr_data_source *src, const char *wh
  * meta backend (o->plan: no files, no initialisation arithmetic): its exit
  * status, or -1 with err where its set-up does not fit (the model, the
  * optimizer, the groups a resumed run had unfrozen), everything given back
- * (the caller says so, with the planner's advice: die_memory).  A step
+ * (the caller says so, with the planner's advice: die_explained).  A step
  * that fails later saves the steps before it and ends the run itself
  * (die_step). */
 int run_train(const options *o, tr_backend *be, char *err, size_t err_len);
@@ -166,6 +172,8 @@ int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model
 void open_training_data(const options *o, const tr_config *cfg, tr_data_source *src, tr_backend *be);
 
 /* train_save.c */
+/* The line of a failure (o->job->explain), exit 3. */
+_Noreturn void die_explained(const options *o, tr_backend *be, const char *err);
 /* The state file of step for this rank: state-STEP.bin, or with --zero 1
  * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
 void state_path(const options *o, const char *dir, long step, char *path, size_t n);
@@ -251,8 +259,6 @@ int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size
  * fault as such; out of memory with the planner's suggestion for the
  * memory there was. */
 void failure_line(const options *o, tr_backend *be, const char *err, char *line, size_t n);
-/* That line, exit 3. */
-_Noreturn void die_memory(const options *o, tr_backend *be, const char *err);
 void check_thread_room(const options *o);
 void check_address_space(const options *o, tr_backend *be);
 

@@ -160,7 +160,7 @@ int run_eval_only(const options *op, tr_backend *be)
     o.points = 1; /* one positive point per mask: the SA-1B point when the shard has it */
     if (tr_ckpt_read_config(o.eval_only, &o.cfg, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_model m; /* (the planner of an out-of-memory line plans the checkpoint's model: o.cfg) */
-    if (setup_model(&o, be, &o.cfg, &m, 1, err, sizeof err) < 0) die_memory(&o, be, err);
+    if (setup_model(&o, be, &o.cfg, &m, 1, err, sizeof err) < 0) die_explained(&o, be, err);
     tr_data_source src = {0};
     if (tr_ckpt_load_model(&m, o.eval_only, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     open_source(&o, &o.cfg, &src, be->host_mem, "--val", o.val, o.points, 1, 0.0);

@@ -100,7 +100,7 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
         /* a device that failed (its ops record the failure) fails its rank's step too */
         char dev[128];
         int dev_bad = device_error(o->job, m->be, dev, sizeof dev);
-        if (dev_bad && !bad) err[0] = 0; /* (failure_line says the device's) */
+        if (dev_bad && !bad) err[0] = 0; /* (the line of the failure says the device's) */
         bad |= dev_bad;
         double t[10] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, sig_stop_requested() ? 1.0 : 0.0,
                         (double)bad, bad ? (double)o->job->rank : 0.0, (double)dev_bad};
@@ -115,7 +115,7 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
         *sync_s += cli_now() - t0;
         if (t[7] > 0) { /* a rank's step failed: the lowest failing rank says why, in one line for the job */
             char line[1200] = "", mine[1300];
-            if (bad) failure_line(o, m->be, err, line, sizeof line);
+            if (bad) o->job->explain(o, m->be, err, line, sizeof line);
             if (o->job->world > 1) snprintf(mine, sizeof mine, "rank %d: %s", o->job->rank, line);
             else snprintf(mine, sizeof mine, "%s", line);
             if (tr_dist_settle(o->job->dist, bad, mine, cerr, sizeof cerr) < 0 && *cerr) cli_warn("%s", cerr);
@@ -210,7 +210,7 @@ static void optim_config_of(const options *o, tr_optim_config *oc)
 
 /* A failure of the training run's set-up, before its first step: what it
  * holds is given back, and err_out says why (its caller says so with the
- * planner's advice, die_memory). */
+ * planner's advice, die_explained). */
 static int setup_failed(tr_model *m, tr_optim *opt, tr_data_source *src, zero_part *zero, const char *why,
                         char *err_out, size_t err_out_len)
 {
@@ -343,7 +343,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
                     unfrozen = 1;
                 }
             if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) {
-                if (!opt.slot) die_memory(&o, be, err); /* (no update yet: the zero state it dropped, nothing to save) */
+                if (!opt.slot) die_explained(&o, be, err); /* (no update yet: the zero state it dropped, nothing to save) */
                 die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
             }
         }

@@ -123,13 +123,6 @@ void failure_line(const options *o, tr_backend *be, const char *err, char *line,
     snprintf(line, n, "%s%s; %s", err, o->memory_limit ? " under --memory-limit" : "", sug);
 }
 
-void die_memory(const options *o, tr_backend *be, const char *err)
-{
-    char line[1200];
-    failure_line(o, be, err, line, sizeof line);
-    cli_die(CLI_EXIT_FATAL, "%s", line);
-}
-
 /* Before creating the backend: room in a limited address space for its
  * threads' BLAS buffers, which the BLAS cannot be trusted to fail on. */
 void check_thread_room(const options *o)

@@ -14,6 +14,13 @@
 
 /* The state file of step for this rank: state-STEP.bin, or with --zero 1
  * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
+_Noreturn void die_explained(const options *o, tr_backend *be, const char *err)
+{
+    char line[1200];
+    o->job->explain(o, be, err, line, sizeof line);
+    cli_die(CLI_EXIT_FATAL, "%s", line);
+}
+
 void state_path(const options *o, const char *dir, long step, char *path, size_t n)
 {
     if (o->zero && o->job->world > 1 && o->job->rank) snprintf(path, n, "%s/state-%ld.r%d.bin", dir, step, o->job->rank);
@@ -108,9 +115,9 @@ _Noreturn void die_step(const options *o, tr_backend *be, tr_model *m, tr_optim 
                                tr_data_source *src, long saved, const uint64_t *pos, FILE *log, const char *err)
 {
     check_device(o->job, be);
-    if (o->plan || st->step <= saved || o->job->rank != 0 || (o->zero && o->job->world > 1)) die_memory(o, be, err);
+    if (o->plan || st->step <= saved || o->job->rank != 0 || (o->zero && o->job->world > 1)) die_explained(o, be, err);
     char line[1200];
-    failure_line(o, be, err, line, sizeof line);
+    o->job->explain(o, be, err, line, sizeof line);
     cli_warn("%s", line);
     save_checkpoint(o, m, opt, st, src, pos, log);
     cli_die(CLI_EXIT_FATAL, "step %ld failed: checkpoint of step %ld written (--resume %s goes on from it)",
