@@ -46,7 +46,7 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
     char err[512];
     int R = tr_geom_of(cfg, K).R;
     if (o->plan) { /* batches counted, never filled; the loader holds threads + 2 in flight, the
-                    * synthetic source 2 (batch.c: the next made while the step runs) and, for
+                    * synthetic source 2 (synthetic.c: the next made while the step runs) and, for
                     * a job of several ranks, the global batch they are cut from (world batches) */
         int n = glob ? src_workers(o) + 2 : 2 + (o->job->world > 1 ? o->job->world : 0);
         if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)

@@ -1,6 +1,7 @@
 /*
- * run_log.c - sa1b-train's log (OUT/log.jsonl): trimmed to the checkpoint
- * on resume, a record that did not reach it said once, numbers as JSON.
+ * run_log.c - sa1b-train's log (OUT/log.jsonl): a step's record there and
+ * on the terminal, trimmed to the checkpoint on resume, a record that did
+ * not reach it said once, numbers as JSON.
  */
 #include <errno.h>
 #include <inttypes.h>

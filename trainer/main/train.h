@@ -1,6 +1,7 @@
 /*
  * train.h - what the files of the sa1b-train program share (private to
- * it): the options, and each file's part (sa1b-train.c lists them).
+ * it): the job, the options, and each file's part (sa1b-train.c lists
+ * them).
  */
 #ifndef SA1B_TRAIN_H
 #define SA1B_TRAIN_H

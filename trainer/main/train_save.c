@@ -12,8 +12,7 @@
 
 #include "train.h"
 
-/* The state file of step for this rank: state-STEP.bin, or with --zero 1
- * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
+/* The line of a failure, as the job explains it (the planner's advice), exit 3. */
 _Noreturn void die_explained(const options *o, tr_backend *be, const char *err)
 {
     char line[1200];
@@ -21,6 +20,8 @@ _Noreturn void die_explained(const options *o, tr_backend *be, const char *err)
     cli_die(CLI_EXIT_FATAL, "%s", line);
 }
 
+/* The state file of step for this rank: state-STEP.bin, or with --zero 1
+ * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
 void state_path(const options *o, const char *dir, long step, char *path, size_t n)
 {
     if (o->zero && o->job->world > 1 && o->job->rank) snprintf(path, n, "%s/state-%ld.r%d.bin", dir, step, o->job->rank);

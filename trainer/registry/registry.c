@@ -1,6 +1,8 @@
 /*
  * registry.c - the trainer's backends by name (registry.h): the only code
- * that names them: a backend, its sizes, and the memory it could still take.
+ * that turns a name into a backend: its options (the environment's
+ * SA1B_CUDA_* switches), the backend, its sizes and traits, and the memory
+ * it could still take.
  */
 #include "registry.h"
 #include "backend/cpu/backend_cpu.h"

@@ -1,6 +1,7 @@
 /*
- * run_dir.c - which files of a folder belong to a training run, and the
- * run record's text form (see run_dir.h).
+ * run_dir.c - which files of a folder belong to a training run, the latest
+ * file that names its last checkpoint, and the run record's text form (see
+ * run_dir.h).
  */
 #include "run_dir.h"
 
