@@ -113,6 +113,8 @@ TESTS += tests/t1763-train-mem-bf16.sh
 EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
 EXTRA_DIST += tests/t1764-train-mem-limit.sh
+TESTS += tests/t1765-train-mem-plan-stages.sh
+EXTRA_DIST += tests/t1765-train-mem-plan-stages.sh
 TESTS += tests/t1770-train-dp.sh
 EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp tests/mpi-count.c
 # t1770's count of the floats each MPI collective moved (a PMPI shim the
