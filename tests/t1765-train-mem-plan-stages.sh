@@ -3,14 +3,16 @@
 # is the run's: --plan's peak_reserved equals --memory-report's peak
 # reserved bytes exactly, each unfreezing's new optimizer state beside the
 # old (AdamW and AdamW8bit's codes and block scales), the gradients and
-# activations of the groups it trains, and each --stage-batch's micro-batch
-# included.  Under --memory-limit at that figure the run trains to its
-# end; one byte below it fails in one line whose advice (a --batch, with a
-# --stage-batch where a stage's micro-batch is what does not fit) then
-# trains under the same limit.  Before: the plan trained the groups
+# activations of the groups it trains, each --stage-batch's micro-batch and
+# the loader's buffers of --data as it allocates them included.  Under
+# --memory-limit at that figure the run trains to its end; one byte below
+# it fails in one line whose advice (a --batch, with a --stage-batch where
+# a stage's micro-batch is what does not fit) then trains under the same
+# limit.  Before: the plan trained the groups
 # --unfreeze unfreezes from the start (535370240 bytes for the issue's run
-# below, which reserved 550050304), ignored --stage-batch, and the advice
-# named the micro-batch that had just failed.
+# below, which reserved 550050304), ignored --stage-batch, counted the
+# loader's arrays one allocation each (18K short with shards), and the
+# advice named the micro-batch that had just failed.
 . "$top_srcdir/tests/test-lib.sh"
 t64="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --masks 4 --points 1 --synthetic-batch 1 --threads 2"
 tny="--config tiny --masks 4 --points 2 --synthetic-batch 1 --threads 2"
@@ -24,6 +26,17 @@ set -- "--config small --synthetic-batch 1 --threads 2 --steps 6 --batch 4 --mas
        "--config tiny --batch 2 --masks 3 --points 2 --synthetic-batch 5 --seed 3 --threads 2 --steps 8 --precision fp16 --loss-scale-window 3 --accum 2 --checkpoint-every 1 --checkpoint-decoder --freeze encoder --unfreeze 3:neck,5:all --stage-batch 3:1,5:4" \
        "$tny --batch 4 --freeze encoder --unfreeze 3:all --stage-batch 3:2 --steps 7" \
        "$tny --batch 2 --freeze encoder --unfreeze 1:blocks.0,2:blocks.1,8:all --steps 11 --optim adamw8bit"
+# with shards (the loader's buffers, one block each, and its threads)
+if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null &&
+    sa1b-synth -n 16 -W 240 -H 160 -m 6 -o "$TMP/t.tar" --quiet &&
+    sa1b-shard -q --image-size 128 --mask-size 32 -o "$TMP/t.shard" "$TMP/t.tar"; then
+    d="--config tiny --image-size 128 --data $TMP/t.shard --threads 2 --masks 4"
+    set -- "$@" "$d --batch 2 --steps 6" "$d --batch 2 --loader-threads 3 --freeze encoder --unfreeze 2:all --steps 6" \
+        "$d --batch 4 --freeze encoder --unfreeze 2:blocks.0,3:all --stage-batch 3:2 --steps 12 --optim adamw8bit" \
+        "--config small --image-size 128 --data $TMP/t.shard --threads 2 --batch 4 --masks 8 --freeze encoder --unfreeze 2:blocks.4-5,4:all --steps 6"
+else
+    skip 28 "sa1b-synth or sa1b-shard not built"
+fi
 peak_of() { sed -n 's/^predicted: .*peak_reserved=\([0-9]*\).*/\1/p' "$1"; }
 i=0
 for cfg in "$@"; do
