@@ -18,14 +18,16 @@ t64="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --masks 4 --point
 tny="--config tiny --masks 4 --points 2 --synthetic-batch 1 --threads 2"
 # the issue's run; t1764's --unfreeze and --stage-batch runs; t1750's run
 # with every feature; a stage to a smaller micro-batch with an unfreezing;
-# AdamW8bit over three unfreezings, the last after a long stretch
+# AdamW8bit over three unfreezings, the last after a long stretch; the
+# cache emptied every 3 steps
 set -- "--config small --synthetic-batch 1 --threads 2 --steps 6 --batch 4 --masks 8 --freeze encoder --unfreeze 2:blocks.4-5,4:all" \
        "--config small --synthetic-batch 1 --threads 2 --steps 6 --batch 4 --masks 8 --freeze encoder --unfreeze 2:blocks.4-5,4:all --optim adamw8bit" \
        "$t64 --batch 2 --freeze encoder --unfreeze 6:all --steps 8" \
        "$t64 --batch 2 --accum 2 --stage-batch 6:4 --steps 8" \
        "--config tiny --batch 2 --masks 3 --points 2 --synthetic-batch 5 --seed 3 --threads 2 --steps 8 --precision fp16 --loss-scale-window 3 --accum 2 --checkpoint-every 1 --checkpoint-decoder --freeze encoder --unfreeze 3:neck,5:all --stage-batch 3:1,5:4" \
        "$tny --batch 4 --freeze encoder --unfreeze 3:all --stage-batch 3:2 --steps 7" \
-       "$tny --batch 2 --freeze encoder --unfreeze 1:blocks.0,2:blocks.1,8:all --steps 11 --optim adamw8bit"
+       "$tny --batch 2 --freeze encoder --unfreeze 1:blocks.0,2:blocks.1,8:all --steps 11 --optim adamw8bit" \
+       "$tny --batch 2 --freeze encoder --unfreeze 4:blocks.1,10:all --steps 14 --empty-cache-every 3"
 # with shards (the loader's buffers, one block each, and its threads)
 if command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null &&
     sa1b-synth -n 16 -W 240 -H 160 -m 6 -o "$TMP/t.tar" --quiet &&

@@ -27,8 +27,9 @@
 /* The planner's steps of the run: its stages (--unfreeze, --stage-batch)
  * that start before o->steps, each in the same order and with the same
  * steps before it, but for a stretch longer than PLAN_SETTLE, which it
- * cuts to PLAN_SETTLE (in it the memory repeats from step to step); then
- * PLAN_SETTLE steps after the last, o->steps set to that.  A stage at step
+ * cuts to PLAN_SETTLE (in it the memory repeats from step to step; with
+ * --empty-cache-every N, to PLAN_SETTLE up to N - 1 more, the same steps
+ * modulo N); then PLAN_SETTLE steps after the last, o->steps set to that.  A stage at step
  * 0 stays at 0 (before the first update: the optimizer's state is
  * replaced, never kept beside the new). */
 static void plan_schedule(options *o)
@@ -44,10 +45,11 @@ static void plan_schedule(options *o)
         memmove(ev + j + 1, ev + j, (size_t)(n - j) * sizeof *ev);
         ev[j] = s, n++;
     }
-    long at[128], p = 0; /* at[j]: the planner's step of ev[j] */
+    long at[128], p = 0, N = o->empty_cache_every; /* at[j]: the planner's step of ev[j] */
     for (int j = 0; j < n; j++) {
         long gap = ev[j] - (j ? ev[j - 1] : 0);
-        p += gap < PLAN_SETTLE ? gap : PLAN_SETTLE;
+        /* (with --empty-cache-every N, the same step modulo N: the cache emptied where the run's is) */
+        p += gap <= PLAN_SETTLE ? gap : N > 0 ? PLAN_SETTLE + (gap - PLAN_SETTLE) % N : PLAN_SETTLE;
         at[j] = p;
     }
     for (int i = 0; i < o->n_unfreeze + o->n_stage; i++) {
