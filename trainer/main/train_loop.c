@@ -196,9 +196,9 @@ static void optim_config_of(const options *o, tr_optim_config *oc)
     oc->weight_decay = o->weight_decay, oc->clip = o->clip, oc->eps = o->adam_eps;
 }
 
-/* A failure of the training run's set-up, before its first step: what it
- * holds is given back, and err_out says why (its caller says so with the
- * planner's advice, die_explained). */
+/* A failure of the training run's set-up, before its first step (or of
+ * the planner's run at a stage): what it holds is given back, and err_out
+ * says why (its caller says so with the planner's advice, die_explained). */
 static int setup_failed(tr_model *m, tr_optim *opt, tr_data_source *src, zero_part *zero, const char *why,
                         char *err_out, size_t err_out_len)
 {
