@@ -41,6 +41,15 @@ tests_fuzz_fuzz_safetensors_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_safetensors_LDADD = $(TRAIN_LIBS)
 endif
 
+# issue 39: hostile inputs: one-line messages, a crafted run record on --resume
+TESTS += tests/t1740-hostile-messages.sh tests/t1741-train-resume-hostile.sh
+EXTRA_DIST += tests/t1740-hostile-messages.sh tests/t1741-train-resume-hostile.sh
+# issue 39: hostile headers: one reader (parse and peek refuse alike), one-line messages, the run record
+check_PROGRAMS += tests/test-train-st-hostile
+TESTS += tests/test-train-st-hostile
+tests_test_train_st_hostile_SOURCES = tests/test-train-st-hostile.c
+tests_test_train_st_hostile_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_st_hostile_LDADD = $(TRAIN_LIBS)
 # issue 39: the metadata of state files (the run record), the record's
 # text, and a run folder's latest and log, as --resume reads them
 check_PROGRAMS += tests/fuzz/replay-checkpoint tests/fuzz/replay-runrec tests/fuzz/replay-rundir
