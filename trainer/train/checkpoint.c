@@ -202,7 +202,8 @@ static int run_entry_ok(const char *k, const char *v)
     return 1;
 }
 
-int tr_ckpt_run_of(const tr_st_file *f, char **run, char *err, size_t err_len)
+/* The record of a file parsed (err without its path). */
+static int run_of(const tr_st_file *f, char **run, char *err, size_t err_len)
 {
     size_t len = 0;
     *run = NULL;
@@ -234,7 +235,7 @@ int tr_ckpt_read_run(const char *path, char **run, char *err, size_t err_len)
     *run = NULL;
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
     char e2[400];
-    int rc = tr_ckpt_run_of(&f, run, e2, sizeof e2);
+    int rc = run_of(&f, run, e2, sizeof e2);
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
     tr_st_close(&f);
     return rc;

@@ -59,9 +59,6 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
  * record read back holds the lines it was written with and no other.  0,
  * or -1 with err. */
 int tr_ckpt_read_run(const char *path, char **run, char *err, size_t err_len);
-/* The same from a file already parsed (err without the path). */
-struct tr_st_file;
-int tr_ckpt_run_of(const struct tr_st_file *f, char **run, char *err, size_t err_len);
 
 /* The debug dump after tr_model_forward + tr_model_backward on b. */
 int tr_dump_step(const tr_model *m, const tr_batch *b, const tr_loss *loss, const char *path, char *err,
