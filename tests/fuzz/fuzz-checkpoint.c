@@ -1,7 +1,9 @@
 /*
  * fuzz-checkpoint.c - the metadata of sa1b-train's state and model files as
  * --resume reads them, on arbitrary bytes written to a file: the run
- * record (tr_ckpt_read_run), the model configuration (tr_ckpt_read_config)
+ * record (tr_ckpt_read_run), the model configuration (tr_ckpt_read_config),
+ * the training state (tr_ckpt_load_state into a model of the configuration
+ * of the corpus's state files: S=64, P=16, E=64, L=1, H=2, C=64, h=2, D=1)
  * and the header-only reader (tr_st_peek_meta).  Whatever the bytes:
  * every message is one line; the header-only reader finds a key exactly
  * where tr_st_parse accepts the file and has it, with the same value (one
@@ -14,8 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "common/safetensors.h"
+#include "model/model.h"
+#include "registry/registry.h"
 #include "train/checkpoint.h"
+#include "train/optim.h"
 #include "train/run_dir.h"
 #include "fuzz_files.h"
 
@@ -58,6 +64,27 @@ static void record_reads_back(const char *rec, const tr_st_file *f)
     if (lines != entries) abort();
 }
 
+/* the model and optimizer a state file is read into, made once */
+static tr_model model;
+static tr_optim optim;
+
+static int model_ready(void)
+{
+    static int ready = 0;
+    if (!ready) {
+        char err[256];
+        tr_config cfg = {.S = 64, .P = 16, .E = 64, .L = 1, .H = 2, .C = 64, .h = 2, .D = 1};
+        tr_backend *be = tr_backend_create("cpu", 1, err, sizeof err);
+        if (!be || tr_model_init(&model, be, &cfg, 1, 1, 1, err, sizeof err) < 0) abort();
+        tr_model_init_params(&model, 1);
+        tr_optim_config c;
+        tr_optim_defaults(&c, 1e-3, 10);
+        if (tr_optim_init(&optim, &model, &c) < 0) abort();
+        ready = 1; /* (kept to the process's end) */
+    }
+    return ready;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char path[4200], err[512];
@@ -87,6 +114,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tr_config c;
     if (tr_ckpt_read_config(path, &c, err, sizeof err) < 0) fuzz_one_line(err, sizeof err);
     else if (!parsed) abort();
+
+    tr_train_state st = {0};
+    if (model_ready() && tr_ckpt_load_state(&model, &optim, &st, path, err, sizeof err) < 0) {
+        fuzz_one_line(err, sizeof err);
+    } else {
+        if (!parsed || st.step < 0 || st.step > (1L << 40) || optim.t < 0 || optim.t > (1L << 40)) abort();
+        if (strnlen(st.data_id, sizeof st.data_id) >= sizeof st.data_id) abort();
+    }
     tr_st_close(&f);
     free(buf);
     return 0;
