@@ -91,6 +91,11 @@ class Bytes:
         return struct.unpack("<d", self.take(8))[0]
 
 
+def clamp(c, lim=5e4):
+    """c within +-lim where it is a number the rasteriser takes."""
+    return max(-lim, min(lim, c)) if math.isfinite(c) and abs(c) < 1e9 else c
+
+
 def one_line(e):
     msg = str(e)
     for c in msg:
@@ -195,11 +200,9 @@ def op_poly(b):
     h, w = b.side(), b.side()
     polys = [[b.double() for _ in range(b.u8() % 17)] for _ in range(1 + b.u8() % 3)]
     if not all(isinstance(s, int) and 0 <= s <= 4096 for s in (h, w)):
-        polys = [p[:8] for p in polys]
-    # an edge of ~2^31 steps costs gigabytes (refused only beyond): kept within the mask's
-    # neighbourhood here, as the test's memory allows
-    lim = 5e4
-    polys = [[max(-lim, min(lim, c)) if math.isfinite(c) and abs(c) < 1e9 else c for c in p] for p in polys]
+        # a mask of up to 2^32 columns: a toggle per column and edge is the
+        # answer's own size (gigabytes); coordinates kept near the origin
+        polys = [[clamp(c) for c in p[:8]] for p in polys]
     out = M.frPyObjects(polys, h, w)
     check_rles(out if isinstance(out, list) else [out])
 
@@ -207,9 +210,9 @@ def op_poly(b):
 def op_boxes(b):
     h, w = b.side(), b.side()
     n = b.u8() % 5
-    lim = 5e4
-    rows = [[max(-lim, min(lim, c)) if math.isfinite(c) and abs(c) < 1e9 else c
-             for c in (b.double() for _ in range(4))] for _ in range(n)]
+    rows = [[b.double() for _ in range(4)] for _ in range(n)]
+    if not all(isinstance(s, int) and 0 <= s <= 4096 for s in (h, w)):
+        rows = [[clamp(c) for c in r] for r in rows]
     form = b.u8() % 4
     if form == 0:
         bb = np.array(rows, dtype=np.double).reshape((n, 4))
