@@ -1,7 +1,9 @@
 #!/bin/sh
 # t1889-python-messages.sh - the Python extension's errors that quote an
 # argument give it as repr() does: one line, its control characters
-# escaped (Shard.masks' and Loader's resample, a counts string, a polygon).
+# escaped (Shard.masks' and Loader's resample, a counts string, a polygon,
+# the paths of Shard, verify and Loader, which the library's messages
+# quote as they are).
 . "$top_srcdir/tests/test-lib.sh"
 . "$SRC/python/tests/py-lib.sh"
 cd "$TMP" || exit 99
@@ -42,5 +44,9 @@ one_line(lambda: M.decode({"size": [3, 4], "counts": "32201"}, size=(2, 2), resa
          "'a\\nb'", "decode: a resample with a newline")
 one_line(lambda: M.frPyObjects([[0, 0, float("nan"), 1, 2, 2]], 4, 4), "coordinate 2 (nan)",
          "a polygon with NaN")
+one_line(lambda: sa1b.Shard("no\nsuch.shard"), "OSError: 'no\\nsuch.shard': cannot open",
+         "Shard: a missing path with a newline")
+one_line(lambda: sa1b.verify("no\x1bsuch.shard"), "'no\\x1bsuch.shard'", "verify: a missing path with ESC")
+one_line(lambda: sa1b.Loader("no\nsuch/*.shard"), "'no\\nsuch/*.shard'", "Loader: a pattern with a newline")
 tap.done()
 PY
