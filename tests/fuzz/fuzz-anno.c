@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     sa1b_anno_free(&a);
     int fast_took;
-    char why[256];
+    char why[600]; /* (two messages of up to 255 bytes) */
     if (!anno_agree((const char *)data, size, &fast_took, why, sizeof why)) {
         fprintf(stderr, "fuzz-anno: the parsers disagree: %s\n", why);
         abort();
