@@ -37,15 +37,15 @@ typedef struct sa1b_prep_opts {
     int mask_mode;         /* SA1B_MASK_AREA: cell foreground fraction >= 0.5;
                               SA1B_MASK_NEAREST: the pixel under the cell centre */
     sa1b_filter filter;
-    int keep_empty;        /* 0 (default): a mask that the filter keeps but that has no
-                              set cell at R (none at all for source-size masks) is
-                              dropped before subsampling, so that max_masks counts
-                              masks that are there; 1: kept (and counted) */
     sa1b_strategy strategy;
     size_t max_masks;      /* 0: keep every mask passing the filter */
     uint64_t seed;
     int mask_format;       /* SA1B_SHARD_PACKED (default) or SA1B_SHARD_RLE: the masks of
                               the sample come packed or as runs (each mask's data_len) */
+    int keep_empty;        /* 0 (default): a mask that the filter keeps but that has no
+                              set cell at R (none at all for source-size masks) is
+                              dropped before subsampling, so that max_masks counts
+                              masks that are there; 1: kept (and counted) */
 } sa1b_prep_opts;
 
 /* Defaults of sa1b-shard: S 1024, R S/4, raw, quality 90, optimized

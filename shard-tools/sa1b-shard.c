@@ -2276,12 +2276,19 @@ int main(int argc, char **argv)
     free(o.prefix);
 
     double dt = cli_now() - t0;
+    char masks[160]; /* the masks with no cell at R among the kept or the dropped ones */
+    if (o.prep.keep_empty)
+        snprintf(masks, sizeof masks, "%llu masks kept (%llu of them empty at R), %llu dropped",
+                 (unsigned long long)t.masks_kept, (unsigned long long)t.masks_empty,
+                 (unsigned long long)t.masks_dropped);
+    else
+        snprintf(masks, sizeof masks, "%llu masks kept, %llu dropped (%llu of them empty at R)",
+                 (unsigned long long)t.masks_kept, (unsigned long long)t.masks_dropped,
+                 (unsigned long long)t.masks_empty);
     if (!o.quiet)
-        cli_warn("%llu images, %llu masks kept, %llu dropped (%llu empty at R, %s), %llu samples skipped, "
+        cli_warn("%llu images, %s, %llu samples skipped, "
                  "%llu shards written, %llu inputs up to date, %llu inputs cut short, %.1f s (%.1f images/s)",
-                 (unsigned long long)t.images, (unsigned long long)t.masks_kept,
-                 (unsigned long long)t.masks_dropped, (unsigned long long)t.masks_empty,
-                 o.prep.keep_empty ? "kept" : "dropped", (unsigned long long)t.skipped,
+                 (unsigned long long)t.images, masks, (unsigned long long)t.skipped,
                  (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
                  (unsigned long long)t.inputs_cut, dt, dt > 0 ? (double)t.images / dt : 0.0);
     if (o.json_summary)

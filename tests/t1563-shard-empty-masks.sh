@@ -40,8 +40,9 @@ print(json.dumps(p))' "$2"
 }
 jkey() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$2"; }
 
-run_ok "--keep-empty-masks: every mask kept" sa1b-shard -q --json-summary $common --keep-empty-masks -o keep.shard a.tar
+run_ok "--keep-empty-masks: every mask kept" sa1b-shard --json-summary $common --keep-empty-masks -o keep.shard a.tar
 cp .out keep.json
+cp .err keep.err
 total=$(jkey masks_kept keep.json)
 empty=$(jkey masks_empty keep.json)
 is "$(jkey masks_dropped keep.json)" 0 "--keep-empty-masks, no filter: nothing dropped"
@@ -51,11 +52,13 @@ masks_of keep.shard >keep.masks
 is "$(awk '{ s += $3 } END { print s }' keep.masks)" "$empty" "masks_empty counts the kept masks without a set cell"
 is "$(prov keep.shard options.keep_empty_masks)" true "the provenance records --keep-empty-masks"
 is "$(prov keep.shard masks_empty_kept)" "$empty" "and how many such masks the shard holds"
+grep_ok "^sa1b-shard: 4 images, $total masks kept \($empty of them empty at R\), 0 dropped, " keep.err \
+    "the summary line counts them among the kept"
 
 run_ok "default: masks empty at R dropped" sa1b-shard --json-summary $common -o def.shard a.tar
 cp .out def.json
-grep_ok "^sa1b-shard: 4 images, $((total - empty)) masks kept, $empty dropped \($empty empty at R, dropped\)," .err \
-    "the summary line counts them"
+grep_ok "^sa1b-shard: 4 images, $((total - empty)) masks kept, $empty dropped \($empty of them empty at R\), 0 samples" \
+    .err "the summary line counts them"
 is "$(jkey masks_empty def.json)" "$empty" "--json-summary: masks_empty"
 is "$(jkey masks_dropped def.json)" "$empty" "they are the masks dropped"
 is "$(jkey masks_kept def.json)" "$((total - empty))" "the others kept"
