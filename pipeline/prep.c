@@ -285,18 +285,26 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
      * R (unless keep_empty: a mask that vanishes at the mask resolution is
      * no pair to train on, and an empty prediction would score it IoU 1),
      * then the strategy's among them, so that max_masks counts masks that
-     * are there */
+     * are there.  A mask's cells are looked at before the strategy only
+     * where its choice depends on them (more candidates than max_masks);
+     * else every candidate is kept and step 6 drops those it makes empty
+     * (the same masks, without resampling each twice), or with keep_empty
+     * counts them */
     const int source = o->mask_format == SA1B_SHARD_RLE_SOURCE; /* R 0: the annotation's runs */
+    size_t n_pass = 0;
+    for (size_t i = 0; o->max_masks && i < a->n_masks; i++) n_pass += sa1b_filter_keeps(&o->filter, &b->cands[i]) != 0;
+    const int probe_first = !o->keep_empty && (source || (o->max_masks && n_pass > o->max_masks));
+    const int check_late = !source && !probe_first; /* step 6: drop (or count) each empty one */
     sa1b_letterbox mlb;
     memset(&mlb, 0, sizeof mlb);
     if (!source && sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
-    if (!source && (o->mask_mode == SA1B_MASK_NEAREST
-                        ? reserve(&b->grid, &b->cap_grid, (size_t)R * R)
-                        : reserve_scratch(b, R)))
+    if (probe_first && !source && (o->mask_mode == SA1B_MASK_NEAREST
+                                       ? reserve(&b->grid, &b->cap_grid, (size_t)R * R)
+                                       : reserve_scratch(b, R)))
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     const size_t probe_len = (size_t)sa1b_shard_mask_stride(R);
-    if (!source && o->mask_mode == SA1B_MASK_AREA && b->cap_probe < probe_len) {
+    if (probe_first && !source && o->mask_mode == SA1B_MASK_AREA && b->cap_probe < probe_len) {
         free(b->probe);
         b->cap_probe = 0;
         if (!(b->probe = calloc(1, probe_len)))
@@ -305,7 +313,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     }
     uint32_t n_empty = 0;
     size_t n_nonempty = 0;
-    for (size_t i = 0; !o->keep_empty && i < a->n_masks; i++) {
+    for (size_t i = 0; probe_first && i < a->n_masks; i++) {
         if (!sa1b_filter_keeps(&o->filter, &b->cands[i])) continue;
         int em = empty_at_r(b, o, &b->rles[i], b->cands[i].area, &mlb, &e);
         if (em < 0) return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
@@ -324,12 +332,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
                        &n_kept, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
     for (size_t k = 0; compact && k < n_kept; k++) b->kept[k] = b->nonempty_at[b->kept[k]];
-    for (size_t k = 0; o->keep_empty && k < n_kept; k++) { /* kept: counted */
-        size_t i = b->kept[k];
-        int em = empty_at_r(b, o, &b->rles[i], b->cands[i].area, &mlb, &e);
-        if (em < 0) return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
-        n_empty += (uint32_t)em;
-    }
+    for (size_t k = 0; source && o->keep_empty && k < n_kept; k++) /* kept: counted */
+        n_empty += b->cands[b->kept[k]].area == 0;
     /* packed area masks get their boxes from the resample's walk (step 6) */
     const int rle = o->mask_format != SA1B_SHARD_PACKED;
     const int area_bits = !rle && o->mask_mode == SA1B_MASK_AREA;
@@ -405,6 +409,9 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         runs_used += b->masks[k].data_len;
         fill_mask_in(&b->masks[k], &a->masks[b->kept[k]], &b->cands[b->kept[k]], lb.scale);
     }
+    /* check_late: a mask made empty is counted, and unless keep_empty
+     * dropped (w, where the next mask goes, stays) */
+    size_t w = 0; /* masks made (the slot of the next one) */
     for (size_t k = 0; !source && k < n_kept; k++) {
         size_t i = b->kept[k];
         const sa1b_rle *r = &b->rles[i];
@@ -413,23 +420,30 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             /* packed area masks: the resample sets the stored bits itself
              * (no R x R byte mask to clear, fill and pack) into zeros,
              * and says which rows it set bits in */
-            uint8_t *dst = b->packed + k * stride;
-            uint32_t *rows = b->bits_rows + 2 * k;
-            if (k < b->bits_slots) { /* bit y R + x of row y */
+            uint8_t *dst = b->packed + w * stride;
+            uint32_t *rows = b->bits_rows + 2 * w;
+            if (w < b->bits_slots) { /* bit y R + x of row y */
                 size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8;
                 if (z1 > z0) memset(dst + z0, 0, z1 - z0);
             } else {
                 memset(dst, 0, stride);
-                b->bits_slots = k + 1; /* k == bits_slots: the masks go in order */
+                b->bits_slots = w + 1; /* w == bits_slots: the masks go in order */
             }
             /* rows: 0, 0 on error (nothing set); the box (kmeans has it) */
             if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, b->scratch, rows,
                                              boxes_first ? NULL : b->cands[i].bbox, &e))
                 return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
+            if (check_late) { /* its slot stays zero outside rows (all of it, when empty) */
+                size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8;
+                int empty = 1;
+                for (size_t z = z0; z < z1 && empty; z++) empty = dst[z] == 0;
+                n_empty += (uint32_t)empty;
+                if (empty && !o->keep_empty) continue;
+            }
             masks_crc = sa1b_crc32c(masks_crc, dst, stride);
-            b->masks[k].data_len = 0;
-            fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
-            b->masks[k].bits = dst;
+            b->masks[w].data_len = 0;
+            fill_mask_in(&b->masks[w], m, &b->cands[i], lb.scale);
+            b->masks[w++].bits = dst;
             continue;
         }
         uint8_t *full = b->full;
@@ -456,22 +470,28 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             memset(full + (size_t)mlb.new_h * R, 0, (size_t)(b->full_zero_from - mlb.new_h) * R);
             b->full_zero_from = mlb.new_h;
         }
-        uint8_t *dst = rle ? NULL : b->packed + k * stride;
+        if (check_late) { /* the content rows (the rest is zero) */
+            int empty = memchr(full, 1, (size_t)mlb.new_h * R) == NULL;
+            n_empty += (uint32_t)empty;
+            if (empty && !o->keep_empty) continue;
+        }
+        uint8_t *dst = rle ? NULL : b->packed + w * stride;
         if (rle) { /* runs side by side; pointers set once the buffer stops moving */
             if (reserve_runs(b, runs_used + runs_bound))
                 return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
-            b->masks[k].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
-            masks_crc = sa1b_crc32c(masks_crc, b->bits + runs_used, b->masks[k].data_len);
-            runs_used += b->masks[k].data_len;
+            b->masks[w].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
+            masks_crc = sa1b_crc32c(masks_crc, b->bits + runs_used, b->masks[w].data_len);
+            runs_used += b->masks[w].data_len;
         } else {
             sa1b_shard_pack_mask(full, R, dst);
             masks_crc = sa1b_crc32c(masks_crc, dst, stride);
-            b->masks[k].data_len = 0;
+            b->masks[w].data_len = 0;
         }
 
-        fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
-        b->masks[k].bits = dst;
+        fill_mask_in(&b->masks[w], m, &b->cands[i], lb.scale);
+        b->masks[w++].bits = dst;
     }
+    if (!source) n_kept = w;
     for (size_t k = 0, at = 0; rle && k < n_kept; at += b->masks[k].data_len, k++)
         b->masks[k].bits = b->bits + at;
 
