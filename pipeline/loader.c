@@ -834,6 +834,20 @@ static int ld_fill_row(ld_worker *W, ld_buf *buf, uint32_t b, sa1b_error *err)
             o->points[2 * pk + 1] = (float)py;
             o->labels[pk] = positive ? 1 : 0;
         }
+        /* no cell at R (a mask that vanished at the mask resolution, in a
+         * shard made before sa1b-shard dropped them, or with
+         * --keep-empty-masks): no pair to train on or score, its points
+         * padding; its negatives were drawn as before, so that the points
+         * of the masks after it stay what they were */
+        if (pos == 0) {
+            o->valid[(size_t)b * M + m] = 0;
+            for (uint32_t k = 0; k < K; k++) {
+                size_t pk = (size_t)b * MK + (size_t)m * K + k;
+                o->points[2 * pk] = 0.0f;
+                o->points[2 * pk + 1] = 0.0f;
+                o->labels[pk] = -1;
+            }
+        }
     }
     ld_pad_masks(L, o, b, nsel);
     return SA1B_OK;

@@ -20,6 +20,8 @@ typedef struct prep_buf {
     uint32_t *runs;            /* the runs of all masks of the sample, side by side */
     size_t cap_runs;           /* bytes */
     sa1b_cand *cands;          /* [cap_masks] */
+    sa1b_cand *nonempty;       /* [cap_masks] the candidates with a cell at R, */
+    size_t *nonempty_at;       /* [cap_masks] and their indices in cands */
     size_t *kept;              /* [cap_masks] */
     size_t cap_masks;
     sa1b_shard_mask_in *masks; /* [cap_masks] */
@@ -34,6 +36,8 @@ typedef struct prep_buf {
     const uint8_t *bits_at;    /* where packed was when bits_rows was made */
     uint64_t *scratch;         /* zeros for rle_resample_area_bits_valid */
     size_t cap_scratch;        /* bytes */
+    uint8_t *probe;            /* [stride] zeros: a mask's bits while empty_at_r looks */
+    size_t cap_probe;          /* bytes */
     uint8_t *grid;             /* [R * R] content-sized resample target */
     size_t cap_grid;
     uint8_t *full;             /* [R * R] one mask, letterboxed, before packing */
@@ -67,6 +71,7 @@ void sa1b_prep_out_free(sa1b_prep_out *o)
     prep_buf *b = o->priv_;
     sa1b_anno_free(&b->anno);
     free(b->rles), free(b->runs), free(b->cands), free(b->kept), free(b->masks);
+    free(b->nonempty), free(b->nonempty_at), free(b->probe);
     free(b->bits), free(b->bits_rows), free(b->scratch), free(b->grid), free(b->full);
     free(b->image), free(b->jpeg);
     free(b);
@@ -164,13 +169,56 @@ static int reserve_masks(prep_buf *b, size_t n)
     if (c) b->cands = c;
     size_t *k = realloc(b->kept, n * sizeof *k);
     if (k) b->kept = k;
+    sa1b_cand *ne = realloc(b->nonempty, n * sizeof *ne);
+    if (ne) b->nonempty = ne;
+    size_t *na = realloc(b->nonempty_at, n * sizeof *na);
+    if (na) b->nonempty_at = na;
     sa1b_shard_mask_in *m = realloc(b->masks, n * sizeof *m);
     if (m) b->masks = m;
     uint32_t *br = n > SIZE_MAX / (2 * sizeof *br) ? NULL : realloc(b->bits_rows, 2 * n * sizeof *br);
     if (br) b->bits_rows = br;
-    if (!c || !k || !m || !br) return -1;
+    if (!c || !k || !ne || !na || !m || !br) return -1;
     b->cap_masks = n;
     return 0;
+}
+
+/* The zeros rle_resample_area_bits_valid works in (4 (R + 1) uint64). */
+static int reserve_scratch(prep_buf *b, uint32_t R)
+{
+    const size_t scratch_len = 4 * ((size_t)R + 1) * sizeof *b->scratch; /* R < 2^31 */
+    if (b->cap_scratch >= scratch_len) return 0;
+    free(b->scratch);
+    b->cap_scratch = 0;
+    if (!(b->scratch = calloc(1, scratch_len))) return -1;
+    b->cap_scratch = scratch_len;
+    return 0;
+}
+
+/* Whether mask r (area source pixels) has no set cell at R as step 6 of
+ * sa1b_prep_run makes it (the content mlb of the R x R grid, o's
+ * resampling): 1 empty, 0 not, -1 on error (e).  Source-size masks have
+ * no R of their own: empty when they have no pixel.  Uses b->grid (RR
+ * bytes, nearest) or b->probe and b->scratch (area), which the caller
+ * reserved; b->probe is left zero. */
+static int empty_at_r(prep_buf *b, const sa1b_prep_opts *o, const sa1b_rle *r, uint64_t area,
+                      const sa1b_letterbox *mlb, sa1b_error *e)
+{
+    if (area == 0) return 1;
+    if (o->mask_format == SA1B_SHARD_RLE_SOURCE) return 0;
+    const uint32_t R = o->mask_size;
+    if (o->mask_mode == SA1B_MASK_NEAREST) {
+        if (rle_resample_nearest_valid(r, mlb->new_h, mlb->new_w, b->grid, e)) return -1;
+        const size_t n = (size_t)mlb->new_h * mlb->new_w;
+        return memchr(b->grid, 1, n) == NULL;
+    }
+    uint32_t rows[2];
+    if (rle_resample_area_bits_valid(r, mlb->new_h, mlb->new_w, R, b->probe, b->scratch, rows, NULL, e))
+        return -1;
+    const size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8; /* bit y R + x */
+    int empty = 1;
+    for (size_t i = z0; i < z1 && empty; i++) empty = b->probe[i] == 0;
+    if (z1 > z0) memset(b->probe + z0, 0, z1 - z0);
+    return empty;
 }
 
 int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
@@ -233,11 +281,59 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         c->stability_score = m->stability_score;
     }
 
-    /* 4. which masks are kept */
-    size_t n_kept = 0;
-    if (sa1b_subsample(b->cands, a->n_masks, &o->filter, o->strategy, o->max_masks, o->seed,
-                       a->image_id, a->width, a->height, b->kept, &n_kept, &e))
+    /* 4. which masks are kept: those of the filter that have a set cell at
+     * R (unless keep_empty: a mask that vanishes at the mask resolution is
+     * no pair to train on, and an empty prediction would score it IoU 1),
+     * then the strategy's among them, so that max_masks counts masks that
+     * are there.  A mask's cells are looked at before the strategy only
+     * where its choice depends on them (more candidates than max_masks);
+     * else every candidate is kept and step 6 drops those it makes empty
+     * (the same masks, without resampling each twice), or with keep_empty
+     * counts them */
+    const int source = o->mask_format == SA1B_SHARD_RLE_SOURCE; /* R 0: the annotation's runs */
+    size_t n_pass = 0;
+    for (size_t i = 0; o->max_masks && i < a->n_masks; i++) n_pass += sa1b_filter_keeps(&o->filter, &b->cands[i]) != 0;
+    const int probe_first = !o->keep_empty && (source || (o->max_masks && n_pass > o->max_masks));
+    const int check_late = !source && !probe_first; /* step 6: drop (or count) each empty one */
+    sa1b_letterbox mlb;
+    memset(&mlb, 0, sizeof mlb);
+    if (!source && sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
         return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
+    if (probe_first && !source && (o->mask_mode == SA1B_MASK_NEAREST
+                                       ? reserve(&b->grid, &b->cap_grid, (size_t)R * R)
+                                       : reserve_scratch(b, R)))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+    const size_t probe_len = (size_t)sa1b_shard_mask_stride(R);
+    if (probe_first && !source && o->mask_mode == SA1B_MASK_AREA && b->cap_probe < probe_len) {
+        free(b->probe);
+        b->cap_probe = 0;
+        if (!(b->probe = calloc(1, probe_len)))
+            return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
+        b->cap_probe = probe_len;
+    }
+    uint32_t n_empty = 0;
+    size_t n_nonempty = 0;
+    for (size_t i = 0; probe_first && i < a->n_masks; i++) {
+        if (!sa1b_filter_keeps(&o->filter, &b->cands[i])) continue;
+        int em = empty_at_r(b, o, &b->rles[i], b->cands[i].area, &mlb, &e);
+        if (em < 0) return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
+        if (em) {
+            n_empty++;
+            continue;
+        }
+        b->nonempty[n_nonempty] = b->cands[i];
+        b->nonempty_at[n_nonempty++] = i;
+    }
+    /* without empty masks, the candidates as they are (the same choice) */
+    const int compact = n_empty > 0;
+    size_t n_kept = 0;
+    if (sa1b_subsample(compact ? b->nonempty : b->cands, compact ? n_nonempty : a->n_masks, &o->filter,
+                       o->strategy, o->max_masks, o->seed, a->image_id, a->width, a->height, b->kept,
+                       &n_kept, &e))
+        return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
+    for (size_t k = 0; compact && k < n_kept; k++) b->kept[k] = b->nonempty_at[b->kept[k]];
+    for (size_t k = 0; source && o->keep_empty && k < n_kept; k++) /* kept: counted */
+        n_empty += b->cands[b->kept[k]].area == 0;
     /* packed area masks get their boxes from the resample's walk (step 6) */
     const int rle = o->mask_format != SA1B_SHARD_PACKED;
     const int area_bits = !rle && o->mask_mode == SA1B_MASK_AREA;
@@ -248,7 +344,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
      * masks after it (from the next page on): the writer takes a raw image
      * and the masks that follow it in memory and in the file in one direct
      * write, without copying the masks into its buffer */
-    sa1b_letterbox lb, mlb;
+    sa1b_letterbox lb;
     const size_t RR = (size_t)R * R, stride = (size_t)sa1b_shard_mask_stride(R);
     const size_t image_len = (size_t)S * S * 3, packed_at = (image_len + 4095) / 4096 * 4096;
     const size_t packed_len = rle ? 0 : (n_kept ? n_kept : 1) * stride;
@@ -268,9 +364,6 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     if (image_letterbox(ctx, jpg, jpg_len, S, b->image, &b->image_zero_from, &lb,
                         o->image_format == SA1B_SHARD_JPEG ? NULL : &image_crc, &e))
         return sa1b_error_set(err, e.code, e.offset, "%s.jpg: %s", name, e.msg);
-    const int source = o->mask_format == SA1B_SHARD_RLE_SOURCE; /* R 0: the annotation's runs */
-    if (!source && sa1b_letterbox_geometry(a->width, a->height, R, &mlb, &e))
-        return sa1b_error_set(err, e.code, -1, "%s: %s", name, e.msg);
     const uint8_t *payload = b->image;
     size_t payload_len = image_len;
     if (o->image_format == SA1B_SHARD_JPEG) {
@@ -303,14 +396,8 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         b->bits_at = b->packed;
         b->bits_slots = 0;
     }
-    const size_t scratch_len = 4 * ((size_t)R + 1) * sizeof *b->scratch; /* R < 2^31 */
-    if (area_bits && b->cap_scratch < scratch_len) {
-        free(b->scratch);
-        b->cap_scratch = 0;
-        if (!(b->scratch = calloc(1, scratch_len)))
-            return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
-        b->cap_scratch = scratch_len;
-    }
+    if (area_bits && reserve_scratch(b, R))
+        return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
     const float scale = (float)lb.scale;
     uint32_t masks_crc = 0; /* each mask's stored bytes checksummed as it is made, in cache */
     for (size_t k = 0; source && k < n_kept; k++) { /* the runs of the source, recoded */
@@ -322,6 +409,9 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
         runs_used += b->masks[k].data_len;
         fill_mask_in(&b->masks[k], &a->masks[b->kept[k]], &b->cands[b->kept[k]], lb.scale);
     }
+    /* check_late: a mask made empty is counted, and unless keep_empty
+     * dropped (w, where the next mask goes, stays) */
+    size_t w = 0; /* masks made (the slot of the next one) */
     for (size_t k = 0; !source && k < n_kept; k++) {
         size_t i = b->kept[k];
         const sa1b_rle *r = &b->rles[i];
@@ -330,23 +420,30 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             /* packed area masks: the resample sets the stored bits itself
              * (no R x R byte mask to clear, fill and pack) into zeros,
              * and says which rows it set bits in */
-            uint8_t *dst = b->packed + k * stride;
-            uint32_t *rows = b->bits_rows + 2 * k;
-            if (k < b->bits_slots) { /* bit y R + x of row y */
+            uint8_t *dst = b->packed + w * stride;
+            uint32_t *rows = b->bits_rows + 2 * w;
+            if (w < b->bits_slots) { /* bit y R + x of row y */
                 size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8;
                 if (z1 > z0) memset(dst + z0, 0, z1 - z0);
             } else {
                 memset(dst, 0, stride);
-                b->bits_slots = k + 1; /* k == bits_slots: the masks go in order */
+                b->bits_slots = w + 1; /* w == bits_slots: the masks go in order */
             }
             /* rows: 0, 0 on error (nothing set); the box (kmeans has it) */
             if (rle_resample_area_bits_valid(r, mlb.new_h, mlb.new_w, R, dst, b->scratch, rows,
                                              boxes_first ? NULL : b->cands[i].bbox, &e))
                 return sa1b_error_set(err, e.code, -1, "%s.json: mask %zu: %s", name, i, e.msg);
+            if (check_late) { /* its slot stays zero outside rows (all of it, when empty) */
+                size_t z0 = (size_t)rows[0] * R / 8, z1 = ((size_t)rows[1] * R + 7) / 8;
+                int empty = 1;
+                for (size_t z = z0; z < z1 && empty; z++) empty = dst[z] == 0;
+                n_empty += (uint32_t)empty;
+                if (empty && !o->keep_empty) continue;
+            }
             masks_crc = sa1b_crc32c(masks_crc, dst, stride);
-            b->masks[k].data_len = 0;
-            fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
-            b->masks[k].bits = dst;
+            b->masks[w].data_len = 0;
+            fill_mask_in(&b->masks[w], m, &b->cands[i], lb.scale);
+            b->masks[w++].bits = dst;
             continue;
         }
         uint8_t *full = b->full;
@@ -373,22 +470,28 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
             memset(full + (size_t)mlb.new_h * R, 0, (size_t)(b->full_zero_from - mlb.new_h) * R);
             b->full_zero_from = mlb.new_h;
         }
-        uint8_t *dst = rle ? NULL : b->packed + k * stride;
+        if (check_late) { /* the content rows (the rest is zero) */
+            int empty = memchr(full, 1, (size_t)mlb.new_h * R) == NULL;
+            n_empty += (uint32_t)empty;
+            if (empty && !o->keep_empty) continue;
+        }
+        uint8_t *dst = rle ? NULL : b->packed + w * stride;
         if (rle) { /* runs side by side; pointers set once the buffer stops moving */
             if (reserve_runs(b, runs_used + runs_bound))
                 return sa1b_error_set(err, SA1B_ENOMEM, -1, "%s: out of memory", name);
-            b->masks[k].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
-            masks_crc = sa1b_crc32c(masks_crc, b->bits + runs_used, b->masks[k].data_len);
-            runs_used += b->masks[k].data_len;
+            b->masks[w].data_len = sa1b_shard_encode_runs(full, R, b->bits + runs_used);
+            masks_crc = sa1b_crc32c(masks_crc, b->bits + runs_used, b->masks[w].data_len);
+            runs_used += b->masks[w].data_len;
         } else {
             sa1b_shard_pack_mask(full, R, dst);
             masks_crc = sa1b_crc32c(masks_crc, dst, stride);
-            b->masks[k].data_len = 0;
+            b->masks[w].data_len = 0;
         }
 
-        fill_mask_in(&b->masks[k], m, &b->cands[i], lb.scale);
-        b->masks[k].bits = dst;
+        fill_mask_in(&b->masks[w], m, &b->cands[i], lb.scale);
+        b->masks[w++].bits = dst;
     }
+    if (!source) n_kept = w;
     for (size_t k = 0, at = 0; rle && k < n_kept; at += b->masks[k].data_len, k++)
         b->masks[k].bits = b->bits + at;
 
@@ -405,6 +508,7 @@ int sa1b_prep_run(sa1b_imgctx *ctx, const sa1b_prep_opts *o, const char *name,
     s->masks = b->masks;
     out->masks_in = (uint32_t)a->n_masks;
     out->masks_kept = (uint32_t)n_kept;
+    out->masks_empty = n_empty;
     out->image_crc = image_crc;
     out->masks_crc = masks_crc;
     return SA1B_OK;

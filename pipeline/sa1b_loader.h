@@ -56,12 +56,17 @@
  *     among the mask's set cells (rng_below(count), in row-major order),
  *   - k odd (1, 3, ...): negative, label 0: a cell drawn uniformly among
  *     the cells of the content region (w_R x h_R) that are not in the mask.
- * So point 0 is always positive and uniformly distributed inside the mask
- * (by area); K = 2 gives one positive and one negative.  When no cell is
- * available (an empty mask at R, or a mask covering the whole content for
- * negatives) the point is padding: label -1, coordinates (0, 0).  Points of
- * padding masks are padding too.  Points are drawn before the flip and then
- * mirrored with the mask (below).
+ * So point 0 of a valid pair is always positive and uniformly distributed
+ * inside the mask (by area); K = 2 gives one positive and one negative.  A
+ * negative point that has no cell to land on (a mask covering the whole
+ * content) is padding: label -1, coordinates (0, 0).  A mask with no set
+ * cell at R (one that vanished at the mask resolution: sa1b-shard drops
+ * them unless --keep-empty-masks, shards made before it did hold them) is
+ * not a valid pair: valid 0, all its points padding, its id kept; its
+ * negative points are drawn as for any mask and then dropped, so that the
+ * draws of the masks after it are the same.  Points of padding masks are
+ * padding too.  Points are drawn before the flip and then mirrored with
+ * the mask (below).
  *
  * Flip.  When flip is drawn, the image is mirrored within its content:
  * pixel column i < w goes to w-1-i, padding stays right/below; the masks
@@ -183,13 +188,16 @@ typedef struct sa1b_batch {
     void *images;             /* u8 [B][S][S][3] or f32 [B][3][S][S] */
     int32_t *content_size;    /* [B][2]: w, h of the image content in S pixels */
     uint8_t *masks;           /* [B][M][R][R] 0/1 bytes, row-major */
-    int32_t *n_masks;         /* [B] masks delivered (min(M, masks of the image)) */
+    int32_t *n_masks;         /* [B] masks delivered (min(M, masks of the image)), valid
+                                 or not (a mask empty at R is delivered, valid 0) */
     int32_t *n_masks_total;   /* [B] masks the image has in the shard */
-    uint8_t *valid;           /* [B][M] 1 for a delivered mask, 0 for padding */
+    uint8_t *valid;           /* [B][M] 1 for a delivered mask with a set cell at R, 0 for
+                                 padding and for a mask empty at R */
     float *points;            /* [B][M][K][2] x, y in input pixels (see above) */
     int32_t *labels;          /* [B][M][K] 1 positive, 0 negative, -1 padding */
     int64_t *image_ids;       /* [B] SA-1B image ids; -1 beyond count */
-    int64_t *mask_ids;        /* [B][M] SA-1B annotation ids; -1 for padding */
+    int64_t *mask_ids;        /* [B][M] SA-1B annotation ids (a mask empty at R too); -1
+                                 for padding */
     uint8_t *flipped;         /* [B] 1 when the sample was mirrored */
     uint32_t *shard;          /* [B] index of the sample's shard in the list */
     uint64_t *shard_index;    /* [B] index of the sample in its shard */

@@ -42,10 +42,15 @@ typedef struct sa1b_prep_opts {
     uint64_t seed;
     int mask_format;       /* SA1B_SHARD_PACKED (default) or SA1B_SHARD_RLE: the masks of
                               the sample come packed or as runs (each mask's data_len) */
+    int keep_empty;        /* 0 (default): a mask that the filter keeps but that has no
+                              set cell at R (none at all for source-size masks) is
+                              dropped before subsampling, so that max_masks counts
+                              masks that are there; 1: kept (and counted) */
 } sa1b_prep_opts;
 
 /* Defaults of sa1b-shard: S 1024, R S/4, raw, quality 90, optimized
- * Huffman tables, area, no filter, random, no limit, seed 0. */
+ * Huffman tables, area, no filter, masks empty at R dropped, random, no
+ * limit, seed 0. */
 void sa1b_prep_opts_default(sa1b_prep_opts *o);
 
 /* Buffers of one prepared sample, reused from call to call.  Start from
@@ -55,6 +60,9 @@ typedef struct sa1b_prep_out {
                                      come packed, or as runs); points into the buffers */
     uint32_t masks_in;            /* annotations in the JSON */
     uint32_t masks_kept;          /* = sample.n_masks */
+    uint32_t masks_empty;         /* masks the filter keeps with no set cell at R: dropped
+                                     (in masks_in - masks_kept), or with keep_empty the kept
+                                     ones (in masks_kept) */
     uint32_t image_crc;           /* sa1b_crc32c(0, sample.image, sample.image_len), made by
                                      the worker (for sa1b_shard_writer_add_packed_crc) */
     uint32_t masks_crc;           /* the CRC32C of the masks' stored bytes in order (each
@@ -62,7 +70,7 @@ typedef struct sa1b_prep_out {
                                      worker as each mask is made (likewise) */
     void *priv_;                  /* buffers */
 } sa1b_prep_out;
-#define SA1B_PREP_OUT_INIT {{0}, 0, 0, 0, 0, NULL}
+#define SA1B_PREP_OUT_INIT {{0}, 0, 0, 0, 0, 0, NULL}
 void sa1b_prep_out_free(sa1b_prep_out *o);
 
 /* Prepares one sample.  name is the member stem ("sa_123") used in

@@ -46,6 +46,9 @@ typedef struct sa1b_filter {
 /* Default filter: keeps every mask, including empty ones. */
 void sa1b_filter_default(sa1b_filter *f);
 
+/* 1 when the filter keeps c, 0 when it drops it (NULL: the default). */
+int sa1b_filter_keeps(const sa1b_filter *f, const sa1b_cand *c);
+
 /* Parses "random", "quality", "size-balanced", "kmeans"; -1 when unknown. */
 int sa1b_strategy_parse(const char *name);
 const char *sa1b_strategy_name(sa1b_strategy s);

@@ -17,6 +17,13 @@ void sa1b_filter_default(sa1b_filter *f)
     f->min_stability = -INFINITY;
 }
 
+int sa1b_filter_keeps(const sa1b_filter *f, const sa1b_cand *c)
+{
+    sa1b_filter dflt;
+    if (!f) sa1b_filter_default(&dflt), f = &dflt;
+    return c->area >= f->min_area && c->predicted_iou >= f->min_iou && c->stability_score >= f->min_stability;
+}
+
 static const char *const strategy_names[] = {"random", "quality", "size-balanced", "kmeans"};
 
 int sa1b_strategy_parse(const char *name)
@@ -246,12 +253,8 @@ int sa1b_subsample(const sa1b_cand *cand, size_t n, const sa1b_filter *filter,
         return sa1b_error_set(err, SA1B_ENOMEM, -1, "subsample: out of memory");
     }
     size_t *work = surv + n, m = 0;
-    for (size_t i = 0; i < n; i++) {
-        const sa1b_cand *c = &cand[i];
-        if (c->area >= filter->min_area && c->predicted_iou >= filter->min_iou &&
-            c->stability_score >= filter->min_stability)
-            surv[m++] = i;
-    }
+    for (size_t i = 0; i < n; i++)
+        if (sa1b_filter_keeps(filter, &cand[i])) surv[m++] = i;
     int rc = SA1B_OK;
     sa1b_rng rng;
     rng_seed(&rng, seed, (uint64_t)image_id);

@@ -85,10 +85,12 @@ static void usage(void)
            "      --mask-resample MODE  area or nearest (default area)\n"
            "      --mask-format FMT     packed (format version 1) or rle (runs,\n"
            "                            version 2; default packed)\n"
-           "Filters and subsampling (defaults keep every mask):\n"
+           "Filters and subsampling (defaults keep every mask that has a cell at R):\n"
            "      --min-area N          drop masks of fewer than N pixels\n"
            "      --min-iou X           drop masks with predicted_iou below X\n"
            "      --min-stability X     drop masks with stability_score below X\n"
+           "      --keep-empty-masks    keep masks that have no cell at R x R (by default\n"
+           "                            dropped, before --max-masks)\n"
            "      --max-masks N         keep at most N masks per image\n"
            "      --strategy NAME       random, quality, size-balanced or kmeans\n"
            "                            (default random)\n"
@@ -111,7 +113,7 @@ enum {
     OPT_IMAGE_FORMAT, OPT_QUALITY, OPT_MASK_RESAMPLE, OPT_MIN_AREA, OPT_MIN_IOU,
     OPT_MIN_STABILITY, OPT_MAX_MASKS, OPT_STRATEGY, OPT_SEED, OPT_STRICT, OPT_JSON_SUMMARY, OPT_FORCE
 };
-enum { OPT_MASK_FORMAT = 512, OPT_JPEG_HUFFMAN };
+enum { OPT_MASK_FORMAT = 512, OPT_JPEG_HUFFMAN, OPT_KEEP_EMPTY_MASKS };
 
 static const struct option long_opts[] = {
     {"output", required_argument, 0, 'o'},
@@ -128,6 +130,7 @@ static const struct option long_opts[] = {
     {"min-area", required_argument, 0, OPT_MIN_AREA},
     {"min-iou", required_argument, 0, OPT_MIN_IOU},
     {"min-stability", required_argument, 0, OPT_MIN_STABILITY},
+    {"keep-empty-masks", no_argument, 0, OPT_KEEP_EMPTY_MASKS},
     {"max-masks", required_argument, 0, OPT_MAX_MASKS},
     {"strategy", required_argument, 0, OPT_STRATEGY},
     {"seed", required_argument, 0, OPT_SEED},
@@ -212,6 +215,7 @@ static void parse_options(int argc, char **argv, options *o)
         /* SA-1B's predicted_iou can exceed 1 a little; stability is a ratio */
         case OPT_MIN_IOU: o->prep.filter.min_iou = need_double("--min-iou", optarg, 0, 2); break;
         case OPT_MIN_STABILITY: o->prep.filter.min_stability = need_double("--min-stability", optarg, 0, 1); break;
+        case OPT_KEEP_EMPTY_MASKS: o->prep.keep_empty = 1; break;
         case OPT_MAX_MASKS: o->prep.max_masks = need_u64("--max-masks", optarg, 1, 100000); break;
         case OPT_STRATEGY: {
             int s = sa1b_strategy_parse(optarg);
@@ -317,6 +321,9 @@ static json_t *provenance_json(const options *o, const char *stem, uint64_t part
     json_object_set_new(opt, "min_iou", isfinite(p->filter.min_iou) ? json_real(p->filter.min_iou) : json_null());
     json_object_set_new(opt, "min_stability",
                         isfinite(p->filter.min_stability) ? json_real(p->filter.min_stability) : json_null());
+    /* always: shards made before masks empty at R were dropped lack it, and
+     * they hold them */
+    json_object_set_new(opt, "keep_empty_masks", json_boolean(p->keep_empty));
     json_object_set_new(opt, "max_masks", json_integer((json_int_t)p->max_masks));
     json_object_set_new(opt, "strategy", json_string(sa1b_strategy_name(p->strategy)));
     json_object_set_new(opt, "seed", json_integer((json_int_t)p->seed));
@@ -346,9 +353,19 @@ static int prov_last(const json_t *prov)
     return json_object_get(prov, "input_clean_end") ? 1 : -1;
 }
 
-static char *provenance(const options *o, const char *stem, uint64_t part)
+/* What a part holds that its options do not say (part_matches does not
+ * compare it): its masks with no cell at R, dropped or (--keep-empty-masks)
+ * kept. */
+static void part_counts(json_t *root, const options *o, uint64_t empty)
+{
+    json_object_set_new(root, o->prep.keep_empty ? "masks_empty_kept" : "masks_empty_dropped",
+                        json_integer((json_int_t)empty));
+}
+
+static char *provenance(const options *o, const char *stem, uint64_t part, uint64_t empty)
 {
     json_t *root = provenance_json(o, stem, part);
+    part_counts(root, o, empty);
     char *s = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(root);
     return s;
@@ -359,9 +376,10 @@ static char *provenance(const options *o, const char *stem, uint64_t part)
  * cleanly (with the last sample read before an early end).  No time stamp:
  * a path and the same bytes on stdin give the same shard. */
 static char *final_provenance(const options *o, const char *stem, uint64_t part, const sa1b_tar_identity *id,
-                              const char *ends_after, uint64_t skipped)
+                              const char *ends_after, uint64_t skipped, uint64_t empty)
 {
     json_t *root = provenance_json(o, stem, part);
+    part_counts(root, o, empty);
     char crc[16];
     snprintf(crc, sizeof crc, "%08x", (unsigned)id->crc32c);
     json_object_set_new(root, "input_bytes", json_integer((json_int_t)id->bytes));
@@ -1333,6 +1351,7 @@ static int copy_bytes(uint8_t **dst, size_t *cap, size_t *len, const uint8_t *sr
 typedef struct totals {
     uint64_t images, masks_kept, masks_dropped, skipped, shards, inputs_skipped, fatal, bytes_in;
     uint64_t inputs_cut;       /* inputs that ended early (truncated) */
+    uint64_t masks_empty;      /* masks with no cell at R: dropped (in masks_dropped), or kept */
 } totals;
 
 typedef struct job {
@@ -1356,7 +1375,9 @@ typedef struct job {
         dev_t dev;             /* the finished partial's file (0, 0 before it is finished) */
         ino_t ino;
     } *pt;                     /* [n_finals] */
-    uint64_t images, masks_kept, masks_dropped; /* this input's part of the totals */
+    uint64_t images, masks_kept, masks_dropped, masks_empty; /* this input's part of the totals */
+    uint64_t part_empty;       /* the open part's masks with no cell at R (its provenance) */
+    int final_prov;            /* the open part has its final provenance (with part_empty) */
     uint64_t skipped;          /* its samples skipped (recorded in its last part's provenance) */
     int failed;                /* fatal: drop everything of this input */
     uint64_t pairs;            /* samples read from the input */
@@ -1476,7 +1497,7 @@ static int open_part(job *j)
 {
     sa1b_error e;
     char *final = part_path(j->o, j->single_file, j->stem, j->part);
-    char *prov = provenance(j->o, j->stem, j->part);
+    char *prov = provenance(j->o, j->stem, j->part, 0);
     char *tmp = NULL;
     int rc = -1;
     temp_node *pslot = NULL;
@@ -1529,6 +1550,8 @@ static int open_part(job *j)
     free(tmp);
     free(prov);
     j->images_in_part = 0;
+    j->part_empty = 0;
+    j->final_prov = 0;
     return rc;
 }
 
@@ -1536,6 +1559,16 @@ static int close_part(job *j)
 {
     sa1b_error e;
     if (!j->w) return 0;
+    if (!j->final_prov) { /* the provenance with the part's counts */
+        char *prov = provenance(j->o, j->stem, j->part, j->part_empty);
+        if (!prov || sa1b_shard_writer_set_provenance(j->w, prov, &e) != SA1B_OK) {
+            free(prov);
+            cli_progress_end(j->bar);
+            cli_warn("out of memory");
+            return -1;
+        }
+        free(prov);
+    }
     sa1b_shard_writer *w = j->w;
     j->w = NULL;
     j->part++;
@@ -1634,8 +1667,11 @@ static void consume(struct job *j, slot *s)
     test_hook(0);
     j->t->masks_kept += s->out->masks_kept;
     j->t->masks_dropped += s->out->masks_in - s->out->masks_kept;
+    j->t->masks_empty += s->out->masks_empty;
     j->masks_kept += s->out->masks_kept;
     j->masks_dropped += s->out->masks_in - s->out->masks_kept;
+    j->masks_empty += s->out->masks_empty;
+    j->part_empty += s->out->masks_empty;
     j->images_in_part++;
 }
 
@@ -1733,7 +1769,8 @@ static void uncount(job *j)
     j->t->images -= j->images;
     j->t->masks_kept -= j->masks_kept;
     j->t->masks_dropped -= j->masks_dropped;
-    j->images = j->masks_kept = j->masks_dropped = 0;
+    j->t->masks_empty -= j->masks_empty;
+    j->images = j->masks_kept = j->masks_dropped = j->masks_empty = 0;
 }
 
 /* Drops the parts of an input that puts none in place: their files and
@@ -2082,11 +2119,12 @@ static int run_input(job *j)
      * zero blocks, is reported as cut: see report_cut) */
     if (!j->failed && !j->w && j->n_finals == 0 && open_part(j)) j->failed = 1;
     if (!j->failed && have_id && j->w) { /* the last part records the input */
-        char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name, j->skipped);
+        char *prov = final_provenance(j->o, j->stem, j->part, &id, j->last_name, j->skipped, j->part_empty);
         if (!prov || sa1b_shard_writer_set_provenance(j->w, prov, &e) != SA1B_OK) {
             cli_warn("out of memory");
             j->failed = 1;
         }
+        j->final_prov = 1;
         free(prov);
     }
     if (!j->failed && close_part(j)) j->failed = 1;
@@ -2238,21 +2276,30 @@ int main(int argc, char **argv)
     free(o.prefix);
 
     double dt = cli_now() - t0;
+    char masks[160]; /* the masks with no cell at R among the kept or the dropped ones */
+    if (o.prep.keep_empty)
+        snprintf(masks, sizeof masks, "%llu masks kept (%llu of them empty at R), %llu dropped",
+                 (unsigned long long)t.masks_kept, (unsigned long long)t.masks_empty,
+                 (unsigned long long)t.masks_dropped);
+    else
+        snprintf(masks, sizeof masks, "%llu masks kept, %llu dropped (%llu of them empty at R)",
+                 (unsigned long long)t.masks_kept, (unsigned long long)t.masks_dropped,
+                 (unsigned long long)t.masks_empty);
     if (!o.quiet)
-        cli_warn("%llu images, %llu masks kept, %llu dropped, %llu samples skipped, %llu shards written, "
-                 "%llu inputs up to date, %llu inputs cut short, %.1f s (%.1f images/s)",
-                 (unsigned long long)t.images, (unsigned long long)t.masks_kept,
-                 (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
+        cli_warn("%llu images, %s, %llu samples skipped, "
+                 "%llu shards written, %llu inputs up to date, %llu inputs cut short, %.1f s (%.1f images/s)",
+                 (unsigned long long)t.images, masks, (unsigned long long)t.skipped,
                  (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
                  (unsigned long long)t.inputs_cut, dt, dt > 0 ? (double)t.images / dt : 0.0);
     if (o.json_summary)
         printf("{\"images\":%llu,\"masks_kept\":%llu,\"masks_dropped\":%llu,\"skipped\":%llu,"
                "\"shards\":%llu,\"inputs_up_to_date\":%llu,\"inputs_cut_short\":%llu,\"fatal\":%llu,\"bytes_in\":%llu,"
-               "\"seconds\":%.3f,\"exit\":%d}\n",
+               "\"masks_empty\":%llu,\"seconds\":%.3f,\"exit\":%d}\n",
                (unsigned long long)t.images, (unsigned long long)t.masks_kept,
                (unsigned long long)t.masks_dropped, (unsigned long long)t.skipped,
                (unsigned long long)t.shards, (unsigned long long)t.inputs_skipped,
-               (unsigned long long)t.inputs_cut, (unsigned long long)t.fatal, (unsigned long long)t.bytes_in, dt, status);
+               (unsigned long long)t.inputs_cut, (unsigned long long)t.fatal, (unsigned long long)t.bytes_in,
+               (unsigned long long)t.masks_empty, dt, status);
     cli_stdout_check(); /* a summary that was not written is an I/O error: exit 3 */
     return status;
 }

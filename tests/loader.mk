@@ -54,3 +54,7 @@ tests_fuzz_fuzz_manifest_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_manifest_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_manifest_LDADD = $(SA1B_LIBS)
 endif
+
+# masks empty at R are no valid pair, a full mask's negatives padding (issue 39)
+TESTS += tests/t1611-loader-empty-masks.sh
+EXTRA_DIST += tests/t1611-loader-empty-masks.sh

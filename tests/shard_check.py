@@ -8,9 +8,11 @@ the SUBSAMPLING section of sa1b-shard(1).  Needs numpy.
   shard_check.py masks TAR INSPECT.jsonl R MODE
       every mask in the shard (sa1b-inspect --masks --rle output) equals the
       direct decode-and-resample of its source RLE; metadata matches.
-  shard_check.py select TAR INSPECT.jsonl K STRATEGY SEED [MIN_AREA MIN_IOU MIN_STAB]
+  shard_check.py select TAR INSPECT.jsonl K STRATEGY SEED [MIN_AREA MIN_IOU MIN_STAB] [R=N [MODE]]
       the kept annotation ids of every image are exactly those the
-      documented definition selects.
+      documented definition selects; with R=N the candidates are also only
+      the masks that have a set cell at R = N (MODE area or nearest, default
+      area), as sa1b-shard keeps them without --keep-empty-masks.
 Prints TAP.
 """
 import json
@@ -227,6 +229,14 @@ def select(cands, k, strategy, seed, image_id, W, H):
 
 
 def main():
+    r_arg = [i for i, a in enumerate(sys.argv) if a.startswith("R=")]
+    empty_R, empty_mode = 0, "area"
+    if r_arg:
+        i = r_arg[0]
+        empty_R = int(sys.argv[i][2:])
+        if i + 1 < len(sys.argv):
+            empty_mode = sys.argv[i + 1]
+        del sys.argv[i:]
     mode = sys.argv[1]
     annos = read_tar(sys.argv[2])
     images, masks = read_inspect(sys.argv[3])
@@ -287,6 +297,10 @@ def main():
                 c = {"i": i, "area": int(full.sum()), "bbox": bbox_coco(full),
                      "iou": a["predicted_iou"], "stab": a["stability_score"]}
                 if c["area"] >= min_area and c["iou"] >= min_iou and c["stab"] >= min_stab:
+                    if empty_R:
+                        L = max(W, H)
+                        if not resample(full, fit(H, empty_R, L), fit(W, empty_R, L), empty_mode).any():
+                            continue  # no set cell at R: not a candidate
                     cands.append(c)
             want = [d["annotations"][i]["id"] for i in select(cands, k, strategy, seed, img["image_id"], W, H)]
             got = [mk["id"] for mk in masks.get(img["image_id"], [])]

@@ -11,14 +11,16 @@
 # Huffman tables into fewer bytes of the same pixels; --mask-format rle gives version-2
 # shards that verify and hold the same masks (sa1b-inspect --rle, exported
 # overlays), in fewer bytes; --mask-size source keeps the annotations' own
-# runs, which the tools read.
+# runs, which the tools read.  That commit kept masks that vanish at R:
+# today's sa1b-shard does so with --keep-empty-masks.
 . "$top_srcdir/tests/test-lib.sh"
 cd "$TMP" || exit 99
 D="$SRC/tests/data"
 cp "$D/v1-input.tar" v1.tar || exit 99
 
-set -- "jpeg:--image-size 128 --mask-size 32 --image-format jpeg --jpeg-huffman standard" \
-       "raw:--image-size 32 --mask-size 12 --mask-resample nearest"
+# (--keep-empty-masks: that commit kept the masks that vanish at R)
+set -- "jpeg:--image-size 128 --mask-size 32 --image-format jpeg --keep-empty-masks --jpeg-huffman standard" \
+       "raw:--image-size 32 --mask-size 12 --mask-resample nearest --keep-empty-masks"
 for spec in "$@"; do
     k=${spec%%:*}
     opts=${spec#*:}
@@ -31,18 +33,25 @@ for spec in "$@"; do
     # shellcheck disable=SC2086
     run_ok "packed ($k)" sa1b-shard -q -j 2 $opts -o "packed-$k.shard" v1.tar
     # byte-identical but for the provenance, which records more since
-    # (issue 19: the input's size, CRC32C and clean end): the same header
-    # fields, image and mask records, and the same bytes from the first
-    # image through the mask table
+    # (issue 19: the input's size, CRC32C and clean end; issue 39: the
+    # masks empty at R), and the offsets that its length moves (by a
+    # multiple of 64, all of them alike): the same header fields, image and
+    # mask records, and the same bytes from the first image up to the index
+    # table (which holds the offsets)
     body() { sa1b-inspect --rle "$1" | sed 's/"file": "[^"]*", //; s/, "file_size": [0-9]*//; s/, "provenance": .*}$/}/'; }
+    offsets() { grep -o '"[a-z_]*_offset": [0-9]*' "$1" | sed 's/.*: //'; }
+    strip() { sed 's/, "[a-z_]*_offset": [0-9]*//g' "$1"; }
     body "$fx" > fx.jsonl
     body "packed-$k.shard" > pk.jsonl
     o=$(sed -n 's/.*"image_offset": \([0-9]*\).*/\1/p' fx.jsonl | head -1)
-    e=$(head -1 fx.jsonl | sed -n 's/.*"mask_table_offset": \([0-9]*\).*/\1/p')
-    n=$(head -1 fx.jsonl | sed -n 's/.*"masks": \([0-9]*\).*/\1/p')
-    cmp -s fx.jsonl pk.jsonl && [ -n "$o" ] && [ -n "$e" ] &&
-        cmp -s -i "$o:$o" -n $((e + 80 * n - o)) "$fx" "packed-$k.shard"
-    ok $? "packed ($k) is byte-identical to the v1 fixture but for the provenance"
+    o2=$(sed -n 's/.*"image_offset": \([0-9]*\).*/\1/p' pk.jsonl | head -1)
+    x=$(head -1 fx.jsonl | sed -n 's/.*"index_offset": \([0-9]*\).*/\1/p')
+    offsets fx.jsonl | awk -v d=$((o2 - o)) '{ print $1 + d }' > fx.off
+    offsets pk.jsonl > pk.off
+    [ -n "$o" ] && [ -n "$o2" ] && [ -n "$x" ] && [ $(((o2 - o) % 64)) -eq 0 ] && cmp -s fx.off pk.off &&
+        strip fx.jsonl > fx.body && strip pk.jsonl > pk.body && cmp -s fx.body pk.body &&
+        cmp -s -i "$o:$o2" -n $((x - o)) "$fx" "packed-$k.shard"
+    ok $? "packed ($k) is byte-identical to the v1 fixture but for the provenance (and the offsets it moves)"
     if [ "$k" = jpeg ]; then
         # the default, optimized Huffman tables: the same pixels in fewer bytes
         # shellcheck disable=SC2086
@@ -103,7 +112,7 @@ print(len(got), same)' x > same.txt
 else
     skip 1 "no /usr/bin/python3"
 fi
-sa1b-shard -q --image-size 32 --mask-size 32 -o p32.shard v1.tar || exit 99
+sa1b-shard -q --image-size 32 --mask-size 32 --keep-empty-masks -o p32.shard v1.tar || exit 99
 sa1b-export src.shard -i 1 -o src.png && sa1b-export p32.shard -i 1 -o p32.png && cmp -s src.png p32.png
 ok $? "source: exported at S (area) as a packed shard with R = S"
 run_status 2 "--mask-size source with --mask-format packed: usage error" \

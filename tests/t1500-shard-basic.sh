@@ -8,7 +8,8 @@ have_numpy=0
 $PY -c 'import numpy' 2>/dev/null && have_numpy=1
 
 run_ok "synth a tar" sa1b-synth --quiet --images 5 --width 320 --height 240 --masks 24 --seed 3 -o "$TMP/a.tar"
-run_ok "shard it, defaults keep every mask" sa1b-shard -q --json-summary --image-size 128 -o "$TMP/a.shard" "$TMP/a.tar"
+run_ok "shard it, defaults keep every mask with a cell at R, --keep-empty-masks the others" \
+    sa1b-shard -q --json-summary --image-size 128 --keep-empty-masks -o "$TMP/a.shard" "$TMP/a.tar"
 grep_ok '"images":5,.*"masks_dropped":0,"skipped":0' "$TMP/.out" "summary: 5 images, nothing dropped or skipped"
 
 for mode in area nearest; do

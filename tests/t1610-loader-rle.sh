@@ -16,7 +16,7 @@ sa1b-synth -n 2 -W 256 -H 256 -m 20 -s 5 --sizes 1:1 --quiet -o big.tar || exit 
 for tar in land port square big; do
     for spec in "64 16 area" "48 13 nearest" "40 40 area" "96 5 nearest"; do
         set -- $spec
-        o="--image-size $1 --mask-size $2 --mask-resample $3 -q -j 2"
+        o="--image-size $1 --mask-size $2 --mask-resample $3 --keep-empty-masks -q -j 2"
         # shellcheck disable=SC2086
         sa1b-shard $o -o p.shard $tar.tar && sa1b-shard $o --mask-format rle -o r.shard $tar.tar ||
             exit 99
@@ -33,7 +33,7 @@ for tar in land port big; do
     sa1b-shard --image-size 64 --mask-size source -q -j 2 -o s.shard $tar.tar || exit 99
     for spec in "16 area" "13 nearest" "64 area" "5 nearest" "31 area"; do
         set -- $spec
-        sa1b-shard --image-size 64 --mask-size "$1" --mask-resample "$2" -q -j 2 -o p.shard $tar.tar ||
+        sa1b-shard --image-size 64 --mask-size "$1" --mask-resample "$2" --keep-empty-masks -q -j 2 -o p.shard $tar.tar ||
             exit 99
         "$CMP" p.shard s.shard "$1" "$2" > cmp.tap
         ! grep -q '^not ok' cmp.tap && grep -q '^ok' cmp.tap
@@ -46,7 +46,7 @@ grep_ok "source-size masks, and no mask size for the loader" "$TMP/.err" "... an
 
 # empty and full masks were among them
 if [ -x /usr/bin/python3 ]; then
-    sa1b-shard --image-size 96 --mask-size 5 --mask-resample nearest -q --mask-format rle \
+    sa1b-shard --image-size 96 --mask-size 5 --mask-resample nearest -q --mask-format rle --keep-empty-masks \
         -o e.shard big.tar || exit 99
     sa1b-inspect --rle e.shard | /usr/bin/python3 -c '
 import json, sys

@@ -8,7 +8,7 @@ command -v sa1b-synth >/dev/null && command -v sa1b-shard >/dev/null || skip_all
 mkdir -p "$TMP/d"
 for i in 1 2 3; do
     sa1b-synth -n 4 -W 240 -H 160 -m 6 -s $i --first-id $((i * 100)) -o "$TMP/t$i.tar" --quiet &&
-        sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/d/t$i.shard" "$TMP/t$i.tar"
+        sa1b-shard -q --image-size 64 --mask-size 16 --keep-empty-masks -o "$TMP/d/t$i.shard" "$TMP/t$i.tar"
 done
 sa1b-synth -n 6 -W 240 -H 160 -m 6 -s 9 --first-id 900 -o "$TMP/t9.tar" --quiet &&
     sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/t9.shard" "$TMP/t9.tar"
@@ -46,9 +46,10 @@ cp "$TMP/t9.shard" "$TMP/d/t3.shard"
 refused "a shard replaced by another"
 cp "$TMP/t3.keep" "$TMP/d/t3.shard"
 
-# another shard of the same name and the same size (other images)
+# another shard of the same name and the same size (other images; every
+# mask kept, as in the run's shards, so that the sizes agree)
 mkdir -p "$TMP/other" && sa1b-synth -n 4 -W 240 -H 160 -m 6 -s 77 --first-id 300 -o "$TMP/other/t3.tar" --quiet
-sa1b-shard -q --image-size 64 --mask-size 16 -o "$TMP/other/t3.shard" "$TMP/other/t3.tar"
+sa1b-shard -q --image-size 64 --mask-size 16 --keep-empty-masks -o "$TMP/other/t3.shard" "$TMP/other/t3.tar"
 if [ "$(stat -c %s "$TMP/other/t3.shard")" = "$(stat -c %s "$TMP/d/t3.shard")" ]; then
     cp "$TMP/other/t3.shard" "$TMP/d/t3.shard"
     refused "a shard of the same name and size, from other images"

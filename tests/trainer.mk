@@ -200,3 +200,6 @@ tests_test_dist_nccl_LDADD = $(MPI_LIBS) -ldl -lpthread
 EXTRA_tests_test_dist_nccl_DEPENDENCIES = tests/libnccl.la
 endif
 EXTRA_DIST += tests/fake-nccl.c tests/fake-nccl.h tests/test-dist-nccl.c
+# masks empty at R: not trained on, left out of the evaluation and counted (issue 39)
+TESTS += tests/t1720-train-empty-masks.sh
+EXTRA_DIST += tests/t1720-train-empty-masks.sh

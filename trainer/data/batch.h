@@ -22,6 +22,9 @@ typedef struct tr_batch {
     uint8_t *valid;    /* [B, M] 1 for a real (image, mask) pair, 0 for padding */
     float *points;     /* [B, M, K, 2] (x, y) in input pixels */
     int32_t *labels;   /* [B, M, K] 1 positive, 0 negative, -1 padding */
+    int32_t *n_masks;  /* [B] the image's masks in the batch, valid or not (a mask
+                          with no pixel at R is one, valid 0); NULL where a source
+                          has no such count (synthetic batches) */
 } tr_batch;
 
 /* Allocates a zeroed batch (category data); NULL when out of memory. */

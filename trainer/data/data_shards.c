@@ -212,6 +212,7 @@ static int sh_next(void *ctx, tr_batch **out, char *err, size_t err_len)
     t->valid = b->valid;
     t->points = b->points;
     t->labels = b->labels;
+    t->n_masks = b->n_masks;
     *out = t;
     return 1;
 }

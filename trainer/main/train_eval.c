@@ -85,7 +85,7 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
     char err[512];
     int hist[10] = {0};
     double sum = 0;
-    long n = 0;
+    long n = 0, left_out = 0; /* pairs scored; masks of the data that are no pair (no pixel at R) */
     int RR = m->geom.RR;
     /* the logits, in host memory (downloaded, 16-bit storage widened) */
     float *buf = tr_mem_alloc(m->be->host_mem, TR_MEM_WORK, (size_t)m->B * m->M * RR * sizeof(float));
@@ -101,8 +101,13 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
         tr_model_get_logits(m, buf);
         if (device_error(o->job, m->be, err, sizeof err)) /* no metrics or overlays from a failed GPU */
             cli_die(CLI_EXIT_FATAL, "--backend cuda: %s", err);
+        for (int img = 0; b->n_masks && img < m->B; img++) { /* delivered, valid or not */
+            int nv = 0;
+            for (int k = 0; k < m->M; k++) nv += b->valid[(size_t)img * m->M + k] != 0;
+            if (b->n_masks[img] > nv) left_out += b->n_masks[img] - nv;
+        }
         for (int p = 0; p < m->B * m->M; p++) {
-            if (!b->valid[p]) continue;
+            if (!b->valid[p]) continue; /* padding, or a mask empty at R: not scored */
             long in = 0, un = 0;
             for (int j = 0; j < RR; j++) {
                 int x = logits[(size_t)p * RR + j] > 0, y = b->masks[(size_t)p * RR + j] != 0;
@@ -116,9 +121,11 @@ int evaluate(const options *o, tr_model *m, tr_data_source *src, int whole)
         tr_source_release(src, b);
     }
     tr_mem_free(m->be->host_mem, buf);
+    /* "masks": the pairs scored; "masks_left_out" (last, so that the line
+     * begins as it always did): masks of the data that are no pair */
     printf("{\"miou\": %.6f, \"masks\": %ld, \"histogram\": [", n ? sum / n : 0.0, n);
     for (int i = 0; i < 10; i++) printf("%s%d", i ? ", " : "", hist[i]);
-    printf("]}\n");
+    printf("], \"masks_left_out\": %ld}\n", left_out);
     return 0;
 }
 
