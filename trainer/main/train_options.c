@@ -152,8 +152,9 @@ static _Noreturn void extra_argument(int argc, char **orig, const char *extra, c
     const char *const values[] = {o->data, o->val}, *const names[] = {"--data", "--val"};
     for (int i = 2; i < argc; i++) {
         if (orig[i] != extra) continue;
+        const char *eq = strchr(orig[i - 1], '=');
         for (int k = 0; k < 2; k++) /* (the value is the argument before, or the end of --data=VALUE) */
-            if (values[k] && values[k] >= orig[i - 1] && values[k] <= orig[i - 1] + strlen(orig[i - 1]))
+            if (values[k] && (values[k] == orig[i - 1] || (eq && values[k] == eq + 1)))
                 cli_usage_error("unexpected argument '%s' after %s '%s': %s takes one pattern, quoted so that the "
                                 "shell leaves it alone (%s 'dir/*.shard')",
                                 extra, names[k], values[k], names[k], names[k]);
