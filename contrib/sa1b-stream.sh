@@ -275,7 +275,9 @@ drop_copies() {
 # CR line end, any case, *NAME), else status 1
 mark_hash() {
     local line
-    line=$(tr -d '\r' <"$1" 2>/dev/null) || return 1
+    # 2>/dev/null first: it then also quiets the shell's own line when
+    # FILE cannot be opened (a first download has no mark yet)
+    line=$(tr -d '\r' 2>/dev/null <"$1") || return 1
     [[ $line =~ ^([0-9a-fA-F]{64})[\ \	]+\*?(.*)$ ]] && [ "${BASH_REMATCH[2]}" = "$2" ] || return 1
     tr 'A-F' 'a-f' <<<"${BASH_REMATCH[1]}"
 }

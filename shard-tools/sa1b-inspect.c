@@ -10,6 +10,7 @@
 #include "sa1b_shard.h"
 
 #include <getopt.h>
+#include <errno.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <math.h>
@@ -374,10 +375,11 @@ static int inspect(const char *file, const options *o)
 
 /* ---- --manifest ------------------------------------------------------- */
 
-/* One manifest row: the shard's file, size, CRC32C of the whole file,
- * counts, format and provenance; NULL (and a message) when file is not a
- * shard or disagrees with the first one on S, R or the format. */
-static json_t *manifest_row(const char *file, sa1b_shard_info *first, int *status)
+/* One manifest row: the shard's file (listed: its name as the manifest
+ * gives it), size, CRC32C of the whole file, counts, format and
+ * provenance; NULL (and a message) when file is not a shard or disagrees
+ * with the first one on S, R or the format. */
+static json_t *manifest_row(const char *file, const char *listed, sa1b_shard_info *first, int *status)
 {
     sa1b_shard *s = NULL;
     sa1b_error err;
@@ -397,7 +399,7 @@ static json_t *manifest_row(const char *file, sa1b_shard_info *first, int *statu
         else if (!(rc = sa1b_file_crc32c(file, &bytes, &crc, &err)) && bytes != in->file_size)
             rc = sa1b_error_set(&err, SA1B_EIO, -1, "changed while it was read");
     }
-    json_t *name = rc ? NULL : json_string(file);
+    json_t *name = rc ? NULL : json_string(listed);
     if (!rc && !name) /* (jansson takes UTF-8 alone) */
         rc = sa1b_error_set(&err, SA1B_EINVAL, -1, "its name is not UTF-8, which a manifest (JSON) cannot hold: "
                             "rename it");
@@ -441,34 +443,110 @@ static void check_distinct(char **files, int n)
     free(real);
 }
 
-/* Usage error when the manifest goes to the file path in another folder and
- * a relative name of files[0..n) does not name the same file from there:
- * its readers (the loader, sa1b-verify) resolve names against the
- * manifest's folder, so that manifest would list other files, or none. */
-static void check_names_from(const char *path, char **files, int n)
+/* The names of a path's folders: "." and empty ones dropped, ".." takes
+ * one off (at most to the root); returns their number, part[] pointing
+ * into path, which it cuts at the slashes. */
+static int path_parts(char *path, char **part, int max)
 {
-    char *copy = strdup(path);
-    if (!copy) cli_die(CLI_EXIT_FATAL, "out of memory");
+    int n = 0;
+    for (char *tok = strtok(path, "/"); tok; tok = strtok(NULL, "/")) {
+        if (strcmp(tok, ".") == 0) continue;
+        if (strcmp(tok, "..") == 0) {
+            if (n > 0) n--;
+        } else if (n < max) {
+            part[n++] = tok;
+        } else {
+            return -1;
+        }
+    }
+    return n;
+}
+
+/* A path from the folder from (absolute) to the file to (absolute), both
+ * taken as they read ("../" for each of from's folders below the two's
+ * common ones); NULL when too deep or out of memory. */
+static char *relative_to(const char *from, const char *to)
+{
+    enum { DEPTH = 512 };
+    char *a = strdup(from), *b = strdup(to), *pa[DEPTH], *pb[DEPTH], *r = NULL;
+    int na = a ? path_parts(a, pa, DEPTH) : -1, nb = b ? path_parts(b, pb, DEPTH) : -1, k = 0;
+    if (na >= 0 && nb > 0) {
+        while (k < na && k < nb - 1 && strcmp(pa[k], pb[k]) == 0) k++;
+        size_t len = 1;
+        for (int i = k; i < na; i++) len += 3;
+        for (int i = k; i < nb; i++) len += strlen(pb[i]) + 1;
+        if ((r = malloc(len))) {
+            char *w = r;
+            for (int i = k; i < na; i++) w = memcpy(w, "../", 3), w += 3;
+            for (int i = k; i < nb; i++) w += sprintf(w, "%s%s", pb[i], i + 1 < nb ? "/" : "");
+            *w = 0;
+        }
+    }
+    free(a);
+    free(b);
+    return r;
+}
+
+/* Whether the file name from the folder dir is the file st is of. */
+static int same_file_from(const char *dir, const char *name, const struct stat *st)
+{
+    char *p = NULL;
+    struct stat there;
+    if (asprintf(&p, "%s/%s", dir, name) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+    int same = stat(p, &there) == 0 && there.st_dev == st->st_dev && there.st_ino == st->st_ino;
+    free(p);
+    return same;
+}
+
+/* The names the manifest at path lists files[0..n) by, in names[0..n):
+ * its readers (the loader, sa1b-verify) resolve names against the
+ * manifest's folder, so a relative name that does not name the same file
+ * from there is written relative to that folder instead (out/a.shard in
+ * elsewhere/m.json: ../out/a.shard); absolute names and those that name
+ * the file from there already stay as given.  A usage error when no name
+ * from there can be found. */
+static void names_from(const char *path, char **files, int n, const char **names)
+{
+    char *copy = strdup(path), *cwd = getcwd(NULL, 0), *real_dir = NULL;
+    if (!copy || !cwd) cli_die(CLI_EXIT_FATAL, errno == ENOMEM || !copy ? "out of memory" : "cannot read the current folder");
     const char *dir = dirname(copy);
     int bad = -1;
-    for (int i = 0; i < n && bad < 0 && strcmp(dir, ".") != 0; i++) {
-        struct stat here, there;
-        char *p = NULL;
-        if (files[i][0] == '/' || stat(files[i], &here) != 0) continue; /* a missing file is reported later */
-        if (asprintf(&p, "%s/%s", dir, files[i]) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
-        if (stat(p, &there) != 0 || there.st_dev != here.st_dev || there.st_ino != here.st_ino) bad = i;
-        free(p);
+    for (int i = 0; i < n; i++) {
+        struct stat here;
+        names[i] = files[i];
+        if (files[i][0] == '/' || strcmp(dir, ".") == 0 || stat(files[i], &here) != 0) continue; /* a missing file is reported later */
+        if (same_file_from(dir, files[i], &here)) continue;
+        if (!real_dir && !(real_dir = realpath(dir, NULL))) {
+            bad = i;
+            break;
+        }
+        char *abs = NULL, *rel;
+        if (asprintf(&abs, "%s/%s", cwd, files[i]) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+        rel = relative_to(real_dir, abs);
+        free(abs);
+        if (!rel || !same_file_from(dir, rel, &here)) { /* (a folder named through a link, and .. after it) */
+            free(rel);
+            bad = i;
+            break;
+        }
+        names[i] = rel; /* (main frees it) */
     }
     char where[4096];
     snprintf(where, sizeof where, "%s", dir);
     free(copy); /* (before the exit: nothing left for LeakSanitizer) */
+    free(cwd);
+    free(real_dir);
+    for (int i = 0; bad >= 0 && i < bad; i++)
+        if (names[i] != files[i]) free((char *)names[i]), names[i] = files[i];
     if (bad >= 0)
         cli_usage_error("'%s' is named relative to this folder, but a manifest's names are read relative to its "
-                        "own folder ('%s'): write it here, or name the shards by absolute paths", files[bad], where);
+                        "own folder ('%s'), from which no name of it was found: name the shards by absolute paths",
+                        files[bad], where);
 }
 
-/* Prints the manifest of files[0..n), or nothing when one is bad. */
-static int manifest(char **files, int n)
+/* Prints the manifest of files[0..n), listed as names[0..n), or nothing
+ * when one is bad. */
+static int manifest(char **files, const char **names, int n)
 {
     check_distinct(files, n);
     json_t *rows = json_array(), *root = json_object();
@@ -477,7 +555,7 @@ static int manifest(char **files, int n)
     int status = CLI_EXIT_OK;
     for (int i = 0; i < n; i++) {
         if (strcmp(files[i], "-") == 0) cli_usage_error("--manifest lists shard files, not standard input");
-        json_t *row = manifest_row(files[i], &first, &status);
+        json_t *row = manifest_row(files[i], names[i], &first, &status);
         if (!row) continue;
         images += (uint64_t)json_integer_value(json_object_get(row, "images"));
         masks += (uint64_t)json_integer_value(json_object_get(row, "masks"));
@@ -541,11 +619,16 @@ int main(int argc, char **argv)
     if (o.summary && o.masks) cli_usage_error("--summary cannot be combined with --masks or --rle");
     if (o.manifest && (o.summary || o.masks)) cli_usage_error("--manifest cannot be combined with --summary, --masks or --rle");
     out = stdout;
+    const char **names = NULL; /* --manifest: the names it lists */
+    if (o.manifest) {
+        if (!(names = calloc((size_t)(argc - optind), sizeof *names))) cli_die(CLI_EXIT_FATAL, "out of memory");
+        for (int i = optind; i < argc; i++) names[i - optind] = argv[i];
+    }
     if (o.output) {
         cli_check_output(o.output, argv + optind, argc - optind);
         cli_out_open(&out_file, o.output);
         /* (a file renamed into place: not a device, nor standard output's file) */
-        if (o.manifest && out_file.tmp) check_names_from(o.output, argv + optind, argc - optind);
+        if (o.manifest && out_file.tmp) names_from(o.output, argv + optind, argc - optind, names);
         out = out_file.f;
     }
     if (o.manifest && (!o.output || strcmp(o.output, "-") == 0)) { /* > FILE in another folder: the same check */
@@ -556,10 +639,16 @@ int main(int argc, char **argv)
                           : -1;
         if (len > 0 && self[0] == '/') {
             self[len] = 0;
-            check_names_from(self, argv + optind, argc - optind);
+            names_from(self, argv + optind, argc - optind, names);
         }
     }
-    if (o.manifest) return finish(manifest(argv + optind, argc - optind));
+    if (o.manifest) {
+        int st = manifest(argv + optind, names, argc - optind);
+        for (int i = optind; i < argc; i++)
+            if (names[i - optind] != argv[i]) free((char *)names[i - optind]);
+        free(names);
+        return finish(st);
+    }
     int status = CLI_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         int r = inspect(argv[i], &o);

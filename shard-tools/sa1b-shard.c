@@ -1157,12 +1157,17 @@ static int same_bytes_elsewhere(int fd, const char *path)
  * complete shard (a finished part of a run killed before its commit, or of
  * a commit that failed) goes only where it is a byte-for-byte copy of the
  * output under its final name, which is all it could ever have become;
- * else it is named in one line and kept.  copies_only (the sweep after an
- * input's commit, whose outputs may now match the parts of a run killed
- * before its own): only such copies are removed, and nothing else is said.
+ * else it is kept.  Two sweeps an input: the one before its run removes
+ * the unfinished temporaries and the copies, and keeps the other complete
+ * shards without a word (its commit may make them copies); after (the
+ * sweep after the input's commit, or its skip, whose outputs may now
+ * match the parts of a run killed before its own): the copies are
+ * removed, the complete shards left are named in one line each as kept,
+ * and nothing else is said.  So each file gets one line: removed, or left
+ * alone (before: "left alone", then "removed ... a copy" for one file).
  * Under the folder's lock (lock_folder). */
 static void remove_stale_temps(const options *o, int single_file, const char *stem, cli_progress *bar,
-                               int copies_only)
+                               int after)
 {
     char *part0 = part_path(o, single_file, stem, 0);
     if (!part0) return;
@@ -1193,13 +1198,11 @@ static void remove_stale_temps(const options *o, int single_file, const char *st
             cli_progress_end(bar);
             cli_warn("removed '%s', a copy of '%s' (the same bytes) that an earlier run left under a temporary name",
                      path, final);
-        } else if (copies_only) {
-            continue;
-        } else if (what == 1) {
+        } else if (what == 1 && after) {
             cli_progress_end(bar);
             cli_warn("'%s' is a complete shard that an earlier run left under a temporary name (it may be the only "
                      "copy of its data): left alone", path);
-        } else if (what == 0 && unlink(path) == 0) {
+        } else if (what == 0 && !after && unlink(path) == 0) {
             cli_progress_end(bar);
             cli_warn("removed '%s', a temporary of an earlier run that ended before finishing it", path);
         }
@@ -2231,10 +2234,15 @@ int main(int argc, char **argv)
                 } else if (!o.quiet) {
                     cli_warn("'%s': complete output exists, skipped", argv[i]);
                 }
+                remove_stale_temps(&o, single_file, stem, &bar, 1);
                 free(stem);
                 continue;
             }
             if (*why && !o.quiet) cli_warn("'%s': %s: sharding it again", argv[i], why);
+        } else if (o.skip_existing) { /* said with -q too: the option asked for is not applied */
+            cli_progress_end(&bar);
+            cli_warn("'-': --skip-existing does not apply to standard input (a stream is not compared with its "
+                     "output): sharding it");
         }
         uint64_t skipped_before = t.skipped, cut_before = t.inputs_cut;
         job j = {.o = &o, .r = &r, .single_file = single_file, .input = argv[i], .stem = stem, .t = &t, .bar = &bar,

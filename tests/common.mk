@@ -20,3 +20,5 @@ EXTRA_DIST += tests/t0004-gpu-check-cli.sh scripts/gpu-check scripts/gpu-debs te
 # trainer/ as rooms: its includes against trainer/layers
 TESTS += tests/t0005-trainer-layout.sh
 EXTRA_DIST += tests/t0005-trainer-layout.sh tests/trainer_layout.py
+TESTS += tests/t0006-option-messages.sh
+EXTRA_DIST += tests/t0006-option-messages.sh

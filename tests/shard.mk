@@ -14,6 +14,8 @@ TESTS += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-sh
 EXTRA_DIST += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t1320-shard-kill.sh \
 	tests/t1330-shard-numpy.sh tests/t1340-shard-export.sh tests/shard-numpy-check.py \
 	tests/t1312-shard-stdout.sh tests/t1313-inspect-output.sh tests/t1341-export-output.sh
+TESTS += tests/t1314-manifest-names.sh
+EXTRA_DIST += tests/t1314-manifest-names.sh
 
 # fuzz target on the shard reader; its corpus is replayed by make check
 check_PROGRAMS += tests/fuzz/replay-shard

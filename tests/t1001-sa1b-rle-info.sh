@@ -74,6 +74,6 @@ open(sys.argv[3], "w").write(json.dumps(d, indent=2))' "$f" "$TMP/one.json" "$TM
     ok $? "info on the snippets"
     grep_ok '"id":523353737,"area":14773,.*"sa1b_bbox":\[866,946,132,199\]' "$TMP/snip" "sa_1 snippet"
 else
-    skip 11 "no real SA-1B data or no /usr/bin/python3"
+    skip 11 "no real SA-1B data (../shared/data/sa1b-real beside the source tree, or \$SA1B_SHARED/data/sa1b-real), or no /usr/bin/python3"
 fi
 done_testing

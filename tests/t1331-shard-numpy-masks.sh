@@ -51,6 +51,6 @@ PYEOF
     check real.tar 256 64 area "real SA-1B masks, area: every one from the page's formulas"
     check real.tar 1024 256 nearest "real SA-1B masks at R=256, nearest: every one from the page's formulas"
 else
-    skip 4 "no real SA-1B annotations in ../shared/data/sa1b-real"
+    skip 4 "no real SA-1B data (../shared/data/sa1b-real beside the source tree, or \$SA1B_SHARED/data/sa1b-real)"
 fi
 done_testing

@@ -314,13 +314,14 @@ int main(void)
 #ifdef FUZZ_CORPUS
     dirs[0] = FUZZ_CORPUS;
 #endif
-    /* the real data: $SHARED_DATA, $top_srcdir/../shared/..., ../shared/... */
+    /* the real data: $SHARED_DATA, $top_srcdir/../shared/..., ../shared/...,
+     * $SA1B_SHARED/... */
     char real[PATH_MAX];
     const char *sh = getenv("SHARED_DATA"), *top = getenv("top_srcdir");
-    const char *cands[4] = {sh, top, "..", "../.."};
-    const char *sufs[4] = {"", "/../shared/data/sa1b-real", "/shared/data/sa1b-real",
-                           "/shared/data/sa1b-real"};
-    for (int i = 0; i < 4 && !dirs[1]; i++) {
+    const char *cands[5] = {sh, top, "..", "../..", getenv("SA1B_SHARED")};
+    const char *sufs[5] = {"", "/../shared/data/sa1b-real", "/shared/data/sa1b-real",
+                           "/shared/data/sa1b-real", "/data/sa1b-real"};
+    for (int i = 0; i < 5 && !dirs[1]; i++) {
         if (!cands[i] || !*cands[i]) continue;
         snprintf(real, sizeof real, "%s%s", cands[i], sufs[i]);
         DIR *probe = opendir(real);
@@ -332,7 +333,11 @@ int main(void)
     for (int d = 0; d < 2; d++) {
         DIR *dp = dirs[d] ? opendir(dirs[d]) : NULL;
         if (!dp) {
-            tap_diag("no %s", dirs[d] ? dirs[d] : "fuzz corpus");
+            if (d == 1 && !dirs[1])
+                tap_diag("no real SA-1B data (../shared/data/sa1b-real beside the source tree, or "
+                         "$SA1B_SHARED/data/sa1b-real)");
+            else
+                tap_diag("no %s", dirs[d] ? dirs[d] : "fuzz corpus");
             continue;
         }
         struct dirent *de;

@@ -79,7 +79,7 @@ static void test_real(void)
 {
     char dir[PATH_MAX], path[PATH_MAX + 64];
     if (!find_shared(dir, sizeof dir)) {
-        tap_skip(20, "real SA-1B data not found (../shared/data/sa1b-real)");
+        tap_skip(20, "no real SA-1B data (../shared/data/sa1b-real beside the source tree, or $SA1B_SHARED/data/sa1b-real)");
         return;
     }
     snprintf(path, sizeof path, "%s/sa_226381.json", dir);

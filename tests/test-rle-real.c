@@ -81,7 +81,7 @@ int main(void)
     char dir[4096] = "";
     if (env && *env) snprintf(dir, sizeof dir, "%s/data/sa1b-real", env);
     if (!*dir || !is_dir(dir)) snprintf(dir, sizeof dir, "%s/data/sa1b-real", SA1B_SHARED_DIR);
-    if (!is_dir(dir)) tap_skip_all("no real SA-1B data (set SA1B_SHARED)");
+    if (!is_dir(dir)) tap_skip_all("no real SA-1B data (../shared/data/sa1b-real beside the source tree, or $SA1B_SHARED/data/sa1b-real)");
 
     char path[4200];
     snprintf(path, sizeof path, "%s/sa_226381.json", dir);

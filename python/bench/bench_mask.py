@@ -75,10 +75,12 @@ def main(path):
 
 
 if __name__ == "__main__":
-    default = os.path.join(os.environ.get("top_srcdir", "."), "..", "shared", "data", "sa1b-real",
-                           "sa_226381.json")
+    default = next((p for p in (os.path.join(os.environ.get("top_srcdir", "."), "..", "shared"),
+                                os.environ.get("SA1B_SHARED", "/nonexistent"))
+                    if os.path.exists(os.path.join(p, "data", "sa1b-real", "sa_226381.json"))), "/nonexistent")
+    default = os.path.join(default, "data", "sa1b-real", "sa_226381.json")
     path = sys.argv[1] if len(sys.argv) > 1 else default
     if not os.path.exists(path):
-        print("bench_mask: no real SA-1B annotations at %s: skipped" % path)
+        print("bench_mask: no real SA-1B annotations at %s: skipped (../shared/data/sa1b-real beside the source tree, or $SA1B_SHARED/data/sa1b-real)" % path)
         sys.exit(0)
     main(path)

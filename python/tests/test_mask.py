@@ -20,7 +20,11 @@ try:
 except ImportError:
     P = None
 
-SHARED = os.path.join(os.environ.get("top_srcdir", "."), "..", "shared", "data", "sa1b-real")
+# the real annotations where tests/test-lib.sh finds them: ../shared beside
+# the source tree, else $SA1B_SHARED
+SHARED = next((d for d in (os.path.join(os.environ.get("top_srcdir", "."), "..", "shared", "data", "sa1b-real"),
+                           os.path.join(os.environ.get("SA1B_SHARED", "/nonexistent"), "data", "sa1b-real"))
+               if os.path.isdir(d)), "/nonexistent")
 
 
 def same_array(a, b):
@@ -159,7 +163,7 @@ def real_annotations():
 def check_real():
     real = real_annotations()
     if not real:
-        tap.skip(1, "no real SA-1B annotations in ../shared/data/sa1b-real")
+        tap.skip(1, "no real SA-1B data (../shared/data/sa1b-real beside the source tree, or $SA1B_SHARED/data/sa1b-real)")
         return
     for name, rles, bboxes, areas in real:
         tap.ok(np.array_equal(S.area(rles), np.array(areas, np.uint32)), "%s: area = the files' area" % name)

@@ -144,6 +144,24 @@ static void parse_stages(const char *opt, const char *arg, options *o, int batch
     }
 }
 
+/* Usage error for extra, the first argument that is no option's: with a
+ * hint when, on the command line as given (orig), it follows --data's or
+ * --val's value, as the shell's expansion of an unquoted pattern does. */
+static _Noreturn void extra_argument(int argc, char **orig, const char *extra, const options *o)
+{
+    const char *const values[] = {o->data, o->val}, *const names[] = {"--data", "--val"};
+    for (int i = 2; i < argc; i++) {
+        if (orig[i] != extra) continue;
+        const char *eq = strchr(orig[i - 1], '=');
+        for (int k = 0; k < 2; k++) /* (the value is the argument before, or the end of --data=VALUE) */
+            if (values[k] && (values[k] == orig[i - 1] || (eq && values[k] == eq + 1)))
+                cli_usage_error("unexpected argument '%s' after %s '%s': %s takes one pattern, quoted so that the "
+                                "shell leaves it alone (%s 'dir/*.shard')",
+                                extra, names[k], values[k], names[k], names[k]);
+    }
+    cli_usage_error("unexpected argument '%s'", extra);
+}
+
 void parse_options(int argc, char **argv, options *o)
 {
     static const struct option lo[] = {
@@ -181,14 +199,20 @@ void parse_options(int argc, char **argv, options *o)
         if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) o->config_name = argv[i + 1];
         else if (strncmp(argv[i], "--config=", 9) == 0) o->config_name = argv[i] + 9;
     }
+    char **orig = malloc(((size_t)argc + 1) * sizeof *orig); /* (getopt_long reorders argv) */
+    if (!orig) cli_die(CLI_EXIT_FATAL, "out of memory");
+    memcpy(orig, argv, (size_t)argc * sizeof *orig);
     while ((c = getopt_long(argc, argv, "qhV", lo, NULL)) != -1) {
         if (c >= 0 && c < (int)sizeof o->given) o->given[c] = 1;
         switch (c) {
         case O_CONFIG: o->config_name = optarg; break;
-        case O_S: case O_P: case O_E: case O_L: case O_H: case O_C: case O_h: case O_D:
-            ov[c - O_S] = (int)parse_long(lo[c - O_CONFIG].name, optarg, c == O_L ? 0 : 1, 4096);
+        case O_S: case O_P: case O_E: case O_L: case O_H: case O_C: case O_h: case O_D: {
+            char opt[32]; /* (the message names the option with its dashes, as all do) */
+            snprintf(opt, sizeof opt, "--%s", lo[c - O_CONFIG].name);
+            ov[c - O_S] = (int)parse_long(opt, optarg, c == O_L ? 0 : 1, 4096);
             have[c - O_S] = 1;
             break;
+        }
         case O_STEPS: o->steps = parse_long("--steps", optarg, 1, 1000000000); break;
         case O_BATCH: o->batch = (int)parse_long("--batch", optarg, 1, 4096); break;
         case O_MASKS: o->masks = (int)parse_long("--masks", optarg, 1, 4096); break;
@@ -260,7 +284,8 @@ void parse_options(int argc, char **argv, options *o)
         default: cli_usage_error("unknown option");
         }
     }
-    if (optind < argc) cli_usage_error("unexpected argument '%s'", argv[optind]);
+    if (optind < argc) extra_argument(argc, orig, argv[optind], o);
+    free(orig);
     /* an empty path is no path ('' + "/latest" would be the root's latest) */
     const char *paths[] = {o->out, o->resume, o->init, o->data, o->val, o->dump_step, o->eval_only};
     static const char *const path_opts[] = {"--out", "--resume", "--init", "--data", "--val", "--dump-step", "--eval-only"};
