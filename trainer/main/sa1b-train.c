@@ -61,15 +61,6 @@ int main(int argc, char **argv)
                         "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
             exit(CLI_EXIT_USAGE); /* (one line per job) */
         }
-        if (o.steps == step && !o.val) { /* a finished run: nothing to do (with --val: evaluated again, run_train) */
-            if (rank == 0 && !o.quiet)
-                cli_warn("the run in '%s' is complete (step %ld of %ld): nothing to train (a larger --steps trains it "
-                         "on)", o.resume, step, o.steps);
-            tr_dist_close(dist);
-            free(o.job->record);
-            for (int i = 0; i < o.job->n_owned; i++) free(o.job->owned[i]);
-            return CLI_EXIT_OK;
-        }
     }
     if (!o.eval_only && !o.dump_step && rank == 0 && o.warmup > o.steps) /* (a warning: a short trial of a long run's settings) */
         cli_warn("--warmup %ld is longer than --steps %ld: the learning rate rises to %.0f%% of --lr by the last step "

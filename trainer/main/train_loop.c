@@ -174,8 +174,7 @@ static int resume_from(const options *o, tr_model *m, tr_optim *opt, const zero_
     long step = o->job->resume_step; /* (an intact checkpoint, as far as its files tell: choose_checkpoint) */
     char path[4096];
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->resume, step);
-    if (tr_ckpt_load_model(m, path, err, err_len) < 0)
-        cli_die(CLI_EXIT_FATAL, "%s (an earlier checkpoint: --from-step N)", err);
+    if (tr_ckpt_load_model(m, path, err, err_len) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     int unfrozen = 0; /* stages before the checkpoint */
     for (int u = 0; u < o->n_unfreeze; u++)
         if (o->unfreeze_step[u] < step) {
@@ -184,8 +183,7 @@ static int resume_from(const options *o, tr_model *m, tr_optim *opt, const zero_
         }
     if (unfrozen && try_sync_trainable(m, opt, zero->owned, err, err_len) < 0) return -1;
     state_path(o, o->resume, step, path, sizeof path);
-    if (tr_ckpt_load_state(m, opt, st, path, err, err_len) < 0)
-        cli_die(CLI_EXIT_FATAL, "%s (an earlier checkpoint: --from-step N)", err);
+    if (tr_ckpt_load_state(m, opt, st, path, err, err_len) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     tr_loss_scale_resume(ls, st->loss_scale, st->scale_good);
     char now[sizeof st->data_id];
     if (st->data_id[0] && tr_source_identity(src, now, sizeof now)) {
@@ -299,9 +297,9 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     /* the checkpoint resumed from is in --resume's folder until --out has one */
     sig_bus_checkpoint(o.plan || o.job->rank ? NULL : o.resume ? o.resume : o.out, o.resume != NULL);
     sig_watch_bus();
-    if (!o.quiet && o.resume && st.step >= o.steps) { /* (with --val: main ends a finished run without one) */
-        fprintf(stderr, "%s: the run in '%s' is complete (step %ld of %ld): evaluating --val\n", cli_prog(), o.resume,
-                st.step, o.steps);
+    if (!o.quiet && o.resume && st.step >= o.steps) { /* a finished run: nothing to train (its files as they were) */
+        fprintf(stderr, "%s: the run in '%s' is complete (step %ld of %ld): %s\n", cli_prog(), o.resume, st.step,
+                o.steps, o.val ? "evaluating --val" : "nothing to train (a larger --steps trains it on)");
     } else if (!o.quiet) {
         tr_mem_stats ms;
         char line[160];
