@@ -72,6 +72,26 @@ ok $? "the resumed run ends bit-identical"
 sed 's/"images_per_s.*//' "$TMP/rr/log.jsonl" | cmp -s - "$TMP/d.loss"
 ok $? "and so do its records"
 
+# data parallel: each rank its slice of the global batch, as without the damage
+if command -v mpirun >/dev/null; then
+    mpi_env
+    dp="--config tiny --image-size 64 --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 2 --threads 1 -q"
+    dp="$dp --steps 6 --log-every 1 --ckpt-every 6"
+    mpirun --oversubscribe --bind-to none -np 2 sa1b-train $dp --data "$TMP/g/*.shard" --out "$TMP/pg" >/dev/null 2>&1 &&
+        mpirun --oversubscribe --bind-to none -np 2 sa1b-train $dp --data "$TMP/d/*.shard" --out "$TMP/pd" \
+            --skip-damaged >/dev/null 2>"$TMP/pd.err"
+    ok $? "mpirun -np 2: the run where it is damaged, with --skip-damaged"
+    cmp -s "$TMP/pg/model-6.safetensors" "$TMP/pd/model-6.safetensors"
+    ok $? "the same weights as the job where it has no mask, bit for bit"
+    n=$(grep -c "^sa1b-train: rank [01]: '$TMP/d/z.shard' image 0 (id 2001): .*: a damaged sample, its pairs left out (--skip-damaged)$" "$TMP/pd.err")
+    is "$(grep -o '"damaged": [0-9]*' "$TMP/pd/log.jsonl" | awk '{s += $2} END {print s + 0}')" "$n" \
+        "the records count every rank's ($n, each said by its rank)"
+    [ "$n" -ge 1 ]
+    ok $? "(the job read it)"
+else
+    skip 4 "no mpirun"
+fi
+
 # the batch itself: the damaged image's row in place, every other row as
 # the intact shard gives it
 if [ -x $PY ]; then
