@@ -56,7 +56,28 @@ static void vwarn(const char *fmt, va_list ap)
     if (fflush(stdout) != 0 && !stdout_errno) stdout_errno = errno;
     errno = saved;
     fprintf(stderr, "%s: ", prog_name);
-    vfprintf(stderr, fmt, ap);
+    /* a message is one line whatever it quotes (a name, a file's text):
+     * its control bytes are written as \n, \t, \xHH */
+    va_list aq;
+    va_copy(aq, ap);
+    errno = saved; /* (for a %m) */
+    int n = vsnprintf(NULL, 0, fmt, aq);
+    va_end(aq);
+    char *m = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    errno = saved;
+    if (!m) {
+        vfprintf(stderr, fmt, ap);
+    } else {
+        vsnprintf(m, (size_t)n + 1, fmt, ap);
+        for (const unsigned char *c = (const unsigned char *)m; *c; c++) {
+            if (*c == '\n') fputs("\\n", stderr);
+            else if (*c == '\r') fputs("\\r", stderr);
+            else if (*c == '\t') fputs("\\t", stderr);
+            else if (*c < 0x20 || *c == 0x7f) fprintf(stderr, "\\x%02x", *c);
+            else fputc(*c, stderr);
+        }
+    }
+    free(m);
     fputc('\n', stderr);
 }
 

@@ -183,24 +183,42 @@ static int ld_add(size_t *total, size_t *off, uint64_t n, uint64_t elem)
     return 0;
 }
 
-static int ld_layout(sa1b_loader *L, sa1b_error *err)
+/* The layout of a batch buffer: the offsets of its 13 arrays (images,
+ * content sizes, masks, mask counts, totals, valid, points, labels, image
+ * ids, mask ids, flips, shards, shard indices), its image row and its
+ * bytes; -1 when too large.  (sa1b_loader_batch_bytes_for: the same.) */
+static int ld_sizes(uint64_t B, uint64_t M, uint64_t K, uint64_t S, uint64_t R, int normalize, size_t off[13],
+                    size_t *img_row, size_t *bytes)
 {
-    uint64_t B = L->B, M = L->M, K = L->K, S = L->S, R = L->R;
     size_t t = 0;
     uint64_t pix = S * S * 3; /* S <= 16384: no overflow */
-    uint64_t img_elem = L->cfg.normalize ? 4 : 1;
-    if (pix > SIZE_MAX / img_elem) goto big;
-    L->img_row = (size_t)(pix * img_elem);
-    if (M > UINT64_MAX / (R * R) || M > UINT64_MAX / K / 2) goto big;
-    if (ld_add(&t, &L->off_img, B, L->img_row) || ld_add(&t, &L->off_csize, B, 8) ||
-        ld_add(&t, &L->off_masks, B, M * R * R) || ld_add(&t, &L->off_nm, B, 4) ||
-        ld_add(&t, &L->off_nmt, B, 4) || ld_add(&t, &L->off_valid, B, M) ||
-        ld_add(&t, &L->off_pts, B, M * K * 8) || ld_add(&t, &L->off_lab, B, M * K * 4) ||
-        ld_add(&t, &L->off_iid, B, 8) || ld_add(&t, &L->off_mid, B, M * 8) ||
-        ld_add(&t, &L->off_flip, B, 1) || ld_add(&t, &L->off_shard, B, 4) ||
-        ld_add(&t, &L->off_sidx, B, 8))
-        goto big;
-    L->batch_bytes = (t + 63) & ~(size_t)63;
+    uint64_t img_elem = normalize ? 4 : 1;
+    if (!R || !K || pix > SIZE_MAX / img_elem) return -1;
+    *img_row = (size_t)(pix * img_elem);
+    if (M > UINT64_MAX / (R * R) || M > UINT64_MAX / K / 2) return -1;
+    if (ld_add(&t, &off[0], B, *img_row) || ld_add(&t, &off[1], B, 8) || ld_add(&t, &off[2], B, M * R * R) ||
+        ld_add(&t, &off[3], B, 4) || ld_add(&t, &off[4], B, 4) || ld_add(&t, &off[5], B, M) ||
+        ld_add(&t, &off[6], B, M * K * 8) || ld_add(&t, &off[7], B, M * K * 4) || ld_add(&t, &off[8], B, 8) ||
+        ld_add(&t, &off[9], B, M * 8) || ld_add(&t, &off[10], B, 1) || ld_add(&t, &off[11], B, 4) ||
+        ld_add(&t, &off[12], B, 8))
+        return -1;
+    *bytes = (t + 63) & ~(size_t)63;
+    return 0;
+}
+
+size_t sa1b_loader_batch_bytes_for(uint32_t B, uint32_t M, uint32_t K, uint32_t S, uint32_t R, int normalize)
+{
+    size_t off[13], row, bytes;
+    return ld_sizes(B, M, K, S, R, normalize, off, &row, &bytes) == 0 ? bytes : 0;
+}
+
+static int ld_layout(sa1b_loader *L, sa1b_error *err)
+{
+    size_t off[13];
+    if (ld_sizes(L->B, L->M, L->K, L->S, L->R, L->cfg.normalize, off, &L->img_row, &L->batch_bytes) < 0) goto big;
+    L->off_img = off[0], L->off_csize = off[1], L->off_masks = off[2], L->off_nm = off[3], L->off_nmt = off[4];
+    L->off_valid = off[5], L->off_pts = off[6], L->off_lab = off[7], L->off_iid = off[8], L->off_mid = off[9];
+    L->off_flip = off[10], L->off_shard = off[11], L->off_sidx = off[12];
     return SA1B_OK;
 big:
     return sa1b_error_set(err, SA1B_ERANGE, -1, "loader: batch of B=%u M=%u K=%u S=%u R=%u too large",

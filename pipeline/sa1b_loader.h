@@ -259,6 +259,10 @@ const char *sa1b_loader_shard_path(const sa1b_loader *L, size_t i);
 
 /* Bytes of one batch buffer (what the allocator is asked for per buffer). */
 size_t sa1b_loader_batch_bytes(const sa1b_loader *L);
+/* The same for a loader of micro-batch B, M masks, K points, images of S
+ * and masks of R (normalize: the config's), before any is opened (the
+ * memory planner's); 0 when too large. */
+size_t sa1b_loader_batch_bytes_for(uint32_t B, uint32_t M, uint32_t K, uint32_t S, uint32_t R, int normalize);
 
 /* Stops the workers (also in the middle of an epoch), joins them, frees
  * every batch (also ones the caller still holds: do not use them after)

@@ -6,10 +6,12 @@
 PY_PACKAGE = python/sa1b/__init__.py python/sa1b/mask.py python/sa1b/torch.py
 PY_TESTS = tests/t1880-python-mask.sh tests/t1881-python-shard.sh tests/t1882-python-loader.sh \
 	tests/t1883-python-torch.sh tests/t1884-python-pip.sh tests/t1885-python-rle.sh \
-	tests/t1886-python-torch-cuda.sh
+	tests/t1886-python-torch-cuda.sh tests/t1887-python-fuzz-replay.sh tests/t1888-python-fuzz-atheris.sh \
+	tests/t1889-python-messages.sh
 PY_TEST_FILES = python/tests/tap.py python/tests/py-lib.sh python/tests/make-venv.sh python/tests/lsan.supp \
 	python/tests/test_mask.py python/tests/test_shard.py python/tests/test_loader.py \
-	python/tests/test_torch.py python/tests/test_rle.py python/tests/test_torch_cuda.py
+	python/tests/test_torch.py python/tests/test_rle.py python/tests/test_torch_cuda.py \
+	tests/fuzz/fuzz_mask.py tests/fuzz/corpus/python
 EXTRA_DIST += $(PY_PACKAGE) $(PY_TESTS) $(PY_TEST_FILES) python/setup.py python/pyproject.toml \
 	python/.gitignore python/README.md python/bench/bench_mask.py tests/bench/bench-python.sh \
 	python/examples/train_torch.py python/bench/bench_loader.py

@@ -12,15 +12,42 @@ void sa1b_error_clear(sa1b_error *err)
     err->msg[0] = '\0';
 }
 
+/* src into dst[dst_len] with its control bytes (below 0x20, and 0x7f) as
+ * \n, \r, \t or \xHH, so that text quoted from input stays on one line;
+ * cut short (never inside an escape) where it does not fit.  Bytes from
+ * 0x80 (UTF-8) and the backslash are copied as they are: escaping twice (a
+ * message that quotes another) changes nothing. */
+static void escape_controls(char *dst, size_t dst_len, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char e[5];
+        size_t k = 0;
+        if (*p == '\n') e[k++] = '\\', e[k++] = 'n';
+        else if (*p == '\r') e[k++] = '\\', e[k++] = 'r';
+        else if (*p == '\t') e[k++] = '\\', e[k++] = 't';
+        else if (*p < 0x20 || *p == 0x7f) e[k++] = '\\', e[k++] = 'x', e[k++] = hex[*p >> 4], e[k++] = hex[*p & 15];
+        else e[k++] = (char)*p;
+        if (o + k >= dst_len) break; /* cut before an escape, never inside one */
+        for (size_t i = 0; i < k; i++) dst[o++] = e[i];
+    }
+    dst[o] = '\0';
+}
+
 int sa1b_error_set(sa1b_error *err, int code, int64_t offset, const char *fmt, ...)
 {
     if (!err) return code;
     err->code = code;
     err->offset = offset;
+    /* the message may quote input (a name, a JSON parser's text): its
+     * control bytes are escaped, so that it stays one line */
+    char raw[SA1B_ERROR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    escape_controls(err->msg, sizeof err->msg, raw);
     return code;
 }
 

@@ -6,7 +6,8 @@
  * and, when given a non-NULL sa1b_error, stores the same code, a one-line
  * message (lower case, no trailing full stop, "what: why") and, where it
  * makes sense, the byte/character offset in the input where the problem was
- * found.  The library never prints and never exits; programs decide.
+ * found (control bytes escaped: one line whatever input it quotes).  The
+ * library never prints and never exits; programs decide.
  */
 #ifndef SA1B_ERROR_H
 #define SA1B_ERROR_H

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "pngio.h"
+#include "rle_input.h"
 #include "sa1b_rle.h"
 
 enum { EXIT_BADMASK = 1 };
@@ -59,6 +60,15 @@ static void usage(FILE *o)
             "  -h, --help            show this help and exit\n"
             "  -V, --version         show the version and exit\n",
             cli_prog(), cli_prog(), cli_prog(), cli_prog(), cli_prog());
+}
+
+/* s with its control bytes escaped (rle_input_escape), for a message that
+ * quotes it; malloc'ed. */
+static char *esc(const char *s)
+{
+    char *e = rle_input_escape(s, strlen(s));
+    if (!e) cli_die(CLI_EXIT_FATAL, "out of memory");
+    return e;
 }
 
 /* ---- options -------------------------------------------------------------- */
@@ -118,10 +128,10 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_INTERSECT: o->merge_op = 1; break;
         case 'h': usage(stdout); cli_stdout_check(); exit(0);
         case 'V': cli_version(); exit(0);
-        case ':': cli_usage_error("%s: option '%s' needs an argument", argv[0], argv[optind - 1]);
+        case ':': cli_usage_error("%s: option '%s' needs an argument", argv[0], esc(argv[optind - 1]));
         default:
-            if (optopt) cli_usage_error("%s: unknown option '-%c'", argv[0], optopt);
-            cli_usage_error("%s: unknown option '%s'", argv[0], argv[optind - 1]);
+            if (optopt) cli_usage_error("%s: unknown option '%s'", argv[0], esc((char[]){'-', (char)optopt, '\0'}));
+            cli_usage_error("%s: unknown option '%s'", argv[0], esc(argv[optind - 1]));
         }
     }
 }
@@ -148,71 +158,13 @@ static void only(const options *o, const char *cmd, const char *allowed)
 
 /* ---- masks from arguments ---------------------------------------------------- */
 
-/* Sets r from a JSON value {"size":[h,w],"counts":STR or [runs]}; 0 or an
- * sa1b code with err filled. */
-static int mask_from_json(json_t *seg, sa1b_rle *r, sa1b_error *err)
-{
-    json_t *size = json_object_get(seg, "size"), *counts = json_object_get(seg, "counts");
-    if (!json_is_object(seg) || !size || !counts)
-        return sa1b_error_set(err, SA1B_EFORMAT, -1, "no \"size\" and \"counts\"");
-    json_int_t h = json_integer_value(json_array_get(size, 0));
-    json_int_t w = json_integer_value(json_array_get(size, 1));
-    if (!json_is_array(size) || json_array_size(size) != 2 ||
-        !json_is_integer(json_array_get(size, 0)) || !json_is_integer(json_array_get(size, 1)) ||
-        h < 0 || w < 0 || h > UINT32_MAX || w > UINT32_MAX)
-        return sa1b_error_set(err, SA1B_EFORMAT, -1, "\"size\" is not [h, w]");
-    if (json_is_string(counts))
-        return sa1b_rle_from_string(r, (uint32_t)h, (uint32_t)w, json_string_value(counts),
-                                    json_string_length(counts), err);
-    if (!json_is_array(counts))
-        return sa1b_error_set(err, SA1B_EFORMAT, -1, "\"counts\" is neither a string nor a list");
-    /* uncompressed COCO RLE: a list of run lengths */
-    size_t n = json_array_size(counts);
-    uint32_t *c = malloc((n ? n : 1) * sizeof *c);
-    if (!c) return sa1b_error_set(err, SA1B_ENOMEM, -1, "out of memory");
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = json_array_get(counts, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) > UINT32_MAX) {
-            free(c);
-            return sa1b_error_set(err, SA1B_ERANGE, (int64_t)i, "run %zu is not in 0..2^32-1", i);
-        }
-        c[i] = (uint32_t)json_integer_value(v);
-    }
-    int rc = sa1b_rle_set_runs(r, (uint32_t)h, (uint32_t)w, c, n, err);
-    free(c);
-    return rc;
-}
-
 /* A mask argument: JSON object or HxW:COUNTS.  Exits 1 when malformed. */
 static void mask_arg(const char *arg, sa1b_rle *r)
 {
-    sa1b_error err;
-    sa1b_error_clear(&err);
-    int rc;
-    const char *p = arg;
-    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-    if (*p == '{') {
-        json_error_t je;
-        json_t *v = json_loads(p, 0, &je);
-        if (!v) cli_die(EXIT_BADMASK, "'%s': invalid JSON: %s", arg, je.text);
-        json_t *seg = json_object_get(v, "segmentation");
-        rc = mask_from_json(seg ? seg : v, r, &err);
-        json_decref(v);
-    } else {
-        const char *colon = strchr(arg, ':');
-        char dims[64];
-        uint32_t h, w;
-        size_t n = colon ? (size_t)(colon - arg) : 0;
-        if (!colon || n >= sizeof dims)
-            cli_usage_error("'%s': a mask is {\"size\":[h,w],\"counts\":...} or HxW:COUNTS", arg);
-        memcpy(dims, arg, n);
-        dims[n] = '\0';
-        if (cli_parse_dims(dims, UINT32_MAX, &h, &w))
-            cli_usage_error("'%s': bad size '%s' (want HxW)", arg, dims);
-        rc = sa1b_rle_from_string(r, h, w, colon + 1, strlen(colon + 1), &err);
-    }
-    if (rc) cli_die(EXIT_BADMASK, "'%s': %s", arg, err.msg);
+    char why[512];
+    int rc = rle_input_mask_arg(arg, r, why, sizeof why);
+    if (rc == RLE_ARG_USAGE) cli_usage_error("'%s': %s", esc(arg), why);
+    if (rc) cli_die(EXIT_BADMASK, "'%s': %s", esc(arg), why);
 }
 
 static void print_mask_json(FILE *f, const sa1b_rle *r)
@@ -246,6 +198,7 @@ static void print_double(FILE *f, double v)
 typedef struct info_ctx {
     int bad;       /* masks that failed */
     size_t masks;  /* masks seen in this input */
+    const char *name; /* of this input, escaped */
     sa1b_rle r;
 } info_ctx;
 
@@ -254,46 +207,14 @@ static void info_bbox(FILE *f, const double b[4])
     fprintf(f, "[%.0f,%.0f,%.0f,%.0f]", b[0], b[1], b[2], b[3]);
 }
 
-/* Line number (1-based) of byte offset off in buf. */
-static size_t line_of(const char *buf, size_t off, size_t from, size_t from_line)
+static void info_mask(void *ctx, json_t *holder, json_t *seg, size_t line)
 {
-    size_t line = from_line;
-    for (size_t i = from; i < off; i++) line += buf[i] == '\n';
-    return line;
-}
-
-/* Byte offsets of the "counts" keys in buf[a, b) (string-aware scan),
- * so that errors in a pretty-printed file can name the mask's line. */
-static size_t counts_keys(const char *buf, size_t a, size_t b, size_t **out)
-{
-    size_t n = 0, cap = 0;
-    *out = NULL;
-    for (size_t i = a; i < b; i++) {
-        if (buf[i] != '"') continue;
-        size_t s = i++;
-        while (i < b && buf[i] != '"') i += buf[i] == '\\' ? 2 : 1;
-        if (i >= b) break;
-        size_t j = i + 1;
-        while (j < b && (buf[j] == ' ' || buf[j] == '\t' || buf[j] == '\n' || buf[j] == '\r')) j++;
-        if (i - s == 7 && memcmp(buf + s, "\"counts", 7) == 0 && j < b && buf[j] == ':') {
-            if (n == cap) {
-                size_t *nb = realloc(*out, (cap = cap ? 2 * cap : 64) * sizeof **out);
-                if (!nb) break;
-                *out = nb;
-            }
-            (*out)[n++] = s;
-        }
-    }
-    return n;
-}
-
-static void info_mask(info_ctx *c, json_t *holder, json_t *seg, const char *name, size_t line)
-{
+    info_ctx *c = ctx;
     size_t k = c->masks++;
     sa1b_error err;
     sa1b_error_clear(&err);
-    if (mask_from_json(seg, &c->r, &err)) {
-        cli_warn("%s:%zu: mask %zu: %s", name, line, k, err.msg);
+    if (rle_input_mask_json(seg, &c->r, &err)) {
+        cli_warn("%s:%zu: mask %zu: %s", c->name, line, k, err.msg);
         c->bad++;
         return;
     }
@@ -340,84 +261,39 @@ static int read_all(FILE *f, char **buf, size_t *len)
     return 0;
 }
 
-static void info_value(info_ctx *c, json_t *v, const char *name, const char *buf, size_t a,
-                       size_t b, size_t line)
+static void info_bad(void *ctx, size_t line, const char *why)
 {
-    json_t *anns = json_object_get(v, "annotations");
-    if (json_is_array(anns)) {
-        size_t *keys;
-        size_t nk = counts_keys(buf, a, b, &keys);
-        size_t i, kl = a, ll = line;
-        json_t *ann;
-        json_array_foreach(anns, i, ann) {
-            size_t l = line;
-            if (nk == json_array_size(anns)) {
-                ll = line_of(buf, keys[i], kl, ll);
-                kl = keys[i];
-                l = ll;
-            }
-            json_t *seg = json_object_get(ann, "segmentation");
-            info_mask(c, ann, seg ? seg : ann, name, l);
-        }
-        free(keys);
-        return;
-    }
-    json_t *ann = json_object_get(v, "annotation");
-    if (json_is_object(ann)) v = ann;
-    json_t *seg = json_object_get(v, "segmentation");
-    info_mask(c, v, seg ? seg : v, name, line);
+    info_ctx *c = ctx;
+    cli_warn("%s:%zu: %s", c->name, line, why);
+    c->bad++;
 }
 
 static void info_input(info_ctx *c, const char *path)
 {
     int is_stdin = strcmp(path, "-") == 0;
-    const char *name = is_stdin ? "(stdin)" : path;
+    char *ename = esc(is_stdin ? "(stdin)" : path);
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) {
-        cli_warn("cannot open '%s': %s", path, strerror(errno));
+        cli_warn("cannot open '%s': %s", ename, strerror(errno));
         c->bad++;
+        free(ename);
         return;
     }
     char *buf;
     size_t len;
     if (read_all(f, &buf, &len)) {
-        cli_warn("cannot read '%s': %s", path, strerror(errno));
+        cli_warn("cannot read '%s': %s", ename, strerror(errno));
         c->bad++;
         if (!is_stdin) fclose(f);
+        free(ename);
         return;
     }
     if (!is_stdin) fclose(f);
     c->masks = 0;
-    size_t pos = 0, line = 1, lpos = 0;
-    while (pos < len) {
-        char ch = buf[pos];
-        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n') {
-            pos++;
-            continue;
-        }
-        line = line_of(buf, pos, lpos, line);
-        lpos = pos;
-        json_error_t je;
-        json_t *v = json_loadb(buf + pos, len - pos, JSON_DISABLE_EOF_CHECK, &je);
-        if (!v || !json_is_object(v)) {
-            if (v)
-                cli_warn("%s:%zu: not a JSON object", name, line);
-            else
-                cli_warn("%s:%zu: invalid JSON: %s", name,
-                         line + (je.line > 0 ? (size_t)je.line - 1 : 0), je.text);
-            c->bad++;
-            json_decref(v);
-            /* resynchronise at the next line */
-            const char *nl = memchr(buf + pos, '\n', len - pos);
-            pos = nl ? (size_t)(nl - buf) + 1 : len;
-            continue;
-        }
-        size_t used = je.position > 0 ? (size_t)je.position : len - pos;
-        if (used > len - pos) used = len - pos;
-        info_value(c, v, name, buf, pos, pos + used, line);
-        json_decref(v);
-        pos += used;
-    }
+    c->name = ename;
+    rle_input_stream_cb cb = {info_mask, info_bad, c};
+    rle_input_stream(buf, len, &cb);
+    free(ename);
     free(buf);
 }
 
@@ -456,21 +332,21 @@ static int cmd_decode(int argc, char **argv)
     options o;
     parse_options(argc, argv, &o);
     only(&o, "decode", "size counts resize mode output format coverage");
-    if (optind < argc) cli_usage_error("decode: unexpected argument '%s'", argv[optind]);
+    if (optind < argc) cli_usage_error("decode: unexpected argument '%s'", esc(argv[optind]));
     if (!o.size || !o.counts) cli_usage_error("decode: --size and --counts are required");
     uint32_t h, w, rh = 0, rw = 0;
     if (cli_parse_dims(o.size, UINT32_MAX, &h, &w))
-        cli_usage_error("decode: bad --size '%s' (want HxW)", o.size);
+        cli_usage_error("decode: bad --size '%s' (want HxW)", esc(o.size));
     int area = 0;
     if (o.mode) {
         if (strcmp(o.mode, "area") == 0) area = 1;
         else if (strcmp(o.mode, "nearest") != 0)
-            cli_usage_error("decode: bad --mode '%s' (nearest or area)", o.mode);
+            cli_usage_error("decode: bad --mode '%s' (nearest or area)", esc(o.mode));
         if (!o.resize) cli_usage_error("decode: --mode needs --resize");
     }
     if (o.coverage && !area) cli_usage_error("decode: --coverage needs --mode area");
     if (o.resize && cli_parse_dims(o.resize, UINT32_MAX, &rh, &rw))
-        cli_usage_error("decode: bad --resize '%s' (want RHxRW)", o.resize);
+        cli_usage_error("decode: bad --resize '%s' (want RHxRW)", esc(o.resize));
     if ((uint64_t)h * w > SA1B_RLE_MAX_PIXELS)
         cli_die(EXIT_BADMASK, "--size %ux%u: more than 2^32-1 pixels", h, w);
     uint32_t oh = o.resize ? rh : h, ow = o.resize ? rw : w;
@@ -506,59 +382,6 @@ static int cmd_decode(int argc, char **argv)
     return 0;
 }
 
-/* Reads a binary PGM (P5, maxval <= 255) from buf. */
-static int parse_pgm(const uint8_t *buf, size_t len, uint32_t *h, uint32_t *w,
-                     const uint8_t **pix, const char **why)
-{
-    size_t p = 0;
-    uint64_t v[3];
-    if (len < 2 || buf[0] != 'P' || buf[1] != '5') {
-        *why = "not a binary PGM (P5)";
-        return -1;
-    }
-    p = 2;
-    for (int k = 0; k < 3; k++) {
-        for (;;) {
-            while (p < len && (buf[p] == ' ' || buf[p] == '\t' || buf[p] == '\n' || buf[p] == '\r'))
-                p++;
-            if (p < len && buf[p] == '#') {
-                while (p < len && buf[p] != '\n') p++;
-                continue;
-            }
-            break;
-        }
-        if (p >= len || buf[p] < '0' || buf[p] > '9') {
-            *why = "bad PGM header";
-            return -1;
-        }
-        v[k] = 0;
-        while (p < len && buf[p] >= '0' && buf[p] <= '9') {
-            v[k] = v[k] * 10 + (uint64_t)(buf[p++] - '0');
-            if (v[k] > UINT32_MAX) {
-                *why = "PGM size out of range";
-                return -1;
-            }
-        }
-    }
-    if (p >= len || !(buf[p] == ' ' || buf[p] == '\n' || buf[p] == '\t' || buf[p] == '\r')) {
-        *why = "bad PGM header";
-        return -1;
-    }
-    p++;
-    if (v[2] == 0 || v[2] > 255) {
-        *why = "PGM maxval must be 1..255";
-        return -1;
-    }
-    if (v[0] * v[1] != len - p) {
-        *why = v[0] * v[1] > len - p ? "PGM pixel data is short" : "PGM has trailing data";
-        return -1;
-    }
-    *w = (uint32_t)v[0];
-    *h = (uint32_t)v[1];
-    *pix = buf + p;
-    return 0;
-}
-
 static int cmd_encode(int argc, char **argv)
 {
     options o;
@@ -567,33 +390,34 @@ static int cmd_encode(int argc, char **argv)
     if (argc - optind > 1) cli_usage_error("encode: one input at most");
     uint32_t h = 0, w = 0;
     if (o.size && cli_parse_dims(o.size, UINT32_MAX, &h, &w))
-        cli_usage_error("encode: bad --size '%s' (want HxW)", o.size);
+        cli_usage_error("encode: bad --size '%s' (want HxW)", esc(o.size));
     if (!o.size && o.format == FMT_RAW) cli_usage_error("encode: raw input needs --size");
     const char *path = optind < argc ? argv[optind] : "-";
     int is_stdin = strcmp(path, "-") == 0;
+    char *name = esc(is_stdin ? "(stdin)" : path);
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", path, strerror(errno));
-    const char *name = is_stdin ? "(stdin)" : path;
+    if (!f) cli_die(CLI_EXIT_FATAL, "cannot open '%s': %s", name, strerror(errno));
     const uint8_t *pix = NULL;
     uint8_t *own = NULL;
     uint32_t ih = 0, iw = 0;
+    char *buf;
+    size_t len;
+    if (read_all(f, &buf, &len)) cli_die(CLI_EXIT_FATAL, "cannot read '%s'", name);
     if (o.format == FMT_PNG) {
         pngio_image img;
         char msg[256];
-        if (pngio_read(f, &img, 1, SA1B_RLE_MAX_PIXELS, msg, sizeof msg))
+        if (rle_input_png((const uint8_t *)buf, len, SA1B_RLE_MAX_PIXELS, &img, msg, sizeof msg))
             cli_die(EXIT_BADMASK, "'%s': %s", name, msg);
+        free(buf);
         own = img.pix;
         pix = own;
         ih = img.h;
         iw = img.w;
     } else {
-        char *buf;
-        size_t len;
-        if (read_all(f, &buf, &len)) cli_die(CLI_EXIT_FATAL, "cannot read '%s'", name);
         own = (uint8_t *)buf;
         if (o.format == FMT_PGM) {
             const char *why;
-            if (parse_pgm(own, len, &ih, &iw, &pix, &why))
+            if (rle_input_pgm(own, len, &ih, &iw, &pix, &why))
                 cli_die(EXIT_BADMASK, "'%s': %s", name, why);
         } else {
             if (len != (uint64_t)h * w)
@@ -611,6 +435,7 @@ static int cmd_encode(int argc, char **argv)
     sa1b_error err;
     if (sa1b_rle_encode(&r, pix, ih, iw, 0, &err)) cli_die(EXIT_BADMASK, "'%s': %s", name, err.msg);
     free(own);
+    free(name);
     if (o.json) print_mask_json(stdout, &r);
     else {
         char *s;
@@ -690,5 +515,5 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "encode") == 0) return cmd_encode(argc - 1, argv + 1);
     if (strcmp(cmd, "iou") == 0) return cmd_iou(argc - 1, argv + 1);
     if (strcmp(cmd, "merge") == 0) return cmd_merge(argc - 1, argv + 1);
-    cli_usage_error("unknown command '%s'", cmd);
+    cli_usage_error("unknown command '%s'", esc(cmd));
 }

@@ -19,7 +19,7 @@ tests_test_rle_prop_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_rle_prop_LDADD = $(SA1B_LIBS)
 
 RLE_TOOL_TESTS = tests/t1000-sa1b-rle-cli.sh tests/t1001-sa1b-rle-info.sh tests/t1002-sa1b-rle-codec.sh \
-	tests/t1003-sa1b-rle-output.sh
+	tests/t1003-sa1b-rle-output.sh tests/t1004-sa1b-rle-hostile.sh
 TESTS += $(RLE_TOOL_TESTS)
 EXTRA_DIST += $(RLE_TOOL_TESTS)
 
@@ -36,6 +36,26 @@ tests_fuzz_fuzz_rle_SOURCES = tests/fuzz/fuzz-rle.c
 tests_fuzz_fuzz_rle_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_rle_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_rle_LDADD = $(SA1B_LIBS)
+endif
+
+# fuzz target on sa1b-rle's input parsers (shard-tools/rle_input.c: info's
+# JSON stream, mask arguments, PGM, PNG); its corpus is replayed by make check
+RLE_INPUT_SOURCES = shard-tools/rle_input.c shard-tools/rle_input.h
+RLE_INPUT_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/shard-tools -I$(srcdir)/cli $(JANSSON_CFLAGS) $(PNG_CFLAGS)
+check_PROGRAMS += tests/fuzz/replay-rle-input
+TESTS += tests/fuzz/replay-rle-input
+tests_fuzz_replay_rle_input_SOURCES = tests/fuzz/fuzz-rle-input.c tests/fuzz/replay.c $(RLE_INPUT_SOURCES)
+tests_fuzz_replay_rle_input_CPPFLAGS = $(RLE_INPUT_CPPFLAGS) -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/rle-input"'
+tests_fuzz_replay_rle_input_LDADD = $(CLI_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/rle-input
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-rle-input
+FUZZ_TARGETS += tests/fuzz/fuzz-rle-input
+tests_fuzz_fuzz_rle_input_SOURCES = tests/fuzz/fuzz-rle-input.c $(RLE_INPUT_SOURCES)
+tests_fuzz_fuzz_rle_input_CPPFLAGS = $(RLE_INPUT_CPPFLAGS)
+tests_fuzz_fuzz_rle_input_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_rle_input_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_rle_input_LDADD = $(CLI_LIBS)
 endif
 
 EXTRA_PROGRAMS += tests/bench/bench-rle

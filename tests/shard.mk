@@ -59,6 +59,25 @@ tests_test_shard_pack_SOURCES = tests/test-shard-pack.c
 tests_test_shard_pack_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests
 tests_test_shard_pack_LDADD = $(SA1B_LIBS)
 
+# fuzz target on a shard's provenance as its readers take it (the text put
+# in an intact shard); its corpus is replayed by make check
+check_PROGRAMS += tests/fuzz/replay-provenance
+TESTS += tests/fuzz/replay-provenance
+tests_fuzz_replay_provenance_SOURCES = tests/fuzz/fuzz-provenance.c tests/fuzz/replay.c
+tests_fuzz_replay_provenance_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/pipeline $(JANSSON_CFLAGS) \
+	-DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/provenance"'
+tests_fuzz_replay_provenance_LDADD = $(SA1B_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/provenance
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-provenance
+FUZZ_TARGETS += tests/fuzz/fuzz-provenance
+tests_fuzz_fuzz_provenance_SOURCES = tests/fuzz/fuzz-provenance.c
+tests_fuzz_fuzz_provenance_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/pipeline $(JANSSON_CFLAGS)
+tests_fuzz_fuzz_provenance_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_provenance_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_provenance_LDADD = $(SA1B_LIBS)
+endif
+
 # fuzz target on the run decoder of version-2 masks; its corpus is replayed by make check
 check_PROGRAMS += tests/fuzz/replay-runs
 TESTS += tests/fuzz/replay-runs

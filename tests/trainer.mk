@@ -31,18 +31,61 @@ EXTRA_DIST += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t170
 
 check_PROGRAMS += tests/fuzz/replay-safetensors
 TESTS += tests/fuzz/replay-safetensors
-tests_fuzz_replay_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c tests/fuzz/replay.c
+tests_fuzz_replay_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c tests/fuzz/replay.c tests/fuzz/fuzz_files.h
 tests_fuzz_replay_safetensors_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/safetensors"'
 tests_fuzz_replay_safetensors_LDADD = $(TRAIN_LIBS)
 EXTRA_DIST += tests/fuzz/corpus/safetensors
 if ENABLE_FUZZING
 EXTRA_PROGRAMS += tests/fuzz/fuzz-safetensors
 FUZZ_TARGETS += tests/fuzz/fuzz-safetensors
-tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c
+tests_fuzz_fuzz_safetensors_SOURCES = tests/fuzz/fuzz-safetensors.c tests/fuzz/fuzz_files.h
 tests_fuzz_fuzz_safetensors_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer
 tests_fuzz_fuzz_safetensors_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
 tests_fuzz_fuzz_safetensors_LDFLAGS = -fsanitize=fuzzer
 tests_fuzz_fuzz_safetensors_LDADD = $(TRAIN_LIBS)
+endif
+
+# issue 39: hostile inputs: one-line messages, a crafted run record on --resume
+TESTS += tests/t1740-hostile-messages.sh tests/t1741-train-resume-hostile.sh
+EXTRA_DIST += tests/t1740-hostile-messages.sh tests/t1741-train-resume-hostile.sh
+# issue 39: hostile headers: one reader (parse and peek refuse alike), one-line messages, the run record
+check_PROGRAMS += tests/test-train-st-hostile
+TESTS += tests/test-train-st-hostile
+tests_test_train_st_hostile_SOURCES = tests/test-train-st-hostile.c
+tests_test_train_st_hostile_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_st_hostile_LDADD = $(TRAIN_LIBS)
+# issue 39: the metadata of state files (the run record), the record's
+# text, and a run folder's latest and log, as --resume reads them
+check_PROGRAMS += tests/fuzz/replay-checkpoint tests/fuzz/replay-runrec tests/fuzz/replay-rundir
+TESTS += tests/fuzz/replay-checkpoint tests/fuzz/replay-runrec tests/fuzz/replay-rundir
+tests_fuzz_replay_checkpoint_SOURCES = tests/fuzz/fuzz-checkpoint.c tests/fuzz/replay.c tests/fuzz/fuzz_files.h
+tests_fuzz_replay_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/checkpoint"'
+tests_fuzz_replay_checkpoint_LDADD = $(TRAIN_LIBS)
+tests_fuzz_replay_runrec_SOURCES = tests/fuzz/fuzz-runrec.c tests/fuzz/replay.c
+tests_fuzz_replay_runrec_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/runrec"'
+tests_fuzz_replay_runrec_LDADD = $(TRAIN_LIBS)
+tests_fuzz_replay_rundir_SOURCES = tests/fuzz/fuzz-rundir.c tests/fuzz/replay.c tests/fuzz/fuzz_files.h
+tests_fuzz_replay_rundir_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer -DFUZZ_CORPUS='"$(abs_srcdir)/tests/fuzz/corpus/rundir"'
+tests_fuzz_replay_rundir_LDADD = $(TRAIN_LIBS)
+EXTRA_DIST += tests/fuzz/corpus/checkpoint tests/fuzz/corpus/runrec tests/fuzz/corpus/rundir
+if ENABLE_FUZZING
+EXTRA_PROGRAMS += tests/fuzz/fuzz-checkpoint tests/fuzz/fuzz-runrec tests/fuzz/fuzz-rundir
+FUZZ_TARGETS += tests/fuzz/fuzz-checkpoint tests/fuzz/fuzz-runrec tests/fuzz/fuzz-rundir
+tests_fuzz_fuzz_checkpoint_SOURCES = tests/fuzz/fuzz-checkpoint.c tests/fuzz/fuzz_files.h
+tests_fuzz_fuzz_checkpoint_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer
+tests_fuzz_fuzz_checkpoint_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_checkpoint_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_checkpoint_LDADD = $(TRAIN_LIBS)
+tests_fuzz_fuzz_runrec_SOURCES = tests/fuzz/fuzz-runrec.c
+tests_fuzz_fuzz_runrec_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer
+tests_fuzz_fuzz_runrec_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_runrec_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_runrec_LDADD = $(TRAIN_LIBS)
+tests_fuzz_fuzz_rundir_SOURCES = tests/fuzz/fuzz-rundir.c tests/fuzz/fuzz_files.h
+tests_fuzz_fuzz_rundir_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/trainer
+tests_fuzz_fuzz_rundir_CFLAGS = $(AM_CFLAGS) -fsanitize=fuzzer
+tests_fuzz_fuzz_rundir_LDFLAGS = -fsanitize=fuzzer
+tests_fuzz_fuzz_rundir_LDADD = $(TRAIN_LIBS)
 endif
 
 EXTRA_PROGRAMS += tests/bench/bench-train
@@ -117,6 +160,8 @@ TESTS += tests/t1763-train-mem-bf16.sh
 EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
 EXTRA_DIST += tests/t1764-train-mem-limit.sh
+TESTS += tests/t1765-train-mem-plan-stages.sh
+EXTRA_DIST += tests/t1765-train-mem-plan-stages.sh
 TESTS += tests/t1770-train-dp.sh
 EXTRA_DIST += tests/t1770-train-dp.sh tests/lsan-mpi.supp tests/mpi-count.c
 # t1770's count of the floats each MPI collective moved (a PMPI shim the

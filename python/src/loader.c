@@ -224,7 +224,10 @@ static int loader_init(PyObject *self, PyObject *args, PyObject *kw)
     if (strcmp(mask_resample, "area") == 0) cfg.mask_resample = SA1B_MASK_AREA;
     else if (strcmp(mask_resample, "nearest") == 0) cfg.mask_resample = SA1B_MASK_NEAREST;
     else {
-        PyErr_Format(PyExc_ValueError, "Loader: mask_resample must be 'area' or 'nearest', not '%s'", mask_resample);
+        /* quoted as repr() does: control characters escaped, one line */
+        PyObject *r = PyUnicode_FromString(mask_resample);
+        if (r) PyErr_Format(PyExc_ValueError, "Loader: mask_resample must be 'area' or 'nearest', not %R", r);
+        Py_XDECREF(r);
         return -1;
     }
     cfg.flip_prob = flip;

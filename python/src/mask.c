@@ -592,19 +592,133 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The toggle positions found so far (column-major pixel offsets). */
+typedef struct toggles {
+    uint32_t *a;
+    size_t n, cap;
+} toggles;
+
+static int toggles_push(toggles *t, uint32_t v)
+{
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        uint32_t *a = realloc(t->a, cap * sizeof *a);
+        if (!a) return -1;
+        t->a = a, t->cap = cap;
+    }
+    t->a[t->n++] = v;
+    return 0;
+}
+
+/* The crossing of two consecutive boundary points with a pixel column's
+ * centre line, as pycocotools' rleFrPoly finds it: xf the fine-grid column
+ * it takes (the later point's, less one when it lies right of the
+ * earlier), yf the upper point's fine-grid row; a toggle where xf is a
+ * column centre inside the grid. */
+static int toggle_at(toggles *t, int64_t xf, int64_t yf, uint32_t h, uint32_t w)
+{
+    const double scale = 5;
+    double xd = ((double)xf + .5) / scale - .5;
+    if (floor(xd) != xd || xd < 0 || xd > (double)((uint64_t)w - 1)) return 0;
+    double yd = ((double)yf + .5) / scale - .5;
+    if (yd < 0) yd = 0;
+    else if (yd > h) yd = h;
+    yd = ceil(yd);
+    /* modulo 2^32 as pycocotools' int arithmetic gives it, without its
+     * overflow beyond 2^31 pixels */
+    return toggles_push(t, (uint32_t)((uint64_t)xd * h + (uint64_t)yd));
+}
+
+/* The fine-grid column of point t of an edge that runs along y from
+ * (xs, ys) (dy steps, slope s): as rleFrPoly computes it. */
+static int64_t col_at(int xs, double s, int64_t t) { return (int)(xs + s * (double)t + .5); }
+
+/* The toggles of one edge of the boundary, from (xs, ys) to (xe, ye) on the
+ * 5x finer grid.  rleFrPoly lists every point of it (one per fine step
+ * along the major axis: up to 2^31 of them, 16 GB, for an edge across
+ * +-4.29e8) and looks at each pair of consecutive points whose columns
+ * differ; this finds the same pairs without the list: only pairs whose
+ * column can be a pixel centre inside the grid (x-major: every fifth step;
+ * y-major: the steps where the monotone column changes, found by bisection,
+ * one per column value in the grid's range).  Pairs of points of two
+ * edges never count: they share a vertex, and so a column, wherever a
+ * column centre can be (x >= 2). */
+static int edge_toggles(toggles *t, int xs, int ys, int xe, int ye, uint32_t h, uint32_t w)
+{
+    int dx = abs(xe - xs), dy = abs(ys - ye);
+    int flip = (dx >= dy && xs > xe) || (dx < dy && ys > ye);
+    if (flip) {
+        int tmp = xs; xs = xe; xe = tmp;
+        tmp = ys; ys = ye; ye = tmp;
+    }
+    /* the columns x_f whose pairs can toggle: 5c + 2 for c in 0..w-1 (the
+     * largest below 2^35: int64_t) */
+    const int64_t lo = 2, hi = 5 * ((int64_t)w - 1) + 2;
+    if (dx >= dy) {
+        if (dx == 0) return 0; /* a repeated vertex: one point */
+        /* u = xs + t, v = ys + s t rounded; pair (t, t+1) takes column
+         * xs + t in either order of the points */
+        double s = (double)(ye - ys) / dx;
+        int64_t first = (int64_t)xs > lo ? (int64_t)xs : lo, last = (int64_t)xs + dx - 1 < hi ? (int64_t)xs + dx - 1 : hi;
+        if (first > last) return 0;
+        int64_t c0 = (first - 2 + 4) / 5; /* first >= 2: the first c with 5c + 2 >= first */
+        for (int64_t xf = 5 * c0 + 2; xf <= last; xf += 5) {
+            int64_t tt = xf - xs;
+            int va = (int)(ys + s * (double)tt + .5), vb = (int)(ys + s * (double)(tt + 1) + .5);
+            if (toggle_at(t, xf, va < vb ? va : vb, h, w)) return -1;
+        }
+        return 0;
+    }
+    /* y-major: v = ys + t, u = col_at(t), monotone in t (up when xe > xs);
+     * the points are listed with t rising, or falling when flipped */
+    double s = (double)(xe - xs) / dy;
+    int up = col_at(xs, s, dy) >= col_at(xs, s, 0);
+    int64_t u0 = col_at(xs, s, 0), u1 = col_at(xs, s, dy);
+    int64_t umin = up ? u0 : u1, umax = up ? u1 : u0;
+    /* a pair takes a column of [min(ua, ub) - 0, max(ua, ub) - 1]: every value
+     * of the grid's range the edge passes, and one above */
+    int64_t vlo = umin > lo ? umin : lo, vhi = umax < hi + 1 ? umax : hi + 1;
+    int64_t prev = -1; /* the last pair found (its first t) */
+    for (int64_t val = vlo; val <= vhi; val++) {
+        /* the first t whose column is >= val (up) or <= val - 1 (down): the
+         * pair (t - 1, t) is where the column passes val */
+        int64_t a = 0, b = dy;
+        while (a < b) {
+            int64_t m = a + (b - a) / 2;
+            int64_t u = col_at(xs, s, m);
+            if (up ? u >= val : u <= val - 1) b = m;
+            else a = m + 1;
+        }
+        if (a == 0 || a > dy) continue;
+        int64_t ta = a - 1, tb = a;
+        if (ta == prev) continue; /* a jump over more than one column: one pair */
+        prev = ta;
+        int64_t ua = col_at(xs, s, ta), ub = col_at(xs, s, tb);
+        if (ua == ub) continue;
+        /* the later point of the pair as listed, and the earlier */
+        int64_t ul = flip ? ua : ub, ue = flip ? ub : ua;
+        int64_t xf = ul < ue ? ul : ul - 1;
+        if (xf < lo || xf > hi) continue;
+        if (toggle_at(t, xf, ys + ta, h, w)) return -1;
+    }
+    return 0;
+}
+
 /* Rasterises the closed polygon xy[2k] (x, y pairs in pixels) on an h x w
  * grid, with the rule of pycocotools' rleFrPoly so that the runs are the
  * same: the boundary is traced on a 5x finer grid, the crossings with each
  * pixel column's centre line give the rows where the inside toggles, and
- * the sorted column-major toggle positions are the runs. */
+ * the sorted column-major toggle positions are the runs.  Memory and time
+ * go with the toggles (at most one per edge and column), never with the
+ * boundary's length (edge_toggles). */
 static int rle_from_poly(sa1b_rle *r, const double *xy, size_t k, uint32_t h, uint32_t w,
                          sa1b_error *err)
 {
     const double scale = 5;
     int rc = SA1B_ENOMEM;
     int *x = malloc(sizeof(int) * (k + 1)), *y = malloc(sizeof(int) * (k + 1));
-    int *u = NULL, *v = NULL;
-    uint32_t *a = NULL, *b = NULL;
+    toggles tg = {NULL, 0, 0};
+    uint32_t *b = NULL;
     if (!x || !y) goto out;
     /* a coordinate the fine grid's int cannot hold (NaN, inf, |c| beyond
      * ~4.29e8), or an edge of 2^31-1 steps or more, is refused: pycocotools'
@@ -623,8 +737,6 @@ static int rle_from_poly(sa1b_rle *r, const double *xy, size_t k, uint32_t h, ui
     }
     x[k] = k ? x[0] : 0;
     y[k] = k ? y[0] : 0;
-    /* the boundary, one point per fine-grid step along the major axis */
-    size_t m = 0;
     for (size_t j = 0; j < k; j++) {
         long long dx = llabs((long long)x[j] - x[j + 1]), dy = llabs((long long)y[j] - y[j + 1]);
         if (dx >= INT_MAX || dy >= INT_MAX) {
@@ -632,59 +744,12 @@ static int rle_from_poly(sa1b_rle *r, const double *xy, size_t k, uint32_t h, ui
                                 "polygon: edge %zu is longer than 2^31-2 steps of 1/5 pixel", j);
             goto out;
         }
-        m += (size_t)(dx > dy ? dx : dy) + 1;
     }
-    u = malloc(sizeof(int) * (m ? m : 1));
-    v = malloc(sizeof(int) * (m ? m : 1));
-    if (!u || !v) goto out;
-    m = 0;
-    for (size_t j = 0; j < k; j++) {
-        int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
-        int dx = abs(xe - xs), dy = abs(ys - ye);
-        int flip = (dx >= dy && xs > xe) || (dx < dy && ys > ye);
-        if (flip) {
-            int t = xs; xs = xe; xe = t;
-            t = ys; ys = ye; ye = t;
-        }
-        if (dx >= dy) {
-            /* dx = dy = 0: a repeated vertex; its row is never read (the
-             * points either side share its column) */
-            double s = dx ? (double)(ye - ys) / dx : 0;
-            for (int d = 0; d <= dx; d++) {
-                int t = flip ? dx - d : d;
-                u[m] = t + xs;
-                v[m] = (int)(ys + s * t + .5);
-                m++;
-            }
-        } else {
-            double s = (double)(xe - xs) / dy;
-            for (int d = 0; d <= dy; d++) {
-                int t = flip ? dy - d : d;
-                v[m] = t + ys;
-                u[m] = (int)(xs + s * t + .5);
-                m++;
-            }
-        }
-    }
-    /* crossings of pixel-column centres, back on the pixel grid */
-    size_t nt = 0;
-    a = malloc(sizeof(uint32_t) * (m + 1));
-    if (!a) goto out;
-    for (size_t j = 1; j < m; j++) {
-        if (u[j] == u[j - 1]) continue;
-        double xd = (double)(u[j] < u[j - 1] ? u[j] : u[j] - 1);
-        xd = (xd + .5) / scale - .5;
-        if (floor(xd) != xd || xd < 0 || xd > (double)((uint64_t)w - 1)) continue;
-        double yd = (double)(v[j] < v[j - 1] ? v[j] : v[j - 1]);
-        yd = (yd + .5) / scale - .5;
-        if (yd < 0) yd = 0;
-        else if (yd > h) yd = h;
-        yd = ceil(yd);
-        /* modulo 2^32 as pycocotools' int arithmetic gives it, without its
-         * overflow beyond 2^31 pixels */
-        a[nt++] = (uint32_t)((uint64_t)xd * h + (uint64_t)yd);
-    }
-    a[nt++] = (uint32_t)((uint64_t)h * w);
+    for (size_t j = 0; j < k; j++)
+        if (edge_toggles(&tg, x[j], y[j], x[j + 1], y[j + 1], h, w)) goto out;
+    if (toggles_push(&tg, (uint32_t)((uint64_t)h * w))) goto out;
+    uint32_t *a = tg.a;
+    size_t nt = tg.n;
     qsort(a, nt, sizeof *a, cmp_u32);
     uint32_t prev = 0;
     for (size_t j = 0; j < nt; j++) {
@@ -710,9 +775,7 @@ out:
     if (rc == SA1B_ENOMEM) sa1b_error_set(err, SA1B_ENOMEM, -1, "polygon: out of memory");
     free(x);
     free(y);
-    free(u);
-    free(v);
-    free(a);
+    free(tg.a);
     free(b);
     return rc;
 }

@@ -4,9 +4,32 @@
  */
 #include "sa1bpy.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- errors ---------------------------------------------------------------- */
+
+/* s decoded (bytes that are not UTF-8 as \xHH, backslashreplace) with its
+ * control characters escaped as \n, \r, \t or \xHH: one line, whatever a
+ * path or a counts string in it held. */
+static PyObject *one_line(const char *s)
+{
+    size_t n = strlen(s), m = 0;
+    for (size_t i = 0; i < n; i++) m += (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? 4 : 1;
+    char *e = PyMem_Malloc(m + 1), *p = e;
+    if (!e) return PyErr_NoMemory();
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != 0x7f) *p++ = (char)c;
+        else if (c == '\n') *p++ = '\\', *p++ = 'n';
+        else if (c == '\r') *p++ = '\\', *p++ = 'r';
+        else if (c == '\t') *p++ = '\\', *p++ = 't';
+        else p += snprintf(p, 5, "\\x%02x", c);
+    }
+    PyObject *u = PyUnicode_DecodeUTF8(e, (Py_ssize_t)(p - e), "backslashreplace");
+    PyMem_Free(e);
+    return u;
+}
 
 PyObject *sa1bpy_raise(const sa1b_error *err, const char *what)
 {
@@ -15,11 +38,16 @@ PyObject *sa1bpy_raise(const sa1b_error *err, const char *what)
     else if (err->code == SA1B_ENOMEM) type = PyExc_MemoryError;
     const char *msg = err->msg[0] ? err->msg : sa1b_strerror(err->code);
     /* the message may quote a path that is not UTF-8: escaped, not lost
-     * (PyErr_SetString raised the exception without any message) */
-    PyObject *m = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "backslashreplace");
-    if (!m) return NULL;
-    if (what) PyErr_Format(type, "%s: %U", what, m);
+     * (PyErr_SetString raised the exception without any message); and one
+     * that holds a newline or another control character: escaped too */
+    PyObject *m = one_line(msg), *w = what && m ? one_line(what) : NULL;
+    if (!m || (what && !w)) {
+        Py_XDECREF(m);
+        return NULL;
+    }
+    if (what) PyErr_Format(type, "%U: %U", w, m);
     else PyErr_SetObject(type, m);
+    Py_XDECREF(w);
     Py_DECREF(m);
     return NULL;
 }

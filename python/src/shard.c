@@ -157,7 +157,12 @@ static PyObject *shard_masks(PyObject *self, PyObject *args, PyObject *kw)
         index_of(sh, i, &idx) < 0)
         return NULL;
     int mode = strcmp(resample, "area") == 0 ? SA1B_MASK_AREA : strcmp(resample, "nearest") == 0 ? SA1B_MASK_NEAREST : -1;
-    if (mode < 0) return PyErr_Format(PyExc_ValueError, "resample must be 'area' or 'nearest', not '%s'", resample);
+    if (mode < 0) { /* quoted as repr() does: control characters escaped, one line */
+        PyObject *r = PyUnicode_FromString(resample);
+        if (r) PyErr_Format(PyExc_ValueError, "resample must be 'area' or 'nearest', not %R", r);
+        Py_XDECREF(r);
+        return NULL;
+    }
     if (size != PY_SSIZE_T_MIN && (size < 1 || size > 4096))
         return PyErr_Format(PyExc_ValueError, "size %zd is not in 1..4096", size);
     sa1b_shard_image_view im;

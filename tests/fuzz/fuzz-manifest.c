@@ -17,7 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sa1b_manifest *m = NULL;
     sa1b_error err;
     if (sa1b_manifest_parse(&m, (const char *)data, size, "dir", &err) != SA1B_OK) {
-        if (m || strlen(err.msg) >= sizeof err.msg || strchr(err.msg, '\n')) abort();
+        if (m || strlen(err.msg) >= sizeof err.msg) abort();
+        for (const char *c = err.msg; *c; c++) /* one line, whatever input it quotes */
+            if ((unsigned char)*c < 0x20 || *c == 0x7f) abort();
         return 0;
     }
     uint64_t images = 0, masks = 0, bytes = 0;

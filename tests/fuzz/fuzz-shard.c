@@ -16,6 +16,14 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* a message of the library is one line, whatever input it quotes */
+static void one_line(const sa1b_error *e)
+{
+    for (const char *c = e->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) abort();
+}
+
+
 static int walk(const uint8_t *data, size_t size)
 {
     sa1b_shard *s = NULL;
@@ -23,6 +31,7 @@ static int walk(const uint8_t *data, size_t size)
     if (sa1b_shard_open_memory(&s, data, size, &err) != SA1B_OK) {
         /* the message is always terminated */
         if (strlen(err.msg) >= sizeof err.msg) abort();
+        one_line(&err);
         return 0;
     }
     const sa1b_shard_info *in = sa1b_shard_get_info(s);

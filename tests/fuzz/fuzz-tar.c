@@ -5,10 +5,19 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "sa1b_tar.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* a message of the library is one line, whatever input it quotes */
+static void one_line(const sa1b_error *e)
+{
+    for (const char *c = e->msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) abort();
+}
+
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -26,8 +35,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (size_t k = 0; k < s.jpg_len; k++) sink += s.jpg[k];
             for (size_t k = 0; k < s.json_len; k++) sink += s.json[k];
             sink += s.name[0];
-        } else if (sa1b_tar_fatal(t)) {
-            break;
+        } else {
+            one_line(&err);
+            if (sa1b_tar_fatal(t)) break;
         }
     }
     sink += sa1b_tar_bytes_read(t);

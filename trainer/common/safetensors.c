@@ -3,6 +3,7 @@
  * (JSON through jansson, every number checked before use).
  */
 #include "safetensors.h"
+#include "quote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -281,26 +282,22 @@ void tr_st_close(tr_st_file *f)
 static int cmp_off(const void *a, const void *b)
 {
     const tr_st_tensor *x = *(tr_st_tensor *const *)a, *y = *(tr_st_tensor *const *)b;
-    return x->data < y->data ? -1 : x->data > y->data;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_t err_len)
+/* The one reader of a header: hdr[hl], the JSON after the 8-byte length,
+ * of a file whose data block (data_size bytes) is data, or NULL where only
+ * the header was read (tr_st_peek_meta: the tensors are checked alike, their
+ * data left NULL).  0, or -1 with err and f emptied (f->owned kept). */
+static int parse_header(tr_st_file *f, const char *hdr, uint64_t hl, const uint8_t *data, uint64_t data_size,
+                        char *err, size_t err_len)
 {
-    uint8_t *owned = f->owned;
-    memset(f, 0, sizeof *f);
-    f->owned = owned;
-    if (size < 8)
-        return snprintf(err, err_len, "not a checkpoint (safetensors): %zu bytes, shorter than the 8-byte header length", size), -1;
-    uint64_t hl = 0;
-    for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
-    if (hl > size - 8 || hl > TR_ST_MAX_HEADER)
-        return snprintf(err, err_len, "not a checkpoint (safetensors): its first 8 bytes give a header length of %llu, "
-                        "more than the file's %zu bytes", (unsigned long long)hl, size), -1;
-    const uint8_t *data = buf + 8 + hl;
-    uint64_t data_size = size - 8 - hl;
+    char q[4 * 64 + 1], q2[4 * 64 + 1];
     json_error_t je;
-    json_t *root = json_loadb((const char *)buf + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return snprintf(err, err_len, "not a checkpoint (safetensors): header JSON at byte %d: %s", je.position + 8, je.text), -1;
+    json_t *root = json_loadb(hdr, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        return snprintf(err, err_len, "not a checkpoint (safetensors): header JSON at byte %d: %s", je.position + 8,
+                        tr_quote(je.text, sizeof je.text, q, sizeof q)), -1;
     int rc = -1;
     if (!json_is_object(root)) {
         snprintf(err, err_len, "header is not a JSON object");
@@ -335,7 +332,7 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
             json_t *mv;
             json_object_foreach(val, mk, mv) {
                 if (!json_is_string(mv)) {
-                    snprintf(err, err_len, "__metadata__ '%.64s' is not a string", mk);
+                    snprintf(err, err_len, "__metadata__ '%s' is not a string", tr_quote(mk, 64, q, sizeof q));
                     goto out;
                 }
                 f->meta_key[f->n_meta] = strdup(mk);
@@ -348,11 +345,12 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
             }
             continue;
         }
+        tr_quote(key, 64, q, sizeof q);
         json_t *dt = json_object_get(val, "dtype"), *sh = json_object_get(val, "shape"),
                *of = json_object_get(val, "data_offsets");
         if (!json_is_object(val) || !json_is_string(dt) || !json_is_array(sh) || !json_is_array(of) ||
             json_array_size(of) != 2) {
-            snprintf(err, err_len, "tensor '%.64s': needs dtype, shape and data_offsets [begin, end]", key);
+            snprintf(err, err_len, "tensor '%s': needs dtype, shape and data_offsets [begin, end]", q);
             goto out;
         }
         tr_st_tensor *t = &f->t[f->n];
@@ -360,12 +358,13 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
         for (int d = 0; d < TR_ST_NDTYPE; d++)
             if (strcmp(json_string_value(dt), dt_names[d]) == 0) t->dtype = (tr_st_dtype)d;
         if (t->dtype == TR_ST_NDTYPE) {
-            snprintf(err, err_len, "tensor '%.64s': unsupported dtype '%.16s'", key, json_string_value(dt));
+            snprintf(err, err_len, "tensor '%s': unsupported dtype '%s'", q,
+                     tr_quote(json_string_value(dt), 16, q2, sizeof q2));
             goto out;
         }
         size_t nd = json_array_size(sh);
         if (nd > TR_ST_MAX_DIMS) {
-            snprintf(err, err_len, "tensor '%.64s': %zu dimensions (at most %d)", key, nd, TR_ST_MAX_DIMS);
+            snprintf(err, err_len, "tensor '%s': %zu dimensions (at most %d)", q, nd, TR_ST_MAX_DIMS);
             goto out;
         }
         uint64_t count = 1;
@@ -373,14 +372,14 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
         for (size_t d = 0; d < nd; d++) {
             json_t *x = json_array_get(sh, d);
             if (!json_is_integer(x) || json_integer_value(x) < 0) {
-                snprintf(err, err_len, "tensor '%.64s': shape[%zu] is not a non-negative integer", key, d);
+                snprintf(err, err_len, "tensor '%s': shape[%zu] is not a non-negative integer", q, d);
                 goto out;
             }
             uint64_t v = (uint64_t)json_integer_value(x);
             t->shape[d] = (int64_t)v;
             if (v == 0) zero = 1;
             if (!zero && v > UINT64_MAX / 16 / count) {
-                snprintf(err, err_len, "tensor '%.64s': shape overflows", key);
+                snprintf(err, err_len, "tensor '%s': shape overflows", q);
                 goto out;
             }
             count = zero ? 0 : count * v;
@@ -390,17 +389,18 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
         json_t *b0 = json_array_get(of, 0), *b1 = json_array_get(of, 1);
         if (!json_is_integer(b0) || !json_is_integer(b1) || json_integer_value(b0) < 0 ||
             json_integer_value(b1) < json_integer_value(b0) || (uint64_t)json_integer_value(b1) > data_size) {
-            snprintf(err, err_len, "tensor '%.64s': data_offsets outside the %llu-byte data block", key,
+            snprintf(err, err_len, "tensor '%s': data_offsets outside the %llu-byte data block", q,
                      (unsigned long long)data_size);
             goto out;
         }
         uint64_t beg = (uint64_t)json_integer_value(b0), end = (uint64_t)json_integer_value(b1);
         if (end - beg != count * dt_sizes[t->dtype]) {
-            snprintf(err, err_len, "tensor '%.64s': %llu bytes for %llu elements of %s", key,
+            snprintf(err, err_len, "tensor '%s': %llu bytes for %llu elements of %s", q,
                      (unsigned long long)(end - beg), (unsigned long long)count, dt_names[t->dtype]);
             goto out;
         }
-        t->data = data + beg;
+        t->offset = beg;
+        t->data = data ? data + beg : NULL;
         t->n_bytes = end - beg;
         t->name = strdup(key);
         if (!t->name) {
@@ -419,8 +419,9 @@ int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_
         for (int i = 0; i < f->n; i++) s[i] = &f->t[i];
         qsort(s, (size_t)f->n, sizeof *s, cmp_off);
         for (int i = 1; i < f->n; i++)
-            if (s[i]->n_bytes && s[i - 1]->data + s[i - 1]->n_bytes > s[i]->data) {
-                snprintf(err, err_len, "tensors '%.64s' and '%.64s' overlap", s[i - 1]->name, s[i]->name);
+            if (s[i]->n_bytes && s[i - 1]->offset + s[i - 1]->n_bytes > s[i]->offset) {
+                snprintf(err, err_len, "tensors '%s' and '%s' overlap", tr_quote(s[i - 1]->name, 64, q, sizeof q),
+                         tr_quote(s[i]->name, 64, q2, sizeof q2));
                 free(s);
                 goto out;
             }
@@ -436,6 +437,21 @@ out:
         f->owned = keep;
     }
     return rc;
+}
+
+int tr_st_parse(tr_st_file *f, const uint8_t *buf, size_t size, char *err, size_t err_len)
+{
+    uint8_t *owned = f->owned;
+    memset(f, 0, sizeof *f);
+    f->owned = owned;
+    if (size < 8)
+        return snprintf(err, err_len, "not a checkpoint (safetensors): %zu bytes, shorter than the 8-byte header length", size), -1;
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
+    if (hl > size - 8 || hl > TR_ST_MAX_HEADER)
+        return snprintf(err, err_len, "not a checkpoint (safetensors): its first 8 bytes give a header length of %llu, "
+                        "more than the file's %zu bytes", (unsigned long long)hl, size), -1;
+    return parse_header(f, (const char *)buf + 8, hl, buf + 8 + hl, size - 8 - hl, err, err_len);
 }
 
 int tr_st_load(tr_st_file *f, const char *path, char *err, size_t err_len)
@@ -510,11 +526,15 @@ int tr_st_peek_meta(const char *path, const char *key, char *val, size_t val_len
         got += (size_t)k;
     }
     close(fd);
-    json_t *root = h && got == hl ? json_loadb(h, hl, 0, NULL) : NULL;
+    /* the header read as tr_st_parse reads it: the same inputs refused */
+    tr_st_file f = {0};
+    char err[256];
+    int found = 0;
+    if (h && got == hl && parse_header(&f, h, hl, NULL, (uint64_t)st.st_size - 8 - hl, err, sizeof err) == 0) {
+        const char *v = tr_st_meta(&f, key);
+        if (v) found = 1, snprintf(val, val_len, "%s", v);
+        tr_st_close(&f);
+    }
     free(h);
-    json_t *v = json_object_get(json_object_get(root, "__metadata__"), key);
-    int found = json_is_string(v);
-    if (found) snprintf(val, val_len, "%s", json_string_value(v));
-    json_decref(root);
     return found;
 }

@@ -50,6 +50,7 @@ typedef struct tr_st_tensor {
     int64_t shape[TR_ST_MAX_DIMS];
     uint64_t count;          /* elements */
     const uint8_t *data;     /* into the file buffer; not aligned in general */
+    uint64_t offset;         /* of data in the file's data block */
     uint64_t n_bytes;
 } tr_st_tensor;
 
@@ -69,8 +70,10 @@ int tr_st_load(tr_st_file *f, const char *path, char *err, size_t err_len);
 const tr_st_tensor *tr_st_find(const tr_st_file *f, const char *name);
 const char *tr_st_meta(const tr_st_file *f, const char *key);
 /* The __metadata__ value of key in the file at path, read from its header
- * alone (the data block is not read): 1 and val, or 0 when path is not a
- * readable regular safetensors file or has no such key. */
+ * alone (the data block is not read) by tr_st_parse's reader, which refuses
+ * the same headers: 1 and val, or 0 when path is not a readable regular
+ * safetensors file (one tr_st_parse would refuse for its header) or has no
+ * such key. */
 int tr_st_peek_meta(const char *path, const char *key, char *val, size_t val_len);
 /* Frees what the file holds; f may be zeroed or already closed. */
 void tr_st_close(tr_st_file *f);

@@ -134,6 +134,12 @@ static void data_identity(shard_ctx *s, char *buf, size_t len)
     }
 }
 
+size_t tr_shard_batch_bytes(int B, int M, int K, int S, int R)
+{
+    /* (the loader as reopen configures it: images not normalised) */
+    return sa1b_loader_batch_bytes_for((uint32_t)B, (uint32_t)M, (uint32_t)K, (uint32_t)S, (uint32_t)R, 0);
+}
+
 static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, size_t err_len)
 {
     if (s->L) {
@@ -202,6 +208,8 @@ static int sh_next(void *ctx, tr_batch **out, char *err, size_t err_len)
         sa1b_error_clear(&e);
     }
     if (rc == SA1B_EOF) return 0;
+    if (rc == SA1B_ENOMEM) /* (its buffer refused by the allocator: the run's memory, as the model's) */
+        return snprintf(err, err_len, "out of memory for data (%s)", e.msg), -1;
     if (rc != 0 && sa1b_loader_damaged(s->L, &path, NULL, NULL))
         return snprintf(err, err_len, "%s: a damaged sample (rebuild '%s' with sa1b-shard, or give --skip-damaged to "
                         "leave its pairs out and go on)", e.msg, path), -1;

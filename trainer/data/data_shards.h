@@ -38,6 +38,11 @@ typedef struct tr_shard_options {
     void *damaged_ctx;
 } tr_shard_options;
 
+/* Bytes of one of the loader's batch buffers for a source of opt's B, M,
+ * K, S and R (category data; the planner's packed batches,
+ * plan_source.h); 0 when too large. */
+size_t tr_shard_batch_bytes(int B, int M, int K, int S, int R);
+
 /* 0, or -1 with err (unreadable shards, S/R not the model's, ...). */
 int tr_shard_source_open(tr_data_source *src, const tr_shard_options *opt, char *err, size_t err_len);
 

@@ -13,7 +13,11 @@
 /* A data source for planning: n_buffers batches of the geometry allocated
  * on mem (category data) up front, as the loader holds its buffers in
  * flight, handed out in turn and never written; it never ends, waits, or
- * has a position or an identity.  0, or -1 (out of memory, n_buffers < 1). */
-int tr_plan_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R, int n_buffers);
+ * has a position or an identity.  packed: 0, each batch's arrays as
+ * tr_batch_alloc allocates them (the synthetic source's); else each batch
+ * one block of that many bytes (the loader's buffer,
+ * sa1b_loader_batch_bytes_for).  0, or -1 (out of memory, n_buffers < 1). */
+int tr_plan_source_open(tr_data_source *src, tr_mem *mem, int B, int M, int K, int S, int R, int n_buffers,
+                        size_t packed);
 
 #endif

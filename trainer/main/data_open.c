@@ -58,7 +58,9 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
                     * synthetic source 2 (synthetic.c: the next made while the step runs) and, for
                     * a job of several ranks, the global batch they are cut from (world batches) */
         int n = glob ? src_workers(o) + 2 : 2 + (o->job->world > 1 ? o->job->world : 0);
-        if (tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n) < 0)
+        /* (the loader's buffers as it allocates them: one block each) */
+        size_t packed = glob ? tr_shard_batch_bytes(o->batch, o->masks, K, cfg->S, R) : 0;
+        if ((glob && !packed) || tr_plan_source_open(src, mem, o->batch, o->masks, K, cfg->S, R, n, packed) < 0)
             cli_die(CLI_EXIT_FATAL, "out of memory for the planner");
         return 0;
     }

@@ -148,6 +148,28 @@ _Noreturn __attribute__((format(printf, 2, 3))) static void refuse(int report, c
     exit(CLI_EXIT_USAGE);
 }
 
+/* A record's keys are the fields above, synthetic_batch and world
+ * (make_record's): one it does not know is refused, never ignored (a
+ * state file of a later version, or one made to set what the run did not
+ * have). */
+static void check_record_keys(const char *rec, const char *path)
+{
+    for (const char *line = rec; *line;) {
+        const char *end = strchr(line, '\n'), *eq = strchr(line, '=');
+        if (!end) end = line + strlen(line);
+        size_t n = eq && eq < end ? (size_t)(eq - line) : (size_t)(end - line);
+        int known = (n == strlen("world") && !strncmp(line, "world", n)) ||
+                    (n == strlen("synthetic_batch") && !strncmp(line, "synthetic_batch", n));
+        for (size_t i = 0; i < sizeof run_fields / sizeof *run_fields && !known; i++)
+            known = strlen(run_fields[i].key) == n && !strncmp(line, run_fields[i].key, n);
+        if (!known)
+            cli_die(CLI_EXIT_FATAL, "cannot resume: '%s': its run record holds the setting '%.*s', which this "
+                    "sa1b-train does not know (a state file of another version, or a crafted one)", path,
+                    (int)(n > 64 ? 64 : n), line);
+        line = *end ? end + 1 : end;
+    }
+}
+
 /* --resume DIR: the options are parsed again from the command line plus,
  * for every setting of the run's record that it does not give, "--flag
  * value" (so that a record is checked like a command line); a given one that
@@ -159,6 +181,7 @@ void restore_run(options *o, int argc, char **argv, int report)
     snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, o->job->resume_step); /* (choose_checkpoint's) */
     if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
     if (!rec) return;
+    check_record_keys(rec, path);
     int world = tr_run_rec_get(rec, "world", v, sizeof v) ? atoi(v) : 1;
     if (world != o->job->world)
         refuse(report, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "

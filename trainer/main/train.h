@@ -136,8 +136,6 @@ void lock_out(const options *o, int created);
 void lock_export(const options *o, const char *dir);
 /* --auto-resume: --resume OUT when OUT has a checkpoint, else a fresh start. */
 void auto_resume(options *o);
-/* The step dir/latest names; one line and exit 3 when it cannot be read. */
-long read_latest(const char *dir);
 
 /* run_record.c */
 /* The run record of o, saved in every state file. */

@@ -28,18 +28,6 @@ static int try_sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned, 
     return rc;
 }
 
-static void sync_trainable(tr_model *m, tr_optim *opt, const uint8_t *owned)
-{
-    char err[100];
-    if (try_sync_trainable(m, opt, owned, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-}
-
-static void set_frozen(tr_model *m, const char *group, int frozen)
-{
-    char err[300];
-    if (tr_model_freeze(m, group, frozen, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-}
-
 /* --stage-batch: reopens the data with micro-batch B where the stream is. */
 static int change_batch(const options *o, const tr_config *cfg, tr_model *m, tr_data_source *src, tr_mem *mem, int B,
                         char *err, size_t err_len)
@@ -213,9 +201,9 @@ static void optim_config_of(const options *o, tr_optim_config *oc)
     oc->weight_decay = o->weight_decay, oc->clip = o->clip, oc->eps = o->adam_eps;
 }
 
-/* A failure of the training run's set-up, before its first step: what it
- * holds is given back, and err_out says why (its caller says so with the
- * planner's advice, die_explained). */
+/* A failure of the training run's set-up, before its first step (or of
+ * the planner's run at a stage): what it holds is given back, and err_out
+ * says why (its caller says so with the planner's advice, die_explained). */
 static int setup_failed(tr_model *m, tr_optim *opt, tr_data_source *src, zero_part *zero, const char *why,
                         char *err_out, size_t err_out_len)
 {
@@ -266,10 +254,6 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         return setup_failed(&m, NULL, &src, &zero, "out of memory for the optimizer", err_out, err_out_len);
     if (o.freeze && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) /* (created with the groups frozen) */
         return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
-    if (o.plan && o.n_unfreeze) { /* the run's peak: the groups --unfreeze trains later, trained from the start */
-        for (int u = 0; u < o.n_unfreeze; u++) set_frozen(&m, o.unfreeze_group[u], 0);
-        sync_trainable(&m, &opt, zero.owned);
-    }
     tr_train_state st = {0};
     tr_rng_seed(&st.rng, o.seed);
     tr_loss_scale ls; /* fp16's dynamic loss scale (1 at other precisions) */
@@ -328,15 +312,20 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             rc_exit = 130;
             break;
         }
-        /* stages starting after st.step steps: micro-batch (same effective batch), unfreezing */
-        if (!o.plan) {
+        /* stages starting after st.step steps: micro-batch (same effective batch), unfreezing; the
+         * planner's run too (its stages at the steps plan_run gives them), where a failure is its
+         * result, not the end of the process */
+        {
             int want = o.batch;
             for (int k = 0; k < o.n_stage; k++)
                 if (st.step >= o.stage_step[k]) want = o.stage_batch[k];
             if (want != cur_batch) {
-                if (change_batch(&o, &cfg, &m, &src, be->host_mem, want, err, sizeof err) < 0)
+                if (change_batch(&o, &cfg, &m, &src, be->host_mem, want, err, sizeof err) < 0) {
+                    if (o.plan) return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
                     die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
+                }
                 cur_batch = want, cur_accum = o.batch * o.accum / want;
+                if (cur_accum < 1) cur_accum = 1; /* (a planned micro-batch below the stage's) */
             }
             /* out of memory for the gradients, activations or optimizer
              * state of an unfrozen group: the steps since the last
@@ -346,11 +335,14 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             int unfrozen = 0;
             for (int u = 0; u < o.n_unfreeze; u++)
                 if (o.unfreeze_step[u] == st.step) {
-                    if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0)
+                    if (tr_model_freeze(&m, o.unfreeze_group[u], 0, err, sizeof err) < 0) {
+                        if (o.plan) return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
                         die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
+                    }
                     unfrozen = 1;
                 }
             if (unfrozen && try_sync_trainable(&m, &opt, zero.owned, err, sizeof err) < 0) {
+                if (o.plan) return setup_failed(&m, &opt, &src, &zero, err, err_out, err_out_len);
                 if (!opt.slot) die_explained(&o, be, err); /* (no update yet: the zero state it dropped, nothing to save) */
                 die_step(&o, be, &m, &opt, &st, &src, saved, NULL, log, err);
             }

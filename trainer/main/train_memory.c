@@ -7,6 +7,7 @@
 #include <glob.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -19,7 +20,51 @@
 #include "sa1b_manifest.h"
 #include "registry/registry.h"
 
-/* --plan: the training path (run_train) on the meta backend for a plan point. */
+/* Steps the planner runs after the start and after each stage: the
+ * allocator's peak of a stretch without a stage is reached within them. */
+#define PLAN_SETTLE 3
+
+/* The planner's steps of the run: its stages (--unfreeze, --stage-batch)
+ * that start before o->steps, each in the same order and with the same
+ * steps before it, but for a stretch longer than PLAN_SETTLE, which it
+ * cuts to PLAN_SETTLE (in it the memory repeats from step to step; with
+ * --empty-cache-every N, to PLAN_SETTLE up to N - 1 more, the same steps
+ * modulo N); then PLAN_SETTLE steps after the last, o->steps set to that.  A stage at step
+ * 0 stays at 0 (before the first update: the optimizer's state is
+ * replaced, never kept beside the new). */
+static void plan_schedule(options *o)
+{
+    long ev[128]; /* the steps at which stages start, distinct, ascending */
+    int n = 0;
+    for (int i = 0; i < o->n_unfreeze + o->n_stage; i++) {
+        long s = i < o->n_unfreeze ? o->unfreeze_step[i] : o->stage_step[i - o->n_unfreeze];
+        int j = 0;
+        if (s >= o->steps) continue; /* (never starts) */
+        while (j < n && ev[j] < s) j++;
+        if (j < n && ev[j] == s) continue;
+        memmove(ev + j + 1, ev + j, (size_t)(n - j) * sizeof *ev);
+        ev[j] = s, n++;
+    }
+    long at[128], p = 0, N = o->empty_cache_every; /* at[j]: the planner's step of ev[j] */
+    for (int j = 0; j < n; j++) {
+        long gap = ev[j] - (j ? ev[j - 1] : 0);
+        /* (with --empty-cache-every N, the same step modulo N: the cache emptied where the run's is) */
+        p += gap <= PLAN_SETTLE ? gap : N > 0 ? PLAN_SETTLE + (gap - PLAN_SETTLE) % N : PLAN_SETTLE;
+        at[j] = p;
+    }
+    for (int i = 0; i < o->n_unfreeze + o->n_stage; i++) {
+        long *s = i < o->n_unfreeze ? &o->unfreeze_step[i] : &o->stage_step[i - o->n_unfreeze];
+        int j = 0;
+        while (j < n && ev[j] != *s) j++;
+        *s = j < n ? at[j] : LONG_MAX;
+    }
+    o->steps = (n ? at[n - 1] : 0) + PLAN_SETTLE;
+}
+
+/* --plan: the training path (run_train) on the meta backend for a plan
+ * point: the run's stages included (each unfreezing's new optimizer state
+ * beside the old, gradients and activations of the groups it trains, each
+ * --stage-batch's micro-batch), at the steps plan_schedule gives them. */
 int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size_t err_len)
 {
     options o = *(const options *)ctx;
@@ -27,8 +72,8 @@ int plan_run(void *ctx, tr_backend *be, const tr_plan_point *pt, char *err, size
     o.accum = pt->accum, o.precision = pt->precision;
     o.ckpt_blocks = pt->checkpoint_every < o.cfg.L ? pt->checkpoint_every : o.cfg.L;
     o.ckpt_decoder = pt->checkpoint_decoder;
-    o.n_stage = 0; /* the planner measures the configured micro-batch */
-    o.steps = 3, o.quiet = 1, o.memory_report = 0, o.log_every = 1;
+    plan_schedule(&o);
+    o.quiet = 1, o.memory_report = 0, o.log_every = 1;
     /* a run's memory from step 0: never a checkpoint read into the meta
      * backend's model (which crashed), --resume's latest checked against
      * these 3 steps (a resume under ulimit -v, or one that ran out of
@@ -78,16 +123,65 @@ static tr_plan_point plan_point(const options *o)
     return pt;
 }
 
-/* ", --batch N fits SIZE" from the planner, or why not, into buf. */
+/* Micro-batch B for the run of o is a command line that runs: --batch B
+ * with its --accum and every --stage-batch micro-batch (stage, the
+ * run's, or capped at cap when cap > 0) dividing the effective batch. */
+static int stage_of(const options *o, int k, int cap) { return cap > 0 && o->stage_batch[k] > cap ? cap : o->stage_batch[k]; }
+
+static int batch_runs(const options *o, int B, int cap)
+{
+    for (int k = 0; k < o->n_stage; k++)
+        if (((long)B * o->accum) % stage_of(o, k, cap)) return 0;
+    return 1;
+}
+
+/* The largest micro-batch B <= o->batch whose plan, every stage of the
+ * run included (its --stage-batch micro-batches capped at cap when cap >
+ * 0), fits budget, and whose command line runs (batch_runs); 0 when none
+ * does, -1 with err on a failure. */
+static int largest_batch(const options *o, uint64_t budget, int cap, char *err, size_t err_len)
+{
+    tr_plan_point pt = plan_point(o);
+    options po = *o;
+    po.plan = 1;
+    for (int k = 0; k < po.n_stage; k++) po.stage_batch[k] = stage_of(o, k, cap);
+    int best = tr_plan_largest_batch(plan_run, &po, &pt, budget, o->batch, NULL, err, err_len);
+    /* the largest below it whose command line runs, measured again (it is
+     * the run's peak that must fit, not the search's neighbour's) */
+    for (; best > 0; best--) {
+        if (!batch_runs(o, best, cap)) continue;
+        tr_mem_stats st;
+        pt.batch = best;
+        int rc = tr_plan_measure(plan_run, &po, &pt, &st, err, err_len);
+        if (rc == 0 && st.reserved_peak <= budget) break;
+        if (rc < 0 && best == 1) return -1;
+    }
+    return best;
+}
+
+/* ", --batch N fits SIZE" from the planner, or why not, into buf: a
+ * micro-batch whose plan with every stage of the run (each unfreezing,
+ * each --stage-batch) fits; where a --stage-batch micro-batch is what does
+ * not, the largest cap of them (a divisor of the effective batch) with
+ * which the run fits, as the --stage-batch list to give. */
 static void suggest_batch(const options *o, uint64_t budget, char *buf, size_t n)
 {
     char err[256], bud[32];
     tr_mem_format_bytes(bud, sizeof bud, budget);
-    tr_plan_point pt = plan_point(o);
-    options po = *o;
-    po.plan = 1;
-    int best = tr_plan_largest_batch(plan_run, &po, &pt, budget, o->batch, NULL, err, sizeof err);
-    if (best > 0)
+    int best = largest_batch(o, budget, 0, err, sizeof err), cap = 0;
+    int eff = o->batch * o->accum, top = 0;
+    for (int k = 0; k < o->n_stage; k++)
+        if (o->stage_batch[k] > top) top = o->stage_batch[k];
+    for (int c = top - 1; best == 0 && c >= 1; c--) /* (the stages' largest micro-batch that fits) */
+        if (eff % c == 0) best = largest_batch(o, budget, cap = c, err, sizeof err);
+    if (best > 0 && cap > 0) {
+        char list[400] = "";
+        for (int k = 0; k < o->n_stage; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%ld:%d", k ? "," : "", o->stage_step[k],
+                     stage_of(o, k, cap));
+        snprintf(buf, n, "the planner's largest micro-batch for %s is --batch %d with --stage-batch %s "
+                 "(--plan --memory-budget %s shows more)", bud, best, list, bud);
+    } else if (best > 0)
         snprintf(buf, n, "the planner's largest micro-batch for %s is --batch %d (--plan --memory-budget %s shows more)",
                  bud, best, bud);
     else if (best == 0)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/quote.h"
 #include "common/safetensors.h"
 
 static void add_meta_config(tr_st_writer *w, const tr_config *c)
@@ -82,15 +83,16 @@ static int file_config(const tr_st_file *f, tr_config *c, char *err, size_t err_
 static int model_kind(const tr_st_file *f, char *err, size_t err_len)
 {
     const char *fmt = tr_st_meta(f, "format");
+    char q[4 * 64 + 1];
     if (fmt && !strcmp(fmt, TR_CKPT_FORMAT_MODEL)) return 0;
     if ((fmt && !strcmp(fmt, TR_CKPT_FORMAT_DUMP)) || (!fmt && tr_st_find(f, "out.logits")))
         return snprintf(err, err_len, "a --dump-step debug dump, not a model checkpoint"), -1;
     if (fmt && !strncmp(fmt, "sa1b-train-state-", 17))
         return snprintf(err, err_len, "a training state file, not a model checkpoint"), -1;
     if (fmt && !strncmp(fmt, "sa1b-train-model-", 17)) /* (a later version's) */
-        return snprintf(err, err_len, "format '%.64s': a model checkpoint of another version of sa1b-train (this one "
-                        "reads %s)", fmt, TR_CKPT_FORMAT_MODEL), -1;
-    if (fmt) return snprintf(err, err_len, "format '%.64s' is not a model checkpoint", fmt), -1;
+        return snprintf(err, err_len, "format '%s': a model checkpoint of another version of sa1b-train (this one "
+                        "reads %s)", tr_quote(fmt, 64, q, sizeof q), TR_CKPT_FORMAT_MODEL), -1;
+    if (fmt) return snprintf(err, err_len, "format '%s' is not a model checkpoint", tr_quote(fmt, 64, q, sizeof q)), -1;
     return 0;
 }
 
@@ -98,7 +100,7 @@ int tr_ckpt_read_config(const char *path, tr_config *cfg, char *err, size_t err_
 {
     tr_st_file f;
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
-    char e2[200];
+    char e2[400];
     int rc = model_kind(&f, e2, sizeof e2);
     if (!rc) rc = file_config(&f, cfg, e2, sizeof e2);
     if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
@@ -126,7 +128,7 @@ int tr_ckpt_load_model(tr_model *m, const char *path, char *err, size_t err_len)
 {
     tr_st_file f;
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
-    char e2[256];
+    char e2[400];
     tr_config c;
     int rc = model_kind(&f, e2, sizeof e2);
     if (!rc) rc = file_config(&f, &c, e2, sizeof e2);
@@ -178,26 +180,64 @@ static int add_meta_run(tr_st_writer *w, const char *run)
     return 0;
 }
 
+/* 1 when k (after "run.") and v are what tr_run_rec_add writes: a key of
+ * [a-z0-9_], a value of printable ASCII but '"' and '\\' with every '%'
+ * the start of two upper-case hex digits (tr_run_rec_add's encoding of a
+ * byte it escapes).  Nothing else is a record's line: a newline or an '='
+ * in a key would make a line of its own (a key that sets an option). */
+static int run_entry_ok(const char *k, const char *v)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > 250) return 0;
+    for (const char *c = k; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) return 0;
+    if (strlen(v) > 4096) return 0;
+    for (const char *c = v; *c; c++) {
+        if (*c < 0x20 || *c > 0x7e || *c == '"' || *c == '\\') return 0;
+        if (*c == '%') {
+            for (int i = 1; i <= 2; i++)
+                if (!((c[i] >= '0' && c[i] <= '9') || (c[i] >= 'A' && c[i] <= 'F'))) return 0;
+        }
+    }
+    return 1;
+}
+
+/* The record of a file parsed (err without its path). */
+static int run_of(const tr_st_file *f, char **run, char *err, size_t err_len)
+{
+    size_t len = 0;
+    *run = NULL;
+    for (int i = 0; i < f->n_meta; i++) {
+        if (strncmp(f->meta_key[i], "run.", 4) != 0) continue;
+        if (!run_entry_ok(f->meta_key[i] + 4, f->meta_val[i])) {
+            char q[4 * 64 + 1];
+            snprintf(err, err_len, "its run record's entry '%s' is not one sa1b-train writes (a damaged or crafted "
+                     "state file)", tr_quote(f->meta_key[i], 64, q, sizeof q));
+            free(*run), *run = NULL;
+            return -1;
+        }
+        size_t n = strlen(f->meta_key[i]) - 4 + strlen(f->meta_val[i]) + 2;
+        char *r = realloc(*run, len + n + 1);
+        if (!r) {
+            snprintf(err, err_len, "out of memory");
+            free(*run), *run = NULL;
+            return -1;
+        }
+        *run = r;
+        len += (size_t)sprintf(r + len, "%s=%s\n", f->meta_key[i] + 4, f->meta_val[i]);
+    }
+    return 0;
+}
+
 int tr_ckpt_read_run(const char *path, char **run, char *err, size_t err_len)
 {
     tr_st_file f;
     *run = NULL;
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
-    size_t len = 0;
-    int rc = 0;
-    for (int i = 0; i < f.n_meta && !rc; i++) {
-        if (strncmp(f.meta_key[i], "run.", 4) != 0) continue;
-        size_t n = strlen(f.meta_key[i]) - 4 + strlen(f.meta_val[i]) + 2;
-        char *r = realloc(*run, len + n + 1);
-        if (!r) {
-            rc = -1, snprintf(err, err_len, "out of memory");
-            break;
-        }
-        *run = r;
-        len += (size_t)sprintf(r + len, "%s=%s\n", f.meta_key[i] + 4, f.meta_val[i]);
-    }
+    char e2[400];
+    int rc = run_of(&f, run, e2, sizeof e2);
+    if (rc) snprintf(err, err_len, "'%s': %s", path, e2);
     tr_st_close(&f);
-    if (rc) free(*run), *run = NULL;
     return rc;
 }
 
@@ -254,14 +294,14 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
 {
     tr_st_file f;
     if (tr_st_load(&f, path, err, err_len) < 0) return -1;
-    char e2[256] = "";
+    char e2[400] = "", q[4 * 64 + 1];
     int rc = 0;
     tr_config c;
     const char *fmt = tr_st_meta(&f, "format"), *rng = tr_st_meta(&f, "rng");
     uint64_t step, t;
     if (fmt && strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0 && !strncmp(fmt, "sa1b-train-state-", 17)) /* (a later version's) */
-        rc = -1, snprintf(e2, sizeof e2, "format '%.64s': a state file of another version of sa1b-train (this one "
-                          "reads %s)", fmt, TR_CKPT_FORMAT_STATE);
+        rc = -1, snprintf(e2, sizeof e2, "format '%s': a state file of another version of sa1b-train (this one "
+                          "reads %s)", tr_quote(fmt, 64, q, sizeof q), TR_CKPT_FORMAT_STATE);
     else if (!fmt || strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0)
         rc = -1, snprintf(e2, sizeof e2, "not a sa1b-train state file");
     else if (file_config(&f, &c, e2, sizeof e2) < 0)

@@ -53,7 +53,11 @@ int tr_ckpt_load_state(const tr_model *m, tr_optim *o, tr_train_state *s, const 
 
 /* The run record of a state file: its "run.<key>" metadata as "key=value\n"
  * lines (run_dir.h), malloc'd in *run; *run NULL when the file has none (a
- * state written before records existed).  0, or -1 with err. */
+ * state written before records existed).  An entry that tr_run_rec_add
+ * would not have written (a key not of [a-z0-9_], a byte of the value it
+ * escapes, a '%' not followed by two upper-case hex digits) is refused: a
+ * record read back holds the lines it was written with and no other.  0,
+ * or -1 with err. */
 int tr_ckpt_read_run(const char *path, char **run, char *err, size_t err_len);
 
 /* The debug dump after tr_model_forward + tr_model_backward on b. */
