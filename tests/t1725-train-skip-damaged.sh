@@ -45,6 +45,9 @@ ok $? "each read of it (one an epoch: $n) said in one line, nothing else"
 is "$(grep -o '"damaged": [0-9]*' "$TMP/rS/log.jsonl" | awk '{s += $2} END {print s}')" "$n" \
     "the log's records count them (\"damaged\")"
 is "$(grep -c '"damaged"' "$TMP/rS/log.jsonl")" "$n" "in the records of the steps that read it, and no other"
+run_ok "the run that stopped there, resumed with --skip-damaged" sa1b-train --resume "$TMP/rF" -q --skip-damaged
+cmp -s "$TMP/rF/model-20.safetensors" "$TMP/rS/model-20.safetensors"
+ok $? "ends bit-identical to the run that had --skip-damaged from the start"
 
 # bit for bit: the damaged image (its own shard: 1 of 12 images) against the
 # same image with no mask (every pair invalid), the other shard the same
