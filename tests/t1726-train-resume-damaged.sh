@@ -98,4 +98,23 @@ is "$(cat "$TMP/.err")" "sa1b-train: '$TMP/l/latest' holds no step number; resum
     "one line says so"
 same "$TMP/l"
 ok $? "and the run ends as the uninterrupted one"
+# --zero 1 under mpirun: a rank's part of the optimizer state cut short
+if command -v mpirun >/dev/null; then
+    mpi_env
+    z="--config tiny --enc-depth 1 --dec-depth 1 --batch 2 --masks 4 --points 2 --synthetic-batch 7 --threads 1 -q"
+    z="$z --steps 6 --ckpt-every 3 --zero 1"
+    mpi() { mpirun --oversubscribe --bind-to none -np 2 "$@"; }
+    mpi sa1b-train $z --out "$TMP/z" >/dev/null 2>&1 && cp -r "$TMP/z" "$TMP/z2" && truncate -s 100 "$TMP/z2/state-6.r1.bin"
+    ok $? "mpirun -np 2 --zero 1: a run, then rank 1's part of its last state cut short"
+    mpi sa1b-train --resume "$TMP/z2" -q >/dev/null 2>"$TMP/z2.err"
+    ok $? "its --resume goes on"
+    grep_ok "^sa1b-train: the checkpoint of step 6 in '$TMP/z2' is damaged \('$TMP/z2/state-6.r1.bin': .*\): resuming from step 3, the newest intact one$" \
+        "$TMP/z2.err" "one line (rank 0's) names the part"
+    is "$(grep -c . "$TMP/z2.err")" "1" "(one)"
+    cmp -s "$TMP/z/model-6.safetensors" "$TMP/z2/model-6.safetensors" && cmp -s "$TMP/z/state-6.bin" "$TMP/z2/state-6.bin" &&
+        cmp -s "$TMP/z/state-6.r1.bin" "$TMP/z2/state-6.r1.bin"
+    ok $? "and ends bit-identical, each rank's part too"
+else
+    skip 5 "no mpirun"
+fi
 done_testing
