@@ -42,9 +42,18 @@ void choose_checkpoint(options *o, int report)
 {
     const char *dir = o->resume;
     char why[4400], first[4400] = "", err[4400], list[200];
-    long *steps = NULL;
-    long n = tr_run_dir_checkpoints(dir, &steps);
-    if (n < 0) resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %s", dir, strerror(errno));
+    long *steps = NULL, n = -1;
+    /* latest first (not there, unreadable, not a regular file: its line, as
+     * before checkpoints were chosen); one that holds no step number is
+     * read as the newest checkpoint's */
+    long latest = o->from_step >= 0 ? -1 : tr_run_read_latest(dir, err, sizeof err);
+    char latest_path[4200];
+    snprintf(latest_path, sizeof latest_path, "%s/latest", dir);
+    FILE *lf = latest < 0 && o->from_step < 0 ? tr_run_dir_fopen(latest_path) : NULL;
+    if (latest < 0 && o->from_step < 0 && !lf) resume_die(report, CLI_EXIT_FATAL, "%s", err);
+    if (lf) fclose(lf);
+    if ((n = tr_run_dir_checkpoints(dir, &steps)) < 0)
+        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %s", dir, strerror(errno));
     if (o->from_step >= 0) { /* that one, or none */
         long s = o->from_step;
         int have = 0;
@@ -61,18 +70,10 @@ void choose_checkpoint(options *o, int report)
         o->job->resume_step = s;
         return;
     }
-    /* latest's step first, then the older checkpoints; a latest that is
-     * there but holds no step number: every checkpoint, newest first */
-    long latest = tr_run_read_latest(dir, err, sizeof err), cand_n = 0, *cand = calloc((size_t)n + 1, sizeof *cand);
+    /* latest's step first, then the older checkpoints; a latest without a
+     * step number: every checkpoint, newest first */
+    long cand_n = 0, *cand = calloc((size_t)n + 1, sizeof *cand);
     if (!cand) cli_die(CLI_EXIT_FATAL, "out of memory");
-    char latest_path[4200];
-    snprintf(latest_path, sizeof latest_path, "%s/latest", dir);
-    FILE *lf = latest < 0 ? tr_run_dir_fopen(latest_path) : NULL;
-    if (latest < 0 && !lf) { /* (not there, unreadable, not a regular file: as before) */
-        free(steps), free(cand);
-        resume_die(report, CLI_EXIT_FATAL, "%s", err);
-    }
-    if (lf) fclose(lf);
     if (latest >= 0) cand[cand_n++] = latest;
     for (long i = 0; i < n; i++)
         if (latest < 0 || steps[i] < latest) cand[cand_n++] = steps[i];
