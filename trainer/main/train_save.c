@@ -21,10 +21,13 @@ _Noreturn void die_explained(const options *o, tr_backend *be, const char *err)
 }
 
 /* choose_checkpoint's end for every rank of a job alike: rank 0 (report)
- * says it, the others end without a word (one line a job). */
+ * says it, the others end without a word (one line a job), after leaving
+ * rank 0 the time to say it (mpirun ends a job at its first failed
+ * process: run_record.c's refuse). */
 #define resume_die(report, code, ...)                                                                                  \
     do {                                                                                                                \
         if (report) cli_die(code, __VA_ARGS__);                                                                         \
+        sleep(10);                                                                                                      \
         exit(code);                                                                                                     \
     } while (0)
 
