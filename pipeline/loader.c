@@ -56,6 +56,7 @@ typedef struct ld_buf {
     int *row_err;       /* [B] error code of each row, 0 when fine */
     sa1b_error *errs;   /* [B] */
     int reported;       /* row whose error was last reported, -1 */
+    uint32_t padded;    /* rows of damaged samples left as padding (pad_damaged) */
 } ld_buf;
 
 typedef struct ld_worker {
@@ -969,6 +970,7 @@ static int ld_create(sa1b_loader *L, ld_buf *buf)
     }
     for (uint32_t i = 0; i < L->B; i++) buf->row_err[i] = 0;
     buf->reported = -1;
+    buf->padded = 0;
     buf->assigned = 0;
     buf->done = 0;
     buf->seq = L->next_seq++;
@@ -1031,9 +1033,14 @@ static void *ld_worker_main(void *arg)
                 /* name the shard and the image */
                 sa1b_batch *o = &buf->batch;
                 const char *path = L->shards[o->shard[row]].path;
+                char named[64]; /* the shard reader's own "image N (id X) ..." is not said twice */
+                snprintf(named, sizeof named, "image %llu (id %lld) ", (unsigned long long)o->shard_index[row],
+                         (long long)o->image_ids[row]);
+                size_t nl = strlen(named);
+                const char *why = strncmp(e.msg, named, nl) == 0 ? e.msg + nl : e.msg;
                 sa1b_error_set(&buf->errs[row], rc, e.offset, "'%s' image %llu (id %lld): %s",
                                path, (unsigned long long)o->shard_index[row],
-                               (long long)o->image_ids[row], e.msg);
+                               (long long)o->image_ids[row], why);
             }
         } else {
             ld_pad_row(L, &buf->batch, row);
@@ -1527,8 +1534,14 @@ int sa1b_loader_next(sa1b_loader *L, sa1b_batch **batch, sa1b_error *err)
             L->consumer_wait += ld_now() - t0;
             continue;
         }
-        if (want->reported >= 0) {
-            ld_compact(L, want, (uint32_t)want->reported);
+        if (want->reported >= 0) { /* skipped: its row goes, or stays as padding (pad_damaged) */
+            if (L->cfg.pad_damaged) {
+                ld_pad_row(L, &want->batch, (uint32_t)want->reported);
+                want->row_err[want->reported] = 0;
+                want->padded++;
+            } else {
+                ld_compact(L, want, (uint32_t)want->reported);
+            }
             want->reported = -1;
         }
         for (uint32_t r = 0; r < want->batch.count; r++) {
@@ -1545,7 +1558,7 @@ int sa1b_loader_next(sa1b_loader *L, sa1b_batch **batch, sa1b_error *err)
         }
         want->state = BUF_HELD;
         L->deliver_seq++;
-        L->st_images += want->batch.count;
+        L->st_images += want->batch.count - want->padded;
         L->st_batches++;
         *batch = &want->batch;
         rc = SA1B_OK;

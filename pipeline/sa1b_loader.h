@@ -99,7 +99,8 @@
  * sa1b_loader_damaged() gives the same as fields.  The caller either stops
  * (sa1b_loader_close) or skips: calling sa1b_loader_next again delivers
  * the same batch without that sample (the samples after it move up one
- * slot, count is one less; the batch keeps its epoch, step and positions).
+ * slot, count is one less; the batch keeps its epoch, step and positions;
+ * with pad_damaged its row stays as padding instead, count unchanged).
  * Several damaged samples in one batch are reported one call at a time.
  *
  * Thread safety: one consumer thread calls next/release/stats/close; the
@@ -166,6 +167,10 @@ typedef struct sa1b_loader_config {
                                  shard in the list */
     int mask_resample;        /* source-size masks: SA1B_MASK_AREA (0) or SA1B_MASK_NEAREST
                                  (1) of sa1b_prep.h, as sa1b-shard --mask-resample */
+    int pad_damaged;          /* 1: a damaged sample that is skipped leaves its row in place
+                                 as padding (image id -1, no mask, every pair invalid; count
+                                 unchanged), so that every other sample keeps its slot; 0:
+                                 the row is removed (see "Damaged samples" above) */
 } sa1b_loader_config;
 
 /* Fills *cfg with the defaults: B 1, M 1, K 1, world 1, everything else 0
@@ -177,7 +182,8 @@ void sa1b_loader_config_init(sa1b_loader_config *cfg);
 typedef struct sa1b_batch {
     uint32_t B, M, K, S, R;   /* capacities and sizes */
     uint32_t count;           /* samples in this batch (<= B; short at an epoch's end,
-                                 one less per skipped damaged sample) */
+                                 one less per skipped damaged sample; with pad_damaged
+                                 such a sample's row counts, its image id -1) */
     uint64_t epoch;
     uint64_t step;            /* global batch index within the epoch:
                                  position / (B * world) */

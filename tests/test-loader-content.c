@@ -596,6 +596,71 @@ static void test_damaged(void)
     }
 }
 
+/* pad_damaged (after test_damaged damaged image 3 of path_bad): the batch
+ * that holds it comes with its row in place as padding, every other row as
+ * the intact shard (path_raw, the same images) gives it; the message says
+ * the image once. */
+static void test_pad_damaged(void)
+{
+    const char *pv_bad[1] = {path_bad}, *pv_raw[1] = {path_raw};
+    sa1b_loader_config cb = base(pv_bad, 4), cr = base(pv_raw, 4);
+    cb.verify = cr.verify = 1;
+    cb.pad_damaged = 1;
+    cb.flip_prob = cr.flip_prob = 0.5;
+    sa1b_loader *Lb, *Lr;
+    sa1b_error e;
+    if (sa1b_loader_open(&Lb, &cb, &e)) { tap_ok(0, "open: %s", e.msg); return; }
+    if (sa1b_loader_open(&Lr, &cr, &e)) { tap_ok(0, "open: %s", e.msg); sa1b_loader_close(Lb); return; }
+    int reports = 0, once = 0, batches = 0, same = 1, padded = 0, rc;
+    for (;;) {
+        sa1b_batch *b, *r;
+        rc = sa1b_loader_next(Lb, &b, &e);
+        if (rc == SA1B_ECHECKSUM) {
+            const char *first = strstr(e.msg, "image 3 (id 1003)");
+            once = first && !strstr(first + 1, "image 3 (id 1003)");
+            tap_diag("reported: %s", e.msg);
+            reports++;
+            continue;
+        }
+        int rr = sa1b_loader_next(Lr, &r, &e);
+        if (rc == SA1B_EOF || rr == SA1B_EOF) {
+            same &= rc == rr;
+            break;
+        }
+        if (rc || rr) { tap_diag("unexpected %d %d %s", rc, rr, e.msg); same = 0; break; }
+        batches++;
+        same &= b->count == r->count && b->step == r->step && b->next_position == r->next_position;
+        size_t img = (size_t)b->S * b->S * 3, msk = (size_t)b->M * b->R * b->R, np = (size_t)b->M * b->K;
+        for (uint32_t i = 0; i < b->count && same; i++) {
+            if (r->image_ids[i] == 1003) { /* the damaged one: padding in its slot */
+                int zero = b->image_ids[i] == -1 && b->n_masks[i] == 0;
+                for (size_t k = 0; k < img; k++) zero &= ((const uint8_t *)b->images)[i * img + k] == 0;
+                for (uint32_t j = 0; j < b->M; j++) zero &= b->valid[i * b->M + j] == 0;
+                for (size_t k = 0; k < np; k++) zero &= b->labels[i * np + k] == -1;
+                padded += zero;
+                same &= zero;
+                continue;
+            }
+            same &= b->image_ids[i] == r->image_ids[i] && b->flipped[i] == r->flipped[i] &&
+                    !memcmp((const uint8_t *)b->images + i * img, (const uint8_t *)r->images + i * img, img) &&
+                    !memcmp(b->masks + i * msk, r->masks + i * msk, msk) &&
+                    !memcmp(b->valid + i * b->M, r->valid + i * r->M, b->M) &&
+                    !memcmp(b->points + i * np * 2, r->points + i * np * 2, np * 2 * sizeof(float)) &&
+                    !memcmp(b->labels + i * np, r->labels + i * np, np * sizeof(int32_t));
+        }
+        sa1b_loader_release(Lb, b);
+        sa1b_loader_release(Lr, r);
+    }
+    sa1b_loader_stats st;
+    sa1b_loader_stats_get(Lb, &st);
+    sa1b_loader_close(Lb);
+    sa1b_loader_close(Lr);
+    tap_ok(reports == 1 && once, "pad_damaged: the damaged sample is reported once, the image said once");
+    tap_ok(same && padded == 1 && batches > 0,
+           "pad_damaged: its row stays in place as padding, every other row, count and position as the intact shard's");
+    tap_is_int((int)st.images, N_ - 1, "pad_damaged: the images delivered do not count it");
+}
+
 int main(void)
 {
     const char *dir = tl_tmpdir();
@@ -627,6 +692,7 @@ int main(void)
     test_memory();
     test_held();
     test_damaged();
+    test_pad_damaged();
     tl_cleanup();
     return tap_done();
 }

@@ -22,6 +22,10 @@ EXTRA_DIST += tests/t1708-train-dump-out.sh tests/t1709-train-dump-device.sh tes
 	tests/t1711-train-init-overwrite.sh tests/t1712-train-log-errors.sh tests/t1713-train-stdout.sh \
 	tests/t1714-train-resume-data.sh tests/t1715-train-shard-bus.sh tests/t1716-train-step-fails.sh \
 	tests/t1717-train-auto-resume.sh tests/t1718-train-slurm-recipe.sh
+# issue 39: damaged samples (--skip-damaged), damaged checkpoints (resume's fallback, --from-step), a finished run and warnings
+FAULT_TESTS = tests/t1725-train-skip-damaged.sh tests/t1726-train-resume-damaged.sh tests/t1727-train-finished-warn.sh
+TESTS += $(FAULT_TESTS)
+EXTRA_DIST += $(FAULT_TESTS)
 EXTRA_DIST += tests/t1700-train-torch-ref.sh tests/t1701-train-cli.sh tests/t1702-train-run.sh tests/t1703-train-shards.sh tests/t1704-train-init.sh \
 	tests/reference/sam_ref.py
 

@@ -36,6 +36,7 @@ typedef struct shard_ctx {
     size_t n_gapped;          /* inputs split into parts (--max-images) of which a part is not here */
     char first_gapped[4096];  /* a part of the first such input */
     long gap_part;            /* the number of a part it lacks */
+    uint64_t n_damaged;       /* damaged samples skipped (skip_damaged) */
 } shard_ctx;
 
 /* A part of an input split by sa1b-shard --max-images, as its provenance
@@ -160,6 +161,7 @@ static int reopen(shard_ctx *s, uint64_t epoch, uint64_t consumed, char *err, si
     c.stored_point = s->opt.stored_point;
     c.rank = (uint32_t)s->opt.rank, c.world = (uint32_t)(s->opt.world > 1 ? s->opt.world : 1);
     c.verify = 1;
+    c.pad_damaged = 1; /* a damaged sample skipped keeps its slot: the others' rows as without it */
     c.mask_size = (uint32_t)s->opt.R; /* source-size masks: resampled to the model's R */
     if (s->opt.mem) {
         s->alloc = (sa1b_allocator){.alloc = mem_alloc_cb, .free = mem_free_cb, .ctx = s->opt.mem};
@@ -197,10 +199,20 @@ static int sh_next(void *ctx, tr_batch **out, char *err, size_t err_len)
     sa1b_batch *b = NULL;
     sa1b_error e;
     sa1b_error_clear(&e);
-    int rc = sa1b_loader_next(s->L, &b, &e);
+    int rc;
+    const char *path;
+    while ((rc = sa1b_loader_next(s->L, &b, &e)) != 0 && rc != SA1B_EOF && s->opt.skip_damaged &&
+           sa1b_loader_damaged(s->L, &path, NULL, NULL)) { /* the next call delivers its batch, the row padding */
+        s->n_damaged++;
+        if (s->opt.on_damaged) s->opt.on_damaged(s->opt.damaged_ctx, e.msg);
+        sa1b_error_clear(&e);
+    }
     if (rc == SA1B_EOF) return 0;
     if (rc == SA1B_ENOMEM) /* (its buffer refused by the allocator: the run's memory, as the model's) */
         return snprintf(err, err_len, "out of memory for data (%s)", e.msg), -1;
+    if (rc != 0 && sa1b_loader_damaged(s->L, &path, NULL, NULL))
+        return snprintf(err, err_len, "%s: a damaged sample (rebuild '%s' with sa1b-shard, or give --skip-damaged to "
+                        "leave its pairs out and go on)", e.msg, path), -1;
     if (rc != 0) return snprintf(err, err_len, "%s", e.msg), -1;
     s->held = b;
     s->epoch = b->epoch, s->consumed = b->next_position;
@@ -301,4 +313,10 @@ size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first)
     if (!s) return *first = NULL, 0;
     *first = s->n_incomplete ? s->first_incomplete : NULL;
     return s->n_incomplete;
+}
+
+uint64_t tr_shard_source_damaged(const tr_data_source *src)
+{
+    const shard_ctx *s = src->ops == &shard_ops ? src->ctx : NULL;
+    return s ? s->n_damaged : 0;
 }

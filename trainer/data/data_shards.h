@@ -26,6 +26,16 @@ typedef struct tr_shard_options {
     tr_mem *mem;          /* batch buffers are counted here (category data); may be NULL */
     int rank, world;      /* data parallel: this process's slice of every global batch of
                              B * world images (world 0 counts as 1) */
+    /* A damaged sample (a payload or masks whose CRC32C disagrees, a JPEG
+     * that does not decode): 0 fails the batch (next() returns -1 with the
+     * loader's line, the shard to rebuild and --skip-damaged named); 1
+     * delivers the batch with that sample's row in place as padding (every
+     * pair invalid, image zero), so that every other sample keeps its slot
+     * and the stream its positions, and calls on_damaged (when not NULL)
+     * with the loader's line. */
+    int skip_damaged;
+    void (*on_damaged)(void *ctx, const char *line);
+    void *damaged_ctx;
 } tr_shard_options;
 
 /* Bytes of one of the loader's batch buffers for a source of opt's B, M,
@@ -48,5 +58,9 @@ size_t tr_shard_source_incomplete(const tr_data_source *src, const char **first)
  * NULL when none) and the number of a part it lacks (*part, -1 when none).
  * 0, NULL and -1 for a source of another kind. */
 size_t tr_shard_source_gapped(const tr_data_source *src, const char **first, long *part);
+
+/* Of such a source: the damaged samples skipped so far (skip_damaged; a
+ * seek keeps the count).  0 for a source of another kind. */
+uint64_t tr_shard_source_damaged(const tr_data_source *src);
 
 #endif

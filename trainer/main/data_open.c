@@ -35,6 +35,17 @@ void warn_incomplete(const options *o, const tr_data_source *src, const char *wh
                  gaps > 1 ? ", and others" : "");
 }
 
+/* --skip-damaged: a damaged sample said, in one line (each rank its own);
+ * ctx the job (which outlives every source, also one that --stage-batch
+ * opens from a copy of the options) */
+static void say_damaged(void *ctx, const char *line)
+{
+    const train_job *job = ctx;
+    char rank[32] = "";
+    if (job->world > 1) snprintf(rank, sizeof rank, "rank %d: ", job->rank);
+    cli_warn("%s%s: a damaged sample, its pairs left out (--skip-damaged)", rank, line);
+}
+
 /* Opens a data source: shards matching glob through the loader, else the
  * synthetic batches; points K and epochs as given (eval: K 1, one epoch).
  * Shards that cannot be opened end the process in one line, or with why
@@ -63,7 +74,8 @@ int open_source_why(const options *o, const tr_config *cfg, tr_data_source *src,
         tr_shard_options so = {.glob = glob, .B = o->batch, .M = o->masks, .K = K, .S = cfg->S, .R = R,
                                .seed = o->seed, .max_epochs = max_epochs, .flip_prob = flip,
                                .stored_point = !train, .threads = o->loader_threads, .mem = mem,
-                               .rank = train ? o->job->rank : 0, .world = train ? o->job->world : 1};
+                               .rank = train ? o->job->rank : 0, .world = train ? o->job->world : 1,
+                               .skip_damaged = o->skip_damaged, .on_damaged = say_damaged, .damaged_ctx = o->job};
         if (tr_shard_source_open(src, &so, err, sizeof err) < 0) {
             /* a relative pattern of the run's record that finds nothing
              * here: resumed from another folder than the run was started

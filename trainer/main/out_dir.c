@@ -1,8 +1,8 @@
 /*
  * out_dir.c - sa1b-train's output folder: refused when it holds another
  * run (or --dump-step's, --export's outputs would replace its files),
- * locked for the run, emptied with --overwrite; --auto-resume's choice;
- * the latest file read for --resume.
+ * locked for the run, emptied with --overwrite; --auto-resume's choice
+ * (the checkpoint a resume starts from: train_save.c's choose_checkpoint).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -18,14 +18,6 @@
 #include <unistd.h>
 
 #include "train.h"
-
-long read_latest(const char *dir)
-{
-    char err[4200];
-    long step = tr_run_read_latest(dir, err, sizeof err);
-    if (step < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
-    return step;
-}
 
 /* The one checkpoint that a run killed in its first leaves in out, with
  * no latest (tr_run_dir_one_checkpoint): its step, and *whole when it has

@@ -114,7 +114,7 @@ void same_run(const options *o, tr_backend *be)
     char err[512], mine[700];
     int rank = o->job->rank, world = o->job->world;
     tr_dist *dist = o->job->dist;
-    long step = o->resume ? read_latest(o->resume) : -1;
+    long step = o->resume ? o->job->resume_step : -1;
     uint32_t h = o->job->record ? sa1b_crc32c(0, o->job->record, strlen(o->job->record)) : 0; /* the run record's digest */
     double v[2] = {rank == 0 ? (double)step : 0.0, rank == 0 ? (double)h : 0.0};
     if (tr_dist_sum_d(dist, v, 2, err, sizeof err) < 0) die_ranks(dist, be, rank == 0 ? err : "");

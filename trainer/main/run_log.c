@@ -92,23 +92,27 @@ void log_step(FILE *log, const step_record *r)
 {
     char jl[6][32]; /* a loss term that overflowed (fp16; weights grown large): null, valid JSON */
     const tr_loss *L = &r->L;
+    char dmg[40] = ""; /* (only where there were: the records of a run without any as they were) */
+    if (r->damaged > 0) snprintf(dmg, sizeof dmg, ", \"damaged\": %ld", r->damaged);
     fprintf(log, "{\"step\": %ld, \"loss\": %s, \"focal\": %s, \"dice\": %s, \"iou_mse\": %s, "
             "\"miou\": %s, \"lr\": %.6g, \"grad_norm\": %s, \"images_per_s\": %.3f, \"data_wait_pct\": %.1f, "
             "\"mem_allocated\": %" PRIu64 ", \"mem_peak\": %" PRIu64 ", \"mem_reserved\": %" PRIu64
-            ", \"mem_sys_allocs\": %" PRIu64 ", \"step_s\": %.4f%s}\n",
+            ", \"mem_sys_allocs\": %" PRIu64 ", \"step_s\": %.4f%s%s}\n",
             r->step, json_num(jl[0], L->loss, 6, 0), json_num(jl[1], L->focal, 6, 0), json_num(jl[2], L->dice, 6, 0),
             json_num(jl[3], L->iou_mse, 6, 0), json_num(jl[4], L->miou, 4, 1), r->lr, json_num(jl[5], r->grad_norm, 6, 0),
             r->images_per_s, r->data_wait_pct, r->mem.total, r->mem.total_peak, r->mem.reserved, r->mem.n_sys_allocs,
-            r->step_s, r->extra ? r->extra : "");
+            r->step_s, dmg, r->extra ? r->extra : "");
 }
 
 void print_step(const step_record *r)
 {
     char mline[160];
     const tr_loss *L = &r->L;
+    char dmg[40] = "";
     tr_mem_format_line(mline, sizeof mline, &r->mem);
+    if (r->damaged > 0) snprintf(dmg, sizeof dmg, "  damaged %ld", r->damaged);
     fprintf(stderr, "step %ld/%ld  loss %.4f (focal %.4f dice %.4f iou %.4f)  mIoU %.3f  lr %.2e  "
-            "%.2f img/s  data %.0f%%  %s\n",
+            "%.2f img/s  data %.0f%%  %s%s\n",
             r->step, r->steps, L->loss, L->focal, L->dice, L->iou_mse, L->miou, r->lr, r->images_per_s, r->data_wait_pct,
-            mline);
+            mline, dmg);
 }

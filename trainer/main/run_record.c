@@ -178,7 +178,7 @@ static void check_record_keys(const char *rec, const char *path)
 void restore_run(options *o, int argc, char **argv, int report)
 {
     char path[4200], err[512], *rec = NULL, v[4200], mine[4200], flag[40];
-    snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, read_latest(o->resume));
+    snprintf(path, sizeof path, "%s/state-%ld.bin", o->resume, o->job->resume_step); /* (choose_checkpoint's) */
     if (tr_ckpt_read_run(path, &rec, err, sizeof err) < 0) cli_die(CLI_EXIT_FATAL, "cannot resume: %s", err);
     if (!rec) return;
     check_record_keys(rec, path);

@@ -37,7 +37,10 @@ int main(int argc, char **argv)
     o.job->rank = rank; /* (check_out's refusals: rank 0 says them) */
     check_out(&o);
     o.job->world = world; /* (restore_run compares the run's) */
-    if (o.resume) restore_run(&o, argc, argv, rank == 0);
+    if (o.resume) { /* the checkpoint (an intact one) first: its state file holds the run's record */
+        choose_checkpoint(&o, rank == 0);
+        restore_run(&o, argc, argv, rank == 0);
+    }
     o.job->dist = dist, o.job->rank = rank, o.job->world = world;
     if (rank) o.quiet = 1; /* rank 0 reports */
     if (o.plan) {
@@ -50,16 +53,19 @@ int main(int argc, char **argv)
     if (o.plan_ranks) cli_usage_error("--ranks plans a job: it needs --plan (mpirun -np N runs one)");
     if (!o.eval_only && !o.dump_step) make_record(&o);
     if (!o.eval_only && !o.dump_step && rank == 0) lock_out(&o, 0); /* rank 0 writes the run's files */
-    if (o.resume) { /* (after the lock: a resume of a running run is told that it runs) */
-        long step = read_latest(o.resume);
-        if (!o.eval_only && !o.dump_step && o.steps < step) { /* never a resume that does nothing and says it
-                                                                 succeeded (before --out is made) */
+    if (o.resume && !o.eval_only && !o.dump_step) { /* (after the lock: a resume of a running run is told that it runs) */
+        long step = o.job->resume_step;
+        if (o.steps < step) { /* never a resume that does nothing and says it succeeded (before --out is made) */
             if (rank == 0)
                 cli_die(CLI_EXIT_USAGE, "--steps %ld is below step %ld, where the run in '%s' is: --steps is the run's "
                         "total (give more than %ld, or leave it out)", o.steps, step, o.resume, step);
             exit(CLI_EXIT_USAGE); /* (one line per job) */
         }
     }
+    if (!o.eval_only && !o.dump_step && rank == 0 && o.warmup > o.steps) /* (a warning: a short trial of a long run's settings) */
+        cli_warn("--warmup %ld is longer than --steps %ld: the learning rate rises to %.0f%% of --lr by the last step "
+                 "and never decays (give --warmup %ld or less for the whole schedule)", o.warmup, o.steps,
+                 100.0 * (double)o.steps / (double)o.warmup, o.steps);
     check_thread_room(&o);
     /* under mpirun the CUDA backend takes the device of the local rank and
      * sums over NCCL (with one rank too); the ranks agree on a failure */
@@ -77,6 +83,9 @@ int main(int argc, char **argv)
         if (*err) rank_line(mine, sizeof mine, &o, err);
         die_ranks(dist, be, *err ? mine : "");
     }
+    if (o.zero && o.job->world == 1 && !data_parallel(&o) && !o.eval_only && !o.dump_step && rank == 0)
+        cli_warn("--zero 1 splits the optimizer state over the ranks of an mpirun job: a run of one process has "
+                 "nothing to split (it trains as without it)");
     be->mem.limit = o.memory_limit;
     check_address_space(&o, be);
     /* the startup line comes from run_train(), once the model and the data are set up */

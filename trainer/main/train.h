@@ -37,6 +37,7 @@ typedef struct train_job {
     char *owned[256];           /* --resume: the arguments parsed again, with the run record's */
     int n_owned;
     int test_device_failed;     /* SA1B_TEST_DEVICE made this rank's device fail (faults.c) */
+    long resume_step;           /* --resume: the checkpoint the run continues from (choose_checkpoint) */
     /* The line of a failure of a step or of the set-up (main: failure_line,
      * which asks the planner for a micro-batch that fits): the training
      * run says its failures through it, so that it never calls the
@@ -94,6 +95,8 @@ typedef struct options {
     int auto_resume;            /* --auto-resume: continue the run in --out when it has a checkpoint */
     int auto_fresh;             /* --auto-resume found none: start afresh, clearing a run without one */
     int data_restored;          /* --resume took --data from the run's record (not given) */
+    long from_step;             /* --resume DIR --from-step N: that checkpoint (-1: DIR/latest's) */
+    int skip_damaged;           /* --skip-damaged: a damaged sample's pairs left out, the run goes on */
     unsigned char given[1024];  /* given[c]: option c was on the command line */
     train_job *job;             /* the job these options run in (kept by parse_options) */
 } options;
@@ -106,6 +109,7 @@ enum {
 };
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
 enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS, O_AUTO_RESUME };
+enum { O_FROM_STEP = 700, O_SKIP_DAMAGED };
 enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH, O_TF32 };
 
 /* train_options.c */
@@ -132,8 +136,6 @@ void lock_out(const options *o, int created);
 void lock_export(const options *o, const char *dir);
 /* --auto-resume: --resume OUT when OUT has a checkpoint, else a fresh start. */
 void auto_resume(options *o);
-/* The step dir/latest names; one line and exit 3 when it cannot be read. */
-long read_latest(const char *dir);
 
 /* run_record.c */
 /* The run record of o, saved in every state file. */
@@ -175,6 +177,12 @@ void open_training_data(const options *o, const tr_config *cfg, tr_data_source *
 /* train_save.c */
 /* The line of a failure (o->job->explain), exit 3. */
 _Noreturn void die_explained(const options *o, tr_backend *be, const char *err);
+/* --resume DIR: the checkpoint the run continues from, in
+ * o->job->resume_step: the one DIR/latest names, or --from-step's; one
+ * that is damaged (tr_run_checkpoint_intact) is skipped for the newest
+ * intact one before it, said in one line (report: rank 0).  None: one
+ * line, exit 3 (--from-step N without a checkpoint of step N: exit 2). */
+void choose_checkpoint(options *o, int report);
 /* The state file of step for this rank: state-STEP.bin, or with --zero 1
  * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
 void state_path(const options *o, const char *dir, long step, char *path, size_t n);
@@ -214,6 +222,7 @@ typedef struct step_record {
     long step, steps;
     tr_loss L;                  /* the step's loss means, mIoU and valid pairs */
     double lr, grad_norm, images_per_s, data_wait_pct, step_s;
+    long damaged;               /* damaged samples left out (--skip-damaged) since the last record */
     tr_mem_stats mem;
     const char *extra;          /* more keys of the log's line (", \"scale\": ..."); NULL: none */
 } step_record;

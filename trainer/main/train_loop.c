@@ -58,11 +58,12 @@ static int change_batch(const options *o, const tr_config *cfg, tr_model *m, tr_
  * when one did; *dev_fails: a device among them), the lowest of them
  * printed why. */
 static int step_gradients(const options *o, tr_model *m, tr_data_source *src, int accum, float lscale,
-                          const size_t *parts, tr_loss *L, double *sync_s, int *stop_all, int *fails,
+                          const size_t *parts, tr_loss *L, long *damaged, double *sync_s, int *stop_all, int *fails,
                           int *fail_rank, int *dev_fails, char *err, size_t err_len)
 {
     int dp = data_parallel(o), bad = 0; /* bad: this rank's part of the step failed (err) */
     long n_valid = 0;
+    uint64_t dmg0 = tr_shard_source_damaged(src); /* (--skip-damaged: the step's, every rank's in all) */
     tr_loss acc = {0};
     *fails = 0;
     for (int k = 0; k < accum; k++) {
@@ -90,15 +91,17 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
         int dev_bad = device_error(o->job, m->be, dev, sizeof dev);
         if (dev_bad && !bad) err[0] = 0; /* (the line of the failure says the device's) */
         bad |= dev_bad;
-        double t[10] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, sig_stop_requested() ? 1.0 : 0.0,
-                        (double)bad, bad ? (double)o->job->rank : 0.0, (double)dev_bad};
+        double t[11] = {(double)n_valid, acc.loss,  acc.focal, acc.dice, acc.iou_mse, acc.miou, sig_stop_requested() ? 1.0 : 0.0,
+                        (double)bad, bad ? (double)o->job->rank : 0.0, (double)dev_bad,
+                        (double)(tr_shard_source_damaged(src) - dmg0)};
         double t0 = cli_now();
         char cerr[1300];
         /* (a failed rank's gradients are summed too, and never used) */
         int rc = parts ? tr_dist_reduce_scatter_f(o->job->dist, m->grad_mem, parts, cerr, sizeof cerr)
                        : tr_dist_sum_f(o->job->dist, m->grad_mem, m->n_grad_floats, cerr, sizeof cerr);
-        if (rc < 0 || tr_dist_sum_d(o->job->dist, t, 10, cerr, sizeof cerr) < 0) die_collective(o, cerr);
+        if (rc < 0 || tr_dist_sum_d(o->job->dist, t, 11, cerr, sizeof cerr) < 0) die_collective(o, cerr);
         n_valid = (long)t[0], acc.loss = t[1], acc.focal = t[2], acc.dice = t[3], acc.iou_mse = t[4], acc.miou = t[5];
+        *damaged = (long)t[10];
         *stop_all = t[6] > 0;
         *sync_s += cli_now() - t0;
         if (t[7] > 0) { /* a rank's step failed: the lowest failing rank says why, in one line for the job */
@@ -110,6 +113,8 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
             *fails = (int)t[7], *fail_rank = (int)t[8], *dev_fails = t[9] > 0;
             return -1;
         }
+    } else {
+        *damaged = (long)(tr_shard_source_damaged(src) - dmg0);
     }
     if ((accum > 1 || dp) && n_valid)
         acc.loss /= n_valid, acc.focal /= n_valid, acc.dice /= n_valid, acc.iou_mse /= n_valid, acc.miou /= n_valid;
@@ -154,7 +159,7 @@ void open_training_data(const options *o, const tr_config *cfg, tr_data_source *
 static int resume_from(const options *o, tr_model *m, tr_optim *opt, const zero_part *zero, tr_train_state *st,
                        tr_loss_scale *ls, tr_data_source *src, char *err, size_t err_len)
 {
-    long step = read_latest(o->resume);
+    long step = o->job->resume_step; /* (an intact checkpoint, as far as its files tell: choose_checkpoint) */
     char path[4096];
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", o->resume, step);
     if (tr_ckpt_load_model(m, path, err, err_len) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
@@ -276,7 +281,10 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
     /* the checkpoint resumed from is in --resume's folder until --out has one */
     sig_bus_checkpoint(o.plan || o.job->rank ? NULL : o.resume ? o.resume : o.out, o.resume != NULL);
     sig_watch_bus();
-    if (!o.quiet) {
+    if (!o.quiet && o.resume && st.step >= o.steps) { /* a finished run: nothing to train (its files as they were) */
+        fprintf(stderr, "%s: the run in '%s' is complete (step %ld of %ld): %s\n", cli_prog(), o.resume, st.step,
+                o.steps, o.val ? "evaluating --val" : "nothing to train (a larger --steps trains it on)");
+    } else if (!o.quiet) {
         tr_mem_stats ms;
         char line[160];
         tr_mem_get_stats(&be->mem, &ms);
@@ -287,7 +295,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
                 be->name, be->n_threads, o.optim, line);
     }
     double t_last = cli_now(), wait_last = tr_source_wait_seconds(&src);
-    long since = 0;
+    long since = 0, damaged = 0; /* steps, and damaged samples left out (--skip-damaged), since the last record */
     int rc_exit = 0, cur_batch = o.batch, cur_accum = o.accum, log_bad = 0;
     int dp = data_parallel(&o), stop_all = 0; /* data parallel: the stop the ranks agreed on */
     long saved = st.step;               /* the step of the last checkpoint (die_step) */
@@ -345,8 +353,10 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
         uint64_t pos[2] = {0, 0}; /* where the data stands before the step */
         int have_pos = tr_source_position(&src, &pos[0], &pos[1]);
         int fails = 0, fail_rank = 0, dev_fails = 0;
-        int got = step_gradients(&o, &m, &src, cur_accum, ls.scale, part ? zero.glo : NULL, &L, &sync_s, &stop_all,
-                                 &fails, &fail_rank, &dev_fails, err, sizeof err);
+        long dmg = 0;
+        int got = step_gradients(&o, &m, &src, cur_accum, ls.scale, part ? zero.glo : NULL, &L, &dmg, &sync_s,
+                                 &stop_all, &fails, &fail_rank, &dev_fails, err, sizeof err);
+        damaged += dmg;
         if (got < 0 && fails)
             die_step_ranks(&o, be, &m, &opt, &st, &src, saved, have_pos ? pos : NULL, log, fails, fail_rank,
                            dev_fails);
@@ -384,7 +394,8 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
             double dt = now - t_last, ips = dt > 0 ? (double)since * cur_batch * cur_accum * o.job->world / dt : 0;
             double dw = dt > 0 ? 100 * (wait - wait_last) / dt : 0;
             step_record r = {.step = st.step, .steps = o.steps, .L = L, .lr = lr, .grad_norm = gnorm,
-                             .images_per_s = ips, .data_wait_pct = dw, .step_s = since ? dt / since : 0.0};
+                             .images_per_s = ips, .data_wait_pct = dw, .step_s = since ? dt / since : 0.0,
+                             .damaged = damaged};
             tr_mem_get_stats(&be->mem, &r.mem);
             char extra[160] = ""; /* fp16: the loss scale after this step; a skipped (overflowed) step */
             if (ls.on) snprintf(extra, sizeof extra, ", \"scale\": %.9g", ls.scale);
@@ -400,7 +411,7 @@ int run_train(const options *op, tr_backend *be, char *err_out, size_t err_out_l
                 if (fflush(log) != 0 || ferror(log)) log = log_failed(log, logpath, st.step, &log_bad);
             }
             if (!o.quiet) print_step(&r);
-            t_last = now, wait_last = wait, since = 0, sync_s = 0;
+            t_last = now, wait_last = wait, since = 0, sync_s = 0, damaged = 0;
         }
         if (!o.plan && (st.step % o.ckpt_every == 0 || st.step == o.steps)) {
             save_checkpoint(&o, &m, &opt, &st, &src, NULL, log);

@@ -48,6 +48,7 @@ static void usage(void)
            "  --backend NAME         cpu or cuda (default cpu)\n"
            "  --out DIR              log, checkpoints\n"
            "  --resume DIR           continue the run in DIR from DIR/latest with the run's settings\n"
+           "  --from-step N          with --resume DIR: continue from DIR's checkpoint of step N\n"
            "  --auto-resume          with --out DIR: continue the run in DIR when it has a checkpoint\n"
            "                         (as --resume DIR), else start it (the same command every time)\n"
            "  --overwrite            start afresh in an --out DIR that holds a run (removes its files);\n"
@@ -70,6 +71,8 @@ static void usage(void)
            "  --val GLOB             validation shards (evaluated after training, or with --eval-only)\n"
            "  --flip P               horizontal flip probability of training images (default 0.5)\n"
            "  --loader-threads N     loader worker threads (default: automatic)\n"
+           "  --skip-damaged         a damaged sample (CRC32C mismatch, undecodable JPEG): say it, leave\n"
+           "                         its pairs out and go on (default: the run stops, exit 3)\n"
            "  --synthetic-batch SEED debugging: deterministic synthetic batches\n"
            "Memory:\n"
            "  --optim NAME           adamw or adamw8bit (8-bit block-wise moments; default adamw)\n"
@@ -180,7 +183,7 @@ void parse_options(int argc, char **argv, options *o)
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"tf32", 0, 0, O_TF32}, {"quiet", 0, 0, 'q'},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
-        {"overwrite", 0, 0, O_OVERWRITE}, {"auto-resume", 0, 0, O_AUTO_RESUME}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
+        {"from-step", 1, 0, O_FROM_STEP}, {"skip-damaged", 0, 0, O_SKIP_DAMAGED}, {"overwrite", 0, 0, O_OVERWRITE}, {"auto-resume", 0, 0, O_AUTO_RESUME}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
         {0, 0, 0, 0}};
     train_job *job = o->job; /* (the caller's, kept) */
     memset(o, 0, sizeof *o);
@@ -190,6 +193,7 @@ void parse_options(int argc, char **argv, options *o)
     o->warmup = -1, o->seed = 1, o->threads = 2, o->backend = "cpu", o->log_every = 10, o->ckpt_every = 500;
     o->eval_batches = 8, o->flip = 0.5;
     o->collective_timeout = 300;
+    o->from_step = -1;
     o->optim = "adamw", o->optim_block = 256;
     o->accum = 1, o->precision = TR_PREC_FP32, o->scale_window = 1000;
     int ov[8], have[8] = {0};
@@ -275,6 +279,8 @@ void parse_options(int argc, char **argv, options *o)
         case O_TF32: o->tf32 = 1; break;
         case O_OVERWRITE: o->overwrite = 1; break;
         case O_AUTO_RESUME: o->auto_resume = 1; break;
+        case O_FROM_STEP: o->from_step = parse_long("--from-step", optarg, 0, 1000000000); break;
+        case O_SKIP_DAMAGED: o->skip_damaged = 1; break;
         case O_ZERO: o->zero = (int)parse_long("--zero", optarg, 0, 1); break;
         case O_RANKS: o->plan_ranks = (int)parse_long("--ranks", optarg, 1, 65536); break;
         case O_COLL_TIMEOUT: o->collective_timeout = (double)parse_long("--collective-timeout", optarg, 1, 86400); break;
@@ -291,6 +297,9 @@ void parse_options(int argc, char **argv, options *o)
     static const char *const path_opts[] = {"--out", "--resume", "--init", "--data", "--val", "--dump-step", "--eval-only"};
     for (size_t i = 0; i < sizeof paths / sizeof *paths; i++)
         if (paths[i] && !*paths[i]) cli_usage_error("%s: the path is empty", path_opts[i]);
+    if (o->from_step >= 0 && (!o->resume || o->auto_resume))
+        cli_usage_error("--from-step N picks the checkpoint that --resume DIR continues from: it needs --resume%s",
+                        o->auto_resume ? " (not --auto-resume)" : "");
     if (o->auto_resume) auto_resume(o);
     if (tr_config_preset(o->config_name, &o->cfg) < 0)
         cli_usage_error("--config: '%s' is not tiny, small or base", o->config_name);

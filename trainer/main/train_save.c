@@ -20,6 +20,94 @@ _Noreturn void die_explained(const options *o, tr_backend *be, const char *err)
     cli_die(CLI_EXIT_FATAL, "%s", line);
 }
 
+/* choose_checkpoint's end for every rank of a job alike: rank 0 (report)
+ * says it, the others end without a word (one line a job), after leaving
+ * rank 0 the time to say it (mpirun ends a job at its first failed
+ * process: run_record.c's refuse). */
+#define resume_die(report, code, ...)                                                                                  \
+    do {                                                                                                                \
+        if (report) cli_die(code, __VA_ARGS__);                                                                         \
+        sleep(10);                                                                                                      \
+        exit(code);                                                                                                     \
+    } while (0)
+
+/* "300", "300 and 250", "300, 250 and 200", "300, 250, 200 and 3 more" */
+static void step_list(char *buf, size_t n, const long *steps, long k)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (long i = 0; i < k && i < 3 && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%ld", i == 0 ? "" : i + 1 == k ? " and " : ", ", steps[i]);
+    if (k > 3 && len < n) snprintf(buf + len, n - len, " and %ld more", k - 3);
+}
+
+void choose_checkpoint(options *o, int report)
+{
+    const char *dir = o->resume;
+    char why[4400], first[4400] = "", err[4400], list[200];
+    long *steps = NULL, n = -1;
+    /* latest first (not there, unreadable, not a regular file: its line, as
+     * before checkpoints were chosen); one that holds no step number is
+     * read as the newest checkpoint's */
+    long latest = o->from_step >= 0 ? -1 : tr_run_read_latest(dir, err, sizeof err);
+    char latest_path[4200];
+    snprintf(latest_path, sizeof latest_path, "%s/latest", dir);
+    FILE *lf = latest < 0 && o->from_step < 0 ? tr_run_dir_fopen(latest_path) : NULL;
+    if (latest < 0 && o->from_step < 0 && !lf) resume_die(report, CLI_EXIT_FATAL, "%s", err);
+    if (lf) fclose(lf);
+    if ((n = tr_run_dir_checkpoints(dir, &steps)) < 0)
+        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %s", dir, strerror(errno));
+    if (o->from_step >= 0) { /* that one, or none */
+        long s = o->from_step;
+        int have = 0;
+        for (long i = 0; i < n; i++) have |= steps[i] == s;
+        step_list(list, sizeof list, steps, n);
+        free(steps);
+        if (!have)
+            resume_die(report, CLI_EXIT_USAGE, "--from-step %ld: '%s' has no checkpoint of step %ld "
+                       "(model-%ld.safetensors and state-%ld.bin)%s%s%s", s, dir, s, s, s, n ? "; it has steps " : "",
+                       list, n ? "" : "; it has none");
+        if (!tr_run_checkpoint_intact(dir, s, o->job->world, why, sizeof why))
+            resume_die(report, CLI_EXIT_FATAL, "--from-step %ld: the checkpoint of step %ld in '%s' is damaged (%s)",
+                       s, s, dir, why);
+        o->job->resume_step = s;
+        return;
+    }
+    /* latest's step first, then the older checkpoints; a latest without a
+     * step number: every checkpoint, newest first */
+    long cand_n = 0, *cand = calloc((size_t)n + 1, sizeof *cand);
+    if (!cand) cli_die(CLI_EXIT_FATAL, "out of memory");
+    if (latest >= 0) cand[cand_n++] = latest;
+    for (long i = 0; i < n; i++)
+        if (latest < 0 || steps[i] < latest) cand[cand_n++] = steps[i];
+    free(steps);
+    long chosen = -1, k = 0;
+    for (; k < cand_n; k++) {
+        if (tr_run_checkpoint_intact(dir, cand[k], o->job->world, why, sizeof why)) {
+            chosen = cand[k];
+            break;
+        }
+        if (!*first) snprintf(first, sizeof first, "%s", why);
+    }
+    step_list(list, sizeof list, cand, k); /* the ones skipped */
+    free(cand);
+    char lead[4300] = ""; /* what latest said, when it said no step */
+    if (latest < 0) snprintf(lead, sizeof lead, "'%s' holds no step number; ", latest_path);
+    if (chosen < 0 && !k)
+        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %sno checkpoint there (model-N.safetensors and "
+                   "state-N.bin)", dir, lead);
+    if (chosen < 0)
+        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %sno intact checkpoint (step%s %s damaged: %s)",
+                   dir, lead, k > 1 ? "s" : "", list, first);
+    if (report && k)
+        cli_warn("%sthe checkpoint%s of step%s %s in '%s' %s damaged (%s%s): resuming from step %ld, the newest "
+                 "intact one", lead, k > 1 ? "s" : "", k > 1 ? "s" : "", list, dir, k > 1 ? "are" : "is",
+                 k > 1 ? "the newest: " : "", first, chosen);
+    else if (report && latest < 0)
+        cli_warn("%sresuming from step %ld, the newest checkpoint", lead, chosen);
+    o->job->resume_step = chosen;
+}
+
 /* The state file of step for this rank: state-STEP.bin, or with --zero 1
  * under mpirun state-STEP.rRANK.bin for ranks > 0 (each its part). */
 void state_path(const options *o, const char *dir, long step, char *path, size_t n)

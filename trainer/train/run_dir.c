@@ -1,7 +1,7 @@
 /*
  * run_dir.c - which files of a folder belong to a training run, the latest
- * file that names its last checkpoint, and the run record's text form (see
- * run_dir.h).
+ * file that names its last checkpoint, the checkpoints a resume can start
+ * from, and the run record's text form (see run_dir.h).
  */
 #include "run_dir.h"
 
@@ -9,11 +9,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "checkpoint.h"
+#include "common/safetensors.h"
 
 /* "<prefix><digits><suffix>" exactly */
 static int numbered(const char *name, const char *prefix, const char *suffix)
@@ -539,4 +543,169 @@ int tr_run_write_latest(const char *dir, long step, int own_tmp)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the rename reaches the disk */
     if (fd >= 0) (void)fsync(fd), close(fd);
     return 0;
+}
+
+/* ---- the checkpoints a resume can start from ------------------------------ */
+
+typedef struct ckpt_list {
+    long *steps;
+    long n, cap;
+    int oom;
+} ckpt_list;
+
+static int list_model(const char *dir, const char *name, void *ctx)
+{
+    ckpt_list *c = ctx;
+    char path[4200];
+    struct stat st;
+    if (!numbered(name, "model-", ".safetensors")) return 0;
+    errno = 0;
+    char *end;
+    long step = strtol(name + 6, &end, 10);
+    if (errno || step < 0) return 0; /* (digits beyond a long: no step a run writes) */
+    snprintf(path, sizeof path, "%s/state-%ld.bin", dir, step);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    if (c->n == c->cap) {
+        long cap = c->cap ? 2 * c->cap : 16;
+        long *p = realloc(c->steps, (size_t)cap * sizeof *p);
+        if (!p) return c->oom = 1, errno = ENOMEM, -1;
+        c->steps = p, c->cap = cap;
+    }
+    c->steps[c->n++] = step;
+    return 0;
+}
+
+static int step_desc(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x > y ? -1 : x < y;
+}
+
+long tr_run_dir_checkpoints(const char *dir, long **steps)
+{
+    ckpt_list c = {NULL, 0, 0, 0};
+    *steps = NULL;
+    if (each_run_file(dir, list_model, &c) < 0) {
+        int e = errno;
+        free(c.steps);
+        errno = e;
+        return -1;
+    }
+    if (c.n) qsort(c.steps, (size_t)c.n, sizeof *c.steps, step_desc);
+    /* (a step written twice, "model-7" and "model-07": once) */
+    long k = 0;
+    for (long i = 0; i < c.n; i++)
+        if (!k || c.steps[k - 1] != c.steps[i]) c.steps[k++] = c.steps[i];
+    *steps = c.steps;
+    return k;
+}
+
+/* A safetensors file's metadata key as an integer in 0..max. */
+static int meta_long(const tr_st_file *f, const char *key, long max, long *out)
+{
+    const char *v = tr_st_meta(f, key);
+    if (!v || !*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 18) return -1;
+    long x = strtol(v, NULL, 10);
+    if (x > max) return -1;
+    *out = x;
+    return 0;
+}
+
+/* The model configuration of a checkpoint's metadata: 0, or -1 with why. */
+static int meta_config(const tr_st_file *f, tr_config *c, char *why, size_t why_len)
+{
+    const char *k[8] = {"S", "P", "E", "L", "H", "C", "h", "D"};
+    int *x[8] = {&c->S, &c->P, &c->E, &c->L, &c->H, &c->C, &c->h, &c->D};
+    for (int i = 0; i < 8; i++) {
+        long v;
+        if (meta_long(f, k[i], 1000000, &v) < 0)
+            return snprintf(why, why_len, "__metadata__ '%s' missing or not an integer", k[i]), -1;
+        *x[i] = (int)v;
+    }
+    return tr_config_check(c, why, why_len);
+}
+
+/* Every F32 tensor of f finite (training never saves a NaN or an infinity:
+ * such steps are skipped): 0, or -1 with why. */
+static int all_finite(const tr_st_file *f, char *why, size_t why_len)
+{
+    for (int i = 0; i < f->n; i++) {
+        const tr_st_tensor *t = &f->t[i];
+        if (t->dtype != TR_ST_F32) continue;
+        for (uint64_t j = 0; j < t->count; j++) {
+            float v;
+            memcpy(&v, t->data + 4 * j, 4);
+            if (!isfinite(v))
+                return snprintf(why, why_len, "tensor '%.100s': element %llu is %s", t->name, (unsigned long long)j,
+                                isnan(v) ? "NaN" : "infinite"), -1;
+        }
+    }
+    return 0;
+}
+
+/* A state file (rank 0's or a rank's part) of step and configuration c: 0,
+ * or -1 with why (the file named). */
+static int state_intact(const char *path, long step, const tr_config *c, char *why, size_t why_len)
+{
+    tr_st_file f;
+    char e[300] = "";
+    if (tr_st_load(&f, path, why, why_len) < 0) return -1;
+    const char *fmt = tr_st_meta(&f, "format"), *rng = tr_st_meta(&f, "rng");
+    tr_config fc;
+    long v;
+    int rc = -1;
+    if (fmt && strcmp(fmt, TR_CKPT_FORMAT_STATE) != 0) /* (whole, of another kind: the loader's refusal says which) */
+        rc = 0;
+    else if (!fmt)
+        snprintf(e, sizeof e, "__metadata__ 'format' missing");
+    else if (meta_config(&f, &fc, e, sizeof e) < 0)
+        ;
+    else if (memcmp(&fc, c, sizeof fc) != 0)
+        snprintf(e, sizeof e, "its model configuration is not its model file's");
+    else if (meta_long(&f, "step", 1L << 40, &v) < 0 || v != step)
+        snprintf(e, sizeof e, "its step is not %ld", step);
+    else if (meta_long(&f, "adam_t", 1L << 40, &v) < 0 || meta_long(&f, "data_epoch", 1L << 62, &v) < 0 ||
+             meta_long(&f, "data_consumed", 1L << 62, &v) < 0 || !rng || strlen(rng) != 64 ||
+             strspn(rng, "0123456789abcdefABCDEF") != 64)
+        snprintf(e, sizeof e, "bad or missing adam_t, rng or data position");
+    else
+        rc = all_finite(&f, e, sizeof e);
+    if (rc < 0) snprintf(why, why_len, "'%s': %s", path, e);
+    tr_st_close(&f);
+    return rc;
+}
+
+int tr_run_checkpoint_intact(const char *dir, long step, int world, char *why, size_t why_len)
+{
+    char path[4200], e[300] = "";
+    tr_st_file f;
+    tr_config c;
+    snprintf(path, sizeof path, "%s/model-%ld.safetensors", dir, step);
+    if (tr_st_load(&f, path, why, why_len) < 0) return 0;
+    const char *fmt = tr_st_meta(&f, "format");
+    const tr_st_tensor *pe = tr_st_find(&f, "prompt.pe_gaussian");
+    int rc = -1, other = 0;
+    if ((fmt && strcmp(fmt, TR_CKPT_FORMAT_MODEL) != 0) || (!fmt && tr_st_find(&f, "out.logits")))
+        rc = 0, other = 1; /* (whole, of another kind: a dump, a later version's; the loader's refusal says which) */
+    else if (meta_config(&f, &c, e, sizeof e) < 0)
+        ;
+    else if (!pe || pe->dtype != TR_ST_F32 || pe->count != (uint64_t)c.C)
+        snprintf(e, sizeof e, "tensor 'prompt.pe_gaussian' missing or not F32 of %d elements", c.C);
+    else
+        rc = all_finite(&f, e, sizeof e);
+    tr_st_close(&f);
+    if (rc < 0) return snprintf(why, why_len, "'%s': %s", path, e), 0;
+    if (other) return 1;
+    snprintf(path, sizeof path, "%s/state-%ld.bin", dir, step);
+    if (state_intact(path, step, &c, why, why_len) < 0) return 0;
+    struct stat st;
+    snprintf(path, sizeof path, "%s/state-%ld.r1.bin", dir, step);
+    if (world > 1 && lstat(path, &st) == 0) /* the ranks' parts (--zero 1) */
+        for (int r = 1; r < world; r++) {
+            snprintf(path, sizeof path, "%s/state-%ld.r%d.bin", dir, step, r);
+            if (state_intact(path, step, &c, why, why_len) < 0) return 0;
+        }
+    return 1;
 }

@@ -52,6 +52,25 @@ long tr_run_dir_one_checkpoint(const char *dir, int *model, int *state, long *pa
  * in err (cannot be read, not a regular file, not a step number). */
 long tr_run_read_latest(const char *dir, char *err, size_t err_len);
 
+/* The steps N of which dir holds both files of a checkpoint,
+ * model-N.safetensors and state-N.bin, newest first, in *steps (malloc'd;
+ * NULL when none): their number, or -1 with errno when dir cannot be read. */
+long tr_run_dir_checkpoints(const char *dir, long **steps);
+
+/* Whether the checkpoint of step in dir is intact, as far as its files
+ * tell without the model: each read whole and parsed (the safetensors
+ * header and sizes); the model file, of format TR_CKPT_FORMAT_MODEL (or
+ * none, an older file), with a valid configuration, prompt.pe_gaussian and
+ * every F32 tensor finite; the state file, of format TR_CKPT_FORMAT_STATE,
+ * of this step and the model's configuration, with its optimizer step,
+ * generator state and data position, every F32 tensor finite; and where
+ * the step has a rank's part of the optimizer state (state-N.r1.bin:
+ * --zero 1 under mpirun), the part of every rank 1..world-1, each such a
+ * state file.  A whole file of another format (a later version's, a
+ * --dump-step dump) is no damage: intact here, refused by the loader.  1
+ * intact; 0 damaged, with why naming the file and what is wrong with it. */
+int tr_run_checkpoint_intact(const char *dir, long step, int world, char *why, size_t why_len);
+
 /* Names step in dir/latest (a temporary renamed over it, synced, and the
  * folder synced; own_tmp: a temporary of this process's own, for
  * processes that write it at once): 0, or -1 with errno. */
