@@ -451,9 +451,21 @@ static int part_matches(const options *o, const char *stem, uint64_t part, const
 {
     json_t *want = provenance_json(o, stem, part), *have = our_provenance(path);
     const char *keys[] = {"input", "part", "options"};
+    /* a shard made before the masks empty at R were dropped kept them all:
+     * it is a shard of --keep-empty-masks */
+    json_t *hopt = json_object_get(have, "options");
+    int before_empty = json_is_object(hopt) && !json_object_get(hopt, "keep_empty_masks");
+    if (before_empty) json_object_set_new(hopt, "keep_empty_masks", json_true());
     int same = have != NULL;
     for (size_t k = 0; k < 3 && same; k++) same = json_equal(json_object_get(want, keys[k]), json_object_get(have, keys[k]));
-    if (have && !same) snprintf(why, why_len, "its shard was made with other options");
+    if (have && !same && before_empty && !o->prep.keep_empty) {
+        json_object_set_new(hopt, "keep_empty_masks", json_false()); /* (the options but for that one?) */
+        int only_that = json_equal(json_object_get(want, "options"), hopt);
+        snprintf(why, why_len, only_that ? "its shard keeps the masks empty at R (made before sa1b-shard dropped them; "
+                                           "--keep-empty-masks keeps such a shard)"
+                                         : "its shard was made with other options");
+    } else if (have && !same)
+        snprintf(why, why_len, "its shard was made with other options");
     if (same && last && o->max_images && prov_last(have) == 0) {
         snprintf(why, why_len, "its set of shards lacks its last part (part %llu is not the last)",
                  (unsigned long long)part);

@@ -40,5 +40,5 @@ TESTS += tests/t1554-shard-other-part.sh tests/t1555-shard-sweep-content.sh test
 EXTRA_DIST += tests/t1554-shard-other-part.sh tests/t1555-shard-sweep-content.sh tests/t1556-shard-last-part.sh \
 	tests/t1557-shard-many-parts.sh tests/t1558-shard-messages.sh tests/t1559-shard-lock-file.sh
 # masks that vanish at the mask resolution (issue 39): dropped, counted, kept on request
-TESTS += tests/t1563-shard-empty-masks.sh tests/t1564-shard-empty-real.sh
-EXTRA_DIST += tests/t1563-shard-empty-masks.sh tests/t1564-shard-empty-real.sh
+TESTS += tests/t1563-shard-empty-masks.sh tests/t1564-shard-empty-real.sh tests/t1566-shard-empty-rerun.sh
+EXTRA_DIST += tests/t1563-shard-empty-masks.sh tests/t1564-shard-empty-real.sh tests/t1566-shard-empty-rerun.sh

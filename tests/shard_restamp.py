@@ -3,7 +3,10 @@
 (same length: "0.1.0" becomes "9.9.9" digit for digit), fixing the
 provenance, header and footer CRC32Cs, as a shard made by another version of
 sa1b-shard would have it.  For the --skip-existing tests.
-Usage: shard_restamp.py FILE.shard"""
+With --before-empty it blanks the options' "keep_empty_masks" instead (the
+same length in spaces), as a shard made before sa1b-shard dropped the masks
+empty at R has its options.
+Usage: shard_restamp.py [--before-empty] FILE.shard"""
 import struct
 import sys
 
@@ -24,17 +27,24 @@ def crc32c(data):
 
 
 assert crc32c(b"123456789") == 0xE3069283
-path = sys.argv[1]
+before_empty = sys.argv[1] == "--before-empty"
+path = sys.argv[-1]
 d = bytearray(open(path, "rb").read())
 po, pl = struct.unpack_from("<QQ", d, 56)
 prov = d[po:po + pl].decode()
-key = '"version":"'
-at = prov.index(key) + len(key)
-end = prov.index('"', at)
-new = "".join("9" if ch.isdigit() else ch for ch in prov[at:end])
-if new == prov[at:end]:
-    sys.exit("shard_restamp.py: the version has no digit to change")
-d[po + at:po + end] = new.encode()
+if before_empty:
+    key = '"keep_empty_masks":'
+    at = prov.index(key)
+    end = prov.index(",", at) + 1  # (the key is never the options' last)
+    d[po + at:po + end] = b" " * (end - at)
+else:
+    key = '"version":"'
+    at = prov.index(key) + len(key)
+    end = prov.index('"', at)
+    new = "".join("9" if ch.isdigit() else ch for ch in prov[at:end])
+    if new == prov[at:end]:
+        sys.exit("shard_restamp.py: the version has no digit to change")
+    d[po + at:po + end] = new.encode()
 struct.pack_into("<I", d, 120, crc32c(d[po:po + pl]))
 struct.pack_into("<I", d, 252, crc32c(d[0:252]))
 f = len(d) - 64
