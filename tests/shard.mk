@@ -16,6 +16,8 @@ EXTRA_DIST += tests/t1300-shard-inspect.sh tests/t1310-shard-verify.sh tests/t13
 	tests/t1312-shard-stdout.sh tests/t1313-inspect-output.sh tests/t1341-export-output.sh
 TESTS += tests/t1314-manifest-names.sh
 EXTRA_DIST += tests/t1314-manifest-names.sh
+TESTS += tests/t1315-provenance-quoted.sh
+EXTRA_DIST += tests/t1315-provenance-quoted.sh
 
 # fuzz target on the shard reader; its corpus is replayed by make check
 check_PROGRAMS += tests/fuzz/replay-shard

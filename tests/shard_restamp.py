@@ -5,8 +5,9 @@ provenance, header and footer CRC32Cs, as a shard made by another version of
 sa1b-shard would have it.  For the --skip-existing tests.
 With --before-empty it blanks the options' "keep_empty_masks" instead (the
 same length in spaces), as a shard made before sa1b-shard dropped the masks
-empty at R has its options.
-Usage: shard_restamp.py [--before-empty] FILE.shard"""
+empty at R has its options.  With --replace OLD NEW it replaces the first
+OLD of the provenance's text by NEW, of the same length.
+Usage: shard_restamp.py [--before-empty | --replace OLD NEW] FILE.shard"""
 import struct
 import sys
 
@@ -32,7 +33,13 @@ path = sys.argv[-1]
 d = bytearray(open(path, "rb").read())
 po, pl = struct.unpack_from("<QQ", d, 56)
 prov = d[po:po + pl].decode()
-if before_empty:
+if sys.argv[1] == "--replace":
+    old, new = sys.argv[2], sys.argv[3]
+    if len(old.encode()) != len(new.encode()) or old not in prov:
+        sys.exit("shard_restamp.py: --replace needs OLD in the provenance and NEW of its length")
+    at = prov.index(old)
+    d[po + at:po + at + len(old.encode())] = new.encode()
+elif before_empty:
     key = '"keep_empty_masks":'
     at = prov.index(key)
     end = prov.index(",", at) + 1  # (the key is never the options' last)
