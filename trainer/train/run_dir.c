@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/meta/backend_meta.h"
 #include "checkpoint.h"
 #include "common/safetensors.h"
 
@@ -645,6 +646,31 @@ static int all_finite(const tr_st_file *f, char *why, size_t why_len)
     return 0;
 }
 
+/* Every parameter of configuration c in the model file f, by the name and
+ * with the elements tr_ckpt_load_model reads (the model's table, laid out
+ * on the counting backend: nothing computed, no memory of its own), F32:
+ * 0, or -1 with why (a flipped byte in a name leaves the file's JSON whole). */
+static int params_there(const tr_st_file *f, const tr_config *c, char *why, size_t why_len)
+{
+    tr_backend *mb = tr_backend_meta_create(NULL, NULL);
+    if (!mb) return snprintf(why, why_len, "out of memory"), -1;
+    tr_model m;
+    const int made = tr_model_init(&m, mb, c, 1, 1, 1, why, why_len); /* (a failure frees its own) */
+    int rc = made;
+    for (int i = 0; rc == 0 && i < m.n_params; i++) {
+        const tr_param_info *pi = &m.pinfo[i];
+        const tr_st_tensor *t = tr_st_find(f, pi->name);
+        if (!t)
+            rc = -1, snprintf(why, why_len, "tensor '%s' missing", pi->name);
+        else if (t->dtype != TR_ST_F32 || t->count != pi->count)
+            rc = -1, snprintf(why, why_len, "tensor '%s': %s with %llu elements, want F32 with %zu", pi->name,
+                              tr_st_dtype_name(t->dtype), (unsigned long long)t->count, pi->count);
+    }
+    if (made == 0) tr_model_free(&m);
+    tr_backend_free(mb);
+    return rc;
+}
+
 /* A state file (rank 0's or a rank's part) of step and configuration c: 0,
  * or -1 with why (the file named). */
 static int state_intact(const char *path, long step, const tr_config *c, char *why, size_t why_len)
@@ -693,7 +719,7 @@ int tr_run_checkpoint_intact(const char *dir, long step, int world, char *why, s
         ;
     else if (!pe || pe->dtype != TR_ST_F32 || pe->count != (uint64_t)c.C)
         snprintf(e, sizeof e, "tensor 'prompt.pe_gaussian' missing or not F32 of %d elements", c.C);
-    else
+    else if (params_there(&f, &c, e, sizeof e) == 0)
         rc = all_finite(&f, e, sizeof e);
     tr_st_close(&f);
     if (rc < 0) return snprintf(why, why_len, "'%s': %s", path, e), 0;
