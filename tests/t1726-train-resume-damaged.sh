@@ -91,6 +91,15 @@ is "$(cat "$TMP/.err")" "sa1b-train: the checkpoint of step 9 in '$TMP/r' is dam
 same "$TMP/r"
 ok $? "trained to its end again, bit for bit"
 
+# and one of an optimizer state's name in the last state file
+copy r2 && sed -i '1s/"adam\.v\.enc\.patch\.b"/"adam\.v\.enc\.patch\.c"/' "$TMP/r2/state-9.bin"
+grep -q 'adam.v.enc.patch.c' "$TMP/r2/state-9.bin" || { echo "Bail out! the name was not changed"; exit 99; }
+run_ok "--resume, a state's name flipped in the last state file" sa1b-train --resume "$TMP/r2" -q
+grep_ok "^sa1b-train: the checkpoint of step 9 in '$TMP/r2' is damaged \('$TMP/r2/state-9.bin': tensor 'adam\.v\.enc\.patch\.(b' missing|c' is no optimizer state of a parameter)\): resuming from step 6, the newest intact one$" \
+    "$TMP/.err" "one line names the state"
+same "$TMP/r2"
+ok $? "trained to its end again, bit for bit"
+
 # no intact checkpoint: exit 3, one line, nothing changed
 copy n && for s in 3 6 9; do truncate -s 100 "$TMP/n/model-$s.safetensors"; done
 (cd "$TMP/n" && ls && cksum ./*) >"$TMP/before"
