@@ -6,6 +6,8 @@
  * with no device.  Its behaviour, read at each call from the environment:
  *   FAKE_CUDNN_VERSION  what cudnnGetVersion says (default 91900)
  *   FAKE_CUDNN_CREATE   "fail": cudnnCreate fails as without a device
+ *   FAKE_CUDNN_SDPA_BWD_GRAPH  "refuse": an operation graph holding the SDPA
+ *                       backward operation does not finalize (as in 9.19)
  *   FAKE_CUDNN_ENGINES  the heuristics' engine configs in order, each
  *                       "D:WS" (deterministic, WS bytes of workspace) or
  *                       "N:WS" (noted NONDETERMINISTIC), comma-separated;
@@ -101,6 +103,9 @@ cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor)
 cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor)
 {
     fdesc *d = descriptor;
+    const char *g = getenv("FAKE_CUDNN_SDPA_BWD_GRAPH");
+    if (d->type == CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR && d->index == 1 && g && strcmp(g, "refuse") == 0)
+        return CUDNN_STATUS_BAD_PARAM;
     if (d->type == CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR) {
         char kind[16];
         int64_t ws[16];
@@ -119,6 +124,9 @@ cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, cudn
     if (name == CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG) {
         const fdesc *cfg = *(fdesc *const *)array;
         d->index = cfg->index;
+    } else if (name == CUDNN_ATTR_OPERATIONGRAPH_OPS) {
+        for (int64_t i = 0; i < count; i++)
+            if ((((fdesc *const *)array)[i])->type == CUDNN_BACKEND_OPERATION_SDPA_BWD_DESCRIPTOR) d->index = 1;
     } else if (name == CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS) {
         last.n = (int)count;
         for (int64_t i = 0; i < count && i < 16; i++) last.uids[i] = ((const int64_t *)array)[i];

@@ -25,6 +25,8 @@ typedef cudnnBackendDescriptor_t desc_t;
 typedef struct plan_entry {
     tr_attn_dims d;
     int dt, backward;
+    int composite;  /* the backward as a graph of matmuls and pointwise ops (composite_backward) */
+    size_t ssum_off; /* its rows' sum(dO * O) at the caller's workspace, cuDNN's workspace from here */
     desc_t plan;
     int64_t ws; /* the plan's workspace, bytes */
 } plan_entry;
@@ -54,7 +56,11 @@ struct tr_cudnn_attn {
 };
 
 /* the tensors' unique ids in the graphs and variant packs */
-enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV, UID_COUNT };
+enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV, UID_SSUM, UID_COUNT };
+/* the composite backward's virtual tensors: uids from here */
+#define UID_VIRTUAL 100
+#define MAX_EXTRA 64
+#define MAX_OPS 24
 
 /* "STEP: STATUS (cuDNN's last message)" as one line */
 static int fail(tr_cudnn_attn *ca, int code, cudnnStatus_t st, const char *step, char *err, size_t err_len)
@@ -172,12 +178,20 @@ const char *tr_cudnn_attn_library(const tr_cudnn_attn *ca) { return ca->path; }
 typedef struct built {
     desc_t t[UID_COUNT];
     desc_t op, graph;
+    int composite;
+    desc_t extra[MAX_EXTRA]; /* the composite graph's other tensors and op descriptors */
+    int n_extra;
+    desc_t ops[MAX_OPS];
+    int n_ops;
+    int64_t next_uid;
 } built;
 
 static void unbuild(tr_cudnn_attn *ca, built *b)
 {
     if (b->graph) ca->destroy_desc(b->graph);
     if (b->op) ca->destroy_desc(b->op);
+    for (int i = 0; i < b->n_ops; i++) ca->destroy_desc(b->ops[i]);
+    for (int i = 0; i < b->n_extra; i++) ca->destroy_desc(b->extra[i]);
     for (int i = 0; i < UID_COUNT; i++)
         if (b->t[i]) ca->destroy_desc(b->t[i]);
     memset(b, 0, sizeof *b);
@@ -189,9 +203,12 @@ static void unbuild(tr_cudnn_attn *ca, built *b)
         if (st_ != CUDNN_STATUS_SUCCESS) return fail(ca, TR_CUDNN_EGRAPH, st_, step, err, err_len); \
     } while (0)
 
+enum { T_BY_VALUE = 1, T_VIRTUAL = 2 };
+
 static int tensor(tr_cudnn_attn *ca, desc_t *out, int64_t uid, cudnnDataType_t type, const int64_t dims[4],
-                  const int64_t strides[4], int by_value, char *err, size_t err_len)
+                  const int64_t strides[4], int flags, char *err, size_t err_len)
 {
+    int by_value = flags & T_BY_VALUE;
     cudnnStatus_t st = ca->create_desc(CUDNN_BACKEND_TENSOR_DESCRIPTOR, out);
     if (st != CUDNN_STATUS_SUCCESS) {
         *out = NULL;
@@ -207,8 +224,186 @@ static int tensor(tr_cudnn_attn *ca, desc_t *out, int64_t uid, cudnnDataType_t t
         bool yes = true;
         SET_(*out, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, "tensor by value");
     }
+    if (flags & T_VIRTUAL) {
+        bool yes = true;
+        SET_(*out, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, "tensor virtual");
+    }
     if ((st = ca->finalize(*out)) != CUDNN_STATUS_SUCCESS)
         return fail(ca, TR_CUDNN_EGRAPH, st, "tensor descriptor finalize", err, err_len);
+    return 0;
+}
+
+/* ---- the backward as a composite graph --------------------------------- */
+
+/* A tensor of the composite graph kept in b (uid 0: the next virtual one). */
+static int ctensor(tr_cudnn_attn *ca, built *b, desc_t *out, int64_t uid, cudnnDataType_t type, int64_t d0,
+                   int64_t d1, int64_t d2, int64_t d3, const int64_t *strides, char *err, size_t err_len)
+{
+    if (b->n_extra >= MAX_EXTRA) return snprintf(err, err_len, "cuDNN attention: too many descriptors"), TR_CUDNN_EGRAPH;
+    const int64_t dims[4] = {d0, d1, d2, d3};
+    int64_t packed[4] = {d1 * d2 * d3, d2 * d3, d3, 1};
+    int flags = uid ? 0 : T_VIRTUAL;
+    if (!uid) uid = b->next_uid++;
+    int rc = tensor(ca, &b->extra[b->n_extra], uid, type, dims, strides ? strides : packed, flags, err, err_len);
+    *out = b->extra[b->n_extra];
+    if (b->extra[b->n_extra]) b->n_extra++;
+    return rc;
+}
+
+/* A descriptor of type kept in b, its attributes set by the caller. */
+static int cdesc(tr_cudnn_attn *ca, built *b, cudnnBackendDescriptorType_t type, desc_t *out, int is_op, char *err,
+                 size_t err_len)
+{
+    desc_t *slot = is_op ? (b->n_ops < MAX_OPS ? &b->ops[b->n_ops] : NULL)
+                         : (b->n_extra < MAX_EXTRA ? &b->extra[b->n_extra] : NULL);
+    if (!slot) return snprintf(err, err_len, "cuDNN attention: too many descriptors"), TR_CUDNN_EGRAPH;
+    cudnnStatus_t st = ca->create_desc(type, slot);
+    if (st != CUDNN_STATUS_SUCCESS) return fail(ca, TR_CUDNN_EGRAPH, st, "composite descriptor", err, err_len);
+    if (is_op) b->n_ops++;
+    else b->n_extra++;
+    *out = *slot;
+    return 0;
+}
+
+#define FIN_(desc, step)                                                                        \
+    do {                                                                                        \
+        cudnnStatus_t st_ = ca->finalize(desc);                                                 \
+        if (st_ != CUDNN_STATUS_SUCCESS) return fail(ca, TR_CUDNN_EGRAPH, st_, step, err, err_len); \
+    } while (0)
+
+/* y = x (mode) [b] in fp32 */
+static int cpw(tr_cudnn_attn *ca, built *b, cudnnPointwiseMode_t mode, desc_t x, desc_t bb, desc_t y, char *err,
+               size_t err_len)
+{
+    desc_t pd, op;
+    int rc;
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, &pd, 0, err, err_len))) return rc;
+    SET_(pd, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, "pointwise mode");
+    SET_(pd, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &f32, "pointwise precision");
+    FIN_(pd, "pointwise descriptor finalize");
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, &op, 1, err, err_len))) return rc;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    SET_(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, D, 1, &pd, "pointwise op");
+    SET_(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, D, 1, &x, "pointwise x");
+    if (bb) SET_(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, D, 1, &bb, "pointwise b");
+    SET_(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, D, 1, &y, "pointwise y");
+    FIN_(op, "pointwise operation finalize");
+    return 0;
+}
+
+/* c = a b (batched over the first two dims), fp32 accumulation */
+static int cmm(tr_cudnn_attn *ca, built *b, desc_t a, desc_t bb, desc_t c, char *err, size_t err_len)
+{
+    desc_t md, op;
+    int rc;
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_MATMUL_DESCRIPTOR, &md, 0, err, err_len))) return rc;
+    SET_(md, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "matmul precision");
+    FIN_(md, "matmul descriptor finalize");
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, &op, 1, err, err_len))) return rc;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    SET_(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, D, 1, &a, "matmul a");
+    SET_(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, D, 1, &bb, "matmul b");
+    SET_(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, D, 1, &c, "matmul c");
+    SET_(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, D, 1, &md, "matmul descriptor");
+    FIN_(op, "matmul operation finalize");
+    return 0;
+}
+
+/* y = the sum of x over its last dim, fp32 */
+static int creduce(tr_cudnn_attn *ca, built *b, desc_t x, desc_t y, char *err, size_t err_len)
+{
+    desc_t rd, op;
+    int rc;
+    cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    cudnnReduceTensorOp_t add = CUDNN_REDUCE_TENSOR_ADD;
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, &rd, 0, err, err_len))) return rc;
+    SET_(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &add, "reduction operator");
+    SET_(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32, "reduction precision");
+    FIN_(rd, "reduction descriptor finalize");
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, &op, 1, err, err_len))) return rc;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    SET_(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, D, 1, &x, "reduction x");
+    SET_(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, D, 1, &y, "reduction y");
+    SET_(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, D, 1, &rd, "reduction descriptor");
+    FIN_(op, "reduction operation finalize");
+    return 0;
+}
+
+/* y = x seen through y's dims and strides (a transpose) */
+static int creshape(tr_cudnn_attn *ca, built *b, desc_t x, desc_t y, char *err, size_t err_len)
+{
+    desc_t op;
+    int rc;
+    if ((rc = cdesc(ca, b, CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, &op, 1, err, err_len))) return rc;
+    const cudnnBackendAttributeType_t D = CUDNN_TYPE_BACKEND_DESCRIPTOR;
+    SET_(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, D, 1, &x, "reshape x");
+    SET_(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, D, 1, &y, "reshape y");
+    FIN_(op, "reshape operation finalize");
+    return 0;
+}
+
+/* The backward as FlashAttention-2 writes it, in cuDNN's graph ops, on
+ * the tensors of b (made by build):
+ *   ssum = sum_e dO*O [N,H,Tq,1] (fp32, in the caller's workspace)
+ *   P = exp(scale * Q K^T - stats); dV = P^T dO
+ *   dS = scale * P * (dO V^T - ssum); dQ = dS K; dK = dS^T Q
+ * the scores and their gradients virtual (never in memory). */
+static int composite_backward(tr_cudnn_attn *ca, const tr_attn_dims *d, cudnnDataType_t t16, built *b, char *err,
+                              size_t err_len)
+{
+    const int64_t N = d->N, H = d->heads, Tq = d->Tq, Tk = d->Tk, dh = d->dh;
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const int64_t ss_str[4] = {H * Tq, Tq, 1, 1};
+    const int64_t kT_str[4] = {(int64_t)d->sk, dh, 1, d->ldk}, vT_str[4] = {(int64_t)d->sv, dh, 1, d->ldv};
+    const int64_t tr_str[4] = {H * Tq * Tk, Tq * Tk, 1, Tk}; /* [N,H,Tk,Tq] over [N,H,Tq,Tk] */
+    desc_t ssum, kT, vT, dOO, S, S2, S3, P, PT, dP, dP2, dP3, dS, dST;
+    int rc;
+    b->next_uid = UID_VIRTUAL;
+    b->composite = 1;
+    if ((rc = tensor(ca, &b->t[UID_SSUM], UID_SSUM, f32, (const int64_t[4]){N, H, Tq, 1}, ss_str, 0, err, err_len)))
+        return rc;
+    ssum = b->t[UID_SSUM];
+    if ((rc = ctensor(ca, b, &kT, UID_K, t16, N, H, dh, Tk, kT_str, err, err_len)) ||
+        (rc = ctensor(ca, b, &vT, UID_V, t16, N, H, dh, Tk, vT_str, err, err_len)) ||
+        (rc = ctensor(ca, b, &dOO, 0, f32, N, H, Tq, dh, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &S, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &S2, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &S3, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &P, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &PT, 0, t16, N, H, Tk, Tq, tr_str, err, err_len)) ||
+        (rc = ctensor(ca, b, &dP, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &dP2, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &dP3, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &dS, 0, f32, N, H, Tq, Tk, NULL, err, err_len)) ||
+        (rc = ctensor(ca, b, &dST, 0, t16, N, H, Tk, Tq, tr_str, err, err_len)))
+        return rc;
+    desc_t *t = b->t;
+    if ((rc = cpw(ca, b, CUDNN_POINTWISE_MUL, t[UID_DO], t[UID_O], dOO, err, err_len)) ||
+        (rc = creduce(ca, b, dOO, ssum, err, err_len)) ||
+        (rc = cmm(ca, b, t[UID_Q], kT, S, err, err_len)) ||
+        (rc = cpw(ca, b, CUDNN_POINTWISE_MUL, S, t[UID_SCALE], S2, err, err_len)) ||
+        (rc = cpw(ca, b, CUDNN_POINTWISE_SUB, S2, t[UID_STATS], S3, err, err_len)) ||
+        (rc = cpw(ca, b, CUDNN_POINTWISE_EXP, S3, NULL, P, err, err_len)) ||
+        (rc = creshape(ca, b, P, PT, err, err_len)) ||
+        (rc = cmm(ca, b, PT, t[UID_DO], t[UID_DV], err, err_len)) ||
+        (rc = cmm(ca, b, t[UID_DO], vT, dP, err, err_len)) ||
+        (rc = cpw(ca, b, CUDNN_POINTWISE_SUB, dP, ssum, dP2, err, err_len)) ||
+        (rc = cpw(ca, b, CUDNN_POINTWISE_MUL, dP2, P, dP3, err, err_len)) ||
+        (rc = cpw(ca, b, CUDNN_POINTWISE_MUL, dP3, t[UID_SCALE], dS, err, err_len)) ||
+        (rc = creshape(ca, b, dS, dST, err, err_len)) ||
+        (rc = cmm(ca, b, dST, t[UID_Q], t[UID_DK], err, err_len)) ||
+        (rc = cmm(ca, b, dS, t[UID_K], t[UID_DQ], err, err_len)))
+        return rc;
+    cudnnStatus_t st = ca->create_desc(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &b->graph);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        b->graph = NULL;
+        return fail(ca, TR_CUDNN_EGRAPH, st, "composite graph descriptor", err, err_len);
+    }
+    if (ca->handle) SET_(b->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &ca->handle, "graph handle");
+    SET_(b->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, b->n_ops, b->ops, "graph operations");
+    FIN_(b->graph, "composite backward graph finalize");
     return 0;
 }
 
@@ -237,7 +432,8 @@ static int build(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward,
         int64_t dims[4] = {1, 1, 1, 1}, strides[4] = {1, 1, 1, 1};
         if (u != UID_SCALE) tr_cudnn_attn_layout(d, which[u], dims, strides);
         cudnnDataType_t type = u == UID_STATS || u == UID_SCALE ? CUDNN_DATA_FLOAT : t16;
-        if ((rc = tensor(ca, &b->t[u], u, type, dims, strides, u == UID_SCALE, err, err_len))) return rc;
+        if ((rc = tensor(ca, &b->t[u], u, type, dims, strides, u == UID_SCALE ? T_BY_VALUE : 0, err, err_len)))
+            return rc;
     }
     *stage = TR_CUDNN_STAGE_TENSORS;
     cudnnStatus_t st =
@@ -277,7 +473,21 @@ static int build(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward,
     }
     if (ca->handle) SET_(b->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &ca->handle, "graph handle");
     SET_(b->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, D, 1, &b->op, "graph operations");
-    if ((st = ca->finalize(b->graph)) != CUDNN_STATUS_SUCCESS)
+    if ((st = ca->finalize(b->graph)) != CUDNN_STATUS_SUCCESS && backward) {
+        /* a cuDNN whose graphs do not take the SDPA backward operation (9.19): the composite graph */
+        char why[512];
+        fail(ca, TR_CUDNN_EGRAPH, st, "operation graph of the SDPA backward finalize", why, sizeof why);
+        ca->destroy_desc(b->graph), ca->destroy_desc(b->op);
+        b->graph = b->op = NULL;
+        if ((rc = composite_backward(ca, d, t16, b, err, err_len))) {
+            size_t n = strlen(err);
+            snprintf(err + n, err_len > n ? err_len - n : 0, " (after %s)", why);
+            return rc;
+        }
+        *stage = TR_CUDNN_STAGE_GRAPH;
+        return 0;
+    }
+    if (st != CUDNN_STATUS_SUCCESS)
         return fail(ca, TR_CUDNN_EGRAPH, st,
                     backward ? "operation graph of the SDPA backward finalize" : "operation graph of the SDPA forward finalize",
                     err, err_len);
@@ -391,15 +601,32 @@ out:
     return rc;
 }
 
-int tr_cudnn_attn_graph(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward, int *stage, char *err,
-                        size_t err_len)
+/* Bytes at the start of the caller's workspace that the composite
+ * backward keeps its rows' sum(dO * O) in (256-byte aligned); cuDNN's
+ * workspace follows. */
+static size_t ssum_bytes(const tr_attn_dims *d)
+{
+    size_t n = (size_t)d->N * (size_t)d->heads * (size_t)d->Tq * sizeof(float);
+    return (n + 255) / 256 * 256;
+}
+
+/* The workspace bound left to cuDNN's engines for a call built as b */
+static size_t engine_bound(const tr_attn_dims *d, int backward, const built *b)
+{
+    size_t bound = tr_cudnn_attn_workspace_bound(d, backward), own = b->composite ? ssum_bytes(d) : 0;
+    return bound > own ? bound - own : 0;
+}
+
+int tr_cudnn_attn_graph(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward, int *stage, int *composite,
+                        char *err, size_t err_len)
 {
     built b;
     int rc = build(ca, d, dt, backward, &b, stage, err, err_len);
+    if (composite) *composite = b.composite;
     if (!rc && ca->handle) {
         desc_t plan;
         int64_t ws;
-        if (!(rc = make_plan(ca, b.graph, tr_cudnn_attn_workspace_bound(d, backward), &plan, &ws, err, err_len))) {
+        if (!(rc = make_plan(ca, b.graph, engine_bound(d, backward, &b), &plan, &ws, err, err_len))) {
             *stage = TR_CUDNN_STAGE_PLAN;
             ca->destroy_desc(plan);
         }
@@ -436,7 +663,9 @@ static int plan_of(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backwar
     int stage;
     plan_entry e = {.d = *d, .dt = dt, .backward = backward};
     int rc = build(ca, d, dt, backward, &b, &stage, err, err_len);
-    if (!rc) rc = make_plan(ca, b.graph, tr_cudnn_attn_workspace_bound(d, backward), &e.plan, &e.ws, err, err_len);
+    if (!rc) rc = make_plan(ca, b.graph, engine_bound(d, backward, &b), &e.plan, &e.ws, err, err_len);
+    e.composite = b.composite;
+    e.ssum_off = b.composite ? ssum_bytes(d) : 0;
     unbuild(ca, &b);
     if (rc) return rc;
     ca->plans[ca->n_plans] = e;
@@ -451,10 +680,11 @@ static int run(tr_cudnn_attn *ca, plan_entry *e, int n, const int64_t *uids, voi
         if (uids[i] != UID_SCALE && ((uintptr_t)ptrs[i] % 16 || !ptrs[i]))
             return snprintf(err, err_len, "cuDNN attention: operand %d at %p not 16-byte aligned", i, ptrs[i]),
                    TR_CUDNN_EARG;
-    if ((uint64_t)e->ws > ws_bytes || (e->ws > 0 && !ws))
-        return snprintf(err, err_len, "cuDNN attention: the plan takes %lld bytes of workspace, given %zu",
-                        (long long)e->ws, ws_bytes),
+    if ((uint64_t)e->ws + e->ssum_off > ws_bytes || (e->ws + (int64_t)e->ssum_off > 0 && !ws))
+        return snprintf(err, err_len, "cuDNN attention: the plan takes %llu bytes of workspace, given %zu",
+                        (unsigned long long)e->ws + e->ssum_off, ws_bytes),
                TR_CUDNN_EARG;
+    if (e->composite) ws = (char *)ws + e->ssum_off; /* the rows' sums first (backward) */
     desc_t vp = NULL;
     cudnnStatus_t st = ca->create_desc(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp);
     if (st != CUDNN_STATUS_SUCCESS) return fail(ca, TR_CUDNN_EEXEC, st, "variant pack", err, err_len);
@@ -491,8 +721,9 @@ int tr_cudnn_attn_backward(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, voi
     int rc = plan_of(ca, d, dt, 1, &e, err, err_len);
     if (rc) return rc;
     float scale = 1.0f / sqrtf((float)d->dh);
-    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV};
+    const int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_DO, UID_DQ, UID_DK, UID_DV, UID_SSUM};
     void *const ptrs[] = {(void *)q, (void *)k, (void *)v, (void *)out, (void *)stats, &scale, (void *)dout,
-                          dq, dk, dv};
-    return run(ca, e, 10, uids, ptrs, ws, ws_bytes, err, err_len);
+                          dq, dk, dv, ws};
+    /* the composite graph's rows' sums: the start of the workspace */
+    return run(ca, e, e->composite ? 11 : 10, uids, ptrs, ws, ws_bytes, err, err_len);
 }

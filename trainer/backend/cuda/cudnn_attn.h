@@ -28,7 +28,8 @@
  *   tr_cudnn_attn_forward(ca, &d, dt, out, stats, q, k, v, ws, ws_bytes,
  *       err, n): out and stats written, on the stream given at open;
  *   tr_cudnn_attn_backward(ca, &d, dt, dq, dk, dv, dout, q, k, v, out,
- *       stats, ws, ws_bytes, err, n): dq, dk, dv WRITTEN (=), not added.
+ *       stats, ws, ws_bytes, err, n): dq, dk, dv WRITTEN (=), not added
+ *       (ws: tr_cudnn_attn_workspace_bound(&d, 1) bytes, non-NULL).
  *   A nonzero return from either: nothing was launched (the plan could not
  *   be made, or no engine fits the workspace): the caller takes another
  *   path for that shape.  tr_cudnn_attn_close(ca) at the end.
@@ -47,15 +48,21 @@
  * (TR_CUDNN_EUNSUPPORTED, before anything is built).  The versions are
  * those the cuDNN 9 headers' history gives for the two enums.
  *
- * cuDNN 9.19.0 (this machine's, without a device): every forward call's
- * tensors, SDPA operation and operation graph finalize; the backward's
- * tensors and SDPA operation finalize but its operation graph does not
- * (CUDNN_STATUS_BAD_PARAM, "outputGraph.buildDAG()": 9.19's graph builder
- * has a node for the SDPA forward operation and none for the backward), so
- * tr_cudnn_attn_backward returns TR_CUDNN_EGRAPH with that line on 9.19,
- * nothing launched, and the caller takes another path's backward, which
- * reads the same statistics.  A library whose graph takes the backward
- * gets it with no change here.
+ * The backward: the SDPA backward operation where the library's graphs
+ * take it; else (cuDNN 9.19.0: its tensors and operation finalize, its
+ * operation graph does not: CUDNN_STATUS_BAD_PARAM, "outputGraph.
+ * buildDAG()"; 9.19's graph builder has a node for the SDPA forward and
+ * none for the backward) the same backward as a composite graph of cuDNN
+ * matmul, pointwise, reduction and reshape operations (FlashAttention-2's
+ * order, the scores virtual), which 9.19 finalizes without a device for
+ * every call of tiny, small and base.  The composite backward keeps the
+ * rows' sum(dO * O) (fp32 [N, heads, Tq], 256-byte aligned) at the start
+ * of the caller's workspace, cuDNN's workspace after it; both within
+ * tr_cudnn_attn_workspace_bound.  Whether cuDNN has an engine for the
+ * composite graph shows only on a device (tr_cudnn_attn_graph reaching
+ * the plan); without one the backward returns TR_CUDNN_EPLAN, nothing
+ * launched, and the caller takes another path's backward, which reads
+ * the same statistics.
  */
 #ifndef SA1B_TRAINER_BACKEND_CUDA_CUDNN_ATTN_H
 #define SA1B_TRAINER_BACKEND_CUDA_CUDNN_ATTN_H
@@ -146,11 +153,13 @@ enum {
 };
 /* Builds the descriptors of the call d (forward, or backward 1) and
  * finalizes them as far as cuDNN allows (without a handle: no plan), all
- * destroyed again; *stage says how far it got.  0 when it reached the
- * plan, or the graph without a handle; else a code and one line.  Used by
- * the tests and gpu-check; the calls build their own (cached) plans. */
-int tr_cudnn_attn_graph(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward, int *stage, char *err,
-                        size_t err_len);
+ * destroyed again; *stage says how far it got, *composite (NULL: not
+ * asked) 1 when the backward went to the composite graph.  0 when it
+ * reached the plan, or the graph without a handle; else a code and one
+ * line.  Used by the tests and gpu-check; the calls build their own
+ * (cached) plans. */
+int tr_cudnn_attn_graph(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward, int *stage, int *composite,
+                        char *err, size_t err_len);
 
 /* out [as d's o], stats [N, heads, Tq] fp32 from q, k, v. */
 int tr_cudnn_attn_forward(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, void *out, float *stats,

@@ -20,11 +20,12 @@ void tr_cudnn_attn_close(tr_cudnn_attn *ca) { (void)ca; }
 size_t tr_cudnn_attn_version(const tr_cudnn_attn *ca) { return (void)ca, 0; }
 const char *tr_cudnn_attn_library(const tr_cudnn_attn *ca) { return (void)ca, ""; }
 
-int tr_cudnn_attn_graph(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward, int *stage, char *err,
-                        size_t err_len)
+int tr_cudnn_attn_graph(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backward, int *stage, int *composite,
+                        char *err, size_t err_len)
 {
     (void)ca, (void)d, (void)dt, (void)backward;
     *stage = TR_CUDNN_STAGE_NONE;
+    if (composite) *composite = 0;
     snprintf(err, err_len, NOT_BUILT);
     return TR_CUDNN_ELOAD;
 }
