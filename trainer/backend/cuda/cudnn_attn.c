@@ -519,14 +519,13 @@ static int nondeterministic(tr_cudnn_attn *ca, desc_t cfg)
 /* The first of the heuristics' engine configs for graph that is
  * deterministic (unless the flag), makes a plan, and needs at most bound
  * bytes of workspace. */
-static int make_plan(tr_cudnn_attn *ca, desc_t graph, size_t bound, desc_t *plan, int64_t *ws, char *err,
-                     size_t err_len)
+static int make_plan_mode(tr_cudnn_attn *ca, desc_t graph, cudnnBackendHeurMode_t mode, size_t bound, desc_t *plan,
+                          int64_t *ws, char *err, size_t err_len)
 {
     *plan = NULL;
     desc_t heur = NULL;
     cudnnStatus_t st = ca->create_desc(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
     if (st != CUDNN_STATUS_SUCCESS) return fail(ca, TR_CUDNN_EPLAN, st, "heuristics descriptor", err, err_len);
-    cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     int64_t count = 0;
     desc_t *cfgs = NULL;
     int rc = 0;
@@ -538,7 +537,8 @@ static int make_plan(tr_cudnn_attn *ca, desc_t graph, size_t bound, desc_t *plan
         goto out;
     }
     if (count < 1) {
-        snprintf(err, err_len, "cuDNN %zu: the heuristics offer no engine for this call", ca->version);
+        snprintf(err, err_len, "cuDNN %zu: the heuristics (mode %s) offer no engine for this call", ca->version,
+                 mode == CUDNN_HEUR_MODE_A ? "A" : "fallback");
         rc = TR_CUDNN_EPLAN;
         goto out;
     }
@@ -586,8 +586,10 @@ static int make_plan(tr_cudnn_attn *ca, desc_t graph, size_t bound, desc_t *plan
         *plan = p, *ws = w;
     }
     if (!*plan) {
-        snprintf(err, err_len, "cuDNN %zu: none of %lld engines made a plan (%d non-deterministic, %d over the "
-                      "workspace bound %zu bytes%s%lld, %d refused)", ca->version, (long long)got, n_nondet, n_over,
+        snprintf(err, err_len, "cuDNN %zu: none of %lld engines (heuristics %s) made a plan (%d non-deterministic, "
+                 "%d over the "
+                      "workspace bound %zu bytes%s%lld, %d refused)", ca->version, (long long)got,
+                      mode == CUDNN_HEUR_MODE_A ? "A" : "fallback", n_nondet, n_over,
                       bound, least_over >= 0 ? ", least over " : "", least_over >= 0 ? (long long)least_over : 0LL,
                       n_fail);
         rc = TR_CUDNN_EPLAN;
@@ -598,6 +600,23 @@ out:
             if (cfgs[i]) ca->destroy_desc(cfgs[i]);
     free(cfgs);
     ca->destroy_desc(heur);
+    return rc;
+}
+
+/* Mode A's engines, then the fallback list's when none of A's made a plan
+ * (the message then says both). */
+static int make_plan(tr_cudnn_attn *ca, desc_t graph, size_t bound, desc_t *plan, int64_t *ws, char *err,
+                     size_t err_len)
+{
+    char first[512];
+    int rc = make_plan_mode(ca, graph, CUDNN_HEUR_MODE_A, bound, plan, ws, first, sizeof first);
+    if (rc != TR_CUDNN_EPLAN) {
+        if (rc) snprintf(err, err_len, "%s", first);
+        return rc;
+    }
+    char second[512];
+    rc = make_plan_mode(ca, graph, CUDNN_HEUR_MODE_FALLBACK, bound, plan, ws, second, sizeof second);
+    if (rc) snprintf(err, err_len, "%s; %s", first, second);
     return rc;
 }
 
