@@ -408,6 +408,12 @@ static void test_fake(void)
     tap_ok(rc == TR_CUDNN_EPLAN && x->runs == runs && one_line(err) && strstr(err, "1 non-deterministic") &&
                strstr(err, "1 over the workspace bound") && strstr(err, "1 refused"),
            "no engine fits: one line: %s", err);
+    setenv("FAKE_CUDNN_ENGINES", "D:0", 1);
+    char again[1024] = "";
+    rc = tr_cudnn_attn_forward(ca, &d2, TR_PREC_BF16, mem[3], (float *)mem[4], mem[0], mem[1], mem[2], ws, 1u << 30,
+                               again, sizeof again);
+    tap_ok(rc == TR_CUDNN_EPLAN && x->runs == runs && strcmp(again, err) == 0,
+           "a shape without a plan stays refused, with the same line, its heuristics not asked again");
     tr_cudnn_attn_close(ca);
     /* the non-deterministic mode takes the heuristics' first choice */
     rc = tr_cudnn_attn_open(&ca, FAKE_CUDNN, NULL, TR_CUDNN_NONDETERMINISTIC, err, sizeof err);

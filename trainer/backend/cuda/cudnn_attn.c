@@ -27,6 +27,8 @@ typedef struct plan_entry {
     int dt, backward;
     int composite;  /* the backward as a graph of matmuls and pointwise ops (composite_backward) */
     size_t ssum_off; /* its rows' sum(dO * O) at the caller's workspace, cuDNN's workspace from here */
+    int rc;          /* nonzero: the shape has no plan (plan NULL), why says why */
+    char why[384];
     desc_t plan;
     int64_t ws; /* the plan's workspace, bytes */
 } plan_entry;
@@ -162,7 +164,8 @@ int tr_cudnn_attn_open(tr_cudnn_attn **out, const char *lib, void *stream, unsig
 void tr_cudnn_attn_close(tr_cudnn_attn *ca)
 {
     if (!ca) return;
-    for (size_t i = 0; i < ca->n_plans; i++) ca->destroy_desc(ca->plans[i].plan);
+    for (size_t i = 0; i < ca->n_plans; i++)
+        if (ca->plans[i].plan) ca->destroy_desc(ca->plans[i].plan);
     free(ca->plans);
     if (ca->handle) ca->destroy(ca->handle);
     if (ca->lib) dlclose(ca->lib);
@@ -667,7 +670,10 @@ static int plan_of(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backwar
 {
     for (size_t i = 0; i < ca->n_plans; i++) {
         plan_entry *e = &ca->plans[i];
-        if (e->dt == dt && e->backward == backward && same_dims(&e->d, d)) return *out = e, 0;
+        if (e->dt == dt && e->backward == backward && same_dims(&e->d, d)) {
+            if (e->rc) return snprintf(err, err_len, "%s", e->why), e->rc; /* refused before: not asked again */
+            return *out = e, 0;
+        }
     }
     if (!ca->handle)
         return snprintf(err, err_len, "cuDNN attention opened without a handle (TR_CUDNN_NO_HANDLE)"),
@@ -686,7 +692,12 @@ static int plan_of(tr_cudnn_attn *ca, const tr_attn_dims *d, int dt, int backwar
     e.composite = b.composite;
     e.ssum_off = b.composite ? ssum_bytes(d) : 0;
     unbuild(ca, &b);
-    if (rc) return rc;
+    if (rc) { /* kept, so that each call of the shape does not ask the heuristics again */
+        e.rc = rc, e.plan = NULL;
+        snprintf(e.why, sizeof e.why, "%s", err);
+        ca->plans[ca->n_plans++] = e;
+        return rc;
+    }
     ca->plans[ca->n_plans] = e;
     *out = &ca->plans[ca->n_plans++];
     return 0;

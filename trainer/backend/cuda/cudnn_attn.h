@@ -32,7 +32,8 @@
  *       (ws: tr_cudnn_attn_workspace_bound(&d, 1) bytes, non-NULL).
  *   A nonzero return from either: nothing was launched (the plan could not
  *   be made, or no engine fits the workspace): the caller takes another
- *   path for that shape.  tr_cudnn_attn_close(ca) at the end.
+ *   path for that shape (a shape without a plan stays so, the same line
+ *   returned, cuDNN not asked again).  tr_cudnn_attn_close(ca) at the end.
  *   Every pointer is device memory aligned to 16 bytes (refused otherwise).
  *
  * Determinism: by default only engines without cuDNN's numerical note
