@@ -204,6 +204,24 @@ tests_test_dist_nccl_LDADD = $(MPI_LIBS) -ldl -lpthread
 EXTRA_tests_test_dist_nccl_DEPENDENCIES = tests/libnccl.la
 endif
 EXTRA_DIST += tests/fake-nccl.c tests/fake-nccl.h tests/test-dist-nccl.c
+# cuDNN's SDPA attention without a GPU (issue 40): the layout given to
+# cuDNN against the CPU backend (every build), the real libcudnn as far as
+# it goes without a device, and a stand-in libcudnn (libfakecudnn.so,
+# loaded by its path)
+check_PROGRAMS += tests/test-cudnn-attn
+TESTS += tests/test-cudnn-attn
+tests_test_cudnn_attn_SOURCES = tests/test-cudnn-attn.c
+tests_test_cudnn_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_cudnn_attn_LDADD = $(TRAIN_LIBS) -ldl
+if HAVE_CUDNN
+check_LTLIBRARIES += tests/libfakecudnn.la
+tests_libfakecudnn_la_SOURCES = tests/fake-cudnn.c
+tests_libfakecudnn_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -isystem $(CUDA_INCDIR)
+tests_libfakecudnn_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests -avoid-version -module
+tests_test_cudnn_attn_CPPFLAGS += -DFAKE_CUDNN='"$(abs_builddir)/tests/.libs/libfakecudnn.so"'
+EXTRA_tests_test_cudnn_attn_DEPENDENCIES = tests/libfakecudnn.la
+endif
+EXTRA_DIST += tests/fake-cudnn.c tests/fake-cudnn.h tests/test-cudnn-attn.c
 # masks empty at R: not trained on, left out of the evaluation and counted (issue 39)
 TESTS += tests/t1720-train-empty-masks.sh
 EXTRA_DIST += tests/t1720-train-empty-masks.sh

@@ -7,6 +7,7 @@
  */
 #include "backend/backend.h"
 #include "backend_cuda.h"
+#include "cudnn_attn.h"
 
 /* Attention keeps, per query row, the softmax's log of the sum of
  * exponentials in fp32: two 16-bit elements (or one fp32 and one spare)
@@ -61,6 +62,18 @@ static size_t cuda_attention_fwd_workspace(const tr_attn_dims *d)
 static size_t cuda_attention_workspace(const tr_attn_dims *d)
 {
     return tr_cuda_attn_workspace(d, tr_cuda_attn_blocked(d, TR_CUDA_ATTN_AUTO), 1);
+}
+
+/* cuDNN's SDPA (cudnn_attn.h): the bound its engines are held to, in
+ * fp32 accumulators: the forward's row maximum and sum; the backward's dQ
+ * accumulator with the rows' D and statistics, and dK and dV accumulators
+ * (a deterministic engine keeps them per sequence and head); 1 MiB for
+ * the engines' own scratch. */
+size_t tr_cudnn_attn_workspace_bound(const tr_attn_dims *d, int backward)
+{
+    size_t rows = (size_t)d->N * (size_t)d->heads, dh = (size_t)d->dh, slack = (size_t)1 << 20;
+    if (!backward) return rows * (size_t)d->Tq * 2 * sizeof(float) + slack;
+    return rows * (size_t)d->Tq * (dh + 2) * sizeof(float) + rows * (size_t)d->Tk * dh * 2 * sizeof(float) + slack;
 }
 
 /* Per-pair sums of the loss terms, as on the CPU. */
