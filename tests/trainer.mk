@@ -4,6 +4,12 @@ TESTS += tests/test-train-grad
 tests_test_train_grad_SOURCES = tests/test-train-grad.c
 tests_test_train_grad_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_grad_LDADD = $(TRAIN_LIBS)
+# issue 40: the attention op's contract (dq, dk, dv written; out given; the GPU paths' lse math emulated)
+check_PROGRAMS += tests/test-train-attn
+TESTS += tests/test-train-attn
+tests_test_train_attn_SOURCES = tests/test-train-attn.c
+tests_test_train_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_attn_LDADD = $(TRAIN_LIBS)
 check_PROGRAMS += tests/test-train-optim
 TESTS += tests/test-train-optim
 tests_test_train_optim_SOURCES = tests/test-train-optim.c

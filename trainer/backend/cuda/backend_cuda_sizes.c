@@ -10,8 +10,9 @@
 #include "cudnn_attn.h"
 
 /* Attention keeps, per query row, the softmax's log of the sum of
- * exponentials in fp32: two 16-bit elements (or one fp32 and one spare)
- * per row, never Tq x Tk. */
+ * exponentials in fp32 (backend.h's layout, fp32 [N, heads, Tq] from att,
+ * every path's): two 16-bit elements a row, or in an fp32 att one fp32 of
+ * the first Tq of each (sequence, head) and one spare; never Tq x Tk. */
 static size_t cuda_attention_saved(size_t Tq, size_t Tk)
 {
     (void)Tk;
@@ -42,9 +43,10 @@ int tr_cuda_attn_rows(const tr_attn_dims *d)
 
 /* The blocked forward: the scores and the probabilities of R rows.  Its
  * backward: those, the probabilities' gradients, and dK and dV of one
- * sequence summed in fp32 [Tk, heads dh] before they are added to dk and
- * dv.  The fused backward computes dQ in a pass of its own (no float
- * atomics): the rows' D = sum(dO * O) in fp32, per sequence and head. */
+ * sequence summed in fp32 [Tk, heads dh] before they are written to dk
+ * and dv (each row's D = sum(dO * O) made where it is used).  The fused
+ * (and the flash) backward computes dQ in a pass of its own (no float
+ * atomics): the rows' D = sum(dO * O) in fp32 [N, heads, Tq]. */
 size_t tr_cuda_attn_workspace(const tr_attn_dims *d, int blocked, int backward)
 {
     size_t H = (size_t)d->heads, Tk = (size_t)d->Tk;
