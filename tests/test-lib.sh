@@ -41,7 +41,7 @@ mpi_env() {
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
     export OMPI_MCA_mca_component_disable_dlclose=1 PMIX_MCA_mca_base_component_disable_dlclose=1
     export PMIX_MCA_pdl_pdlopen_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    export LSAN_OPTIONS="suppressions=$SRC/tests/lsan-mpi.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 }
 
