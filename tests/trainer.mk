@@ -154,8 +154,8 @@ endif
 EXTRA_DIST += tests/bench/bench-core.sh tests/bench/st_tensors.py
 TESTS += tests/t1750-train-mem-a.sh
 EXTRA_DIST += tests/t1750-train-mem-a.sh
-TESTS += tests/t1790-train-learns.sh
-EXTRA_DIST += tests/t1790-train-learns.sh
+TESTS += tests/t1780-train-attention.sh tests/t1790-train-learns.sh
+EXTRA_DIST += tests/t1780-train-attention.sh tests/t1790-train-learns.sh
 TESTS += tests/t1763-train-mem-bf16.sh
 EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
@@ -207,3 +207,9 @@ EXTRA_DIST += tests/fake-nccl.c tests/fake-nccl.h tests/test-dist-nccl.c
 # masks empty at R: not trained on, left out of the evaluation and counted (issue 39)
 TESTS += tests/t1720-train-empty-masks.sh
 EXTRA_DIST += tests/t1720-train-empty-masks.sh
+# the CUDA attention's choice, its parts that need no GPU (backend_cuda_pick.h)
+check_PROGRAMS += tests/test-attn-pick
+TESTS += tests/test-attn-pick
+tests_test_attn_pick_SOURCES = tests/test-attn-pick.c
+tests_test_attn_pick_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_attn_pick_LDADD = $(TRAIN_LIBS)
