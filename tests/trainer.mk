@@ -213,3 +213,8 @@ TESTS += tests/test-attn-pick
 tests_test_attn_pick_SOURCES = tests/test-attn-pick.c
 tests_test_attn_pick_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_attn_pick_LDADD = $(TRAIN_LIBS)
+# one case of scripts/gpu-check attn (a shape on a path, in its own process)
+check_PROGRAMS += tests/gpu-attn-case
+tests_gpu_attn_case_SOURCES = tests/gpu-attn-case.c
+tests_gpu_attn_case_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_gpu_attn_case_LDADD = $(TRAIN_LIBS)

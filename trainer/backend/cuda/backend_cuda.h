@@ -69,6 +69,12 @@ typedef void (*tr_cuda_attn_log)(void *ctx, const char *line);
 int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, int n, int dt, tr_cuda_attn_log log, void *ctx,
                         char *err, size_t err_len);
 
+/* Whether the path (TR_CUDA_ATTN_FUSED ... CUDNN) takes the call d with
+ * operands of type dt on be (a CUDA backend), else 0 with why (the shape,
+ * the type, a library absent or too old): what scripts/gpu-check attn
+ * reports of a path it cannot measure. */
+int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, char *why, size_t len);
+
 /* The free and total memory of the device this process's CUDA backend
  * uses (what --memory-budget auto plans for); 0, or -1 with err (no
  * device, no CUDA in this build). */

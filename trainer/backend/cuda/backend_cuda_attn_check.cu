@@ -300,3 +300,13 @@ extern "C" int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, i
     if (c->failed) return snprintf(err, err_len, "attention check: %s", c->err), -1;
     return 0;
 }
+
+extern "C" int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, char *why, size_t len)
+{
+    cuda_backend *c = CB(be);
+    if (path == TR_CUDA_ATTN_CUDNN && !cu_attn_cudnn_available(c, why, len)) return 0;
+    if (tr_attn_path_takes(d, dt, path)) return 1;
+    snprintf(why, len, "%s does not take %s operands with heads of %d dimensions", tr_attn_path_name(path),
+             tr_prec_name(dt), d->dh);
+    return 0;
+}

@@ -36,6 +36,17 @@ static int flash_would_take(const tr_attn_dims *d, int dt)
            (d->Tq + 63) / 64 <= 65535 && (d->Tk + 63) / 64 <= 65535;
 }
 
+int tr_attn_path_takes(const tr_attn_dims *d, int dt, int path)
+{
+    switch (path) {
+    case TR_CUDA_ATTN_CUDNN: return tr_prec_16(dt);
+    case TR_CUDA_ATTN_FLASH: return flash_would_take(d, dt);
+    case TR_CUDA_ATTN_FUSED: return d->dh >= 1 && d->dh <= 128;
+    case TR_CUDA_ATTN_BLOCKED: return 1;
+    default: return 0;
+    }
+}
+
 int tr_attn_candidates(const tr_attn_dims *d, int dt, int cudnn_built, int out[4])
 {
     int n = 0, rule = tr_cuda_attn_blocked(d, TR_CUDA_ATTN_AUTO) ? TR_CUDA_ATTN_BLOCKED : TR_CUDA_ATTN_FUSED;

@@ -36,6 +36,12 @@ void tr_attn_key_text(const tr_attn_key *k, char *buf, size_t len);
  * which is never refused.  Their number. */
 int tr_attn_candidates(const tr_attn_dims *d, int dt, int cudnn_built, int out[4]);
 
+/* 1 when the path (TR_CUDA_ATTN_*) can take the call with operands of
+ * type dt, as far as the shape and the type say (cuDNN: 16-bit; whether
+ * cuDNN is there and supports it is the backend's to say); 0 when it
+ * leaves the call to the rule. */
+int tr_attn_path_takes(const tr_attn_dims *d, int dt, int path);
+
 /* One tensor of a candidate's results against the reference's, both
  * read as floats over the region the call writes (rows of `cols`
  * elements): the largest error relative to the reference's largest

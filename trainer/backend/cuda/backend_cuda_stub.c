@@ -31,3 +31,10 @@ int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, int n, int d
     (void)be, (void)shapes, (void)n, (void)dt, (void)log, (void)ctx, (void)err, (void)err_len;
     return 0;
 }
+
+int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, char *why, size_t len)
+{
+    (void)be, (void)d, (void)dt, (void)path;
+    snprintf(why, len, "cuda backend not available in this build (configure --with-cuda)");
+    return 0;
+}
