@@ -18,7 +18,8 @@ run_status 2 "unknown command" sh "$GC" frobnicate "$TMP/o"
 run_status 2 "build without OUTDIR" sh "$GC" build
 run_ok "--help" sh "$GC" --help
 grep_ok 'carry=\[".gpu"\]' "$TMP/.out" "--help names the carry of the run calls"
-grep_ok 'gpu-check verify \$OUT/verify' "$TMP/.out" "--help gives the verify call"
+grep_ok 'gpu-check attn \$G/attn' "$TMP/.out" "--help gives the call: attn"
+grep_ok 'gpu-check verify \$G/verify' "$TMP/.out" "and verify"
 run_ok "autotools-sum" sh "$GC" autotools-sum
 s1=$(cat "$TMP/.out")
 s2=$(sh "$GC" autotools-sum)
