@@ -80,6 +80,10 @@ int main(void)
     n = tr_attn_candidates(&enc, TR_PREC_FP32, 1, c);
     cands_text(c, n, buf, sizeof buf);
     tap_is_str(buf, "blocked", "fp32: the blocked reference alone (cuDNN and flash take 16-bit operands)");
+    tr_attn_dims self32 = dims(64, 4, 4, 8, 32, 256);
+    n = tr_attn_candidates(&self32, TR_PREC_FP32, 1, c);
+    cands_text(c, n, buf, sizeof buf);
+    tap_is_str(buf, "fused", "fp32 short calls: the rule's fused alone, unchecked (today's choice)");
     tr_attn_dims self = dims(64, 4, 4, 8, 32, 256);
     n = tr_attn_candidates(&self, TR_PREC_FP16, 1, c);
     cands_text(c, n, buf, sizeof buf);

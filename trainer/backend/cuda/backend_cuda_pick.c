@@ -50,7 +50,12 @@ int tr_attn_path_takes(const tr_attn_dims *d, int dt, int path)
 int tr_attn_candidates(const tr_attn_dims *d, int dt, int cudnn_built, int out[4])
 {
     int n = 0, rule = tr_cuda_attn_blocked(d, TR_CUDA_ATTN_AUTO) ? TR_CUDA_ATTN_BLOCKED : TR_CUDA_ATTN_FUSED;
-    if (cudnn_built && tr_prec_16(dt)) out[n++] = TR_CUDA_ATTN_CUDNN;
+    if (!tr_prec_16(dt)) { /* fp32: the rule, unchecked (no other path takes fp32; fused and blocked differ by
+                            * their sums' order, and with --tf32 blocked rounds its inputs: neither is wrong) */
+        out[n++] = rule;
+        return n;
+    }
+    if (cudnn_built) out[n++] = TR_CUDA_ATTN_CUDNN;
     if (flash_would_take(d, dt)) out[n++] = TR_CUDA_ATTN_FLASH;
     out[n++] = rule;
     if (rule != TR_CUDA_ATTN_BLOCKED) out[n++] = TR_CUDA_ATTN_BLOCKED;

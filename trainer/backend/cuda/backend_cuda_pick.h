@@ -33,7 +33,8 @@ void tr_attn_key_text(const tr_attn_key *k, char *buf, size_t len);
  * 65535 tiles of 64 rows), the rule's (blocked for Tq and Tk of 64 and
  * more, else fused, which takes heads of at most 128 dimensions), then
  * blocked when the rule's is fused.  The last is the reference path,
- * which is never refused.  Their number. */
+ * which is never refused.  fp32 operands: the rule's path alone (today's
+ * choice, not checked).  Their number. */
 int tr_attn_candidates(const tr_attn_dims *d, int dt, int cudnn_built, int out[4]);
 
 /* 1 when the path (TR_CUDA_ATTN_*) can take the call with operands of
