@@ -218,3 +218,9 @@ check_PROGRAMS += tests/gpu-attn-case
 tests_gpu_attn_case_SOURCES = tests/gpu-attn-case.c
 tests_gpu_attn_case_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_gpu_attn_case_LDADD = $(TRAIN_LIBS)
+# auto's start-up check of the CUDA attention on a device (skips without one)
+check_PROGRAMS += tests/test-attn-choose-cuda
+TESTS += tests/test-attn-choose-cuda
+tests_test_attn_choose_cuda_SOURCES = tests/test-attn-choose-cuda.c
+tests_test_attn_choose_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_attn_choose_cuda_LDADD = $(TRAIN_LIBS)

@@ -69,6 +69,10 @@ typedef void (*tr_cuda_attn_log)(void *ctx, const char *line);
 int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, int n, int dt, tr_cuda_attn_log log, void *ctx,
                         char *err, size_t err_len);
 
+/* The path auto's check chose for the shape of d with operands of type dt
+ * (TR_CUDA_ATTN_*), or -1: not checked (the rule). */
+int tr_cuda_attn_chosen(tr_backend *be, const tr_attn_dims *d, int dt);
+
 /* Whether the path (TR_CUDA_ATTN_FUSED ... CUDNN) takes the call d with
  * operands of type dt on be (a CUDA backend), else 0 with why (the shape,
  * the type, a library absent or too old): what scripts/gpu-check attn

@@ -310,3 +310,10 @@ extern "C" int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt,
              tr_prec_name(dt), d->dh);
     return 0;
 }
+
+extern "C" int tr_cuda_attn_chosen(tr_backend *be, const tr_attn_dims *d, int dt)
+{
+    cuda_backend *c = CB(be);
+    tr_attn_key k = tr_attn_key_of(d, dt);
+    return c->attn_tab ? tr_attn_table_find(c->attn_tab, &k) : -1;
+}

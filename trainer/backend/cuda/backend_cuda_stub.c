@@ -38,3 +38,9 @@ int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, 
     snprintf(why, len, "cuda backend not available in this build (configure --with-cuda)");
     return 0;
 }
+
+int tr_cuda_attn_chosen(tr_backend *be, const tr_attn_dims *d, int dt)
+{
+    (void)be, (void)d, (void)dt;
+    return -1;
+}
