@@ -336,7 +336,8 @@ int main(int argc, char **argv)
     }
     float *g1[4] = {fetch(be, r1.out, eo, dt), fetch(be, r1.dq, eq, dt), fetch(be, r1.dk, ek, dt), fetch(be, r1.dv, ek, dt)};
     float *g2[4] = {fetch(be, r2.out, eo, dt), fetch(be, r2.dq, eq, dt), fetch(be, r2.dk, ek, dt), fetch(be, r2.dv, ek, dt)};
-    float *gr[4] = {fetch(ref, rr.out, eo, 0), fetch(ref, rr.dq, eq, 0), fetch(ref, rr.dk, ek, 0), fetch(ref, rr.dv, ek, 0)};
+    float *gr[4] = {fetch(ref, rr.out, eo, TR_PREC_FP32), fetch(ref, rr.dq, eq, TR_PREC_FP32),
+                   fetch(ref, rr.dk, ek, TR_PREC_FP32), fetch(ref, rr.dv, ek, TR_PREC_FP32)};
     size_t n[4] = {eo, eq, ek, ek};
     int ld[4] = {d.ldo, d.ldq, d.ldk, d.ldv}, T[4] = {d.Tq, d.Tq, d.Tk, d.Tk};
     size_t st[4] = {d.so, d.sq, d.sk, d.sv};
