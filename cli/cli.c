@@ -49,32 +49,6 @@ static _Noreturn void exit_clean(int status)
     exit(status);
 }
 
-/* One byte as a message writes it: a control byte as \n, \r, \t or \xHH,
- * any other as itself (e holds 5 bytes). */
-static const char *escape_byte(unsigned char c, char *e)
-{
-    if (c == '\n') return "\\n";
-    if (c == '\r') return "\\r";
-    if (c == '\t') return "\\t";
-    if (c < 0x20 || c == 0x7f) snprintf(e, 5, "\\x%02x", c);
-    else e[0] = (char)c, e[1] = 0;
-    return e;
-}
-
-char *cli_escape(char *out, size_t cap, const char *s)
-{
-    size_t n = 0;
-    char e[5];
-    for (const unsigned char *c = (const unsigned char *)s; cap && *c; c++) {
-        const char *x = escape_byte(*c, e);
-        size_t k = strlen(x);
-        if (n + k >= cap) break;
-        memcpy(out + n, x, k), n += k;
-    }
-    if (cap) out[n] = 0;
-    return out;
-}
-
 static void vwarn(const char *fmt, va_list ap)
 {
     int saved = errno;
@@ -95,8 +69,9 @@ static void vwarn(const char *fmt, va_list ap)
         vfprintf(stderr, fmt, ap);
     } else {
         vsnprintf(m, (size_t)n + 1, fmt, ap);
-        char e[5];
-        for (const unsigned char *c = (const unsigned char *)m; *c; c++) fputs(escape_byte(*c, e), stderr);
+        char *e = malloc(4 * (size_t)n + 1);
+        fputs(e ? sa1b_escape(e, 4 * (size_t)n + 1, m, (size_t)n) : m, stderr);
+        free(e);
     }
     free(m);
     fputc('\n', stderr);

@@ -20,9 +20,6 @@ const char *cli_prog(void);
 
 /* "prog: <message>\n" on stderr. */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* s with its control bytes written as \n, \r, \t or \xHH (as every
- * message writes what it quotes), cut to fit cap bytes with its NUL; out. */
-char *cli_escape(char *out, size_t cap, const char *s);
 /* cli_warn then exit(status), removing the temporary file of cli_temp_set. */
 _Noreturn void cli_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* "prog: <message>\nTry 'prog --help' for more information.\n", exit 2

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 void sa1b_error_clear(sa1b_error *err)
 {
@@ -12,17 +13,12 @@ void sa1b_error_clear(sa1b_error *err)
     err->msg[0] = '\0';
 }
 
-/* src into dst[dst_len] with its control bytes (below 0x20, and 0x7f) as
- * \n, \r, \t or \xHH, so that text quoted from input stays on one line;
- * cut short (never inside an escape) where it does not fit.  Bytes from
- * 0x80 (UTF-8) and the backslash are copied as they are: escaping twice (a
- * message that quotes another) changes nothing. */
-static void escape_controls(char *dst, size_t dst_len, const char *src)
+char *sa1b_escape(char *dst, size_t dst_len, const char *src, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
-        char e[5];
+    for (const unsigned char *p = (const unsigned char *)src; p < (const unsigned char *)src + n; p++) {
+        char e[4];
         size_t k = 0;
         if (*p == '\n') e[k++] = '\\', e[k++] = 'n';
         else if (*p == '\r') e[k++] = '\\', e[k++] = 'r';
@@ -33,6 +29,7 @@ static void escape_controls(char *dst, size_t dst_len, const char *src)
         for (size_t i = 0; i < k; i++) dst[o++] = e[i];
     }
     dst[o] = '\0';
+    return dst;
 }
 
 int sa1b_error_set(sa1b_error *err, int code, int64_t offset, const char *fmt, ...)
@@ -47,7 +44,7 @@ int sa1b_error_set(sa1b_error *err, int code, int64_t offset, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    escape_controls(err->msg, sizeof err->msg, raw);
+    sa1b_escape(err->msg, sizeof err->msg, raw, strlen(raw));
     return code;
 }
 

@@ -12,6 +12,7 @@
 #ifndef SA1B_ERROR_H
 #define SA1B_ERROR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -51,6 +52,14 @@ int sa1b_error_set(sa1b_error *err, int code, int64_t offset, const char *fmt, .
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
+
+/* The n bytes of src into dst[dst_len] (dst_len >= 1, NUL-terminated) as
+ * every message quotes input: control bytes (below 0x20, and 0x7f; a NUL
+ * among the n too) as \n, \r, \t or \xHH, so that the text stays one
+ * line; bytes from 0x80 and the backslash as they are (escaping twice
+ * changes nothing).  Cut where dst is full, never inside an escape (4 * n
+ * + 1 bytes always fit).  Returns dst. */
+char *sa1b_escape(char *dst, size_t dst_len, const char *src, size_t n);
 
 /* Static English name of a code ("malformed input", ...). Never NULL. */
 const char *sa1b_strerror(int code);

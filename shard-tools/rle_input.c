@@ -12,23 +12,8 @@
 
 char *rle_input_escape(const char *s, size_t n)
 {
-    size_t m = 1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        m += c < 0x20 || c == 0x7f ? 4 : 1;
-    }
-    char *o = malloc(m), *p = o;
-    if (!o) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != 0x7f) *p++ = (char)c;
-        else if (c == '\n') *p++ = '\\', *p++ = 'n';
-        else if (c == '\r') *p++ = '\\', *p++ = 'r';
-        else if (c == '\t') *p++ = '\\', *p++ = 't';
-        else p += sprintf(p, "\\x%02x", c);
-    }
-    *p = '\0';
-    return o;
+    char *o = malloc(4 * n + 1);
+    return o ? sa1b_escape(o, 4 * n + 1, s, n) : NULL;
 }
 
 /* snprintf of "prefix" and s escaped (s cut short when memory runs out). */

@@ -300,12 +300,12 @@ static int summary(const char *file, const sa1b_shard *s, sa1b_error *err)
     json_t *clean = json_object_get(prov, "input_clean_end"), *after = json_object_get(prov, "input_ends_after");
     if (json_is_string(src)) { /* the input; its identity in an input's last part */
         char q[512], qa[256]; /* (the provenance's names, escaped: one line each) */
-        fprintf(out, "%-16s %s", "input", cli_escape(q, sizeof q, json_string_value(src)));
+        fprintf(out, "%-16s %s", "input", sa1b_escape(q, sizeof q, json_string_value(src), json_string_length(src)));
         if (json_is_integer(ib))
             fprintf(out, ": %lld bytes, crc32c %s, %s%s%s", (long long)json_integer_value(ib),
                    json_is_string(json_object_get(prov, "input_crc32c")) ? json_string_value(json_object_get(prov, "input_crc32c")) : "?",
                    json_is_false(clean) ? "ended early, after " : "read to its end",
-                   json_is_false(clean) && json_is_string(after) ? cli_escape(qa, sizeof qa, json_string_value(after)) : "",
+                   json_is_false(clean) && json_is_string(after) ? sa1b_escape(qa, sizeof qa, json_string_value(after), json_string_length(after)) : "",
                    json_is_false(clean) ? " (the images after it are missing)" : "");
         fputc('\n', out);
     }

@@ -153,7 +153,7 @@ static int verify(const char *file, const options *o)
     if (json_is_false(json_object_get(prov, "input_clean_end"))) {
         const char *a = json_string_value(json_object_get(prov, "input_ends_after"));
         char q[256]; /* (a sample's name, as the shard's provenance holds it: escaped) */
-        if (a && *a) snprintf(cut_after, sizeof cut_after, "after sample %s", cli_escape(q, sizeof q, a));
+        if (a && *a) snprintf(cut_after, sizeof cut_after, "after sample %s", sa1b_escape(q, sizeof q, a, strlen(a)));
         else snprintf(cut_after, sizeof cut_after, "before its first sample");
     }
     json_decref(prov);

@@ -12,9 +12,12 @@ page="$SRC/docs/QUICKSTART.md"
 awk -v dir="$TMP" '/^```sh$/ { n++; f = 1; next } /^```$/ { f = 0 } f { print > (dir "/block" n ".sh") }' "$page"
 mkdir "$TMP/root" && cd "$TMP/root" || exit 99
 n=0
+# the tests' interpreter as the Python tests have it (py-lib.sh: under
+# AddressSanitizer a wrapper that preloads the runtime), when it has torch
+pyexe=$( (. "$SRC/python/tests/py-lib.sh" >/dev/null 2>&1 && "$PY" -c 'import numpy, torch' >/dev/null 2>&1 &&
+    echo "$PY") )
 py_ok=1
-[ -d "$BUILD/python/stage/sa1b" ] && [ -x "$BUILD/python/venv/bin/python" ] &&
-    PYTHONPATH="$BUILD/python/stage" "$BUILD/python/venv/bin/python" -c 'import numpy, torch' 2>/dev/null || py_ok=0
+[ -n "$pyexe" ] || py_ok=0
 for b in "$TMP"/block*.sh; do
     n=$((n + 1))
     if grep -q '^scripts/build build$' "$b"; then     # the build: the suite's own; then into quickstart/
@@ -32,7 +35,7 @@ for b in "$TMP"/block*.sh; do
             skip 2 "no staged Python package, tests' virtual environment or torch"
             continue
         fi
-        sed "s#\.\./venv/bin/python#PYTHONPATH='$BUILD/python/stage' '$BUILD/python/venv/bin/python'#" "$b" >"$b.run"
+        sed "s#\.\./venv/bin/python#PYTHONPATH='$BUILD/python/stage' '$pyexe'#" "$b" >"$b.run"
     else
         cp "$b" "$b.run"
     fi

@@ -81,6 +81,25 @@ run_status 2 "--from-step with --auto-resume" sa1b-train $run --from-step 3 -q -
 grep_ok "^sa1b-train: --from-step N picks the checkpoint that --resume DIR continues from: it needs --resume \(not --auto-resume\)$" \
     "$TMP/.err" "saying what it is for"
 
+# a byte of a tensor's name flipped in the last model file: its header still
+# JSON, the tensor missing
+copy r && sed -i '1s/"enc\.patch\.b"/"enc\.patch\.c"/' "$TMP/r/model-9.safetensors"
+grep -q 'enc.patch.c' "$TMP/r/model-9.safetensors" || { echo "Bail out! the name was not changed"; exit 99; }
+run_ok "--resume, a tensor's name flipped in the last model file" sa1b-train --resume "$TMP/r" -q
+is "$(cat "$TMP/.err")" "sa1b-train: the checkpoint of step 9 in '$TMP/r' is damaged ('$TMP/r/model-9.safetensors': tensor 'enc.patch.b' missing): resuming from step 6, the newest intact one" \
+    "one line names the tensor missing"
+same "$TMP/r"
+ok $? "trained to its end again, bit for bit"
+
+# and one of an optimizer state's name in the last state file
+copy r2 && sed -i '1s/"adam\.v\.enc\.patch\.b"/"adam\.v\.enc\.patch\.c"/' "$TMP/r2/state-9.bin"
+grep -q 'adam.v.enc.patch.c' "$TMP/r2/state-9.bin" || { echo "Bail out! the name was not changed"; exit 99; }
+run_ok "--resume, a state's name flipped in the last state file" sa1b-train --resume "$TMP/r2" -q
+grep_ok "^sa1b-train: the checkpoint of step 9 in '$TMP/r2' is damaged \('$TMP/r2/state-9.bin': tensor 'adam\.v\.enc\.patch\.(b' missing|c' is no optimizer state of a parameter)\): resuming from step 6, the newest intact one$" \
+    "$TMP/.err" "one line names the state"
+same "$TMP/r2"
+ok $? "trained to its end again, bit for bit"
+
 # no intact checkpoint: exit 3, one line, nothing changed
 copy n && for s in 3 6 9; do truncate -s 100 "$TMP/n/model-$s.safetensors"; done
 (cd "$TMP/n" && ls && cksum ./*) >"$TMP/before"

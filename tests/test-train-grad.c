@@ -244,7 +244,8 @@ static void test_attention_packed(void)
         tap_is_close(a.o[((size_t)n * T + t) * E + hd * dh], out0, 1e-5, "attention forward: heads are contiguous chunks");
     }
     float *dqkv = zeros(nqkv);
-    be->ops->attention_backward(be, tr_f32(dqkv), tr_f32(dqkv + E), tr_f32(dqkv + 2 * E), tr_f32(a.r), tr_f32(a.q), tr_f32(a.k), tr_f32(a.v), tr_f32(a.att), &a.d);
+    be->ops->attention_backward(be, tr_f32(dqkv), tr_f32(dqkv + E), tr_f32(dqkv + 2 * E), tr_f32(a.r), tr_f32(a.o),
+                                tr_f32(a.q), tr_f32(a.k), tr_f32(a.v), tr_f32(a.att), &a.d);
     CHECK("attention (packed qkv) dqkv", at_loss, &a, qkv, dqkv, nqkv, 1e-2, 2e-3);
     free(qkv), free(a.o), free(a.att), free(a.r), free(dqkv);
 }
@@ -262,7 +263,8 @@ static void test_attention_cross(void)
     a.no = nq, a.o = zeros(nq), a.att = zeros((size_t)N * H * Tq * Tk), a.r = rnd(nq, 1);
     at_loss(&a);
     float *dq = zeros(nq), *dk = zeros(nk), *dv = zeros(nk);
-    be->ops->attention_backward(be, tr_f32(dq), tr_f32(dk), tr_f32(dv), tr_f32(a.r), tr_f32(a.q), tr_f32(a.k), tr_f32(a.v), tr_f32(a.att), &a.d);
+    be->ops->attention_backward(be, tr_f32(dq), tr_f32(dk), tr_f32(dv), tr_f32(a.r), tr_f32(a.o), tr_f32(a.q),
+                                tr_f32(a.k), tr_f32(a.v), tr_f32(a.att), &a.d);
     CHECK("attention (cross) dq", at_loss, &a, (float *)a.q, dq, nq, 1e-2, 2e-3);
     CHECK("attention (cross) dk", at_loss, &a, (float *)a.k, dk, nk, 1e-2, 2e-3);
     CHECK("attention (cross) dv", at_loss, &a, (float *)a.v, dv, nk, 1e-2, 2e-3);

@@ -93,11 +93,11 @@ static void test_attention(int prec, const char *name)
     for (size_t i = 0; i < na; i++) ok_att &= tr_round_prec(att[i], prec) == att[i];
     tap_ok(ok_att && same16(att16, att, na, prec) && same16(out16, out, no, prec),
            "%s attention forward: probabilities stored in %s, out from them, rounded", name, name);
-    o->attention_backward(be, tr_f32(dqkv), tr_f32(dqkv + E), tr_f32(dqkv + 2 * E), tr_f32(dout), tr_f32(qkv),
-                          tr_f32(qkv + E), tr_f32(qkv + 2 * E), tr_f32(att), &d);
+    o->attention_backward(be, tr_f32(dqkv), tr_f32(dqkv + E), tr_f32(dqkv + 2 * E), tr_f32(dout), tr_f32(out),
+                          tr_f32(qkv), tr_f32(qkv + E), tr_f32(qkv + 2 * E), tr_f32(att), &d);
     o->attention_backward(be, tr_typed(dqkv16, prec), tr_typed(dqkv16 + E, prec), tr_typed(dqkv16 + 2 * E, prec),
-                          tr_typed(dout16, prec), tr_typed(qkv16, prec), tr_typed(qkv16 + E, prec),
-                          tr_typed(qkv16 + 2 * E, prec), tr_typed(att16, prec), &d);
+                          tr_typed(dout16, prec), tr_typed(out16, prec), tr_typed(qkv16, prec),
+                          tr_typed(qkv16 + E, prec), tr_typed(qkv16 + 2 * E, prec), tr_typed(att16, prec), &d);
     tap_ok(same16(dqkv16, dqkv, nq, prec), "%s attention backward: dq, dk, dv inside one qkv, each rounded", name);
     free(qkv), free(out), free(att), free(dout), free(dqkv), free(qkv16), free(out16), free(att16), free(dout16);
     free(dqkv16);

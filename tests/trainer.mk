@@ -4,6 +4,12 @@ TESTS += tests/test-train-grad
 tests_test_train_grad_SOURCES = tests/test-train-grad.c
 tests_test_train_grad_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
 tests_test_train_grad_LDADD = $(TRAIN_LIBS)
+# issue 40: the attention op's contract (dq, dk, dv written; out given; the GPU paths' lse math emulated)
+check_PROGRAMS += tests/test-train-attn
+TESTS += tests/test-train-attn
+tests_test_train_attn_SOURCES = tests/test-train-attn.c
+tests_test_train_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_train_attn_LDADD = $(TRAIN_LIBS)
 check_PROGRAMS += tests/test-train-optim
 TESTS += tests/test-train-optim
 tests_test_train_optim_SOURCES = tests/test-train-optim.c
@@ -204,6 +210,24 @@ tests_test_dist_nccl_LDADD = $(MPI_LIBS) -ldl -lpthread
 EXTRA_tests_test_dist_nccl_DEPENDENCIES = tests/libnccl.la
 endif
 EXTRA_DIST += tests/fake-nccl.c tests/fake-nccl.h tests/test-dist-nccl.c
+# cuDNN's SDPA attention without a GPU (issue 40): the layout given to
+# cuDNN against the CPU backend (every build), the real libcudnn as far as
+# it goes without a device, and a stand-in libcudnn (libfakecudnn.so,
+# loaded by its path)
+check_PROGRAMS += tests/test-cudnn-attn
+TESTS += tests/test-cudnn-attn
+tests_test_cudnn_attn_SOURCES = tests/test-cudnn-attn.c
+tests_test_cudnn_attn_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_cudnn_attn_LDADD = $(TRAIN_LIBS) -ldl
+if HAVE_CUDNN
+check_LTLIBRARIES += tests/libfakecudnn.la
+tests_libfakecudnn_la_SOURCES = tests/fake-cudnn.c
+tests_libfakecudnn_la_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -isystem $(CUDA_INCDIR)
+tests_libfakecudnn_la_LDFLAGS = -shared -rpath $(abs_builddir)/tests -avoid-version -module
+tests_test_cudnn_attn_CPPFLAGS += -DFAKE_CUDNN='"$(abs_builddir)/tests/.libs/libfakecudnn.so"'
+EXTRA_tests_test_cudnn_attn_DEPENDENCIES = tests/libfakecudnn.la
+endif
+EXTRA_DIST += tests/fake-cudnn.c tests/fake-cudnn.h tests/test-cudnn-attn.c
 # masks empty at R: not trained on, left out of the evaluation and counted (issue 39)
 TESTS += tests/t1720-train-empty-masks.sh
 EXTRA_DIST += tests/t1720-train-empty-masks.sh

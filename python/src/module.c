@@ -14,19 +14,11 @@
  * path or a counts string in it held. */
 static PyObject *one_line(const char *s)
 {
-    size_t n = strlen(s), m = 0;
-    for (size_t i = 0; i < n; i++) m += (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? 4 : 1;
-    char *e = PyMem_Malloc(m + 1), *p = e;
+    size_t n = strlen(s);
+    char *e = PyMem_Malloc(4 * n + 1);
     if (!e) return PyErr_NoMemory();
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != 0x7f) *p++ = (char)c;
-        else if (c == '\n') *p++ = '\\', *p++ = 'n';
-        else if (c == '\r') *p++ = '\\', *p++ = 'r';
-        else if (c == '\t') *p++ = '\\', *p++ = 't';
-        else p += snprintf(p, 5, "\\x%02x", c);
-    }
-    PyObject *u = PyUnicode_DecodeUTF8(e, (Py_ssize_t)(p - e), "backslashreplace");
+    sa1b_escape(e, 4 * n + 1, s, n);
+    PyObject *u = PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "backslashreplace");
     PyMem_Free(e);
     return u;
 }

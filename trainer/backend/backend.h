@@ -18,7 +18,9 @@
  *  - forward ops write (=) their outputs;
  *  - backward ops ACCUMULATE (+=) into every gradient they are given (llm.c):
  *    the caller zeroes gradient buffers once per step; a NULL gradient
- *    pointer means "not needed";
+ *    pointer means "not needed"; one exception, attention_backward, WRITES
+ *    (=) dq, dk and dv (as a fused attention kernel or cuDNN does: the
+ *    caller neither zeroes them nor finds their earlier contents there);
  *  - results never depend on the thread count except for float
  *    reassociation inside the BLAS (work is split so that every output
  *    element is computed by exactly one thread in a fixed order).
@@ -56,7 +58,8 @@ typedef struct tr_loss {
 typedef struct tr_sizes {
     /* elements attention_forward saves in att for attention_backward, per
      * sequence and head, Tq queries over Tk keys (the CPU: the
-     * probabilities, Tq * Tk; a fused kernel: the softmax statistics) */
+     * probabilities, Tq * Tk; a GPU: the softmax statistics, one fp32 a
+     * query row, as attention_forward says) */
     size_t (*attention_saved)(size_t Tq, size_t Tk);
     /* bytes of workspace attention_backward takes for the call d */
     size_t (*attention_workspace)(const tr_attn_dims *d);
@@ -148,14 +151,30 @@ typedef struct tr_ops {
 
     /* Multi-head softmax attention without projections:
      * out_j = softmax(q_j k_j^T / sqrt(dh)) v_j per head j; att [N, heads,
-     * tr_sizes.attention_saved(Tq, Tk)] keeps what the backward needs (the
-     * CPU: the probabilities [N, heads, Tq, Tk], in att's type: out is
-     * computed from the probabilities as stored). */
+     * tr_sizes.attention_saved(Tq, Tk)] keeps what the backward needs:
+     *  - the CPU: the probabilities [N, heads, Tq, Tk], in att's type (out
+     *    is computed from the probabilities as stored);
+     *  - every GPU path (blocked, fused, flash, cuDNN): one layout, cuDNN's
+     *    Stats, so that any path's forward feeds any path's backward: the
+     *    log-sum-exp of each query row, fp32 [N, heads, Tq] dense from att.p
+     *    (row t of head j of sequence n: float (n heads + j) Tq + t),
+     *    whatever att's type: lse = log(sum_k exp(s_k)) over the row's
+     *    scaled scores s_k = q.k_k / sqrt(dh), the natural log, its maximum
+     *    included (m + log(sum_k exp(s_k - m))), so that P = exp(s - lse).
+     *    (attention_saved(Tq, Tk) is 2 Tq elements: a 16-bit att holds the
+     *    lse exactly, an fp32 one leaves its second half unused.) */
     void (*attention_forward)(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v,
                               const tr_attn_dims *d);
-    /* dq/dk/dv (same strides as q/k/v) += gradients from dout. */
-    void (*attention_backward)(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q,
-                               tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d);
+    /* dq/dk/dv (same strides as q/k/v) = the gradients from dout: WRITTEN,
+     * not accumulated (NULL: not needed, nothing written), every element of
+     * the heads' columns of their rows, so that q, k and v packed in one
+     * tensor [N, T, 3 heads dh] get their gradients packed likewise.  out is
+     * the forward's output (dout's strides, ldo and so): a backward that
+     * recomputes P from the statistics takes D = rowsum(dout * out) from it,
+     * as flash attention's does (every GPU path: it must be given); the
+     * CPU, which keeps its probabilities, does not read it. */
+    void (*attention_backward)(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out,
+                               tr_ten q, tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d);
 
     /* ConvTranspose 2x2 stride 2 on channels-last pixels:
      * inp [N, H*W, Ci] (pixel r*W+c), w [Ci, Co, 2, 2] (PyTorch layout), b [Co]

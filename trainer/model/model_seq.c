@@ -126,6 +126,35 @@ static seq_ctx seq_of(tr_model *m)
                      .a = &m->a, .da = &m->da};
 }
 
+/* A span of activation gradients: n elements from p. */
+typedef struct grad_span {
+    const void *p;
+    size_t n;
+} grad_span;
+
+/* Zeroes the gradient set of n 4-byte units at off in dact_mem but the k
+ * spans skip (attention_backward's dq, dk and dv, which it writes whole:
+ * backend.h), so that what accumulates there starts from zero; a span
+ * outside the set changes nothing. */
+static void zero_grads_but(tr_model *m, size_t off, size_t n, grad_span *skip, int k)
+{
+    const tr_ops *o = m->be->ops;
+    char *lo = (char *)(m->dact_mem + off), *hi = lo + n * sizeof(float), *at = lo;
+    size_t esz = mdl_esz(m);
+    for (int i = 1; i < k; i++) /* by address */
+        for (int j = i; j > 0 && (const char *)skip[j].p < (const char *)skip[j - 1].p; j--) {
+            grad_span t = skip[j];
+            skip[j] = skip[j - 1], skip[j - 1] = t;
+        }
+    for (int i = 0; i < k; i++) {
+        char *b = (char *)skip[i].p, *e = b + skip[i].n * esz;
+        if (!b || b >= hi || e <= at) continue;
+        if (b > at) o->zero(m->be, T(at), (size_t)(b - at) / esz);
+        at = e;
+    }
+    if (hi > at) o->zero(m->be, T(at), (size_t)(hi - at) / esz);
+}
+
 /* ---- forward / backward ----------------------------------------------------------- */
 
 static tr_attn_dims attn_dims(int N, int Tq, int Tk, int Ci, int heads)
@@ -159,7 +188,9 @@ static void ablock_backward(tr_model *m, const tr_attn_p *p, tr_attn_p *g, const
     const tr_ops *o = be->ops;
     lin_bwd(m, da->ao, g->o_w, g->o_b, da->out, a->ao, p->o_w, N * Tq, Ci, C);
     tr_attn_dims d = attn_dims(N, Tq, Tk, Ci, heads);
-    o->attention_backward(be, T(da->q), T(da->k), T(da->v), T(da->ao), T(a->q), T(a->k), T(a->v), T(a->att), &d);
+    /* (da->q, k, v written: the caller's zeroing skips them) */
+    o->attention_backward(be, T(da->q), T(da->k), T(da->v), T(da->ao), T(a->ao), T(a->q), T(a->k), T(a->v),
+                          T(a->att), &d);
     lin_bwd(m, dqin, g->q_w, g->q_b, da->q, qin, p->q_w, N * Tq, C, Ci);
     lin_bwd(m, dkin, g->k_w, g->k_b, da->k, kin, p->k_w, N * Tk, C, Ci);
     lin_bwd(m, dvin, g->v_w, g->v_b, da->v, vin, p->v_w, N * Tk, C, Ci);
@@ -247,7 +278,9 @@ static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, v
     tr_enc_block_a *db = &s.da->blk[i];
     const tr_enc_block_p *pb = &s.p->blk[i];
     tr_enc_block_p *gb = &s.g->blk[i];
-    s.o->zero(s.be, tr_f32(m->dact_mem + m->dblk_off), m->dblk_n); /* shares the union region (4-byte units) */
+    /* the block's gradient set shares the union region: zeroed, but for
+     * the qkv gradient, which attention_backward writes whole */
+    zero_grads_but(m, m->dblk_off, m->dblk_n, (grad_span[]){{db->qkv, GE * 3}}, 1);
     s.o->accumulate(s.be, T(db->xmid), T(dxout), GE);
     lin_bwd(m, db->gelu, gb->fc2_w, gb->fc2_b, dxout, ab->gelu, pb->fc2_w, GG, 4 * E, E);
     s.o->gelu_backward(s.be, T(db->fc1), T(db->gelu), T(ab->fc1), GE * 4);
@@ -257,9 +290,8 @@ static void enc_block_backward(tr_model *m, int i, const void *x, void *dxout, v
     if (dxin) s.o->accumulate(s.be, T(dxin), T(db->xmid), GE);
     lin_bwd(m, db->ao, gb->proj_w, gb->proj_b, db->xmid, ab->ao, pb->proj_w, GG, E, E);
     tr_attn_dims d = enc_attn_dims(m);
-    s.o->attention_backward(s.be, T(db->qkv), T(AT(db->qkv, E)), T(AT(db->qkv, 2 * E)), T(db->ao), T(ab->qkv),
-                            T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)),
-                            T(ab->att), &d);
+    s.o->attention_backward(s.be, T(db->qkv), T(AT(db->qkv, E)), T(AT(db->qkv, 2 * E)), T(db->ao), T(ab->ao),
+                            T(ab->qkv), T(AT(ab->qkv, E)), T(AT(ab->qkv, 2 * E)), T(ab->att), &d);
     lin_bwd(m, db->ln1, gb->qkv_w, gb->qkv_b, db->qkv, ab->ln1, pb->qkv_w, GG, E, 3 * E);
     ln_bwd(m, dxin, gb->ln1_w, gb->ln1_b, db->ln1, x, pb->ln1_w, ab->ln1_m, ab->ln1_r, GG, E, 1e-6f);
 }
@@ -315,7 +347,13 @@ static void dec_layer_backward(tr_model *m, int l, int NP)
     tr_dec_layer_p *gl = &s.g->lay[l];
     const void *Tin = l == 0 ? s.a->T0 : s.a->lay[l - 1].t3, *Kin = l == 0 ? s.a->Kimg : s.a->lay[l - 1].kout;
     void *dTin = l == 0 ? s.da->T0 : s.da->lay[l - 1].t3, *dKin = l == 0 ? s.da->Kimg : s.da->lay[l - 1].kout;
-    s.o->zero(s.be, tr_f32(m->dact_mem + m->dlay_off), m->dlay_n); /* shares the union region (4-byte units) */
+    /* the layer's gradient set shares the union region: zeroed, but for
+     * the attentions' dq, dk and dv, which attention_backward writes whole */
+    size_t nh = (size_t)NP * T * (C / 2), nhk = (size_t)NP * GG * (C / 2);
+    grad_span qkv[] = {{dL->sa.q, nT},     {dL->sa.k, nT},     {dL->sa.v, nT},
+                       {dL->t2i.q, nh},    {dL->t2i.k, nhk},   {dL->t2i.v, nhk},
+                       {dL->i2t.q, nhk},   {dL->i2t.k, nh},    {dL->i2t.v, nh}};
+    zero_grads_but(m, m->dlay_off, m->dlay_n, qkv, (int)(sizeof qkv / sizeof *qkv));
     if (l > 0) {
         s.o->zero(s.be, T(dTin), nT);
         s.o->zero(s.be, T(dKin), nK);
@@ -575,7 +613,8 @@ static void dec_chunk_backward(tr_model *m, const tr_batch *b, int ci)
            NP * 4 * GG, C / 4, 1e-6f);
     convt_bwd(m, dKc, s.g->up1_w, s.g->up1_b, s.da->up1, Kc, s.p->up1_w, s.da->up_scratch, NP, G, G, C, C / 4);
     /* final token-to-image attention */
-    s.o->zero(s.be, T(s.da->pp_u[0]), (size_t)((char *)s.da->fin.out - (char *)s.da->pp_u[0]) / mdl_esz(m) + nT);
+    /* (fin.q, k, v, before fin.ao in that buffer: written by attention_backward) */
+    s.o->zero(s.be, T(s.da->fin.ao), (size_t)((char *)s.da->fin.out - (char *)s.da->fin.ao) / mdl_esz(m) + nT);
     s.o->zero(s.be, T(s.da->pp_u[1]), (size_t)((char *)s.da->fin_qin - (char *)s.da->pp_u[1]) / mdl_esz(m) + nT);
     ln_bwd(m, s.da->tfpre, s.g->fin_n_w, s.g->fin_n_b, s.da->tf, s.a->tfpre, s.p->fin_n_w, s.a->fin_m, s.a->fin_r,
            NP * T, C, 1e-5f);

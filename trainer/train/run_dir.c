@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/meta/backend_meta.h"
 #include "checkpoint.h"
 #include "common/safetensors.h"
 
@@ -645,9 +646,55 @@ static int all_finite(const tr_st_file *f, char *why, size_t why_len)
     return 0;
 }
 
+/* Every parameter of model m (its table, laid out on the counting backend
+ * for the checkpoint's configuration) in the model file f, by the name and
+ * with the elements tr_ckpt_load_model reads, F32: 0, or -1 with why (a
+ * flipped byte in a name leaves the file's JSON whole). */
+static int params_there(const tr_st_file *f, const tr_model *m, char *why, size_t why_len)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        const tr_param_info *pi = &m->pinfo[i];
+        const tr_st_tensor *t = tr_st_find(f, pi->name);
+        if (!t) return snprintf(why, why_len, "tensor '%s' missing", pi->name), -1;
+        if (t->dtype != TR_ST_F32 || t->count != pi->count)
+            return snprintf(why, why_len, "tensor '%s': %s with %llu elements, want F32 with %zu", pi->name,
+                            tr_st_dtype_name(t->dtype), (unsigned long long)t->count, pi->count), -1;
+    }
+    return 0;
+}
+
+/* Every tensor of the state file f an optimizer state of a parameter of m
+ * as tr_optim_save_tensors names them (adam.m.P and adam.v.P, F32 of P's
+ * elements; adam8.m.P and adam8.v.P, U8 of them, with their F32
+ * adam8.m_absmax.P and adam8.v_absmax.P), each with its pair: 0, or -1
+ * with why.  Which parameters have a state (frozen ones have none, a
+ * rank's part holds its own) the load tells. */
+static int states_named(const tr_st_file *f, const tr_model *m, char *why, size_t why_len)
+{
+    static const char *const pre[6] = {"adam.m.", "adam.v.", "adam8.m.", "adam8.v.", "adam8.m_absmax.",
+                                       "adam8.v_absmax."};
+    static const int pair[6] = {1, 0, 3, 2, 5, 4};
+    char other[160];
+    for (int i = 0; i < f->n; i++) {
+        const char *name = f->t[i].name;
+        int k = 0, p = -1;
+        for (; k < 6; k++)
+            if (!strncmp(name, pre[k], strlen(pre[k]))) break;
+        if (k < 6) p = tr_model_find_param(m, name + strlen(pre[k]));
+        if (p < 0) return snprintf(why, why_len, "tensor '%.100s' is no optimizer state of a parameter", name), -1;
+        const tr_st_dtype dt = k == 2 || k == 3 ? TR_ST_U8 : TR_ST_F32;
+        if (f->t[i].dtype != dt || (k < 4 && f->t[i].count != m->pinfo[p].count))
+            return snprintf(why, why_len, "tensor '%.100s': %s with %llu elements", name,
+                            tr_st_dtype_name(f->t[i].dtype), (unsigned long long)f->t[i].count), -1;
+        snprintf(other, sizeof other, "%s%s", pre[pair[k]], m->pinfo[p].name);
+        if (!tr_st_find(f, other)) return snprintf(why, why_len, "tensor '%.100s' missing", other), -1;
+    }
+    return 0;
+}
+
 /* A state file (rank 0's or a rank's part) of step and configuration c: 0,
  * or -1 with why (the file named). */
-static int state_intact(const char *path, long step, const tr_config *c, char *why, size_t why_len)
+static int state_intact(const char *path, long step, const tr_model *m, char *why, size_t why_len)
 {
     tr_st_file f;
     char e[300] = "";
@@ -662,7 +709,7 @@ static int state_intact(const char *path, long step, const tr_config *c, char *w
         snprintf(e, sizeof e, "__metadata__ 'format' missing");
     else if (meta_config(&f, &fc, e, sizeof e) < 0)
         ;
-    else if (memcmp(&fc, c, sizeof fc) != 0)
+    else if (memcmp(&fc, &m->cfg, sizeof fc) != 0)
         snprintf(e, sizeof e, "its model configuration is not its model file's");
     else if (meta_long(&f, "step", 1L << 40, &v) < 0 || v != step)
         snprintf(e, sizeof e, "its step is not %ld", step);
@@ -670,7 +717,7 @@ static int state_intact(const char *path, long step, const tr_config *c, char *w
              meta_long(&f, "data_consumed", 1L << 62, &v) < 0 || !rng || strlen(rng) != 64 ||
              strspn(rng, "0123456789abcdefABCDEF") != 64)
         snprintf(e, sizeof e, "bad or missing adam_t, rng or data position");
-    else
+    else if (states_named(&f, m, e, sizeof e) == 0)
         rc = all_finite(&f, e, sizeof e);
     if (rc < 0) snprintf(why, why_len, "'%s': %s", path, e);
     tr_st_close(&f);
@@ -682,6 +729,9 @@ int tr_run_checkpoint_intact(const char *dir, long step, int world, char *why, s
     char path[4200], e[300] = "";
     tr_st_file f;
     tr_config c;
+    tr_model m; /* the configuration's parameter table, on the counting backend (made: 0) */
+    tr_backend *mb = NULL;
+    int made = -1;
     snprintf(path, sizeof path, "%s/model-%ld.safetensors", dir, step);
     if (tr_st_load(&f, path, why, why_len) < 0) return 0;
     const char *fmt = tr_st_meta(&f, "format");
@@ -693,19 +743,27 @@ int tr_run_checkpoint_intact(const char *dir, long step, int world, char *why, s
         ;
     else if (!pe || pe->dtype != TR_ST_F32 || pe->count != (uint64_t)c.C)
         snprintf(e, sizeof e, "tensor 'prompt.pe_gaussian' missing or not F32 of %d elements", c.C);
-    else
+    else if (!(mb = tr_backend_meta_create(NULL, NULL)))
+        snprintf(e, sizeof e, "out of memory");
+    else if ((made = tr_model_init(&m, mb, &c, 1, 1, 1, e, sizeof e)) < 0) /* (a failure frees its own) */
+        ;
+    else if (params_there(&f, &m, e, sizeof e) == 0)
         rc = all_finite(&f, e, sizeof e);
     tr_st_close(&f);
-    if (rc < 0) return snprintf(why, why_len, "'%s': %s", path, e), 0;
-    if (other) return 1;
-    snprintf(path, sizeof path, "%s/state-%ld.bin", dir, step);
-    if (state_intact(path, step, &c, why, why_len) < 0) return 0;
-    struct stat st;
-    snprintf(path, sizeof path, "%s/state-%ld.r1.bin", dir, step);
-    if (world > 1 && lstat(path, &st) == 0) /* the ranks' parts (--zero 1) */
-        for (int r = 1; r < world; r++) {
-            snprintf(path, sizeof path, "%s/state-%ld.r%d.bin", dir, step, r);
-            if (state_intact(path, step, &c, why, why_len) < 0) return 0;
-        }
-    return 1;
+    int ok = rc == 0;
+    if (rc < 0) snprintf(why, why_len, "'%s': %s", path, e);
+    if (ok && !other) {
+        snprintf(path, sizeof path, "%s/state-%ld.bin", dir, step);
+        ok = state_intact(path, step, &m, why, why_len) == 0;
+        struct stat st;
+        snprintf(path, sizeof path, "%s/state-%ld.r1.bin", dir, step);
+        if (ok && world > 1 && lstat(path, &st) == 0) /* the ranks' parts (--zero 1) */
+            for (int r = 1; r < world && ok; r++) {
+                snprintf(path, sizeof path, "%s/state-%ld.r%d.bin", dir, step, r);
+                ok = state_intact(path, step, &m, why, why_len) == 0;
+            }
+    }
+    if (made == 0) tr_model_free(&m);
+    if (mb) tr_backend_free(mb);
+    return ok;
 }

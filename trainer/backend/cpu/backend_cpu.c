@@ -787,7 +787,16 @@ typedef struct attn_bwd_args {
     const tr_attn_dims *d;
 } attn_bwd_args;
 
-/* Each (n, head) owns disjoint slices of dq, dk, dv: no races. */
+/* rows [0, T) of cols columns at p, ld apart: zeros (p NULL: nothing) */
+static void zero_cols(float *p, int T, int ld, int cols)
+{
+    if (!p) return;
+    for (int t = 0; t < T; t++) memset(p + (size_t)t * ld, 0, (size_t)cols * sizeof(float));
+}
+
+/* Each (n, head) owns disjoint slices of dq, dk, dv: no races.  They are
+ * written (backend.h): each slice zeroed, then the GEMMs add into it (the
+ * same calls, and so the same bits, as when the caller zeroed them). */
 static void attn_b_w(void *ctx, size_t b, size_t e)
 {
     const attn_bwd_args *a = ctx;
@@ -800,15 +809,18 @@ static void attn_b_w(void *ctx, size_t b, size_t e)
         const float *dout = a->dout + n * d->so + off;
         const float *q = a->q + n * d->sq + off, *k = a->k + n * d->sk + off, *v = a->v + n * d->sv + off;
         const float *att = a->att + idx * (size_t)d->Tq * d->Tk;
+        float *dq = a->dq ? a->dq + n * d->sq + off : NULL, *dk = a->dk ? a->dk + n * d->sk + off : NULL;
+        float *dv = a->dv ? a->dv + n * d->sv + off : NULL;
+        zero_cols(dq, d->Tq, d->ldq, d->dh), zero_cols(dk, d->Tk, d->ldk, d->dh), zero_cols(dv, d->Tk, d->ldv, d->dh);
         /* dP = dout v^T  [Tq, Tk] */
         gemm1(0, 1, d->Tq, d->Tk, d->dh, 1.0f, dout, d->ldo, v, d->ldv, 0.0f, ds, d->Tk);
-        /* dv += P^T dout */
-        if (a->dv) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, att, d->Tk, dout, d->ldo, 1.0f, a->dv + n * d->sv + off, d->ldv);
+        /* dv = P^T dout */
+        if (dv) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, att, d->Tk, dout, d->ldo, 1.0f, dv, d->ldv);
         for (int t = 0; t < d->Tq; t++)
             tr_softmax_row_backward(ds + (size_t)t * d->Tk, att + (size_t)t * d->Tk, d->Tk, scale);
-        /* dq += dS k ; dk += dS^T q */
-        if (a->dq) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, a->dq + n * d->sq + off, d->ldq);
-        if (a->dk) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, a->dk + n * d->sk + off, d->ldk);
+        /* dq = dS k ; dk = dS^T q */
+        if (dq) gemm1(0, 0, d->Tq, d->dh, d->Tk, 1.0f, ds, d->Tk, k, d->ldk, 1.0f, dq, d->ldq);
+        if (dk) gemm1(1, 0, d->Tk, d->dh, d->Tq, 1.0f, ds, d->Tk, q, d->ldq, 1.0f, dk, d->ldk);
     }
 }
 

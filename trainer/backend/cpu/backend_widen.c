@@ -151,13 +151,23 @@ static void w_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q
     DONE();
 }
 
-static void w_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k,
-                                 tr_ten v, tr_ten att, const tr_attn_dims *d)
+/* an attention operand [N, T, *] whose heads fill its rows and its rows
+ * its sequences: written whole by an op that writes every head */
+static int att_dense(int T, int ld, size_t bs, int c) { return ld == c && bs == (size_t)T * (size_t)c; }
+
+/* dq, dk and dv are written (=): a dense one needs no unpacking, one whose
+ * range holds other columns (a packed qkv) is unpacked so that they stay;
+ * out is not an operand (the fp32 kernel keeps its probabilities) */
+static void w_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q,
+                                 tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
+    (void)out;
     int c = d->heads * d->dh;
     size_t eq = att_ext(d->N, d->Tq, d->ldq, d->sq, c), ek = att_ext(d->N, d->Tk, d->ldk, d->sk, c);
     size_t ev = att_ext(d->N, d->Tk, d->ldv, d->sv, c);
-    STAGE({dq, eq, SR | SW}, {dk, ek, SR | SW}, {dv, ev, SR | SW}, {dout, att_ext(d->N, d->Tq, d->ldo, d->so, c), SR},
+    int mq = att_dense(d->Tq, d->ldq, d->sq, c) ? SW : SR | SW, mk = att_dense(d->Tk, d->ldk, d->sk, c) ? SW : SR | SW;
+    int mv = att_dense(d->Tk, d->ldv, d->sv, c) ? SW : SR | SW;
+    STAGE({dq, eq, mq}, {dk, ek, mk}, {dv, ev, mv}, {dout, att_ext(d->N, d->Tq, d->ldo, d->so, c), SR},
           {q, eq, SR}, {k, ek, SR}, {v, ev, SR},
           {att, (size_t)d->N * d->heads * be->sizes->attention_saved((size_t)d->Tq, (size_t)d->Tk), SR});
     KN->attention_backward(be, F(0), F(1), F(2), F(3), F(4), F(5), F(6), F(7), d);

@@ -23,7 +23,9 @@ typedef struct tr_span {
 
 /* The fp32 kernels: the contracts of tr_ops (backend.h) on float operands;
  * attention_forward rounds the probabilities it stores to prec (TR_PREC_*)
- * before it multiplies them with v (what a 16-bit att holds). */
+ * before it multiplies them with v (what a 16-bit att holds);
+ * attention_backward writes (=) dq, dk and dv from those probabilities
+ * (the forward's output, which it does not need, is not its operand). */
 typedef struct tr_fp32_kernels {
     void (*linear_forward)(tr_backend *be, float *out, const float *inp, const float *w, const float *b, int N,
                            int I, int O);

@@ -1,7 +1,9 @@
 // backend_cuda_attn.cu - the CUDA backend's attention (backend.h's
 // attention_forward / attention_backward), on one of two paths that
 // backend_cuda_sizes.c describes (tr_cuda_attn_blocked), both saving the
-// softmax's log-sum-exp per query row, never Tq x Tk:
+// softmax's log-sum-exp per query row (backend.h's layout, fp32 [N, heads,
+// Tq], which every GPU path shares), never Tq x Tk; both backwards take
+// D = rowsum(dout * out) from the forward's output and write (=) dq, dk, dv:
 //  - sequences of 64 tokens and more: blocked, R query rows of every head
 //    at a time through cuBLAS's tensor cores;
 //  - shorter ones: a fused kernel, one warp per query or key row.
@@ -21,18 +23,17 @@ namespace sa1b_cuda {
 // Lane l holds head dimensions l, l + 32, ... (NPL of them: dh <= 32 NPL);
 // a score is the warp sum of the lanes' partial dot products, the same
 // bits in the forward and both backward passes.  Saved per query row: the
-// log of the sum of exponentials (lse, fp32) in the 2 elements of att
-// that tr_cuda_sizes declares; P = exp(scale s - lse) is recomputed.
+// log of the sum of exponentials (lse, fp32; attn_lse, backend_cuda_impl.cuh);
+// P = exp(scale s - lse) is recomputed.
 
 struct attn_args {
     tr_attn_dims d;
     float scale;
-    size_t lse_stride; // floats of att per (sequence, head)
 };
 
 __device__ __forceinline__ float *lse_row(tr_ten att, const attn_args &a, size_t idx, int t)
 {
-    return static_cast<float *>(att.p) + idx * a.lse_stride + t;
+    return attn_lse(att, a.d, idx, t);
 }
 
 template <int NPL>
@@ -64,14 +65,14 @@ __device__ __forceinline__ float dot_row(const float *x, tr_ten t, size_t off, i
     return warp_sum_dot<NPL>(x, y);
 }
 
-// dst[off + j] += x (typed, accumulated), or = x when assign
+// dst[off + j] = x (typed, written)
 template <int NPL>
-__device__ __forceinline__ void store_row(tr_ten t, size_t off, const float *x, int dh, int lane, int assign)
+__device__ __forceinline__ void store_row(tr_ten t, size_t off, const float *x, int dh, int lane)
 {
 #pragma unroll
     for (int i = 0; i < NPL; i++) {
         int j = lane + 32 * i;
-        if (j < dh) stt(t, off + j, assign ? x[i] : ldt(t, off + j) + x[i]);
+        if (j < dh) stt(t, off + j, x[i]);
     }
 }
 
@@ -120,31 +121,33 @@ __global__ void k_attn_fwd(tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v,
     float inv = 1.0f / l;
 #pragma unroll
     for (int i = 0; i < NPL; i++) acc[i] *= inv;
-    store_row<NPL>(out, n * d.so + (size_t)t * d.ldo + hoff, acc, d.dh, lane, 1);
+    store_row<NPL>(out, n * d.so + (size_t)t * d.ldo + hoff, acc, d.dh, lane);
     if (lane == 0) *lse_row(att, a, idx, t) = m + logf(l);
 }
 
-// D[row] = sum_j P_ij (dO_i . v_j) = rowsum(dO * O) (the output itself is not an operand)
-template <int NPL>
-__global__ void k_attn_D(float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v, tr_ten att, attn_args a)
+// D[row] = rowsum(dO * O) of one query row of one head (= sum_j P_ij (dO_i . v_j)
+// when O = P v): a warp a row, any head size, lanes j, j + 32, ... then the butterfly
+__global__ void k_attn_rowdot(float *D, tr_ten dout, tr_ten out, tr_attn_dims d)
 {
-    const tr_attn_dims &d = a.d;
-    attn_row r;
-    if (!attn_row_of(d, d.Tq, &r)) return;
-    const size_t row = r.row, idx = r.idx, n = r.n, hoff = r.hoff;
-    const int lane = r.lane, t = r.t;
-    float qv[NPL], go[NPL];
-    load_row<NPL>(qv, q, n * d.sq + (size_t)t * d.ldq + hoff, d.dh, lane);
-    load_row<NPL>(go, dout, n * d.so + (size_t)t * d.ldo + hoff, d.dh, lane);
-    float lse = *lse_row(att, a, idx, t), s = 0.0f;
-    for (int j = 0; j < d.Tk; j++) {
-        float p = expf(dot_row<NPL>(qv, k, n * d.sk + (size_t)j * d.ldk + hoff, d.dh, lane) * a.scale - lse);
-        s += p * dot_row<NPL>(go, v, n * d.sv + (size_t)j * d.ldv + hoff, d.dh, lane);
-    }
+    const size_t row = warp_id(); // (sequence, head) idx = row / Tq, query t = row % Tq: the same for the warp
+    if (row >= (size_t)d.N * d.heads * d.Tq) return;
+    const int lane = threadIdx.x % 32, t = (int)(row % d.Tq);
+    const size_t idx = row / d.Tq, o = idx / d.heads * d.so + (size_t)t * d.ldo + idx % d.heads * d.dh;
+    float s = 0.0f;
+    for (int j = lane; j < d.dh; j += 32) s += ldt(dout, o + j) * ldt(out, o + j);
+    s = warp_sum(s);
     if (lane == 0) D[row] = s;
 }
 
-// dK, dV of one key row over every query: dv += P^T dO, dk += dS^T q with dS = scale P (dP - D)
+void attn_rowdot(cuda_backend *c, float *D, tr_ten dout, tr_ten out, const tr_attn_dims *d)
+{
+    unsigned g = warp_grid((size_t)d->N * d->heads * d->Tq);
+    if (c->failed || !g) return;
+    k_attn_rowdot<<<g, TPB, 0, c->st>>>(D, dout, out, *d);
+    LAUNCHED(c, "k_attn_rowdot");
+}
+
+// dK, dV of one key row over every query: dv = P^T dO, dk = dS^T q with dS = scale P (dP - D)
 template <int NPL>
 __global__ void k_attn_dkdv(tr_ten dk, tr_ten dv, const float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
                             tr_ten att, attn_args a)
@@ -167,11 +170,11 @@ __global__ void k_attn_dkdv(tr_ten dk, tr_ten dv, const float *D, tr_ten dout, t
 #pragma unroll
         for (int i = 0; i < NPL; i++) gv[i] += p * gi[i], gk[i] += ds * qi[i];
     }
-    if (dk.p) store_row<NPL>(dk, n * d.sk + (size_t)j * d.ldk + hoff, gk, d.dh, lane, 0);
-    if (dv.p) store_row<NPL>(dv, n * d.sv + (size_t)j * d.ldv + hoff, gv, d.dh, lane, 0);
+    if (dk.p) store_row<NPL>(dk, n * d.sk + (size_t)j * d.ldk + hoff, gk, d.dh, lane);
+    if (dv.p) store_row<NPL>(dv, n * d.sv + (size_t)j * d.ldv + hoff, gv, d.dh, lane);
 }
 
-// dQ of one query row over every key: dq += dS k
+// dQ of one query row over every key: dq = dS k
 template <int NPL>
 __global__ void k_attn_dq(tr_ten dq, const float *D, tr_ten dout, tr_ten q, tr_ten k, tr_ten v, tr_ten att,
                           attn_args a)
@@ -195,7 +198,7 @@ __global__ void k_attn_dq(tr_ten dq, const float *D, tr_ten dout, tr_ten q, tr_t
 #pragma unroll
         for (int i = 0; i < NPL; i++) gq[i] += ds * kj[i];
     }
-    store_row<NPL>(dq, n * d.sq + (size_t)t * d.ldq + hoff, gq, d.dh, lane, 0);
+    store_row<NPL>(dq, n * d.sq + (size_t)t * d.ldq + hoff, gq, d.dh, lane);
 }
 
 
@@ -212,33 +215,32 @@ static int attn_npl(int dh) { return dh <= 32 ? 1 : dh <= 64 ? 2 : dh <= 128 ? 4
         LAUNCHED(c, #kern);                                                                    \
     } while (0)
 
-// the arguments of either path's kernels for the call d (att: where the lse rows go)
-static attn_args attn_make(const tr_attn_dims *d, tr_ten att)
+// the arguments of either path's kernels for the call d
+static attn_args attn_make(const tr_attn_dims *d)
 {
     attn_args a;
     a.d = *d;
     a.scale = 1.0f / sqrtf((float)d->dh);
-    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_prec_size(att.dt) / sizeof(float);
     return a;
 }
 
 // the fused path's arguments and instantiation; 0: a head it cannot take
-static int attn_setup(cuda_backend *c, attn_args *a, const tr_attn_dims *d, tr_ten att)
+static int attn_setup(cuda_backend *c, attn_args *a, const tr_attn_dims *d)
 {
     int npl = attn_npl(d->dh);
     if (!npl) {
         UNSUPPORTED(c, "attention head of %d dimensions (at most 128)", d->dh);
         return 0;
     }
-    *a = attn_make(d, att);
+    *a = attn_make(d);
     return npl;
 }
 
 // the blocked attention (below, after the block reductions); 1: it took the call
 static int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v,
                             const tr_attn_dims *d);
-static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                      tr_ten att, const tr_attn_dims *d);
+static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q,
+                             tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d);
 
 void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
 {
@@ -248,25 +250,30 @@ void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_t
     const int mode = attn_mode_for(c, d, q.dt);
     if (mode == TR_CUDA_ATTN_CUDNN && cudnn_attn_forward(be, out, att, q, k, v, d)) return;
     if (mode == TR_CUDA_ATTN_FLASH && flash_attn_forward(be, out, att, q, k, v, d)) return;
-    if (c->failed || blk_attn_forward(be, out, att, q, k, v, d) || !(npl = attn_setup(c, &a, d, att))) return;
+    if (c->failed || blk_attn_forward(be, out, att, q, k, v, d) || !(npl = attn_setup(c, &a, d))) return;
     ATTN_LAUNCH(npl, k_attn_fwd, (size_t)d->N * d->heads * d->Tq, out, att, q, k, v, a);
 }
 
-void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k,
-                           tr_ten v, tr_ten att, const tr_attn_dims *d)
+void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q,
+                           tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
     attn_args a;
     int npl;
+    if (!out.p) {
+        UNSUPPORTED(c, "attention backward without the forward's output");
+        return;
+    }
     const int mode = attn_mode_for(c, d, q.dt);
-    if (mode == TR_CUDA_ATTN_CUDNN && cudnn_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d)) return;
-    if (mode == TR_CUDA_ATTN_FLASH && flash_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d)) return;
-    if (c->failed || blk_attn_backward(be, dq, dk, dv, dout, q, k, v, att, d) || !(npl = attn_setup(c, &a, d, att)))
+    if (mode == TR_CUDA_ATTN_CUDNN && cudnn_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d)) return;
+    if (mode == TR_CUDA_ATTN_FLASH && flash_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d)) return;
+    if (c->failed || blk_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d) ||
+        !(npl = attn_setup(c, &a, d)))
         return;
     float *D = static_cast<float *>(work(be, tr_cuda_attn_workspace(d, 0, 1)));
     if (!D) return;
     size_t nq = (size_t)d->N * d->heads * d->Tq, nk = (size_t)d->N * d->heads * d->Tk;
-    ATTN_LAUNCH(npl, k_attn_D, nq, D, dout, q, k, v, att, a);
+    attn_rowdot(c, D, dout, out, d);
     if (dk.p || dv.p) ATTN_LAUNCH(npl, k_attn_dkdv, nk, dk, dv, D, dout, q, k, v, att, a);
     if (dq.p) ATTN_LAUNCH(npl, k_attn_dq, nq, dq, D, dout, q, k, v, att, a);
     tr_mem_free(&be->mem, D);
@@ -279,9 +286,10 @@ void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_t
 // the softmax by rows (a block per row: the row's lse saved in att as the
 // fused kernel saves it; P in the activations' type), out = P v (the GEMM's
 // output rounded once).  The backward recomputes S and P = exp(S - lse),
-// then dV += P^T dO, dP = dO v^T, dS = scale P (dP - D) with D = rowsum(P dP)
-// (= rowsum(dO O)), dQ += dS k, dK += dS^T q; dK and dV of a sequence are
-// summed in fp32 over its row blocks and added to dk and dv once.  Memory:
+// then dV += P^T dO, dP = dO v^T, dS = scale P (dP - D) with D =
+// rowsum(dO O) (the forward's output), dQ = dS k (each row block written
+// once), dK += dS^T q; dK and dV of a sequence are summed in fp32 over its
+// row blocks and written to dk and dv once.  Memory:
 // the workspace of R rows (tr_cuda_attn_workspace), linear in the sequence;
 // every sum in an order fixed by the shape (cuBLAS, fixed-tree block sums).
 
@@ -345,27 +353,24 @@ __global__ void __launch_bounds__(TPB) k_blk_probs(float *S, tr_ten X, tr_ten at
     }
 }
 
-// dS = scale P (dP - D), D = the row's sum of P dP, into X
-__global__ void __launch_bounds__(TPB) k_blk_dscores(const float *P, const float *dP, tr_ten X, float scale, int Tk,
-                                                     int R, int r)
+// dS = scale P (dP - D) into X, D = rowsum(dO O) of the row (query t0 + i
+// of head h of sequence seq)
+__global__ void __launch_bounds__(TPB) k_blk_dscores(const float *P, const float *dP, tr_ten X, tr_ten dout,
+                                                     tr_ten out, attn_args a, size_t seq, int t0, int R, int r)
 {
     __shared__ float sh[TPB];
-    int h = blockIdx.x / r, i = blockIdx.x % r;
-    size_t row = ((size_t)h * R + i) * Tk;
+    int h = blockIdx.x / r, i = blockIdx.x % r, Tk = a.d.Tk, dh = a.d.dh;
+    size_t row = ((size_t)h * R + i) * Tk, o = seq * a.d.so + (size_t)(t0 + i) * a.d.ldo + (size_t)h * dh;
     float s = 0.0f;
-    for (int j = threadIdx.x; j < Tk; j += TPB) s += P[row + j] * dP[row + j];
+    for (int j = threadIdx.x; j < dh; j += TPB) s += ldt(dout, o + j) * ldt(out, o + j);
     float D = block_sum(s, sh);
-    for (int j = threadIdx.x; j < Tk; j += TPB) stt(X, row + j, scale * P[row + j] * (dP[row + j] - D));
+    for (int j = threadIdx.x; j < Tk; j += TPB) stt(X, row + j, a.scale * P[row + j] * (dP[row + j] - D));
 }
 
-// dst[off + r ld + col] += src[r W + col] for r < rows, col < W
-__global__ void k_add_rows(tr_ten dst, size_t off, int ld, const float *src, int rows, int W)
+// dst[off + r ld + col] = src[r W + col] for r < rows, col < W
+__global__ void k_put_rows(tr_ten dst, size_t off, int ld, const float *src, int rows, int W)
 {
-    FOR_N(i, (size_t)rows * W)
-    {
-        size_t o = off + (i / W) * ld + i % W;
-        stt(dst, o, ldt(dst, o) + src[i]);
-    }
+    FOR_N(i, (size_t)rows * W) stt(dst, off + (i / W) * ld + i % W, src[i]);
 }
 
 // the blocked path's operands: q, k, v (and dout) of one type, the GEMMs'
@@ -379,7 +384,7 @@ static int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr
 {
     cuda_backend *c = CB(be);
     if (!tr_cuda_attn_blocked(d, attn_mode_for(c, d, q.dt)) || !blk_types(q, k, v, out)) return 0;
-    attn_args a = attn_make(d, att);
+    attn_args a = attn_make(d);
     int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh;
     size_t blk = (size_t)H * R * Tk;
     char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 0)));
@@ -400,12 +405,12 @@ static int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr
     return 1;
 }
 
-static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                      tr_ten att, const tr_attn_dims *d)
+static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q,
+                             tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
     if (!tr_cuda_attn_blocked(d, attn_mode_for(c, d, q.dt)) || !blk_types(q, k, v, dq) || dout.dt != q.dt) return 0;
-    attn_args a = attn_make(d, att);
+    attn_args a = attn_make(d);
     int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh, W = H * dh;
     size_t blk = (size_t)H * R * Tk, nkv = (size_t)Tk * W;
     char *ws = static_cast<char *>(work(be, tr_cuda_attn_workspace(d, 1, 1)));
@@ -427,20 +432,20 @@ static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr
             if (!dq.p && !dk.p) continue;
             gemm_sb(c, 0, 1, r, Tk, dh, 1.0f, on, d->ldo, dh, ten_at(v, n * d->sv), d->ldv, dh, 0.0f, tr_f32(dP), Tk,
                     sS, H);
-            k_blk_dscores<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, dP, X, a.scale, Tk, R, r);
+            k_blk_dscores<<<(unsigned)(H * r), TPB, 0, c->st>>>(S, dP, X, dout, out, a, (size_t)n, t0, R, r);
             LAUNCHED(c, "k_blk_dscores");
-            if (dq.p)
-                gemm_sb(c, 0, 0, r, dh, Tk, 1.0f, X, Tk, sS, ten_at(k, n * d->sk), d->ldk, dh, 1.0f,
+            if (dq.p) // (beta 0: the rows' dq written, never read)
+                gemm_sb(c, 0, 0, r, dh, Tk, 1.0f, X, Tk, sS, ten_at(k, n * d->sk), d->ldk, dh, 0.0f,
                         ten_at(dq, n * d->sq + (size_t)t0 * d->ldq), d->ldq, dh, H);
             if (dk.p) gemm_sb(c, 1, 0, Tk, dh, r, 1.0f, X, Tk, sS, qn, d->ldq, dh, 1.0f, tr_f32(dKf), W, dh, H);
         }
         if (dk.p) {
-            k_add_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dk, n * d->sk, d->ldk, dKf, Tk, W);
-            LAUNCHED(c, "k_add_rows");
+            k_put_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dk, n * d->sk, d->ldk, dKf, Tk, W);
+            LAUNCHED(c, "k_put_rows");
         }
         if (dv.p) {
-            k_add_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dv, n * d->sv, d->ldv, dVf, Tk, W);
-            LAUNCHED(c, "k_add_rows");
+            k_put_rows<<<grid_for(nkv), TPB, 0, c->st>>>(dv, n * d->sv, d->ldv, dVf, Tk, W);
+            LAUNCHED(c, "k_put_rows");
         }
     }
     tr_mem_free(&be->mem, ws);

@@ -6,7 +6,8 @@
 // The check: for every shape the model runs, each candidate of
 // tr_attn_candidates (cuDNN, flash, the rule's path, blocked) runs the
 // forward and the backward on fixed seeded tensors (one or two sequences)
-// whose outputs are poisoned first (every byte 0xff); its output, its
+// whose outputs (out, the statistics, dq, dk, dv) are poisoned first
+// (every byte 0xff); its output, its
 // statistics (the fp32 log-sum-exp per query row that every GPU path
 // saves), and its gradients are compared with the blocked path's
 // (backend_cuda_pick.c: the error relative to the largest magnitude, NaNs,
@@ -27,14 +28,6 @@ extern "C" {
 #include "backend_cuda_pick.h"
 }
 #include "backend_cuda_impl.cuh"
-
-// 1 once attention_backward writes dq, dk and dv (=) instead of adding to
-// them (issue 40's contract): their buffers are then poisoned like the
-// output's, so that an element a path leaves unwritten shows; until then
-// they start at zero and only their values are compared.
-#ifndef ATTN_CHECK_BWD_WRITES
-#define ATTN_CHECK_BWD_WRITES 0
-#endif
 
 namespace sa1b_cuda {
 
@@ -57,10 +50,10 @@ int cudnn_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten 
     return 0;
 }
 
-int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                        tr_ten att, const tr_attn_dims *d)
+int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
+                        tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
-    (void)be, (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)att, (void)d;
+    (void)be, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)q, (void)k, (void)v, (void)att, (void)d;
     return 0;
 }
 
@@ -92,7 +85,7 @@ struct ck_case {
     int dt;
     ck_ten q, k, v, out, dout, dq, dk, dv;
     void *att;
-    size_t att_bytes, lse_stride; // floats of att per (sequence, head)
+    size_t att_bytes, lse_stride; // att's bytes (the model's), floats of statistics per (sequence, head)
     // the reference's results, compact (what ck_fetch gives)
     std::vector<unsigned char> ref[5];
 };
@@ -173,7 +166,7 @@ static int ck_run(ck_case *k, int path, std::vector<unsigned char> res[5])
 {
     cuda_backend *c = k->c;
     int dt = k->dt;
-    const int grad_fill = ATTN_CHECK_BWD_WRITES ? 0xff : 0;
+    const int grad_fill = 0xff; // (the backward writes every element of the heads' columns: backend.h)
     if (CK(c, cudaMemsetAsync(k->out.dev, 0xff, k->out.elems * esize(dt), c->st)) ||
         CK(c, cudaMemsetAsync(k->att, 0xff, k->att_bytes, c->st)) ||
         CK(c, cudaMemsetAsync(k->dq.dev, grad_fill, k->dq.elems * esize(dt), c->st)) ||
@@ -185,7 +178,7 @@ static int ck_run(ck_case *k, int path, std::vector<unsigned char> res[5])
     tr_ten att = tr_typed(k->att, dt);
     cu_attention_forward(&c->be, ck_t(k->out, dt), att, ck_t(k->q, dt), ck_t(k->k, dt), ck_t(k->v, dt), &k->d);
     cu_attention_backward(&c->be, ck_t(k->dq, dt), ck_t(k->dk, dt), ck_t(k->dv, dt), ck_t(k->dout, dt),
-                          ck_t(k->q, dt), ck_t(k->k, dt), ck_t(k->v, dt), att, &k->d);
+                          ck_t(k->out, dt), ck_t(k->q, dt), ck_t(k->k, dt), ck_t(k->v, dt), att, &k->d);
     c->attn_mode = saved;
     if (c->failed || CK(c, cudaStreamSynchronize(c->st))) return -1;
     if (ck_fetch(c, &k->out, dt, &res[0]) || ck_fetch_stats(k, &res[1]) || ck_fetch(c, &k->dq, dt, &res[2]) ||
@@ -247,8 +240,8 @@ static int ck_shape(cuda_backend *c, const tr_attn_dims *shape, int dt, int cudn
     int N = shape->N < 2 ? (shape->N < 1 ? 1 : shape->N) : 2, W = shape->heads * shape->dh;
     tr_attn_dims &d = k.d;
     d.N = N;
-    k.lse_stride = tr_cuda_sizes.attention_saved((size_t)d.Tq, (size_t)d.Tk) * tr_prec_size(dt) / sizeof(float);
-    k.att_bytes = (size_t)N * d.heads * k.lse_stride * sizeof(float);
+    k.lse_stride = (size_t)d.Tq; // backend.h's statistics: fp32 [N, heads, Tq] dense from att.p
+    k.att_bytes = (size_t)N * d.heads * tr_cuda_sizes.attention_saved((size_t)d.Tq, (size_t)d.Tk) * tr_prec_size(dt);
     int path = -1;
     if (!ck_alloc(c, &k.q, N, d.Tq, W, d.ldq, d.sq, dt) && !ck_alloc(c, &k.k, N, d.Tk, W, d.ldk, d.sk, dt) &&
         !ck_alloc(c, &k.v, N, d.Tk, W, d.ldv, d.sv, dt) && !ck_alloc(c, &k.out, N, d.Tq, W, d.ldo, d.so, dt) &&

@@ -11,13 +11,15 @@
 //    operands' type before P V (the blocked path rounds the normalised P:
 //    not the same bits, within the tests' tolerances), the sum of the
 //    unrounded P divided out at the end; saves the rows' lse as the others
-//    do, so that any path's backward follows any path's forward.
-//  - backward, without float atomics (two runs give the same bits): a
-//    block per 64 query rows makes D = rowsum(P dP) over every key tile,
-//    then dQ += dS K over them again (dS = scale P (dP - D), rounded to the
-//    operands' type as the blocked path rounds it); then a block per 64 key
-//    rows sums dV += P^T dO and dK += dS^T Q over the query tiles in fp32
-//    and adds them to dk and dv once.
+//    do (backend.h's layout), so that any path's backward follows any
+//    path's forward.
+//  - backward, without float atomics (two runs give the same bits):
+//    D = rowsum(dO O) from the forward's output (attn_rowdot, a warp a
+//    row); a block per 64 query rows sums dQ = dS K over every key tile
+//    (dS = scale P (dP - D), rounded to the operands' type as the blocked
+//    path rounds it); then a block per 64 key rows sums dV = P^T dO and
+//    dK = dS^T Q over the query tiles in fp32 and writes them to dk and dv
+//    once.
 // Every sum runs in an order fixed by the shapes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -52,7 +54,6 @@ static_assert(FR == FWARPS * 16, "16 rows a warp");
 struct flash_args {
     tr_attn_dims d;
     float scale;
-    size_t lse_stride; // floats of att per (sequence, head)
     int dt;            // TR_PREC_BF16 or TR_PREC_FP16: q, k, v, dout
     int D;             // dh rounded up to 16
 };
@@ -135,12 +136,12 @@ __device__ void scores16(float *out, const uint16_t *a, const uint16_t *tile, in
 
 __device__ __forceinline__ float *lse_at(tr_ten att, const flash_args &a, size_t idx, int t)
 {
-    return static_cast<float *>(att.p) + idx * a.lse_stride + t;
+    return attn_lse(att, a.d, idx, t);
 }
 
 // dst's 16 rows from t0 (of T; base: the head's first element, ld its
-// row stride) += the warp's fragments f, through its fp32 tile tw
-__device__ void add_rows(tr_ten dst, size_t base, int ld, acc_t (&f)[FD / 16], float *tw, int t0, int T, int D,
+// row stride) = the warp's fragments f, through its fp32 tile tw
+__device__ void put_rows(tr_ten dst, size_t base, int ld, acc_t (&f)[FD / 16], float *tw, int t0, int T, int D,
                          int dh)
 {
     if (!dst.p) return;
@@ -152,7 +153,7 @@ __device__ void add_rows(tr_ten dst, size_t base, int ld, acc_t (&f)[FD / 16], f
     for (int e = threadIdx.x % 32; e < 16 * dh; e += 32) {
         int rr = e / dh, c = e % dh, t = t0 + rr;
         size_t o = base + (size_t)t * ld + c;
-        if (t < T) stt(dst, o, ldt(dst, o) + tw[rr * LDF + c]);
+        if (t < T) stt(dst, o, tw[rr * LDF + c]);
     }
 }
 
@@ -219,10 +220,9 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash_fwd(tr_ten out, tr_ten at
         *lse_at(att, a, idx, q0 + w * 16 + lane) = ms[w * 16 + lane] + logf(ls[w * 16 + lane]);
 }
 
-// D = rowsum(P dP) of the block's query rows over every key (into Dg), then
-// (with dq) dQ += dS K over them again
+// dQ = dS K of the block's query rows over every key, D (rowsum(dO O)) from Dg
 template <int DT>
-__global__ void __launch_bounds__(FWARPS * 32) k_flash_dq(tr_ten dq, float *Dg, tr_ten dout, tr_ten q, tr_ten k,
+__global__ void __launch_bounds__(FWARPS * 32) k_flash_dq(tr_ten dq, const float *Dg, tr_ten dout, tr_ten q, tr_ten k,
                                                          tr_ten v, tr_ten att, flash_args a)
 {
     typedef typename elem<DT>::t T;
@@ -238,43 +238,37 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash_dq(tr_ten dq, float *Dg, 
     uint16_t *Xw = Xs + w * 16 * LDP;
     load_tile(Qs, q, n * d.sq + hoff, d.ldq, q0, d.Tq, D, d.dh);
     load_tile(Gs, dout, n * d.so + hoff, d.ldo, q0, d.Tq, D, d.dh);
-    for (int i = threadIdx.x; i < FR; i += blockDim.x)
-        lse[i] = q0 + i < d.Tq ? *lse_at(att, a, idx, q0 + i) : 0.0f, Dr[i] = 0.0f;
+    for (int i = threadIdx.x; i < FR; i += blockDim.x) {
+        bool in = q0 + i < d.Tq;
+        lse[i] = in ? *lse_at(att, a, idx, q0 + i) : 0.0f;
+        Dr[i] = in ? Dg[idx * d.Tq + q0 + i] : 0.0f;
+    }
     const int r = lane >> 1, half = lane & 1, row = w * 16 + r;
     acc_t dqf[FD / 16]; // indexed by constants alone (unrolled loops): registers, not local memory
 #pragma unroll
     for (int cd = 0; cd < FD / 16; cd++) wmma::fill_fragment(dqf[cd], 0.0f);
     const bool live = q0 + w * 16 < d.Tq;
-    for (int pass = 0; pass < (dq.p ? 2 : 1); pass++)
-        for (int k0 = 0; k0 < d.Tk; k0 += FT) {
-            next_kv(Ks, Vs, k, v, d, n, hoff, k0, D);
-            if (!live) continue;
-            scores16<T>(Sw, Qs + (size_t)w * 16 * LDH, Ks, D);  // S = Q K^T
-            scores16<T>(dPw, Gs + (size_t)w * 16 * LDH, Vs, D); // dP = dO V^T
-            __syncwarp();
-            float part = 0.0f, Dt = Dr[row];
-            for (int jj = 0, j = half; jj < 32; jj++, j += 2) {
-                float p = k0 + j < d.Tk ? expf(Sw[r * LDF + j] * a.scale - lse[row]) : 0.0f;
-                if (pass == 0) part += p * dPw[r * LDF + j];
-                else Xw[r * LDP + j] = tr_to_16(a.scale * p * (dPw[r * LDF + j] - Dt), DT);
-            }
-            if (pass == 0) {
-                float other = __shfl_xor_sync(0xffffffffu, part, 1);
-                __syncwarp();
-                if (!half) Dr[row] += part + other;
-            } else {
-                __syncwarp();
-#pragma unroll
-                for (int cd = 0; cd < FD / 16; cd++)
-                    if (cd < D / 16) mm16<T, false>(dqf[cd], Xw, LDP, Ks + cd * 16, LDH, FT);
-            }
-            __syncwarp();
+    for (int k0 = 0; k0 < d.Tk; k0 += FT) {
+        next_kv(Ks, Vs, k, v, d, n, hoff, k0, D); // (its first barrier also orders lse and Dr)
+        if (!live) continue;
+        scores16<T>(Sw, Qs + (size_t)w * 16 * LDH, Ks, D);  // S = Q K^T
+        scores16<T>(dPw, Gs + (size_t)w * 16 * LDH, Vs, D); // dP = dO V^T
+        __syncwarp();
+        float Dt = Dr[row];
+        for (int jj = 0, j = half; jj < 32; jj++, j += 2) {
+            float p = k0 + j < d.Tk ? expf(Sw[r * LDF + j] * a.scale - lse[row]) : 0.0f;
+            Xw[r * LDP + j] = tr_to_16(a.scale * p * (dPw[r * LDF + j] - Dt), DT);
         }
-    add_rows(dq, n * d.sq + hoff, d.ldq, dqf, Sw, q0 + w * 16, d.Tq, D, d.dh);
-    if (lane < 16 && q0 + w * 16 + lane < d.Tq) Dg[idx * d.Tq + q0 + w * 16 + lane] = Dr[w * 16 + lane];
+        __syncwarp();
+#pragma unroll
+        for (int cd = 0; cd < FD / 16; cd++)
+            if (cd < D / 16) mm16<T, false>(dqf[cd], Xw, LDP, Ks + cd * 16, LDH, FT);
+        __syncwarp();
+    }
+    put_rows(dq, n * d.sq + hoff, d.ldq, dqf, Sw, q0 + w * 16, d.Tq, D, d.dh);
 }
 
-// dV += P^T dO and dK += dS^T Q of the block's key rows over every query tile
+// dV = P^T dO and dK = dS^T Q of the block's key rows over every query tile
 template <int DT>
 __global__ void __launch_bounds__(FWARPS * 32) k_flash_dkdv(tr_ten dk, tr_ten dv, const float *Dg, tr_ten dout,
                                                            tr_ten q, tr_ten k, tr_ten v, tr_ten att, flash_args a)
@@ -326,8 +320,8 @@ __global__ void __launch_bounds__(FWARPS * 32) k_flash_dkdv(tr_ten dk, tr_ten dv
             if (dk.p) mm16<T, false>(dkf[cd], Xw, LDP, Qs + cd * 16, LDH, FT); // dK += dS^T Q
         }
     }
-    add_rows(dk, n * d.sk + hoff, d.ldk, dkf, Stw, k0 + w * 16, d.Tk, D, d.dh); // added once
-    add_rows(dv, n * d.sv + hoff, d.ldv, dvf, Stw, k0 + w * 16, d.Tk, D, d.dh);
+    put_rows(dk, n * d.sk + hoff, d.ldk, dkf, Stw, k0 + w * 16, d.Tk, D, d.dh); // written once
+    put_rows(dv, n * d.sv + hoff, d.ldv, dvf, Stw, k0 + w * 16, d.Tk, D, d.dh);
 }
 
 bool is16(int dt) { return dt == TR_PREC_BF16 || dt == TR_PREC_FP16; }
@@ -341,12 +335,11 @@ bool flash_takes(const tr_attn_dims *d, tr_ten q, tr_ten k, tr_ten v, const tr_t
            (d->Tq + FR - 1) / FR <= 65535 && (d->Tk + FR - 1) / FR <= 65535;
 }
 
-flash_args flash_make(const tr_attn_dims *d, tr_ten att, int dt)
+flash_args flash_make(const tr_attn_dims *d, int dt)
 {
     flash_args a;
     a.d = *d;
     a.scale = 1.0f / sqrtf((float)d->dh);
-    a.lse_stride = tr_cuda_sizes.attention_saved((size_t)d->Tq, (size_t)d->Tk) * tr_prec_size(att.dt) / sizeof(float);
     a.dt = dt;
     a.D = (d->dh + 15) / 16 * 16;
     return a;
@@ -377,21 +370,23 @@ int flash_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten 
     cuda_backend *c = CB(be);
     if (!flash_takes(d, q, k, v, nullptr) || !(out.dt == q.dt || out.dt == TR_PREC_FP32)) return 0;
     if (c->failed) return 1;
-    flash_args a = flash_make(d, att, q.dt);
+    flash_args a = flash_make(d, q.dt);
     FLASH_LAUNCH(c, k_flash_fwd, q.dt, (d->Tq + FR - 1) / FR, SMEM_FWD, out, att, q, k, v, a);
     return 1;
 }
 
-int flash_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                        tr_ten att, const tr_attn_dims *d)
+int flash_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
+                        tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
     if (!flash_takes(d, q, k, v, &dout)) return 0;
     if (c->failed) return 1;
-    flash_args a = flash_make(d, att, q.dt);
+    flash_args a = flash_make(d, q.dt);
     float *Dg = static_cast<float *>(work(be, tr_cuda_attn_workspace(d, 0, 1)));
     if (!Dg) return 1; // out of memory: the allocator's record, the step's error
-    FLASH_LAUNCH(c, k_flash_dq, q.dt, (d->Tq + FR - 1) / FR, SMEM_DQ, dq, Dg, dout, q, k, v, att, a);
+    attn_rowdot(c, Dg, dout, out, d);
+    if (!c->failed && dq.p)
+        FLASH_LAUNCH(c, k_flash_dq, q.dt, (d->Tq + FR - 1) / FR, SMEM_DQ, dq, Dg, dout, q, k, v, att, a);
     if (!c->failed && (dk.p || dv.p))
         FLASH_LAUNCH(c, k_flash_dkdv, q.dt, (d->Tk + FR - 1) / FR, SMEM_DKV, dk, dv, Dg, dout, q, k, v, att, a);
     tr_mem_free(&be->mem, Dg);

@@ -182,21 +182,37 @@ __device__ T block_sum(T v, T *sh)
     return r;
 }
 
-// the attentions (backend_cuda_attn.cu)
+// ---- the attentions -----------------------------------------------------------
+//
+// Every path saves backend.h's statistics: the fp32 log-sum-exp of each
+// query row, [N, heads, Tq] dense from att.p whatever att's type (cuDNN's
+// Stats), and its backward takes P = exp(scale q.k - lse) from them and
+// D = rowsum(dout * out) from the forward's output; dq, dk and dv written.
+
+// the lse of query row t of (sequence, head) idx = n heads + j
+__device__ __forceinline__ float *attn_lse(tr_ten att, const tr_attn_dims &d, size_t idx, int t)
+{
+    return static_cast<float *>(att.p) + idx * (size_t)d.Tq + t;
+}
+
+// backend_cuda_attn.cu
 void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
+void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q,
+                           tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d);
+// D [N, heads, Tq] (fp32, idx Tq + t) = rowsum(dout * out) of every head's
+// query row, a warp a row (fixed-order sums), launched on c's stream
+void attn_rowdot(cuda_backend *c, float *D, tr_ten dout, tr_ten out, const tr_attn_dims *d);
 // backend_cuda_flash.cu (TR_CUDA_ATTN_FLASH): 1 when it took the call, 0 when it cannot
 int flash_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
-int flash_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                        tr_ten att, const tr_attn_dims *d);
-void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k,
-                           tr_ten v, tr_ten att, const tr_attn_dims *d);
+int flash_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
+                        tr_ten v, tr_ten att, const tr_attn_dims *d);
 // backend_cuda_attn_check.cu: the path of a call (TR_CUDA_ATTN_*: the forced
 // one, auto's choice for its shape, or TR_CUDA_ATTN_AUTO: the rule)
 int attn_mode_for(const cuda_backend *c, const tr_attn_dims *d, int dt);
 // the cuDNN path (TR_CUDA_ATTN_CUDNN), as flash's: 1 when it took the call
 int cudnn_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
-int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten q, tr_ten k, tr_ten v,
-                        tr_ten att, const tr_attn_dims *d);
+int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
+                        tr_ten v, tr_ten att, const tr_attn_dims *d);
 
 } // namespace sa1b_cuda
 

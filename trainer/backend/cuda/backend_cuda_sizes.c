@@ -7,10 +7,12 @@
  */
 #include "backend/backend.h"
 #include "backend_cuda.h"
+#include "cudnn_attn.h"
 
 /* Attention keeps, per query row, the softmax's log of the sum of
- * exponentials in fp32: two 16-bit elements (or one fp32 and one spare)
- * per row, never Tq x Tk. */
+ * exponentials in fp32 (backend.h's layout, fp32 [N, heads, Tq] from att,
+ * every path's): two 16-bit elements a row, or in an fp32 att one fp32 of
+ * the first Tq of each (sequence, head) and one spare; never Tq x Tk. */
 static size_t cuda_attention_saved(size_t Tq, size_t Tk)
 {
     (void)Tk;
@@ -41,9 +43,10 @@ int tr_cuda_attn_rows(const tr_attn_dims *d)
 
 /* The blocked forward: the scores and the probabilities of R rows.  Its
  * backward: those, the probabilities' gradients, and dK and dV of one
- * sequence summed in fp32 [Tk, heads dh] before they are added to dk and
- * dv.  The fused backward computes dQ in a pass of its own (no float
- * atomics): the rows' D = sum(dO * O) in fp32, per sequence and head. */
+ * sequence summed in fp32 [Tk, heads dh] before they are written to dk
+ * and dv (each row's D = sum(dO * O) made where it is used).  The fused
+ * (and the flash) backward computes dQ in a pass of its own (no float
+ * atomics): the rows' D = sum(dO * O) in fp32 [N, heads, Tq]. */
 size_t tr_cuda_attn_workspace(const tr_attn_dims *d, int blocked, int backward)
 {
     size_t H = (size_t)d->heads, Tk = (size_t)d->Tk;
@@ -61,6 +64,18 @@ static size_t cuda_attention_fwd_workspace(const tr_attn_dims *d)
 static size_t cuda_attention_workspace(const tr_attn_dims *d)
 {
     return tr_cuda_attn_workspace(d, tr_cuda_attn_blocked(d, TR_CUDA_ATTN_AUTO), 1);
+}
+
+/* cuDNN's SDPA (cudnn_attn.h): the bound its engines are held to, in
+ * fp32 accumulators: the forward's row maximum and sum; the backward's dQ
+ * accumulator with the rows' D and statistics, and dK and dV accumulators
+ * (a deterministic engine keeps them per sequence and head); 1 MiB for
+ * the engines' own scratch. */
+size_t tr_cudnn_attn_workspace_bound(const tr_attn_dims *d, int backward)
+{
+    size_t rows = (size_t)d->N * (size_t)d->heads, dh = (size_t)d->dh, slack = (size_t)1 << 20;
+    if (!backward) return rows * (size_t)d->Tq * 2 * sizeof(float) + slack;
+    return rows * (size_t)d->Tq * (dh + 2) * sizeof(float) + rows * (size_t)d->Tk * dh * 2 * sizeof(float) + slack;
 }
 
 /* Per-pair sums of the loss terms, as on the CPU. */

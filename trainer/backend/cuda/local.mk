@@ -5,7 +5,17 @@
 # nvcc compiles each .cu into a PIC object that the library takes as a
 # libtool object (nvcc cannot go through libtool, which passes -fPIC to
 # it); without CUDA the stub says why there is none.
-libsa1b_train_la_SOURCES += trainer/backend/cuda/backend_cuda_sizes.c trainer/backend/cuda/backend_cuda_pick.c
+libsa1b_train_la_SOURCES += trainer/backend/cuda/backend_cuda_sizes.c trainer/backend/cuda/cudnn_attn_layout.c \
+	trainer/backend/cuda/backend_cuda_pick.c
+# cuDNN's SDPA attention (cudnn_attn.h): plain C over cuDNN's headers, the
+# library loaded at run time; without CUDA or those headers, its stub
+if HAVE_CUDNN
+libsa1b_train_la_SOURCES += trainer/backend/cuda/cudnn_attn.c
+libsa1b_train_la_CPPFLAGS += -isystem $(CUDA_INCDIR) -DSA1B_CUDNN_LIBDIR='"$(CUDA_LIBDIR)"'
+else
+libsa1b_train_la_SOURCES += trainer/backend/cuda/cudnn_attn_stub.c
+endif
+EXTRA_DIST += trainer/backend/cuda/cudnn_attn.c trainer/backend/cuda/cudnn_attn_stub.c
 CUDA_DIR = trainer/backend/cuda
 CUDA_LOS = $(CUDA_DIR)/backend_cuda.lo $(CUDA_DIR)/backend_cuda_attn.lo $(CUDA_DIR)/backend_cuda_flash.lo \
 	$(CUDA_DIR)/backend_cuda_prof.lo $(CUDA_DIR)/backend_cuda_attn_check.lo
@@ -15,7 +25,8 @@ else
 libsa1b_train_la_SOURCES += trainer/backend/cuda/backend_cuda_stub.c
 endif
 EXTRA_DIST += $(CUDA_LOS:.lo=.cu) trainer/backend/cuda/backend_cuda_impl.cuh trainer/backend/cuda/backend_cuda_stub.c
-noinst_HEADERS += trainer/backend/cuda/backend_cuda.h trainer/backend/cuda/backend_cuda_pick.h
+noinst_HEADERS += trainer/backend/cuda/backend_cuda.h trainer/backend/cuda/cudnn_attn.h \
+	trainer/backend/cuda/backend_cuda_pick.h
 CLEANFILES += $(CUDA_LOS) $(CUDA_LOS:$(CUDA_DIR)/%.lo=$(CUDA_DIR)/.libs/%.o)
 CUDA_DEPS = $(srcdir)/trainer/backend/backend.h $(srcdir)/trainer/backend/cuda/backend_cuda.h \
 	$(srcdir)/trainer/backend/cuda/backend_cuda_impl.cuh $(srcdir)/trainer/backend/cuda/backend_cuda_pick.h \

@@ -41,7 +41,7 @@ static void m_attention_backward(tr_backend *be, float *dq, float *dk, float *dv
                                  const tr_attn_dims *d)
 {
     (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)att;
-    /* the target backend's workspace */
+    /* (dq, dk and dv written, as every backend's: nothing to count) the target backend's workspace */
     size_t n = be->sizes->attention_workspace(d);
     if (n) tr_mem_free(&be->mem, tr_mem_alloc(&be->mem, TR_MEM_WORK, n));
 }
