@@ -289,11 +289,13 @@ int main(int argc, char **argv)
     o.attention = path;
     tr_backend *be = tr_backend_create_with(bname, &o, err, sizeof err);
     if (!be) return printf("error\t%s\n", err), 1;
+    char msg[400] = "-";
     if (cuda && !tr_cuda_attn_takes(be, &d, dt, path, err, sizeof err)) {
         printf("unavailable\t%s\n", err);
         tr_backend_free(be);
         return 0;
     }
+    if (cuda && *err) snprintf(msg, sizeof msg, "%s", err); /* cuDNN's version and library */
     o.attention = TR_CUDA_ATTN_BLOCKED;
     tr_backend *ref = cuda ? tr_backend_create_with(bname, &o, err, sizeof err) : be;
     if (!ref) return printf("error\t%s\n", err), 1;
@@ -349,7 +351,7 @@ int main(int argc, char **argv)
     }
     double ec = host_ref(&d, &q, &k, &v, &go, g1);
     double fl = 4.0 * d.N * d.heads * (double)d.Tq * d.Tk * d.dh;
-    printf("ok\t-\t%llu\t%llu\t%.4f\t%.4f\t%.3g\t%.3g\t%.3g\t%.3g\t%s\n", (unsigned long long)wf,
+    printf("ok\t%s\t%llu\t%llu\t%.4f\t%.4f\t%.3g\t%.3g\t%.3g\t%.3g\t%s\n", msg, (unsigned long long)wf,
            (unsigned long long)wb, tf, tb, fl / (tf * 1e9), 2.5 * fl / (tb * 1e9), eb, ec, same ? "yes" : "no");
     for (int i = 0; i < 4; i++) free(g1[i]), free(g2[i]), free(gr[i]);
     free(q.h), free(k.h), free(v.h), free(go.h);

@@ -76,7 +76,8 @@ int tr_cuda_attn_chosen(tr_backend *be, const tr_attn_dims *d, int dt);
 /* Whether the path (TR_CUDA_ATTN_FUSED ... CUDNN) takes the call d with
  * operands of type dt on be (a CUDA backend), else 0 with why (the shape,
  * the type, a library absent or too old): what scripts/gpu-check attn
- * reports of a path it cannot measure. */
+ * reports of a path it cannot measure; taken by cuDNN: 1 with why its
+ * version and library). */
 int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, char *why, size_t len);
 
 /* The free and total memory of the device this process's CUDA backend

@@ -26,35 +26,110 @@ extern "C" {
 #include "common/kernels.h"
 #include "common/precision.h"
 #include "backend_cuda_pick.h"
+#include "cudnn_attn.h"
 }
 #include "backend_cuda_impl.cuh"
 
 namespace sa1b_cuda {
 
-// ---- the cuDNN path: the one place its module (cudnn_attn.h) is wired in --------
+// ---- the cuDNN path: cudnn_attn.h wired in ----------------------------------------
 //
-// Until it is, the path is "not built": auto never tries it and
-// --attention cudnn takes no call (each one goes to the rule).
+// cuDNN is opened on the backend's stream at its first use (deterministic
+// engines only); a call it declines (its shape or strides, no plan, no
+// engine within the workspace bound) goes to the rule's path, and says
+// why in st->why (the check reads it: a declined candidate is refused).
 
-// 1 when the cuDNN path can run on c's device; else 0 with why
+struct attn_state {
+    tr_attn_table tab;
+    tr_cudnn_attn *ca;
+    int cudnn_tried, declined;
+    char why[240], info[300];
+};
+
+static attn_state *state_of(cuda_backend *c)
+{
+    if (!c->attn) c->attn = static_cast<attn_state *>(calloc(1, sizeof(attn_state)));
+    return c->attn;
+}
+
+void attn_state_free(cuda_backend *c)
+{
+    if (!c->attn) return;
+    tr_cudnn_attn_close(c->attn->ca);
+    free(c->attn);
+    c->attn = nullptr;
+}
+
+// 1 when the cuDNN path can run on c's device (info: its version and
+// library); else 0 with why
 static int cu_attn_cudnn_available(cuda_backend *c, char *why, size_t len)
 {
-    (void)c;
-    snprintf(why, len, "not built (cudnn_attn.h is not wired in)");
+    attn_state *st = state_of(c);
+    if (!st) return snprintf(why, len, "out of memory"), 0;
+    if (!st->cudnn_tried) {
+        st->cudnn_tried = 1;
+        if (tr_cudnn_attn_open(&st->ca, NULL, c->st, 0, st->why, sizeof st->why) != 0) st->ca = nullptr;
+        else
+            snprintf(st->info, sizeof st->info, "cuDNN %zu (%s)", tr_cudnn_attn_version(st->ca),
+                     tr_cudnn_attn_library(st->ca));
+    }
+    if (!st->ca) return snprintf(why, len, "cuDNN: %s", st->why), 0;
+    snprintf(why, len, "%s", st->info);
+    return 1;
+}
+
+// one 16-bit type for every operand of the call
+static bool cudnn_types(tr_ten a, tr_ten b, tr_ten c2, tr_ten d2)
+{
+    return tr_prec_16(a.dt) && b.dt == a.dt && c2.dt == a.dt && d2.dt == a.dt;
+}
+
+static int cudnn_declined(attn_state *st, const char *why)
+{
+    st->declined = 1;
+    if (why != st->why) snprintf(st->why, sizeof st->why, "%s", why);
     return 0;
 }
 
 int cudnn_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
 {
-    (void)be, (void)out, (void)att, (void)q, (void)k, (void)v, (void)d;
-    return 0;
+    cuda_backend *c = CB(be);
+    char why[240];
+    if (!cu_attn_cudnn_available(c, why, sizeof why)) return c->attn ? cudnn_declined(c->attn, why) : 0;
+    attn_state *st = c->attn;
+    if (!cudnn_types(q, k, v, out)) return cudnn_declined(st, "cuDNN: operands of more than one type, or fp32");
+    if (tr_cudnn_attn_supported(d, q.dt, st->why, sizeof st->why) != 0) return cudnn_declined(st, st->why);
+    if (c->failed) return 1;
+    size_t wsb = tr_cudnn_attn_workspace_bound(d, 0);
+    void *ws = work(be, wsb);
+    if (!ws) return 1; // out of memory: the allocator's record, the step's error
+    int rc = tr_cudnn_attn_forward(st->ca, d, q.dt, out.p, static_cast<float *>(att.p), q.p, k.p, v.p, ws, wsb,
+                                   st->why, sizeof st->why);
+    tr_mem_free(&be->mem, ws);
+    if (rc == TR_CUDNN_EEXEC) return record(c, __FILE__, __LINE__, "cuDNN forward", st->why), 1;
+    return rc ? cudnn_declined(st, st->why) : 1;
 }
 
 int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
                         tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
-    (void)be, (void)dq, (void)dk, (void)dv, (void)dout, (void)out, (void)q, (void)k, (void)v, (void)att, (void)d;
-    return 0;
+    cuda_backend *c = CB(be);
+    char why[240];
+    if (!cu_attn_cudnn_available(c, why, sizeof why)) return c->attn ? cudnn_declined(c->attn, why) : 0;
+    attn_state *st = c->attn;
+    if (!cudnn_types(q, k, v, dout) || out.dt != q.dt || !dq.p || !dk.p || !dv.p || dq.dt != q.dt ||
+        dk.dt != q.dt || dv.dt != q.dt)
+        return cudnn_declined(st, "cuDNN: operands of more than one type, fp32, or a gradient not asked for");
+    if (tr_cudnn_attn_supported(d, q.dt, st->why, sizeof st->why) != 0) return cudnn_declined(st, st->why);
+    if (c->failed) return 1;
+    size_t wsb = tr_cudnn_attn_workspace_bound(d, 1);
+    void *ws = work(be, wsb);
+    if (!ws) return 1;
+    int rc = tr_cudnn_attn_backward(st->ca, d, q.dt, dq.p, dk.p, dv.p, dout.p, q.p, k.p, v.p, out.p,
+                                    static_cast<const float *>(att.p), ws, wsb, st->why, sizeof st->why);
+    tr_mem_free(&be->mem, ws);
+    if (rc == TR_CUDNN_EEXEC) return record(c, __FILE__, __LINE__, "cuDNN backward", st->why), 1;
+    return rc ? cudnn_declined(st, st->why) : 1;
 }
 
 // ---- the dispatch ------------------------------------------------------------------
@@ -62,9 +137,9 @@ int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten 
 int attn_mode_for(const cuda_backend *c, const tr_attn_dims *d, int dt)
 {
     if (c->attn_mode != TR_CUDA_ATTN_AUTO) return c->attn_mode;
-    if (!c->attn_tab) return TR_CUDA_ATTN_AUTO;
+    if (!c->attn) return TR_CUDA_ATTN_AUTO;
     tr_attn_key k = tr_attn_key_of(d, dt);
-    int p = tr_attn_table_find(c->attn_tab, &k);
+    int p = tr_attn_table_find(&c->attn->tab, &k);
     return p < 0 ? TR_CUDA_ATTN_AUTO : p;
 }
 
@@ -175,12 +250,17 @@ static int ck_run(ck_case *k, int path, std::vector<unsigned char> res[5])
         return -1;
     int saved = c->attn_mode;
     c->attn_mode = path;
+    if (c->attn) c->attn->declined = 0;
     tr_ten att = tr_typed(k->att, dt);
     cu_attention_forward(&c->be, ck_t(k->out, dt), att, ck_t(k->q, dt), ck_t(k->k, dt), ck_t(k->v, dt), &k->d);
     cu_attention_backward(&c->be, ck_t(k->dq, dt), ck_t(k->dk, dt), ck_t(k->dv, dt), ck_t(k->dout, dt),
                           ck_t(k->out, dt), ck_t(k->q, dt), ck_t(k->k, dt), ck_t(k->v, dt), att, &k->d);
     c->attn_mode = saved;
     if (c->failed || CK(c, cudaStreamSynchronize(c->st))) return -1;
+    if (path == TR_CUDA_ATTN_CUDNN && c->attn && c->attn->declined) { // the rule ran instead: not cuDNN's result
+        record(c, __FILE__, __LINE__, "cuDNN declined", c->attn->why);
+        return -1;
+    }
     if (ck_fetch(c, &k->out, dt, &res[0]) || ck_fetch_stats(k, &res[1]) || ck_fetch(c, &k->dq, dt, &res[2]) ||
         ck_fetch(c, &k->dk, dt, &res[3]) || ck_fetch(c, &k->dv, dt, &res[4]))
         return -1;
@@ -276,12 +356,16 @@ extern "C" int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, i
                                    void *ctx, char *err, size_t err_len)
 {
     cuda_backend *c = CB(be);
+    char why[400];
+    if (c->attn_mode == TR_CUDA_ATTN_CUDNN && log && !cu_attn_cudnn_available(c, why, sizeof why)) {
+        char line[500];
+        snprintf(line, sizeof line, "attention: --attention cudnn: %s; the rule's path for every call", why);
+        log(ctx, line);
+    }
     if (c->attn_mode != TR_CUDA_ATTN_AUTO) return 0;
-    char why[200];
     int cudnn = cu_attn_cudnn_available(c, why, sizeof why);
-    if (!c->attn_tab && !(c->attn_tab = static_cast<tr_attn_table *>(calloc(1, sizeof *c->attn_tab))))
-        return snprintf(err, err_len, "attention check: out of memory"), -1;
-    tr_attn_table *t = c->attn_tab;
+    if (!state_of(c)) return snprintf(err, err_len, "attention check: out of memory"), -1;
+    tr_attn_table *t = &c->attn->tab;
     t->n = 0;
     for (int i = 0; i < n && !c->failed; i++) {
         tr_attn_key key = tr_attn_key_of(&shapes[i], dt);
@@ -297,7 +381,16 @@ extern "C" int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, i
 extern "C" int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, char *why, size_t len)
 {
     cuda_backend *c = CB(be);
-    if (path == TR_CUDA_ATTN_CUDNN && !cu_attn_cudnn_available(c, why, len)) return 0;
+    if (path == TR_CUDA_ATTN_CUDNN) {
+        char info[300];
+        if (!cu_attn_cudnn_available(c, why, len)) return 0;
+        snprintf(info, sizeof info, "%s", why);
+        if (!tr_prec_16(dt)) return snprintf(why, len, "%s: fp32 operands", info), 0;
+        if (tr_cudnn_attn_supported(d, dt, why, len) != 0) return 0;
+        snprintf(why, len, "%s", info); // (taken: its version and library, for the report)
+        return 1;
+    }
+    why[0] = 0;
     if (tr_attn_path_takes(d, dt, path)) return 1;
     snprintf(why, len, "%s does not take %s operands with heads of %d dimensions", tr_attn_path_name(path),
              tr_prec_name(dt), d->dh);
@@ -308,5 +401,5 @@ extern "C" int tr_cuda_attn_chosen(tr_backend *be, const tr_attn_dims *d, int dt
 {
     cuda_backend *c = CB(be);
     tr_attn_key k = tr_attn_key_of(d, dt);
-    return c->attn_tab ? tr_attn_table_find(c->attn_tab, &k) : -1;
+    return c->attn ? tr_attn_table_find(&c->attn->tab, &k) : -1;
 }

@@ -28,8 +28,8 @@ tr_attn_key tr_attn_key_of(const tr_attn_dims *d, int dt);
 void tr_attn_key_text(const tr_attn_key *k, char *buf, size_t len);
 
 /* The paths (TR_CUDA_ATTN_*) auto tries for the shape, in order, into
- * out[4]: cuDNN (16-bit operands; cudnn_built: the cuDNN path is in
- * this build), flash (16-bit, heads of at most 64 dimensions, at most
+ * out[4]: cuDNN (16-bit operands; cudnn_built: cuDNN could be
+ * opened on the device), flash (16-bit, heads of at most 64 dimensions, at most
  * 65535 tiles of 64 rows), the rule's (blocked for Tq and Tk of 64 and
  * more, else fused, which takes heads of at most 128 dimensions), then
  * blocked when the rule's is fused.  The last is the reference path,
