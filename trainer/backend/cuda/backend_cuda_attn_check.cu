@@ -1,15 +1,15 @@
 // backend_cuda_attn_check.cu - the attention's path of each call
 // (attn_mode_for: the dispatch of backend_cuda_attn.cu), auto's start-up
 // check that chooses it by shape (tr_cuda_attn_choose, backend_cuda.h),
-// and the hook of the cuDNN path.
+// and the cuDNN path over cudnn_attn.h (cudnn_attn_forward/_backward).
 //
 // The check: for every shape the model runs, each candidate of
 // tr_attn_candidates (cuDNN, flash, the rule's path, blocked) runs the
 // forward and the backward on fixed seeded tensors (one or two sequences)
 // whose outputs (out, the statistics, dq, dk, dv) are poisoned first
-// (every byte 0xff); its output, its
-// statistics (the fp32 log-sum-exp per query row that every GPU path
-// saves), and its gradients are compared with the blocked path's
+// (every byte 0xff); its output, its statistics (the fp32 log-sum-exp per
+// query row that every GPU path saves), and its gradients are compared
+// with the blocked path's
 // (backend_cuda_pick.c: the error relative to the largest magnitude, NaNs,
 // elements left unwritten).  The first candidate that passes is the
 // shape's path; each one refused says why in one line.  What is chosen
