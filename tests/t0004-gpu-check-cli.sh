@@ -6,9 +6,10 @@
 # gradient 20% off fails, bf16 held to fp16's distance from fp32 fails, fp16
 # to bf16's passes) and the PyTorch peer of
 # `bench` (tests/bench/gpu_torch.py) on the CPU; verify without a device;
-# verify and bench through on the CPU backend (GPU_CHECK_SELFTEST=cpu), so
-# that a change of sa1b-train's output that the script parses fails here,
-# not in a GPU session.  What needs a device runs only on a GPU machine.
+# verify, bench and attn through on the CPU backend (GPU_CHECK_SELFTEST=cpu),
+# so that a change of sa1b-train's output that the script parses fails here,
+# not in a GPU session; attn's cases each in a process (a planted crash of
+# one loses only it), its deadline.  What needs a device runs only on a GPU machine.
 . "$top_srcdir/tests/test-lib.sh"
 GC="$SRC/scripts/gpu-check"
 
@@ -17,7 +18,8 @@ run_status 2 "unknown command" sh "$GC" frobnicate "$TMP/o"
 run_status 2 "build without OUTDIR" sh "$GC" build
 run_ok "--help" sh "$GC" --help
 grep_ok 'carry=\[".gpu"\]' "$TMP/.out" "--help names the carry of the run calls"
-grep_ok 'gpu-check verify \$OUT/verify' "$TMP/.out" "--help gives the verify call"
+grep_ok 'gpu-check attn \$G/attn' "$TMP/.out" "--help gives the call: attn"
+grep_ok 'gpu-check verify \$G/verify' "$TMP/.out" "and verify"
 run_ok "autotools-sum" sh "$GC" autotools-sum
 s1=$(cat "$TMP/.out")
 s2=$(sh "$GC" autotools-sum)
@@ -113,6 +115,30 @@ for c in "dump-step small-fp32 cuda/cpu" "PyTorch reference (cuda dump)" "two ru
     ok $? "self-test: $c ok"
 done
 grep_ok 'nothing ran on a GPU' "$TMP/.out" "says that nothing ran on a GPU"
+GPU_CHECK_SELFTEST=cpu run_ok "self-test of attn (CPU backend)" sh "$GC" attn "$TMP/at"
+is "$(grep -c '^gpu-check: attn [a-z]*-[a-z0-9]*-[a-z]* *ok ' "$TMP/.err")" 32 \
+    "attn: 2 configurations x 4 shapes x 4 paths, each ok"
+is "$(grep -m1 '^gpu-check: attn ' "$TMP/.err" | awk '{ print $3 }')" "small-enc-cudnn" \
+    "the largest configuration's encoder first, cuDNN first"
+grep_ok '^\| small \| enc N=1 Tq=[0-9]+ Tk=[0-9]+ heads=[0-9]+ dh=[0-9]+ \| blocked \| fp32 \| ok \| - \| [0-9]+ \| [0-9]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.e+-]+ \| [0-9.e+-]+ \| 0 \| [0-9.e+-]+ \| yes \|$' \
+    "$TMP/at/attn.md" "attn.md: the blocked path is its own fp32 reference, two runs the same bits"
+grep_ok 'nothing ran on a GPU' "$TMP/.out" "attn says that nothing ran on a GPU"
+# one case killed by a signal, one that cannot run: each a failure, the rest run
+cat >"$TMP/case.sh" <<EOF
+#!/bin/sh
+case " \$* " in *" tiny --batch 1 --masks 2 --shape self --path flash "*) kill -SEGV \$\$ ;; esac
+case " \$* " in *" tiny --batch 1 --masks 2 --shape t2i --path fused "*) exec "$BUILD/tests/gpu-attn-case" "\$@" --reps ;; esac
+exec "$BUILD/tests/gpu-attn-case" "\$@"
+EOF
+chmod +x "$TMP/case.sh"
+GPU_CHECK_SELFTEST=cpu GPU_CHECK_ATTN_CASE="$TMP/case.sh" run_status 1 "attn with a case that crashes" sh "$GC" attn "$TMP/ac"
+grep_ok '^gpu-check: attn tiny-self-flash +fail +exit 139' "$TMP/.err" "the crash is the case's failure, with its status"
+grep_ok '^gpu-check: attn tiny-t2i-fused +fail +exit 2' "$TMP/.err" "a case that cannot run is a failure too"
+is "$(grep -c '^gpu-check: attn .* ok ' "$TMP/.err")" 30 "the other 30 cases ran"
+grep_ok '2 check\(s\) failed' "$TMP/.out" "the summary counts the two"
+GPU_CHECK_SELFTEST=cpu GPU_CHECK_DEADLINE=0 run_ok "attn past its deadline" sh "$GC" attn "$TMP/ad"
+is "$(grep -c '^gpu-check: attn .* not run *time: GPU_CHECK_DEADLINE=0 s' "$TMP/.err")" 32 "every case: not run (time)"
+grep_ok "^gpu-check: attn cases not run +incomplete +32 past" "$TMP/.err" "one row counts them"
 if $PY -c 'import torch' 2>/dev/null; then
     GPU_CHECK_SELFTEST=cpu run_ok "self-test of bench (CPU backend)" sh "$GC" bench "$TMP/b"
     grep_ok '^\| base-fp32-ckpt \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \| [0-9]+ \|$' "$TMP/b/report.md" "report.md has the runs' table"

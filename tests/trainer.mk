@@ -160,8 +160,8 @@ endif
 EXTRA_DIST += tests/bench/bench-core.sh tests/bench/st_tensors.py
 TESTS += tests/t1750-train-mem-a.sh
 EXTRA_DIST += tests/t1750-train-mem-a.sh
-TESTS += tests/t1790-train-learns.sh
-EXTRA_DIST += tests/t1790-train-learns.sh
+TESTS += tests/t1780-train-attention.sh tests/t1790-train-learns.sh
+EXTRA_DIST += tests/t1780-train-attention.sh tests/t1790-train-learns.sh
 TESTS += tests/t1763-train-mem-bf16.sh
 EXTRA_DIST += tests/t1763-train-mem-bf16.sh
 TESTS += tests/t1764-train-mem-limit.sh
@@ -231,3 +231,20 @@ EXTRA_DIST += tests/fake-cudnn.c tests/fake-cudnn.h tests/test-cudnn-attn.c
 # masks empty at R: not trained on, left out of the evaluation and counted (issue 39)
 TESTS += tests/t1720-train-empty-masks.sh
 EXTRA_DIST += tests/t1720-train-empty-masks.sh
+# the CUDA attention's choice, its parts that need no GPU (backend_cuda_pick.h)
+check_PROGRAMS += tests/test-attn-pick
+TESTS += tests/test-attn-pick
+tests_test_attn_pick_SOURCES = tests/test-attn-pick.c
+tests_test_attn_pick_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_attn_pick_LDADD = $(TRAIN_LIBS)
+# one case of scripts/gpu-check attn (a shape on a path, in its own process)
+check_PROGRAMS += tests/gpu-attn-case
+tests_gpu_attn_case_SOURCES = tests/gpu-attn-case.c
+tests_gpu_attn_case_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_gpu_attn_case_LDADD = $(TRAIN_LIBS)
+# auto's start-up check of the CUDA attention on a device (skips without one)
+check_PROGRAMS += tests/test-attn-choose-cuda
+TESTS += tests/test-attn-choose-cuda
+tests_test_attn_choose_cuda_SOURCES = tests/test-attn-choose-cuda.c
+tests_test_attn_choose_cuda_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/tests -I$(srcdir)/trainer
+tests_test_attn_choose_cuda_LDADD = $(TRAIN_LIBS)

@@ -73,6 +73,7 @@ int main(int argc, char **argv)
     tr_backend_opts bo; /* the environment's switches (registry.h), then the flags */
     tr_backend_opts_init(&bo, o.threads);
     bo.tf32 = o.tf32;
+    bo.attention = tr_backend_attention_parse(o.attention); /* (the option, else SA1B_CUDA_ATTN: checked) */
     if (on_device) bo.device = tr_dist_local_rank(dist);
     tr_backend *be = tr_backend_create_with(o.backend, &bo, err, sizeof err);
     char mine[700] = "";

@@ -80,6 +80,7 @@ typedef struct options {
     int precision;              /* TR_PREC_* of --precision; -1: not a name (precision_arg) */
     const char *precision_arg;  /* --precision as given */
     int tf32;                   /* --tf32: the CUDA backend's fp32 GEMMs in TF32 */
+    const char *attention;      /* --attention (or SA1B_CUDA_ATTN): the CUDA attention's path, "auto" default */
     long scale_window;          /* fp16: clean steps before the loss scale doubles */
     const char *freeze;         /* comma list of groups */
     int n_unfreeze, n_stage;
@@ -110,7 +111,7 @@ enum {
 enum { O_OPTIM = 400, O_OPTIM_BLOCK, O_MEMREP, O_EMPTY_CACHE, O_PLAN, O_BUDGET, O_EFFB, O_LIMIT };
 enum { O_OVERWRITE = 600, O_COLL_TIMEOUT, O_ZERO, O_RANKS, O_AUTO_RESUME };
 enum { O_FROM_STEP = 700, O_SKIP_DAMAGED };
-enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH, O_TF32 };
+enum { O_ACCUM = 500, O_CKPT_EVERY, O_CKPT_DEC, O_PREC, O_SCALE_WIN, O_FREEZE, O_UNFREEZE, O_STAGE_BATCH, O_TF32, O_ATTN };
 
 /* train_options.c */
 void parse_options(int argc, char **argv, options *o);

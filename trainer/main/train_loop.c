@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "registry/registry.h"
 #include "train.h"
 
 /* The optimizer's state follows the model's trainable set (and with
@@ -123,11 +124,20 @@ static int step_gradients(const options *o, tr_model *m, tr_data_source *src, in
     return 1;
 }
 
+/* A path of the attention that auto's check refused for a shape
+ * (registry.h): its line, from rank 0. */
+static void attn_pinned(void *ctx, const char *line)
+{
+    const options *o = ctx;
+    if (o->job->rank == 0) cli_warn("%s", line);
+}
+
 /* The model of a run on be: initialised (its parameters drawn from
  * o->seed, but for the planner's), --init's weights loaded; eval: the
  * model of --eval-only (no training options, no frozen groups).  0, or -1
  * with err where the model does not fit; another failure ends the process
- * in one line. */
+ * in one line.  On a GPU, auto's attention checks its paths for the
+ * model's shapes (tr_backend_check_attention). */
 int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model *m, int eval, char *err,
                 size_t err_len)
 {
@@ -137,6 +147,11 @@ int setup_model(const options *o, tr_backend *be, const tr_config *cfg, tr_model
     if (tr_model_init_ex(m, be, cfg, o->batch, o->masks, o->points, eval ? NULL : &mo, frz, err, err_len) < 0)
         return -1;
     if (!o->plan && tr_model_init_params(m, o->seed) < 0) cli_die(CLI_EXIT_FATAL, "out of memory");
+    tr_attn_dims shapes[8];
+    int ns = tr_model_attn_shapes(m, shapes, 8);
+    if (!o->plan && tr_backend_check_attention(be, shapes, ns < 8 ? ns : 8, m->adt, attn_pinned, (void *)o, err,
+                                               err_len) < 0)
+        return -1;
     if (o->init && tr_ckpt_load_model(m, o->init, err, err_len) < 0) cli_die(CLI_EXIT_FATAL, "%s", err);
     return 0;
 }

@@ -21,6 +21,7 @@
 
 #include "common/safetensors.h"
 #include "dist.h"
+#include "registry/registry.h"
 #include "train.h"
 
 static void usage(void)
@@ -90,6 +91,7 @@ static void usage(void)
            "  --checkpoint-decoder   keep decoder activations for one chunk of pairs only\n"
            "  --precision P          fp32, bf16 or fp16 activations and compute weights (default fp32)\n"
            "  --tf32                 with --backend cuda: fp32 GEMMs on the tensor cores in TF32\n"
+           "  --attention PATH       with --backend cuda: auto, cudnn, flash, blocked or fused (default auto)\n"
            "  --loss-scale-window N  fp16: double the loss scale after N clean steps (default 1000)\n"
            "  --freeze GROUPS        comma list of frozen groups: encoder, embed, blocks, blocks.I[-J], neck,\n"
            "                         prompt, decoder\n"
@@ -182,6 +184,7 @@ void parse_options(int argc, char **argv, options *o)
         {"accum", 1, 0, O_ACCUM}, {"checkpoint-every", 1, 0, O_CKPT_EVERY}, {"checkpoint-decoder", 0, 0, O_CKPT_DEC},
         {"precision", 1, 0, O_PREC}, {"loss-scale-window", 1, 0, O_SCALE_WIN}, {"freeze", 1, 0, O_FREEZE},
         {"unfreeze", 1, 0, O_UNFREEZE}, {"stage-batch", 1, 0, O_STAGE_BATCH}, {"tf32", 0, 0, O_TF32}, {"quiet", 0, 0, 'q'},
+        {"attention", 1, 0, O_ATTN},
         {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'},
         {"from-step", 1, 0, O_FROM_STEP}, {"skip-damaged", 0, 0, O_SKIP_DAMAGED}, {"overwrite", 0, 0, O_OVERWRITE}, {"auto-resume", 0, 0, O_AUTO_RESUME}, {"collective-timeout", 1, 0, O_COLL_TIMEOUT}, {"zero", 1, 0, O_ZERO}, {"ranks", 1, 0, O_RANKS},
         {0, 0, 0, 0}};
@@ -277,6 +280,7 @@ void parse_options(int argc, char **argv, options *o)
         case O_UNFREEZE: parse_stages("--unfreeze", optarg, o, 0); break;
         case O_STAGE_BATCH: parse_stages("--stage-batch", optarg, o, 1); break;
         case O_TF32: o->tf32 = 1; break;
+        case O_ATTN: o->attention = optarg; break;
         case O_OVERWRITE: o->overwrite = 1; break;
         case O_AUTO_RESUME: o->auto_resume = 1; break;
         case O_FROM_STEP: o->from_step = parse_long("--from-step", optarg, 0, 1000000000); break;
@@ -321,6 +325,12 @@ void parse_options(int argc, char **argv, options *o)
     if (o->export_n && (!o->eval_only || !o->out)) cli_usage_error("--export needs --eval-only and --out DIR");
     if (o->tf32 && strcmp(o->backend, "cuda") != 0)
         cli_usage_error("--tf32 is for --backend cuda (the CPU backend's fp32 GEMMs are fp32)");
+    if (o->attention && tr_backend_attention_parse(o->attention) < 0)
+        cli_usage_error("--attention: '%s' is not auto, cudnn, flash, blocked or fused", o->attention);
+    if (!o->attention && (o->attention = tr_backend_attention_env()) && tr_backend_attention_parse(o->attention) < 0)
+        cli_usage_error("SA1B_CUDA_ATTN: '%s' is not auto, cudnn, flash, blocked or fused (it stands for "
+                        "--attention)", o->attention);
+    if (!o->attention) o->attention = "auto";
     if (o->precision < 0) cli_usage_error("--precision: '%s' is not fp32, bf16 or fp16", o->precision_arg);
     if (o->ckpt_blocks > o->cfg.L) cli_usage_error("--checkpoint-every: %d is more than the %d encoder blocks",
                                                    o->ckpt_blocks, o->cfg.L);

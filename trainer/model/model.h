@@ -396,4 +396,12 @@ int tr_model_group_valid(const char *group, int L);
 /* Approximate FLOPs of one forward+backward (for rate reporting). */
 double tr_model_flops(const tr_model *m);
 
+/* The shapes of the model's attention calls as the backend receives them
+ * (the encoder's self-attention over G*G tokens; the decoder's self,
+ * token-to-image and image-to-token attentions, the final token-to-image
+ * one shares the second's): the first min(cap, 4) into out, the number
+ * of shapes (4) returned.  N is the most sequences of a call (the
+ * encoder's images per pass, the decoder's pairs per chunk). */
+int tr_model_attn_shapes(const tr_model *m, tr_attn_dims *out, int cap);
+
 #endif

@@ -927,3 +927,13 @@ double tr_model_flops(const tr_model *m)
     f += NP * (5 * C * C);
     return 2.0 * 3.0 * f; /* 2 flops per multiply-add; backward ~ 2x forward */
 }
+
+int tr_model_attn_shapes(const tr_model *m, tr_attn_dims *out, int cap)
+{
+    int GG = m->geom.GG, T = m->geom.T, C = m->cfg.C, h = m->cfg.h, NP = m->dec_chunk, n = 0;
+    tr_attn_dims d[4] = {enc_attn_dims(m), attn_dims(NP, T, T, C, h), attn_dims(NP, T, GG, C / 2, h),
+                         attn_dims(NP, GG, T, C / 2, h)};
+    for (int i = 0; i < 4; i++)
+        if (n < cap) out[n++] = d[i];
+    return 4;
+}

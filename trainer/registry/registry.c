@@ -1,7 +1,7 @@
 /*
  * registry.c - the trainer's backends by name (registry.h): the only code
  * that turns a name into a backend: its options (the environment's
- * SA1B_CUDA_* switches), the backend, its sizes and traits, and the memory
+ * SA1B_CUDA_* switches, the attention's paths by name), the backend, its sizes and traits, and the memory
  * it could still take.
  */
 #include "registry.h"
@@ -13,16 +13,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the attention's paths by name, in TR_CUDA_ATTN_* order */
+static const char *const attn_names[] = {"auto", "fused", "blocked", "flash", "cudnn"};
+
+int tr_backend_attention_parse(const char *name)
+{
+    for (int i = 0; name && i < (int)(sizeof attn_names / sizeof *attn_names); i++)
+        if (!strcmp(name, attn_names[i])) return i;
+    return -1;
+}
+
+const char *tr_backend_attention_name(int mode)
+{
+    return mode >= 0 && mode < (int)(sizeof attn_names / sizeof *attn_names) ? attn_names[mode] : "auto";
+}
+
+const char *tr_backend_attention_env(void)
+{
+    const char *am = getenv("SA1B_CUDA_ATTN");
+    return am && *am ? am : NULL;
+}
+
+int tr_backend_check_attention(tr_backend *be, const tr_attn_dims *shapes, int n, int dt,
+                               void (*log)(void *ctx, const char *line), void *ctx, char *err, size_t err_len)
+{
+    if (!be || strcmp(be->name, "cuda") != 0) return 0; /* one attention: nothing to choose */
+    return tr_cuda_attn_choose(be, shapes, n, dt, log, ctx, err, err_len);
+}
+
 void tr_backend_opts_init(tr_backend_opts *o, int n_threads)
 {
     memset(o, 0, sizeof *o);
     o->n_threads = n_threads;
-    const char *am = getenv("SA1B_CUDA_ATTN");
-    o->attention = !am                      ? TR_CUDA_ATTN_AUTO
-                   : !strcmp(am, "fused")   ? TR_CUDA_ATTN_FUSED
-                   : !strcmp(am, "blocked") ? TR_CUDA_ATTN_BLOCKED
-                   : !strcmp(am, "flash")   ? TR_CUDA_ATTN_FLASH
-                                            : TR_CUDA_ATTN_AUTO;
+    int am = tr_backend_attention_parse(tr_backend_attention_env());
+    o->attention = am < 0 ? TR_CUDA_ATTN_AUTO : am;
     const char *sync = getenv("SA1B_CUDA_SYNC");
     o->sync_each = sync && *sync && strcmp(sync, "0") != 0;
     o->profile = getenv("SA1B_CUDA_PROFILE");

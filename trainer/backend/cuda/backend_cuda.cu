@@ -1048,6 +1048,7 @@ void cu_destroy(tr_backend *be)
     cuda_backend *c = CB(be);
     cudaStreamSynchronize(c->st);
     prof_close(c);
+    attn_state_free(c);
     tr_mem_destroy(&be->mem);
     tr_mem_destroy(&c->host);
     c->api.destroy(c->blas);

@@ -34,22 +34,51 @@ extern const tr_sizes tr_cuda_sizes;
 extern const tr_traits tr_cuda_traits;
 
 
-/* The two attentions of the CUDA backend (backend_cuda_sizes.c, where the
+/* The attentions of the CUDA backend (backend_cuda_sizes.c, where the
  * planner reads their workspaces): a call over long sequences (both Tq
  * and Tk at least 64) runs blocked, R query rows of every head at a time
  * through cuBLAS (tr_cuda_attn_rows(d) = R), a short one in the fused
- * kernel.  TR_CUDA_ATTN_AUTO follows that rule; the others force a path
- * (tr_backend_opts.attention: the environment's SA1B_CUDA_ATTN=fused|blocked,
- * for tests, registry.h), but TR_CUDA_ATTN_FLASH (SA1B_CUDA_ATTN=flash,
- * backend_cuda_flash.cu: q, k, v
- * of one 16-bit type, heads of at most 64 dimensions, on the tensor cores,
- * the scores never in device memory) takes the calls it can and leaves
- * the others to the rule; the planner assumes the rule. */
-enum { TR_CUDA_ATTN_AUTO, TR_CUDA_ATTN_FUSED, TR_CUDA_ATTN_BLOCKED, TR_CUDA_ATTN_FLASH };
+ * kernel: the rule.  tr_backend_opts.attention (sa1b-train --attention,
+ * the environment's SA1B_CUDA_ATTN, registry.h) picks the path:
+ *  - TR_CUDA_ATTN_AUTO: the path backend_cuda_attn_check.cu chose for the
+ *    call's shape by checking the candidates (cuDNN, then flash, then the
+ *    rule's) against the blocked reference at start-up
+ *    (tr_cuda_attn_choose); a shape it did not check takes the rule;
+ *  - TR_CUDA_ATTN_FUSED, TR_CUDA_ATTN_BLOCKED: every call on that path;
+ *  - TR_CUDA_ATTN_FLASH (backend_cuda_flash.cu: q, k, v of one 16-bit
+ *    type, heads of at most 64 dimensions, on the tensor cores, the scores
+ *    never in device memory) and TR_CUDA_ATTN_CUDNN (cuDNN's fused SDPA:
+ *    the 16-bit calls cuDNN supports) take the calls they can and leave
+ *    the others to the rule.
+ * The planner assumes the rule. */
+enum { TR_CUDA_ATTN_AUTO, TR_CUDA_ATTN_FUSED, TR_CUDA_ATTN_BLOCKED, TR_CUDA_ATTN_FLASH, TR_CUDA_ATTN_CUDNN };
 int tr_cuda_attn_blocked(const tr_attn_dims *d, int mode);
 int tr_cuda_attn_rows(const tr_attn_dims *d);
 /* bytes of workspace of a path: the forward's, or the backward's */
 size_t tr_cuda_attn_workspace(const tr_attn_dims *d, int blocked, int backward);
+
+/* Auto's start-up check (backend_cuda_attn_check.cu): for each of the n
+ * attention shapes (the model's, tr_model_attn_shapes; N is not part of a
+ * shape: the check runs one or two sequences) with operands of type dt,
+ * the first candidate (cuDNN, flash, the rule's path, blocked) that gives
+ * the blocked path's results on fixed seeded tensors; each candidate
+ * refused says so in one line through log(ctx, line).  A backend whose
+ * mode is not auto checks nothing (0).  0, or -1 with err when the
+ * reference itself fails (the backend's error). */
+typedef void (*tr_cuda_attn_log)(void *ctx, const char *line);
+int tr_cuda_attn_choose(tr_backend *be, const tr_attn_dims *shapes, int n, int dt, tr_cuda_attn_log log, void *ctx,
+                        char *err, size_t err_len);
+
+/* The path auto's check chose for the shape of d with operands of type dt
+ * (TR_CUDA_ATTN_*), or -1: not checked (the rule). */
+int tr_cuda_attn_chosen(tr_backend *be, const tr_attn_dims *d, int dt);
+
+/* Whether the path (TR_CUDA_ATTN_FUSED ... CUDNN) takes the call d with
+ * operands of type dt on be (a CUDA backend), else 0 with why (the shape,
+ * the type, a library absent or too old): what scripts/gpu-check attn
+ * reports of a path it cannot measure; taken by cuDNN: 1 with why its
+ * version and library). */
+int tr_cuda_attn_takes(tr_backend *be, const tr_attn_dims *d, int dt, int path, char *why, size_t len);
 
 /* The free and total memory of the device this process's CUDA backend
  * uses (what --memory-budget auto plans for); 0, or -1 with err (no

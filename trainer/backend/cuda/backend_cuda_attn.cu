@@ -247,7 +247,9 @@ void cu_attention_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_t
     cuda_backend *c = CB(be);
     attn_args a;
     int npl;
-    if (c->attn_mode == TR_CUDA_ATTN_FLASH && flash_attn_forward(be, out, att, q, k, v, d)) return;
+    const int mode = attn_mode_for(c, d, q.dt);
+    if (mode == TR_CUDA_ATTN_CUDNN && cudnn_attn_forward(be, out, att, q, k, v, d)) return;
+    if (mode == TR_CUDA_ATTN_FLASH && flash_attn_forward(be, out, att, q, k, v, d)) return;
     if (c->failed || blk_attn_forward(be, out, att, q, k, v, d) || !(npl = attn_setup(c, &a, d))) return;
     ATTN_LAUNCH(npl, k_attn_fwd, (size_t)d->N * d->heads * d->Tq, out, att, q, k, v, a);
 }
@@ -262,7 +264,9 @@ void cu_attention_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_t
         UNSUPPORTED(c, "attention backward without the forward's output");
         return;
     }
-    if (c->attn_mode == TR_CUDA_ATTN_FLASH && flash_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d)) return;
+    const int mode = attn_mode_for(c, d, q.dt);
+    if (mode == TR_CUDA_ATTN_CUDNN && cudnn_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d)) return;
+    if (mode == TR_CUDA_ATTN_FLASH && flash_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d)) return;
     if (c->failed || blk_attn_backward(be, dq, dk, dv, dout, out, q, k, v, att, d) ||
         !(npl = attn_setup(c, &a, d)))
         return;
@@ -379,7 +383,7 @@ static bool blk_types(tr_ten q, tr_ten k, tr_ten v, tr_ten o)
 static int blk_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
-    if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, out)) return 0;
+    if (!tr_cuda_attn_blocked(d, attn_mode_for(c, d, q.dt)) || !blk_types(q, k, v, out)) return 0;
     attn_args a = attn_make(d);
     int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh;
     size_t blk = (size_t)H * R * Tk;
@@ -405,7 +409,7 @@ static int blk_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr
                              tr_ten k, tr_ten v, tr_ten att, const tr_attn_dims *d)
 {
     cuda_backend *c = CB(be);
-    if (!tr_cuda_attn_blocked(d, c->attn_mode) || !blk_types(q, k, v, dq) || dout.dt != q.dt) return 0;
+    if (!tr_cuda_attn_blocked(d, attn_mode_for(c, d, q.dt)) || !blk_types(q, k, v, dq) || dout.dt != q.dt) return 0;
     attn_args a = attn_make(d);
     int R = tr_cuda_attn_rows(d), H = d->heads, Tk = d->Tk, dh = d->dh, W = H * dh;
     size_t blk = (size_t)H * R * Tk, nkv = (size_t)Tk * W;

@@ -39,6 +39,8 @@ struct blas_api {
     decltype(&cublasGetStatusString) status_string;
 };
 
+struct attn_state; // auto's table and cuDNN's handle (backend_cuda_attn_check.cu)
+
 struct cuda_backend {
     tr_backend be;        // first: free(cb) frees it
     tr_ops ops;
@@ -47,7 +49,8 @@ struct cuda_backend {
     blas_api api;
     cublasHandle_t blas;
     double *band;         // CS_CAP doubles: the first pass of the column sums
-    int attn_mode;        // TR_CUDA_ATTN_*: SA1B_CUDA_ATTN=fused|blocked|flash forces a path (tests)
+    int attn_mode;        // TR_CUDA_ATTN_*: --attention / SA1B_CUDA_ATTN (auto: attn_tab, else the rule)
+    struct attn_state *attn; // auto's paths by shape, cuDNN's handle (backend_cuda_attn_check.cu); NULL: none yet
     int sync_each;        // SA1B_CUDA_SYNC set: every launch waits, so a fault names its kernel
     int device;           // the GPU it runs on (the loader threads' pinned hooks set it)
     struct prof_state *prof; // SA1B_CUDA_PROFILE set: the events of backend_cuda_prof.cu
@@ -203,6 +206,16 @@ void attn_rowdot(cuda_backend *c, float *D, tr_ten dout, tr_ten out, const tr_at
 // backend_cuda_flash.cu (TR_CUDA_ATTN_FLASH): 1 when it took the call, 0 when it cannot
 int flash_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
 int flash_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
+                        tr_ten v, tr_ten att, const tr_attn_dims *d);
+// backend_cuda_attn_check.cu: the path of a call (TR_CUDA_ATTN_*: the forced
+// one, auto's choice for its shape, or TR_CUDA_ATTN_AUTO: the rule)
+int attn_mode_for(const cuda_backend *c, const tr_attn_dims *d, int dt);
+// frees c->attn (cuDNN closed): cu_destroy
+void attn_state_free(cuda_backend *c);
+// the cuDNN path (TR_CUDA_ATTN_CUDNN, cudnn_attn.h), as flash's: 1 when it took
+// the call, 0 when cuDNN is absent or declines it (the rule's path then)
+int cudnn_attn_forward(tr_backend *be, tr_ten out, tr_ten att, tr_ten q, tr_ten k, tr_ten v, const tr_attn_dims *d);
+int cudnn_attn_backward(tr_backend *be, tr_ten dq, tr_ten dk, tr_ten dv, tr_ten dout, tr_ten out, tr_ten q, tr_ten k,
                         tr_ten v, tr_ten att, const tr_attn_dims *d);
 
 } // namespace sa1b_cuda

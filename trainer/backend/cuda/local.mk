@@ -5,7 +5,8 @@
 # nvcc compiles each .cu into a PIC object that the library takes as a
 # libtool object (nvcc cannot go through libtool, which passes -fPIC to
 # it); without CUDA the stub says why there is none.
-libsa1b_train_la_SOURCES += trainer/backend/cuda/backend_cuda_sizes.c trainer/backend/cuda/cudnn_attn_layout.c
+libsa1b_train_la_SOURCES += trainer/backend/cuda/backend_cuda_sizes.c trainer/backend/cuda/cudnn_attn_layout.c \
+	trainer/backend/cuda/backend_cuda_pick.c
 # cuDNN's SDPA attention (cudnn_attn.h): plain C over cuDNN's headers, the
 # library loaded at run time; without CUDA or those headers, its stub
 if HAVE_CUDNN
@@ -17,17 +18,19 @@ endif
 EXTRA_DIST += trainer/backend/cuda/cudnn_attn.c trainer/backend/cuda/cudnn_attn_stub.c
 CUDA_DIR = trainer/backend/cuda
 CUDA_LOS = $(CUDA_DIR)/backend_cuda.lo $(CUDA_DIR)/backend_cuda_attn.lo $(CUDA_DIR)/backend_cuda_flash.lo \
-	$(CUDA_DIR)/backend_cuda_prof.lo
+	$(CUDA_DIR)/backend_cuda_prof.lo $(CUDA_DIR)/backend_cuda_attn_check.lo
 if HAVE_CUDA
 libsa1b_train_la_LIBADD += $(CUDA_LOS) $(CUDA_TRAIN_LIBS)
 else
 libsa1b_train_la_SOURCES += trainer/backend/cuda/backend_cuda_stub.c
 endif
 EXTRA_DIST += $(CUDA_LOS:.lo=.cu) trainer/backend/cuda/backend_cuda_impl.cuh trainer/backend/cuda/backend_cuda_stub.c
-noinst_HEADERS += trainer/backend/cuda/backend_cuda.h trainer/backend/cuda/cudnn_attn.h
+noinst_HEADERS += trainer/backend/cuda/backend_cuda.h trainer/backend/cuda/cudnn_attn.h \
+	trainer/backend/cuda/backend_cuda_pick.h
 CLEANFILES += $(CUDA_LOS) $(CUDA_LOS:$(CUDA_DIR)/%.lo=$(CUDA_DIR)/.libs/%.o)
 CUDA_DEPS = $(srcdir)/trainer/backend/backend.h $(srcdir)/trainer/backend/cuda/backend_cuda.h \
-	$(srcdir)/trainer/backend/cuda/backend_cuda_impl.cuh $(srcdir)/trainer/common/alloc.h \
+	$(srcdir)/trainer/backend/cuda/backend_cuda_impl.cuh $(srcdir)/trainer/backend/cuda/backend_cuda_pick.h \
+	$(srcdir)/trainer/common/alloc.h \
 	$(srcdir)/trainer/common/kernels.h $(srcdir)/trainer/common/quant8.h
 # --fmad=false: no contraction into fused multiply-adds, so that the
 # element-wise math of kernels.h rounds as on the CPU
