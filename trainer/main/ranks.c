@@ -2,12 +2,29 @@
  * ranks.c - sa1b-train under mpirun: the ranks agree on a failure, on
  * their data and on the run, and split the optimizer state (--zero 1).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sa1b_shard.h" /* sa1b_crc32c */
 #include "train.h"
+
+void die_alike(int report, int code, const char *fmt, ...)
+{
+    char msg[4600];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (report) cli_die(code, "%s", msg);
+    /* the other ranks leave rank 0 the time to say it: one of them ending
+     * first could take rank 0 down before its line is out (seen once in
+     * CI); rank 0's end ends them */
+    sleep(10);
+    exit(code);
+}
 
 /* A collective that failed on this rank (the others wait for it): the line
  * and the end of the job. */

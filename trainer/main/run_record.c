@@ -130,25 +130,6 @@ static void push_arg(options *o, const char *flag, const char *value)
     }
 }
 
-/* A --resume refused for what the run's record says: every rank of a job
- * reads the same record and stops alike, and rank 0 alone (report) says
- * why, so that the job prints one line. */
-_Noreturn __attribute__((format(printf, 2, 3))) static void refuse(int report, const char *fmt, ...)
-{
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (report) cli_die(CLI_EXIT_USAGE, "%s", msg);
-    /* the other ranks leave rank 0 the time to say it: mpirun ends a job at
-     * its first failed process, and one of them ending first could take
-     * rank 0 down before its line is out (seen once in CI); rank 0's end
-     * ends them */
-    sleep(10);
-    exit(CLI_EXIT_USAGE);
-}
-
 /* A record's keys are the fields above, synthetic_batch and world
  * (make_record's): one it does not know is refused, never ignored (a
  * state file of a later version, or one made to set what the run did not
@@ -185,7 +166,7 @@ void restore_run(options *o, int argc, char **argv, int report)
     check_record_keys(rec, path);
     int world = tr_run_rec_get(rec, "world", v, sizeof v) ? atoi(v) : 1;
     if (world != o->job->world)
-        refuse(report, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "
+        die_alike(report, CLI_EXIT_USAGE, "the run in '%s' was trained by %d process%s and this job has %d: resume it with "
                 "the same number (mpirun -np %d; --batch is per process)", o->resume, world, world == 1 ? "" : "es",
                 o->job->world, world);
     options r = *o; /* the options parsed with the record's settings added (the strings: o->job->owned) */
@@ -195,12 +176,12 @@ void restore_run(options *o, int argc, char **argv, int report)
         if (!tr_run_rec_get(rec, f->key, v, sizeof v)) continue; /* an older record: the option as given */
         field_flag(f, flag, sizeof flag);
         if (f->opt == O_DATA && *v && o->given[O_SYNTH])
-            refuse(report, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
+            die_alike(report, CLI_EXIT_USAGE, "--synthetic-batch %" PRIu64 " contradicts the run in '%s', which has --data %s: "
                     "leave --synthetic-batch out to continue it", o->synthetic_seed, o->resume, v);
         field_text(o, f, mine, sizeof mine);
         char ms[40], vs[40];
         if (o->given[f->opt] && f->fixed && strcmp(mine, v) != 0)
-            refuse(report, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it", flag,
+            die_alike(report, CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has %s %s: leave %s out to continue it", flag,
                    *mine ? shown(f, mine, ms, sizeof ms) : "(none)", o->resume, flag, *v ? shown(f, v, vs, sizeof vs) : "(none)",
                    flag);
         if (o->given[f->opt] || !*v) continue; /* given, or the default (no list, no path) */
@@ -214,7 +195,7 @@ void restore_run(options *o, int argc, char **argv, int report)
         char mine_s[32];
         snprintf(mine_s, sizeof mine_s, "%" PRIu64, o->synthetic_seed);
         if (o->given[O_DATA] || (o->given[O_SYNTH] && strcmp(mine_s, v) != 0))
-            refuse(report, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
+            die_alike(report, CLI_EXIT_USAGE, "%s %s contradicts the run in '%s', which has --synthetic-batch %s: leave %s out "
                     "to continue it", o->given[O_DATA] ? "--data" : "--synthetic-batch", o->given[O_DATA] ? o->data : mine_s,
                     o->resume, v, o->given[O_DATA] ? "--data" : "--synthetic-batch");
         if (!o->given[O_SYNTH]) push_arg(&r, "--synthetic-batch", v);

@@ -253,6 +253,11 @@ void zero_grad_parts(const tr_model *m, int world, zero_part *z);
 int data_parallel(const options *o);
 /* The line of a failure to start the backend: "[rank R of N: ]--backend NAME: why". */
 void rank_line(char *line, size_t n, const options *o, const char *why);
+/* The end of every rank of a job that meets the same failure at start-up
+ * (a --resume refused, no checkpoint to resume from): rank 0 (report)
+ * says it in one line and exits with code, the others exit alike after
+ * leaving it the time to (mpirun ends a job at its first failed process). */
+_Noreturn __attribute__((format(printf, 3, 4))) void die_alike(int report, int code, const char *fmt, ...);
 /* A collective that failed on this rank: the line and the end of the job. */
 _Noreturn void die_collective(const options *o, const char *err);
 /* A failure every rank knows of: the one line (msg, "" on the silent

@@ -20,17 +20,6 @@ _Noreturn void die_explained(const options *o, tr_backend *be, const char *err)
     cli_die(CLI_EXIT_FATAL, "%s", line);
 }
 
-/* choose_checkpoint's end for every rank of a job alike: rank 0 (report)
- * says it, the others end without a word (one line a job), after leaving
- * rank 0 the time to say it (mpirun ends a job at its first failed
- * process: run_record.c's refuse). */
-#define resume_die(report, code, ...)                                                                                  \
-    do {                                                                                                                \
-        if (report) cli_die(code, __VA_ARGS__);                                                                         \
-        sleep(10);                                                                                                      \
-        exit(code);                                                                                                     \
-    } while (0)
-
 /* "300", "300 and 250", "300, 250 and 200", "300, 250, 200 and 3 more" */
 static void step_list(char *buf, size_t n, const long *steps, long k)
 {
@@ -53,10 +42,10 @@ void choose_checkpoint(options *o, int report)
     char latest_path[4200];
     snprintf(latest_path, sizeof latest_path, "%s/latest", dir);
     FILE *lf = latest < 0 && o->from_step < 0 ? tr_run_dir_fopen(latest_path) : NULL;
-    if (latest < 0 && o->from_step < 0 && !lf) resume_die(report, CLI_EXIT_FATAL, "%s", err);
+    if (latest < 0 && o->from_step < 0 && !lf) die_alike(report, CLI_EXIT_FATAL, "%s", err);
     if (lf) fclose(lf);
     if ((n = tr_run_dir_checkpoints(dir, &steps)) < 0)
-        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %s", dir, strerror(errno));
+        die_alike(report, CLI_EXIT_FATAL, "cannot resume from '%s': %s", dir, strerror(errno));
     if (o->from_step >= 0) { /* that one, or none */
         long s = o->from_step;
         int have = 0;
@@ -64,11 +53,11 @@ void choose_checkpoint(options *o, int report)
         step_list(list, sizeof list, steps, n);
         free(steps);
         if (!have)
-            resume_die(report, CLI_EXIT_USAGE, "--from-step %ld: '%s' has no checkpoint of step %ld "
+            die_alike(report, CLI_EXIT_USAGE, "--from-step %ld: '%s' has no checkpoint of step %ld "
                        "(model-%ld.safetensors and state-%ld.bin)%s%s%s", s, dir, s, s, s, n ? "; it has steps " : "",
                        list, n ? "" : "; it has none");
         if (!tr_run_checkpoint_intact(dir, s, o->job->world, why, sizeof why))
-            resume_die(report, CLI_EXIT_FATAL, "--from-step %ld: the checkpoint of step %ld in '%s' is damaged (%s)",
+            die_alike(report, CLI_EXIT_FATAL, "--from-step %ld: the checkpoint of step %ld in '%s' is damaged (%s)",
                        s, s, dir, why);
         o->job->resume_step = s;
         return;
@@ -94,10 +83,10 @@ void choose_checkpoint(options *o, int report)
     char lead[4300] = ""; /* what latest said, when it said no step */
     if (latest < 0) snprintf(lead, sizeof lead, "'%s' holds no step number; ", latest_path);
     if (chosen < 0 && !k)
-        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %sno checkpoint there (model-N.safetensors and "
+        die_alike(report, CLI_EXIT_FATAL, "cannot resume from '%s': %sno checkpoint there (model-N.safetensors and "
                    "state-N.bin)", dir, lead);
     if (chosen < 0)
-        resume_die(report, CLI_EXIT_FATAL, "cannot resume from '%s': %sno intact checkpoint (step%s %s damaged: %s)",
+        die_alike(report, CLI_EXIT_FATAL, "cannot resume from '%s': %sno intact checkpoint (step%s %s damaged: %s)",
                    dir, lead, k > 1 ? "s" : "", list, first);
     if (report && k)
         cli_warn("%sthe checkpoint%s of step%s %s in '%s' %s damaged (%s%s): resuming from step %ld, the newest "
